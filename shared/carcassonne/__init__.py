@@ -1,0 +1,1 @@
+"""Carcassonne rules engine: pure, standard library only, folded by every service."""

@@ -1,0 +1,232 @@
+"""The board: placed tiles, features kept by union-find, and the open frontier.
+
+Everything that affects the board lives here: which tile is on which square, which
+feature each printed segment belongs to, how many edges each road and city still has open,
+who stands in each feature, and which empty squares a tile may be put on (with the edges
+it must match). Placing a tile touches only that square and its neighbours: no rescans.
+
+Each placed segment gets a *node* number; nodes joined across edges share a union-find
+root, and the root owns the `Feature` record (kind, tiles, open edges, pennants, meeples).
+"""
+
+from __future__ import annotations
+
+from .geometry import DELTA, HALF_BASE, RING, opposite_half
+from .tiles import CITY, FIELD, MONASTERY, Orientation, TileType
+
+Pos = tuple[int, int]
+FREE = "."  # a frontier edge with no neighbour yet
+
+# For an edge direction d: (my slot, the neighbour's facing slot) for the edge itself and for
+# its two field half-edges.
+FACING: tuple[tuple[tuple[int, int], ...], ...] = tuple(
+    (
+        (d, d ^ 2),
+        (HALF_BASE + 2 * d, HALF_BASE + opposite_half(2 * d)),
+        (HALF_BASE + 2 * d + 1, HALF_BASE + opposite_half(2 * d + 1)),
+    )
+    for d in range(4)
+)
+
+
+class Feature:
+    """A road, city, field or monastery as it stands now (owned by a union-find root)."""
+
+    __slots__ = ("cities", "done", "kind", "meeples", "open", "pennants", "tiles")
+
+    def __init__(self, kind: str, tiles: set[Pos], open_edges: int, pennants: int,
+                 cities: list[int]) -> None:
+        self.kind = kind
+        self.tiles = tiles  # squares the feature occupies (a square counts once, R6.2)
+        self.open = open_edges  # road/city edges not yet matched by a neighbour
+        self.pennants = pennants
+        self.meeples: list[int] = []  # ids of the meeples standing in it
+        self.cities = cities  # field: city nodes it borders (roots looked up when scoring)
+        self.done = False  # completed and scored (roads, cities, monasteries)
+
+    def copy(self) -> Feature:
+        """An independent copy (for pure `evolve`)."""
+        twin = Feature(self.kind, set(self.tiles), self.open, self.pennants, list(self.cities))
+        twin.meeples = list(self.meeples)
+        twin.done = self.done
+        return twin
+
+
+class Placed:
+    """A tile on the board: its type, rotation and first node number."""
+
+    __slots__ = ("base", "orientation", "rotation", "tile")
+
+    def __init__(self, tile: TileType, rotation: int, base: int) -> None:
+        self.tile = tile
+        self.rotation = rotation
+        self.orientation: Orientation = tile.orientations[rotation]
+        self.base = base
+
+
+class Board:
+    """Tiles, features and frontier of one game; mutated in place by `place`."""
+
+    __slots__ = ("bounds", "feats", "frontier", "monasteries", "parent", "tiles")
+
+    def __init__(self, bounds: tuple[int, int, int, int] | None = None) -> None:
+        self.tiles: dict[Pos, Placed] = {}
+        self.parent: list[int] = []
+        self.feats: list[Feature | None] = []
+        # empty square next to a tile -> the 4 edge types it must match (N E S W, FREE = any)
+        self.frontier: dict[Pos, str] = {}
+        self.monasteries: dict[Pos, int] = {}
+        self.bounds = bounds
+
+    def copy(self) -> Board:
+        """An independent copy; tiles and orientations are immutable and shared."""
+        twin = Board(self.bounds)
+        twin.tiles = dict(self.tiles)
+        twin.parent = list(self.parent)
+        twin.feats = [f.copy() if f is not None else None for f in self.feats]
+        twin.frontier = dict(self.frontier)
+        twin.monasteries = dict(self.monasteries)
+        return twin
+
+    # -- union-find -------------------------------------------------------------------
+    def find(self, node: int) -> int:
+        """The root of `node`'s feature (with path halving)."""
+        parent = self.parent
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    def feature(self, node: int) -> Feature:
+        """The feature record that `node` belongs to."""
+        feat = self.feats[self.find(node)]
+        assert feat is not None
+        return feat
+
+    def _union(self, a: int, b: int) -> int:
+        """Join the features of roots a and b; returns the surviving root."""
+        feats = self.feats
+        fa, fb = feats[a], feats[b]
+        assert fa is not None and fb is not None
+        if len(fa.tiles) < len(fb.tiles):
+            a, b, fa, fb = b, a, fb, fa
+        fa.tiles |= fb.tiles
+        fa.open += fb.open
+        fa.pennants += fb.pennants
+        fa.meeples.extend(fb.meeples)
+        fa.cities.extend(fb.cities)
+        feats[b] = None
+        self.parent[b] = a
+        return a
+
+    # -- placing ----------------------------------------------------------------------
+    def in_bounds(self, pos: Pos) -> bool:
+        """Whether `pos` lies on the table (always, unless R10.5 bounds it)."""
+        if self.bounds is None:
+            return True
+        min_x, max_x, min_y, max_y = self.bounds
+        return min_x <= pos[0] <= max_x and min_y <= pos[1] <= max_y
+
+    def place(self, tile: TileType, pos: Pos, rotation: int) -> int:
+        """Put a tile down (legality already checked) and join its segments; returns its base node."""
+        tiles, parent, feats = self.tiles, self.parent, self.feats
+        orient = tile.orientations[rotation]
+        base = len(parent)
+        for index, seg in enumerate(orient.segments):
+            parent.append(base + index)
+            feats.append(Feature(seg.kind, {pos}, seg.n_edges, seg.pennants,
+                                 [base + c for c in seg.cities]))
+        if orient.monastery >= 0:
+            self.monasteries[pos] = base + orient.monastery
+        tiles[pos] = Placed(tile, rotation, base)
+        self.frontier.pop(pos, None)
+        find, union = self.find, self._union
+        x, y = pos
+        my_slots = orient.slot_segment
+        for d in range(4):
+            dx, dy = DELTA[d]
+            npos = (x + dx, y + dy)
+            nb = tiles.get(npos)
+            if nb is None:
+                self._constrain(npos, d ^ 2, orient.edges[d])
+                continue
+            their_slots = nb.orientation.slot_segment
+            nbase = nb.base
+            for k, (mine, theirs) in enumerate(FACING[d]):
+                seg = my_slots[mine]
+                if seg < 0:
+                    continue
+                ra, rb = find(base + seg), find(nbase + their_slots[theirs])
+                root = ra if ra == rb else union(ra, rb)
+                if k == 0:  # a matched road or city edge closes two open edges
+                    feat = feats[root]
+                    assert feat is not None
+                    feat.open -= 2
+        return base
+
+    def _constrain(self, pos: Pos, edge: int, kind: str) -> None:
+        """Record that the empty square `pos` must show `kind` on `edge`."""
+        if not self.in_bounds(pos):
+            return
+        key = self.frontier.get(pos, "....")
+        self.frontier[pos] = key[:edge] + kind + key[edge + 1 :]
+
+    # -- completion -------------------------------------------------------------------
+    def completed_by(self, pos: Pos) -> list[int]:
+        """Roots of the features that the tile on `pos` has just completed (R6.1-R6.3, R6.5)."""
+        placed = self.tiles[pos]
+        done: list[int] = []
+        feats = self.feats
+        for index, seg in enumerate(placed.orientation.segments):
+            if seg.kind in (FIELD, MONASTERY):
+                continue
+            root = self.find(placed.base + index)
+            feat = feats[root]
+            assert feat is not None
+            if feat.open == 0 and not feat.done and root not in done:
+                done.append(root)
+        x, y = pos
+        for dx, dy in ((0, 0), *RING):
+            node = self.monasteries.get((x + dx, y + dy))
+            if node is not None and not self.feats[node].done:  # type: ignore[union-attr]
+                if self.neighbours((x + dx, y + dy)) == 8:
+                    done.append(node)
+        return done
+
+    def neighbours(self, pos: Pos) -> int:
+        """How many of the 8 squares around `pos` hold a tile."""
+        tiles = self.tiles
+        x, y = pos
+        return sum((x + dx, y + dy) in tiles for dx, dy in RING)
+
+    def monastery_tiles(self, pos: Pos) -> list[Pos]:
+        """The monastery's square and the tiles around it."""
+        x, y = pos
+        return [pos] + [(x + dx, y + dy) for dx, dy in RING if (x + dx, y + dy) in self.tiles]
+
+    # -- meeple checks ----------------------------------------------------------------
+    def occupied_mask(self, pos: Pos) -> int:
+        """Bit mask of the slots of the empty square `pos` that lead into occupied features.
+
+        A segment of a tile put on `pos` may take a meeple only if none of its slots is in
+        this mask (R5.3: the whole joined feature must be empty).
+        """
+        tiles, feats, find = self.tiles, self.feats, self.find
+        x, y = pos
+        mask = 0
+        for d in range(4):
+            dx, dy = DELTA[d]
+            nb = tiles.get((x + dx, y + dy))
+            if nb is None:
+                continue
+            their_slots = nb.orientation.slot_segment
+            for mine, theirs in FACING[d]:
+                seg = their_slots[theirs]
+                if seg >= 0 and feats[find(nb.base + seg)].meeples:  # type: ignore[union-attr]
+                    mask |= 1 << mine
+        return mask
+
+    def city_is_complete(self, node: int) -> bool:
+        """Whether the city that `node` belongs to is complete (R6.2)."""
+        feat = self.feature(node)
+        return feat.kind == CITY and feat.open == 0

@@ -1,0 +1,258 @@
+"""The game as functions: `decide(state, command) -> events`, `evolve(state, event) -> state`.
+
+`decide` validates a command against the rules and returns the events it causes, or raises
+a `GameError` naming the rule broken; it never changes the state. `evolve` is pure: it
+returns a new state. `fold` rebuilds a state from events (in place on a fresh state, which
+gives the same result as reducing with `evolve`, without the copies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .errors import IllegalMoveError, MalformedError, OutOfTurnError
+from .events import (
+    Command, DiscardTile, DrawTile, EndGame, Event, GameEnded, GameStarted, PlayTurn,
+    StartGame, TileDiscarded, TileDrawn, TilePlaced, TileReturned,
+)  # fmt: skip
+from .geometry import DELTA, EDGES
+from .ruleset import MAX_PLAYERS, MIN_PLAYERS
+from .state import DRAW, NEW, OVER, PLACE, GameState
+from .tiles import FIELD, Meeple, TileType
+
+Placement = tuple[int, int, int]  # x, y, rotation
+Action = tuple[int, int, int, Meeple | None]
+
+
+def evolve(state: GameState, event: Event) -> GameState:
+    """The state after `event`; `state` itself is left as it was."""
+    twin = state.copy()
+    twin.apply(event)
+    return twin
+
+
+def fold(events: Iterable[Event], upto: int | None = None) -> GameState:
+    """The state after the first `upto` events (all of them by default)."""
+    state = GameState()
+    for index, event in enumerate(events):
+        if upto is not None and index >= upto:
+            break
+        state.apply(event)
+    return state
+
+
+# ------------------------------------------------------------------------- legal moves
+
+
+def placements(state: GameState, tile: str | None = None) -> list[Placement]:
+    """Every legal (x, y, rotation) for `tile` (default: the drawn tile), R4.1-R4.3, R10.5.
+
+    Only the open frontier is looked at; rotation sets are memoised per edge pattern.
+    """
+    name = tile if tile is not None else state.drawn
+    if name is None:
+        return []
+    ttype = state.tiles.types[name]
+    out: list[Placement] = []
+    for (x, y), key in state.board.frontier.items():
+        for rotation in ttype.rotations_for(key):
+            out.append((x, y, rotation))
+    return out
+
+
+def is_unplaceable(state: GameState, tile: str | None = None) -> bool:
+    """Whether the tile fits nowhere on the board (R4.4)."""
+    name = tile if tile is not None else state.drawn
+    if name is None:
+        return False
+    ttype = state.tiles.types[name]
+    return not any(ttype.rotations_for(key) for key in state.board.frontier.values())
+
+
+def meeple_spots(state: GameState, x: int, y: int, rotation: int,
+                 tile: str | None = None) -> list[Meeple]:
+    """Legal meeple spots on a tile placed at (x, y, rotation) by the player to move (R5)."""
+    name = tile if tile is not None else state.drawn
+    assert name is not None
+    if state.supply[state.current] == 0:  # R5.5
+        return []
+    return _free_segments(state, state.tiles.types[name], x, y, rotation,
+                          state.board.occupied_mask((x, y)))
+
+
+def _free_segments(state: GameState, ttype: TileType, x: int, y: int, rotation: int,
+                   occupied: int) -> list[Meeple]:
+    farmers = state.ruleset.farmers
+    return [
+        seg.meeple
+        for seg in ttype.orientations[rotation].segments
+        if not (seg.mask & occupied) and (farmers or seg.kind != FIELD)
+    ]
+
+
+def actions(state: GameState) -> list[Action]:
+    """Every legal (x, y, rotation, meeple-or-None) for the drawn tile: a whole turn's choices."""
+    name = state.drawn
+    if name is None:
+        return []
+    ttype = state.tiles.types[name]
+    board = state.board
+    has_meeple = state.supply[state.current] > 0
+    farmers = state.ruleset.farmers
+    out: list[Action] = []
+    for (x, y), key in board.frontier.items():
+        rotations = ttype.rotations_for(key)
+        if not rotations:
+            continue
+        occupied = board.occupied_mask((x, y)) if has_meeple else 0
+        for rotation in rotations:
+            out.append((x, y, rotation, None))
+            if has_meeple:
+                for seg in ttype.orientations[rotation].segments:
+                    if not (seg.mask & occupied) and (farmers or seg.kind != FIELD):
+                        out.append((x, y, rotation, seg.meeple))
+    return out
+
+
+# ------------------------------------------------------------------------------ decide
+
+
+def decide(state: GameState, command: Command) -> list[Event]:
+    """The events `command` causes, or a `GameError` naming the broken rule."""
+    match command:
+        case StartGame():
+            return _start(state, command)
+        case DrawTile():
+            return _draw(state, command)
+        case PlayTurn():
+            return _play(state, command)
+        case DiscardTile():
+            return _discard(state, command)
+        case EndGame():
+            return _end(state, command)
+    raise MalformedError("unknown_command", f"unknown command {command!r}")
+
+
+def _start(state: GameState, cmd: StartGame) -> list[Event]:
+    if state.phase != NEW:
+        raise OutOfTurnError("game_started", "the game has already started", "R2")
+    if type(cmd.players) is not int or not MIN_PLAYERS <= cmd.players <= MAX_PLAYERS:
+        raise MalformedError("bad_players", "a game has 2 to 6 players", "R1.3")
+    return [GameStarted(cmd.ruleset, cmd.players)]
+
+
+def _expect(state: GameState, phase: str) -> None:
+    if state.phase == OVER:
+        raise OutOfTurnError("game_over", "the game is over", "R7.1")
+    if state.phase == NEW:
+        raise OutOfTurnError("game_not_started", "the game has not started", "R2")
+    if state.phase != phase:
+        if phase == PLACE:
+            raise OutOfTurnError("no_tile_drawn", "no tile has been drawn", "R3")
+        raise OutOfTurnError("tile_already_drawn", "a tile is drawn and must be played", "R3")
+
+
+def _expect_player(state: GameState, player: object) -> None:
+    if type(player) is not int or not 0 <= player < state.players:
+        raise MalformedError("bad_player", f"player must be 0-{state.players - 1}")
+    if player != state.current:
+        raise OutOfTurnError("not_your_turn", f"it is player {state.current}'s turn", "R2.2",
+                             current=state.current)
+
+
+def _draw(state: GameState, cmd: DrawTile) -> list[Event]:
+    _expect(state, DRAW)
+    if not isinstance(cmd.tile, str) or cmd.tile not in state.tiles.types:
+        raise MalformedError("unknown_tile", f"no tile {cmd.tile!r} in the {state.tiles.name} set",
+                             "R1")
+    if not state.bag.get(cmd.tile):
+        raise IllegalMoveError("tile_not_in_bag", f"no {cmd.tile} tile is left in the bag", "R1.1",
+                               tile=cmd.tile)
+    return [TileDrawn(cmd.tile)]
+
+
+def _game_end_after(state: GameState, bag_size: int) -> list[Event]:
+    return [GameEnded("last tile placed")] if bag_size == 0 else []  # R7.1
+
+
+def _play(state: GameState, cmd: PlayTurn) -> list[Event]:
+    _expect(state, PLACE)
+    _expect_player(state, cmd.player)
+    assert state.drawn is not None
+    for name in ("x", "y"):
+        value = getattr(cmd, name)
+        if type(value) is not int or abs(value) > 10_000:
+            raise MalformedError("bad_coordinate", f"{name} must be an integer within ±10000")
+    if type(cmd.rotation) is not int or not 0 <= cmd.rotation <= 3:
+        raise MalformedError("bad_rotation", "rotation must be 0, 1, 2 or 3", "R4.3")
+    ttype = state.tiles.types[state.drawn]
+    _check_placement(state, ttype, cmd.x, cmd.y, cmd.rotation)
+    meeple = cmd.meeple
+    if meeple is not None:
+        meeple = _check_meeple(state, ttype, cmd)
+    placed = TilePlaced(cmd.player, state.drawn, cmd.x, cmd.y, cmd.rotation, meeple)
+    return [placed, *_game_end_after(state, state.bag_size)]
+
+
+def _check_placement(state: GameState, ttype: TileType, x: int, y: int, rotation: int) -> None:
+    board = state.board
+    pos = (x, y)
+    if pos in board.tiles:
+        raise IllegalMoveError("square_taken", f"a tile already lies on {x},{y}", "R4.1")
+    if not board.in_bounds(pos):
+        raise IllegalMoveError("out_of_bounds", f"{x},{y} is off the bounded table", "R10.5")
+    key = board.frontier.get(pos)
+    if key is None:
+        raise IllegalMoveError("not_adjacent", f"{x},{y} shares no edge with a placed tile",
+                               "R4.1")
+    edges = ttype.orientations[rotation].edges
+    for d, (need, have) in enumerate(zip(key, edges, strict=True)):
+        if need not in (".", have):
+            dx, dy = DELTA[d]
+            raise IllegalMoveError(
+                "edge_mismatch",
+                f"the {EDGES[d]} edge ({have}) does not match the tile at {x + dx},{y + dy} ({need})",
+                "R4.2", edge=EDGES[d])
+
+
+def _check_meeple(state: GameState, ttype: TileType, cmd: PlayTurn) -> Meeple:
+    meeple = cmd.meeple
+    if not isinstance(meeple, Meeple):
+        raise MalformedError("bad_meeple", "meeple must be a Meeple", "R5")
+    if meeple.feature == FIELD and not state.ruleset.farmers:
+        raise IllegalMoveError("farmers_disabled", "this game is played without farmers", "R5.2")
+    if state.supply[cmd.player] == 0:
+        raise IllegalMoveError("no_meeple_left", "you have no meeple in your supply", "R5.5")
+    orient = ttype.orientations[cmd.rotation]
+    seg_index = orient.spots.get(meeple.spot)
+    if seg_index is None or orient.segments[seg_index].kind != meeple.feature:
+        raise IllegalMoveError(
+            "no_such_feature",
+            f"the tile as placed has no {meeple.feature} at {meeple.spot}", "R5.1",
+            spots=[m.meeple.spot for m in orient.segments])
+    seg = orient.segments[seg_index]
+    if seg.mask & state.board.occupied_mask((cmd.x, cmd.y)):
+        raise IllegalMoveError(
+            "feature_occupied", f"the {meeple.feature} at {meeple.spot} joins a feature that "
+            "already holds a meeple", "R5.3")
+    return meeple
+
+
+def _discard(state: GameState, cmd: DiscardTile) -> list[Event]:
+    _expect(state, PLACE)
+    _expect_player(state, cmd.player)
+    assert state.drawn is not None
+    if not is_unplaceable(state):
+        raise IllegalMoveError("tile_fits", f"the {state.drawn} tile fits on the board", "R4.4")
+    if state.ruleset.unplaceable == "return":  # R10.4
+        returned: list[Event] = [TileReturned(cmd.player, state.drawn)]
+        if all(is_unplaceable(state, name) for name in state.bag) and is_unplaceable(state):
+            # Decision: nothing left in the bag can ever be placed; the game ends.
+            returned.append(GameEnded("no placeable tile left"))
+        return returned
+    return [TileDiscarded(cmd.player, state.drawn), *_game_end_after(state, state.bag_size)]
+
+
+def _end(state: GameState, cmd: EndGame) -> list[Event]:
+    _expect(state, DRAW)
+    return [GameEnded(cmd.reason)]

@@ -1,0 +1,107 @@
+"""Rulesets: the options chosen per game and recorded with it (R1, R7.4, R10)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import MalformedError
+from .tilesets import TILESETS
+from .tiles import TileSet
+
+FARM_EDITIONS = ("3rd", "2nd", "1st")  # R7.3 (default), R7.4
+UNPLACEABLE = ("discard", "return")  # R4.4, R10.4
+MIN_PLAYERS, MAX_PLAYERS = 2, 6  # R1.3
+
+
+@dataclass(frozen=True)
+class Ruleset:
+    """The rules a game is played by. Defaults are the base game with farmers, 3rd edition."""
+
+    tileset: str = "base"
+    farmers: bool = True
+    farm_scoring: str = "3rd"
+    incomplete_score: bool = True  # False is house rule R10.1
+    meeples: int | None = None  # per player; None: the tile set's number (7, or 5 in the demo)
+    unplaceable: str = "discard"  # "return" is house rule R10.4
+    area: tuple[int, int] | None = None  # (width, height) around the start tile, R10.5
+
+    def __post_init__(self) -> None:
+        if self.tileset not in TILESETS:
+            raise MalformedError("unknown_tileset", f"unknown tile set {self.tileset!r}", "R1")
+        if self.farm_scoring not in FARM_EDITIONS:
+            raise MalformedError(
+                "unknown_farm_scoring",
+                f"farm_scoring must be one of {', '.join(FARM_EDITIONS)}", "R7.4")
+        if self.unplaceable not in UNPLACEABLE:
+            raise MalformedError(
+                "unknown_unplaceable", "unplaceable must be 'discard' or 'return'", "R10.4")
+        if self.meeples is not None and not (
+            type(self.meeples) is int and 0 <= self.meeples <= 99
+        ):
+            raise MalformedError("bad_meeples", "meeples must be an integer 0-99", "R1.3")
+        if self.area is not None:
+            w, h = self.area
+            if not all(type(v) is int and 1 <= v <= 1000 for v in (w, h)):
+                raise MalformedError("bad_area", "area must be two integers 1-1000", "R10.5")
+        for name in ("farmers", "incomplete_score"):
+            if type(getattr(self, name)) is not bool:
+                raise MalformedError("bad_ruleset", f"{name} must be true or false")
+
+    @property
+    def tiles(self) -> TileSet:
+        """The tile set this ruleset plays with."""
+        return TILESETS[self.tileset]
+
+    @property
+    def meeples_per_player(self) -> int:
+        """Meeples each player starts with (R1.3, R1.2)."""
+        return self.tiles.meeples if self.meeples is None else self.meeples
+
+    def bounds(self) -> tuple[int, int, int, int] | None:
+        """(min_x, max_x, min_y, max_y) of the bounded table (R10.5), centred on the start.
+
+        **Decision**: with an even width the extra column lies east (extra row south).
+        """
+        if self.area is None:
+            return None
+        w, h = self.area
+        return (-((w - 1) // 2), w // 2, -((h - 1) // 2), h // 2)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ruleset as recorded with a game (defaults of the optional house rules left out)."""
+        out: dict[str, Any] = {
+            "tileset": self.tileset,
+            "farmers": self.farmers,
+            "farm_scoring": self.farm_scoring,
+            "incomplete_score": self.incomplete_score,
+        }
+        if self.meeples is not None:
+            out["meeples"] = self.meeples
+        if self.unplaceable != "discard":
+            out["unplaceable"] = self.unplaceable
+        if self.area is not None:
+            out["area"] = {"width": self.area[0], "height": self.area[1]}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Ruleset:
+        """Read a recorded ruleset; unknown keys and wrong types are rejected."""
+        if not isinstance(data, dict):
+            raise MalformedError("bad_ruleset", "ruleset must be an object")
+        known = {"tileset", "farmers", "farm_scoring", "incomplete_score", "meeples",
+                 "unplaceable", "area"}
+        extra = set(data) - known
+        if extra:
+            raise MalformedError("bad_ruleset", f"unknown ruleset keys: {sorted(extra)}")
+        kwargs = {k: v for k, v in data.items() if k != "area"}
+        for key in ("tileset", "farm_scoring", "unplaceable"):
+            if key in kwargs and not isinstance(kwargs[key], str):
+                raise MalformedError("bad_ruleset", f"{key} must be a string")
+        area = data.get("area")
+        if area is not None:
+            if not isinstance(area, dict) or set(area) != {"width", "height"}:
+                raise MalformedError(
+                    "bad_area", "area must be {\"width\": W, \"height\": H}", "R10.5")
+            kwargs["area"] = (area["width"], area["height"])
+        return cls(**kwargs)

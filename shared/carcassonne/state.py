@@ -1,0 +1,216 @@
+"""The state of one game and how each event changes it.
+
+Everything that affects a game lives here: the board (`board.py`), the bag, the drawn
+tile, whose turn it is, each player's supply and score, the meeples on the board and the
+score explanations derived so far. `GameState.apply` mutates a state its caller owns;
+`game.evolve` is the pure form (it applies to a copy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from .board import Board, Pos
+from .events import (
+    Event, GameEnded, GameStarted, TileDiscarded, TileDrawn, TilePlaced, TileReturned,
+    meeple_to_dict,
+)  # fmt: skip
+from .ruleset import Ruleset
+from .scoring import ScoreEvent, score_completed, score_farms, score_incomplete
+from .tiles import Meeple, TileSet
+
+NEW, DRAW, PLACE, OVER = "new", "draw", "place", "over"
+
+
+class MeepleOnBoard(NamedTuple):
+    """A meeple standing on the board: its owner, square, spot and segment node."""
+
+    player: int
+    pos: Pos
+    meeple: Meeple
+    node: int
+
+
+class GameState:
+    """A game as the fold of its events. Create with `GameState()`, then apply events."""
+
+    __slots__ = (
+        "bag", "bag_size", "board", "current", "discarded", "drawn", "drawn_count", "log",
+        "meeples", "next_meeple", "phase", "players", "ruleset", "scores",
+        "scores_before_final", "supply", "tiles", "turn",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.phase = NEW
+        self.ruleset = Ruleset()
+        self.tiles: TileSet = self.ruleset.tiles
+        self.players = 0
+        self.board = Board()
+        self.bag: dict[str, int] = {}
+        self.bag_size = 0
+        self.drawn: str | None = None
+        self.drawn_count = 0
+        self.discarded: list[str] = []
+        self.current = 0
+        self.supply: list[int] = []
+        self.scores: list[int] = []
+        self.scores_before_final: tuple[int, ...] | None = None
+        self.log: list[ScoreEvent] = []
+        self.meeples: dict[int, MeepleOnBoard] = {}
+        self.next_meeple = 0
+        self.turn = 0  # tiles placed after the start tile
+
+    def copy(self) -> GameState:
+        """An independent copy (immutable parts shared)."""
+        twin = GameState.__new__(GameState)
+        for name in GameState.__slots__:
+            setattr(twin, name, getattr(self, name))
+        twin.board = self.board.copy()
+        twin.bag = dict(self.bag)
+        twin.discarded = list(self.discarded)
+        twin.supply = list(self.supply)
+        twin.scores = list(self.scores)
+        twin.log = list(self.log)
+        twin.meeples = dict(self.meeples)
+        return twin
+
+    @property
+    def over(self) -> bool:
+        """Whether the game has ended (final scoring done)."""
+        return self.phase == OVER
+
+    def owner(self, meeple_id: int) -> int:
+        """The player a meeple on the board belongs to."""
+        return self.meeples[meeple_id].player
+
+    # -- events -----------------------------------------------------------------------
+    def apply(self, event: Event) -> None:
+        """Change this state by one event (trusted: `decide` validated it)."""
+        _APPLY[type(event)](self, event)
+
+    def _started(self, e: GameStarted) -> None:
+        self.ruleset = e.ruleset
+        self.tiles = e.ruleset.tiles
+        self.players = e.players
+        self.board = Board(e.ruleset.bounds())
+        start = self.tiles.types[self.tiles.start]
+        self.board.place(start, (0, 0), 0)  # R2.1: at the origin, unrotated
+        self.bag = self.tiles.bag()
+        self.bag_size = sum(self.bag.values())
+        self.supply = [e.ruleset.meeples_per_player] * e.players
+        self.scores = [0] * e.players
+        self.phase = DRAW
+
+    def _drawn(self, e: TileDrawn) -> None:
+        left = self.bag[e.tile] - 1
+        if left:
+            self.bag[e.tile] = left
+        else:
+            del self.bag[e.tile]
+        self.bag_size -= 1
+        self.drawn = e.tile
+        self.drawn_count += 1
+        self.phase = PLACE
+
+    def _placed(self, e: TilePlaced) -> None:
+        board = self.board
+        tile = self.tiles.types[e.tile]
+        pos = (e.x, e.y)
+        base = board.place(tile, pos, e.rotation)
+        if e.meeple is not None:
+            node = base + tile.orientations[e.rotation].spots[e.meeple.spot]
+            meeple_id = self.next_meeple
+            self.next_meeple += 1
+            self.meeples[meeple_id] = MeepleOnBoard(e.player, pos, e.meeple, node)
+            board.feature(node).meeples.append(meeple_id)
+            self.supply[e.player] -= 1
+        self.turn += 1
+        for root in board.completed_by(pos):
+            self._score_completed(root)
+        self.drawn = None
+        self.phase = DRAW
+        self.current = (self.current + 1) % self.players
+
+    def _score_completed(self, root: int) -> None:
+        """R6: score a just-completed feature and send its meeples home (R6.6)."""
+        feat = self.board.feats[root]
+        assert feat is not None
+        scored = score_completed(self.board, root, self.owner, self.players, self.turn)
+        for meeple_id in feat.meeples:
+            self.supply[self.meeples.pop(meeple_id).player] += 1
+        feat.meeples = []
+        feat.done = True
+        self._record(scored)
+
+    def _record(self, scored: ScoreEvent) -> None:
+        self.log.append(scored)
+        scores = self.scores
+        for p, points in enumerate(scored.awarded):
+            scores[p] += points
+
+    def _discarded(self, e: TileDiscarded) -> None:
+        self.discarded.append(e.tile)
+        self.drawn = None
+        self.phase = DRAW
+
+    def _returned(self, e: TileReturned) -> None:
+        self.bag[e.tile] = self.bag.get(e.tile, 0) + 1
+        self.bag_size += 1
+        self.drawn = None
+        self.phase = DRAW
+
+    def _ended(self, e: GameEnded) -> None:
+        """R7: incomplete features, then farms; meeples stay where they stood."""
+        self.scores_before_final = tuple(self.scores)
+        rules = self.ruleset
+        final = score_incomplete(self.board, self.owner, self.players, self.turn,
+                                 rules.incomplete_score)
+        if rules.farmers:
+            final += score_farms(self.board, self.owner, self.players, self.turn,
+                                 rules.farm_scoring)
+        for scored in final:
+            self._record(scored)
+        self.drawn = None
+        self.phase = OVER
+
+    # -- views --------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Everything observable about the game, as plain data (for equality and views)."""
+        return {
+            "phase": self.phase,
+            "players": self.players,
+            "ruleset": self.ruleset.to_dict(),
+            "tiles": sorted(
+                (pos, placed.tile.name, placed.rotation) for pos, placed in self.board.tiles.items()
+            ),
+            "meeples": sorted(
+                (m.player, m.pos, m.meeple.feature, m.meeple.spot) for m in self.meeples.values()
+            ),
+            "bag": dict(sorted(self.bag.items())),
+            "drawn": self.drawn,
+            "discarded": list(self.discarded),
+            "current": self.current,
+            "supply": list(self.supply),
+            "scores": list(self.scores),
+            "scores_before_final": self.scores_before_final,
+            "log": [s.to_dict() for s in self.log],
+            "turn": self.turn,
+        }
+
+    def meeple_list(self) -> list[dict[str, Any]]:
+        """The meeples on the board, in the game record's vocabulary."""
+        return [
+            {"player": m.player, "x": m.pos[0], "y": m.pos[1], "meeple": meeple_to_dict(m.meeple)}
+            for m in self.meeples.values()
+        ]
+
+
+_APPLY: dict[type, Callable[[GameState, Any], None]] = {
+    GameStarted: GameState._started,
+    TileDrawn: GameState._drawn,
+    TilePlaced: GameState._placed,
+    TileDiscarded: GameState._discarded,
+    TileReturned: GameState._returned,
+    GameEnded: GameState._ended,
+}

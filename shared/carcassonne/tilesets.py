@@ -1,0 +1,84 @@
+"""The tile sets as data: one table per set (TILES.md §1 and §2).
+
+Row format (see `tiles.parse_tile`): ``EDGES | segment | segment …`` in the canonical
+orientation of TILES.md (JCloisterZone's). A field lists its half-edges and, after ``->``,
+the city segments of the same tile it borders (0 = the tile's first city segment).
+"""
+
+from __future__ import annotations
+
+from .tiles import TileSet, TileType, parse_tile
+
+# name: (spec, gardens among the base-set copies — 2nd-edition artwork, R1.4)
+SPECS: dict[str, tuple[str, int]] = {
+    "A": ("F F R F | monastery | road S | field NNW NNE ENE ESE SSE SSW WSW WNW", 0),
+    "B": ("F F F F | monastery | field NNW NNE ENE ESE SSE SSW WSW WNW", 0),
+    "C": ("C C C C | city+ N E S W", 0),
+    "D": ("C R F R | city N | road W E | field ENE WNW -> 0 | field ESE SSE SSW WSW", 0),
+    "E": ("C F F F | city N | field ENE ESE SSE SSW WSW WNW -> 0", 1),
+    "F": ("F C F C | city+ E W | field NNW NNE -> 0 | field SSE SSW -> 0", 0),
+    "G": ("F C F C | city E W | field NNW NNE -> 0 | field SSE SSW -> 0", 0),
+    "H": ("C F C F | city N | city S | field ENE ESE WSW WNW -> 0 1", 1),
+    "I": ("C F F C | city N | city W | field ENE ESE SSE SSW -> 0 1", 1),
+    "J": ("C R R F | city N | road E S | field ENE SSW WSW WNW -> 0 | field ESE SSE", 0),
+    "K": ("C F R R | city N | road S W | field WNW ENE ESE SSE -> 0 | field SSW WSW", 0),
+    "L": (
+        "C R R R | city N | road E | road S | road W"
+        " | field ENE WNW -> 0 | field ESE SSE | field SSW WSW",
+        0,
+    ),
+    "M": ("C F F C | city+ N W | field ENE ESE SSE SSW -> 0", 1),
+    "N": ("C F F C | city N W | field ENE ESE SSE SSW -> 0", 1),
+    "O": ("C R R C | city+ N W | road E S | field ENE SSW -> 0 | field ESE SSE", 0),
+    "P": ("C R R C | city N W | road E S | field ENE SSW -> 0 | field ESE SSE", 0),
+    "Q": ("C C F C | city+ N E W | field SSE SSW -> 0", 0),
+    "R": ("C C F C | city N E W | field SSE SSW -> 0", 1),
+    "S": ("C C R C | city+ N E W | road S | field SSE -> 0 | field SSW -> 0", 0),
+    "T": ("C C R C | city N E W | road S | field SSE -> 0 | field SSW -> 0", 0),
+    "U": ("F R F R | road W E | field WNW NNW NNE ENE | field ESE SSE SSW WSW", 1),
+    "V": ("F F R R | road S W | field WNW NNW NNE ENE ESE SSE | field SSW WSW", 1),
+    "W": (
+        "F R R R | road E | road S | road W | field WNW NNW NNE ENE | field ESE SSE | field SSW WSW",
+        0,
+    ),
+    "X": (
+        "R R R R | road N | road E | road S | road W"
+        " | field WNW NNW | field NNE ENE | field ESE SSE | field SSW WSW",
+        0,
+    ),
+    # The two demo-set types that are not base tiles (Inns & Cathedrals shapes; names are
+    # JCloisterZone's ids). LRFR: two roads that both end at the monastery.
+    "LRFR": (
+        "F R F R | monastery | road E | road W | field ESE SSE SSW WSW | field ENE NNW NNE WNW",
+        0,
+    ),
+    # CFR: a city cap N and a road S that ends at the city.
+    "CFR": ("C F R F | city N | road S | field WSW WNW SSW -> 0 | field ENE ESE SSE -> 0", 0),
+}
+
+BASE_COUNTS: dict[str, int] = {
+    "A": 2, "B": 4, "C": 1, "D": 4, "E": 5, "F": 2, "G": 1, "H": 3, "I": 2, "J": 3, "K": 3,
+    "L": 3, "M": 2, "N": 3, "O": 2, "P": 3, "Q": 1, "R": 3, "S": 2, "T": 1, "U": 8, "V": 9,
+    "W": 4, "X": 1,
+}  # fmt: skip
+
+# "Carcassonne for 2" distribution used by the print-and-play demo (R1.2, TILES.md §2).
+DEMO_COUNTS: dict[str, int] = {
+    "A": 1, "B": 2, "LRFR": 1, "D": 4, "E": 2, "CFR": 1, "F": 2, "G": 1, "H": 2, "L": 3,
+    "J": 2, "K": 2, "I": 2, "N": 4, "O": 2, "P": 1, "Q": 1, "S": 2, "T": 1, "V": 5, "U": 4,
+    "W": 3,
+}  # fmt: skip
+
+
+def _build(name: str, counts: dict[str, int], meeples: int, gardens: bool) -> TileSet:
+    types: dict[str, TileType] = {}
+    for letter, count in counts.items():
+        spec, garden_count = SPECS[letter]
+        types[letter] = parse_tile(letter, count, spec, garden_count if gardens else 0)
+    return TileSet(name=name, start="D", meeples=meeples, types=types)
+
+
+BASE = _build("base", BASE_COUNTS, meeples=7, gardens=True)
+DEMO = _build("demo", DEMO_COUNTS, meeples=5, gardens=False)
+
+TILESETS: dict[str, TileSet] = {BASE.name: BASE, DEMO.name: DEMO}
