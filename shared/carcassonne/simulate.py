@@ -49,7 +49,7 @@ def random_game(rng: random.Random, players: int = 2, ruleset: Ruleset | None = 
             else:
                 emit(TileDiscarded(state.current, tile))
             continue
-            x, y, rotation, meeple = choices[rng.randrange(len(choices))]
+        x, y, rotation, meeple = choices[rng.randrange(len(choices))]
         emit(TilePlaced(state.current, tile, x, y, rotation, meeple))
     if state.phase != OVER:
         emit(GameEnded("last tile placed" if not bag else "stopped"))

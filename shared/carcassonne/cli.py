@@ -1,0 +1,190 @@
+"""`carcassonne`: score, show and simulate games from the command line.
+
+This module is the engine's only edge with I/O (files, stdin, the clock, a terminal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .errors import GameError, RecordError
+from .notation import format_record, parse_record
+from .record import Record, load_record, record_from_events, replay, score_report
+from .render import render_board, render_scores
+from .ruleset import FARM_EDITIONS, Ruleset
+from .simulate import random_game
+from .tilesets import TILESETS
+
+EXIT_BAD_INPUT = 2
+
+
+class Progress:
+    """A one-line progress bar on a terminal (stderr); silent when stderr is not a terminal."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
+        self.total, self.stream, self.width = total, stream, width
+        self.enabled = stream.isatty()
+        self.start = time.perf_counter()
+
+    def update(self, done: int) -> None:
+        """Redraw the bar after `done` items."""
+        if not self.enabled or (done % max(1, self.total // 200) and done != self.total):
+            return
+        filled = self.width * done // max(1, self.total)
+        rate = done / max(1e-9, time.perf_counter() - self.start)
+        self.stream.write(
+            f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{self.total}"
+            f" {rate:,.0f}/s"
+        )
+        if done == self.total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def read_record(path: str) -> Record:
+    """Load a record from a JSON file (or `-` for stdin); the notation is accepted too."""
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise SystemExit(_fail(f"cannot read {path}: {exc.strerror}")) from exc
+    stripped = text.lstrip()
+    if stripped.startswith("carcassonne-record/"):
+        return parse_record(text)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SystemExit(_fail(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})")) from exc
+    return load_record(data)
+
+
+def _fail(message: str) -> int:
+    print(f"carcassonne: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _error_text(exc: GameError) -> str:
+    where = ""
+    if isinstance(exc, RecordError) and exc.index is not None:
+        where = f" (turn index {exc.index})"
+    rule = f" [{exc.rule}]" if exc.rule else ""
+    return f"{exc.code}{where}: {exc.message}{rule}"
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """Print the scores and every score explanation of a record as JSON."""
+    report = score_report(replay(read_record(args.record)))
+    del report["ranks"], report["winners"]
+    print(json.dumps(report, indent=2 if args.pretty else None))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print the final board of a record as text, with the scores."""
+    record = read_record(args.record)
+    state = replay(record)
+    sys.stdout.write(render_board(state))
+    sys.stdout.write(render_scores(state))
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Play random legal games and report throughput."""
+    ruleset = Ruleset(tileset=args.tileset, farmers=not args.no_farmers,
+                      farm_scoring=args.farm_scoring)
+    rng = random.Random(args.seed)
+    progress = Progress(args.games)
+    times = []
+    started = time.perf_counter()
+    for done in range(1, args.games + 1):
+        t0 = time.perf_counter()
+        random_game(rng, args.players, ruleset)
+        times.append(time.perf_counter() - t0)
+        progress.update(done)
+    seconds = time.perf_counter() - started
+    median_ms = statistics.median(times) * 1000
+    if args.json:
+        print(json.dumps({"games": args.games, "seconds": round(seconds, 4),
+                          "ms_per_game_median": round(median_ms, 4)}))
+    else:
+        print(f"{args.games} games of {args.players} players in {seconds:.2f} s: "
+              f"{args.games / seconds:,.1f} games/s, median {median_ms:.2f} ms per game")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Play one random game in the engine and show it (what `make run` does for now)."""
+    state, events = random_game(random.Random(args.seed), args.players)
+    record = record_from_events(events)
+    sys.stdout.write(format_record(record))
+    print()
+    sys.stdout.write(render_board(state))
+    print()
+    sys.stdout.write(render_scores(state))
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _players(text: str) -> int:
+    value = int(text)
+    if not 2 <= value <= 6:
+        raise argparse.ArgumentTypeError("a game has 2 to 6 players (R1.3)")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `carcassonne`."""
+    parser = argparse.ArgumentParser(
+        prog="carcassonne", description="Score, show and simulate Carcassonne games.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    score = sub.add_parser("score", help="score a game record (JSON or notation)")
+    score.add_argument("record", help="path to the record, or - for stdin")
+    score.add_argument("--pretty", action="store_true", help="indent the JSON")
+    score.set_defaults(func=cmd_score)
+
+    show = sub.add_parser("show", help="print a record's final board as text")
+    show.add_argument("record", help="path to the record, or - for stdin")
+    show.set_defaults(func=cmd_show)
+
+    sim = sub.add_parser("simulate", help="play random legal games and report throughput")
+    sim.add_argument("--games", type=_positive, default=100)
+    sim.add_argument("--players", type=_players, default=2)
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--tileset", choices=sorted(TILESETS), default="base")
+    sim.add_argument("--farm-scoring", choices=FARM_EDITIONS, default="3rd")
+    sim.add_argument("--no-farmers", action="store_true")
+    sim.add_argument("--json", action="store_true", help="print one JSON line")
+    sim.set_defaults(func=cmd_simulate)
+
+    demo = sub.add_parser("demo", help="play and show one random game")
+    demo.add_argument("--players", type=_players, default=2)
+    demo.add_argument("--seed", type=int, default=None)
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; exit status 2 on a malformed or illegal record."""
+    args = build_parser().parse_args(argv)
+    try:
+        result: Any = args.func(args)
+    except GameError as exc:
+        return _fail(_error_text(exc))
+    return int(result)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
