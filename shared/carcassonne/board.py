@@ -34,8 +34,9 @@ class Feature:
 
     __slots__ = ("cities", "done", "kind", "meeples", "open", "pennants", "tiles")
 
-    def __init__(self, kind: str, tiles: set[Pos], open_edges: int, pennants: int,
-                 cities: list[int]) -> None:
+    def __init__(
+        self, kind: str, tiles: set[Pos], open_edges: int, pennants: int, cities: list[int]
+    ) -> None:
         self.kind = kind
         self.tiles = tiles  # squares the feature occupies (a square counts once, R6.2)
         self.open = open_edges  # road/city edges not yet matched by a neighbour
@@ -128,14 +129,15 @@ class Board:
         return min_x <= pos[0] <= max_x and min_y <= pos[1] <= max_y
 
     def place(self, tile: TileType, pos: Pos, rotation: int) -> int:
-        """Put a tile down (legality already checked) and join its segments; returns its base node."""
+        """Put a checked tile down and join its segments; returns its first node number."""
         tiles, parent, feats = self.tiles, self.parent, self.feats
         orient = tile.orientations[rotation]
         base = len(parent)
         for index, seg in enumerate(orient.segments):
             parent.append(base + index)
-            feats.append(Feature(seg.kind, {pos}, seg.n_edges, seg.pennants,
-                                 [base + c for c in seg.cities]))
+            feats.append(
+                Feature(seg.kind, {pos}, seg.n_edges, seg.pennants, [base + c for c in seg.cities])
+            )
         if orient.monastery >= 0:
             self.monasteries[pos] = base + orient.monastery
         tiles[pos] = Placed(tile, rotation, base)
@@ -153,10 +155,10 @@ class Board:
             their_slots = nb.orientation.slot_segment
             nbase = nb.base
             for k, (mine, theirs) in enumerate(FACING[d]):
-                seg = my_slots[mine]
-                if seg < 0:
+                local = my_slots[mine]
+                if local < 0:
                     continue
-                ra, rb = find(base + seg), find(nbase + their_slots[theirs])
+                ra, rb = find(base + local), find(nbase + their_slots[theirs])
                 root = ra if ra == rb else union(ra, rb)
                 if k == 0:  # a matched road or city edge closes two open edges
                     feat = feats[root]
@@ -188,9 +190,12 @@ class Board:
         x, y = pos
         for dx, dy in ((0, 0), *RING):
             node = self.monasteries.get((x + dx, y + dy))
-            if node is not None and not self.feats[node].done:  # type: ignore[union-attr]
-                if self.neighbours((x + dx, y + dy)) == 8:
-                    done.append(node)
+            if node is None or node in done:
+                continue
+            feat = feats[node]
+            assert feat is not None
+            if not feat.done and self.neighbours((x + dx, y + dy)) == 8:
+                done.append(node)
         return done
 
     def neighbours(self, pos: Pos) -> int:

@@ -40,8 +40,7 @@ class Progress:
         filled = self.width * done // max(1, self.total)
         rate = done / max(1e-9, time.perf_counter() - self.start)
         self.stream.write(
-            f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{self.total}"
-            f" {rate:,.0f}/s"
+            f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{self.total} {rate:,.0f}/s"
         )
         if done == self.total:
             self.stream.write("\n")
@@ -51,7 +50,11 @@ class Progress:
 def read_record(path: str) -> Record:
     """Load a record from a JSON file (or `-` for stdin); the notation is accepted too."""
     try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
     except OSError as exc:
         raise SystemExit(_fail(f"cannot read {path}: {exc.strerror}")) from exc
     stripped = text.lstrip()
@@ -96,8 +99,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Play random legal games and report throughput."""
-    ruleset = Ruleset(tileset=args.tileset, farmers=not args.no_farmers,
-                      farm_scoring=args.farm_scoring)
+    ruleset = Ruleset(
+        tileset=args.tileset, farmers=not args.no_farmers, farm_scoring=args.farm_scoring
+    )
     rng = random.Random(args.seed)
     progress = Progress(args.games)
     times = []
@@ -110,11 +114,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
     median_ms = statistics.median(times) * 1000
     if args.json:
-        print(json.dumps({"games": args.games, "seconds": round(seconds, 4),
-                          "ms_per_game_median": round(median_ms, 4)}))
+        print(
+            json.dumps(
+                {
+                    "games": args.games,
+                    "seconds": round(seconds, 4),
+                    "ms_per_game_median": round(median_ms, 4),
+                }
+            )
+        )
     else:
-        print(f"{args.games} games of {args.players} players in {seconds:.2f} s: "
-              f"{args.games / seconds:,.1f} games/s, median {median_ms:.2f} ms per game")
+        print(
+            f"{args.games} games of {args.players} players in {seconds:.2f} s: "
+            f"{args.games / seconds:,.1f} games/s, median {median_ms:.2f} ms per game"
+        )
     return 0
 
 
@@ -147,7 +160,8 @@ def _players(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `carcassonne`."""
     parser = argparse.ArgumentParser(
-        prog="carcassonne", description="Score, show and simulate Carcassonne games.")
+        prog="carcassonne", description="Score, show and simulate Carcassonne games."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     score = sub.add_parser("score", help="score a game record (JSON or notation)")

@@ -10,9 +10,7 @@ class GameError(Exception):
 
     status = 422
 
-    def __init__(
-        self, code: str, message: str, rule: str | None = None, **details: Any
-    ) -> None:
+    def __init__(self, code: str, message: str, rule: str | None = None, **details: Any) -> None:
         super().__init__(f"{message} ({rule})" if rule else message)
         self.code = code
         self.message = message
@@ -21,8 +19,12 @@ class GameError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """The error as the project's one JSON error shape."""
-        return {"code": self.code, "message": self.message, "rule": self.rule,
-                "details": self.details}
+        return {
+            "code": self.code,
+            "message": self.message,
+            "rule": self.rule,
+            "details": self.details,
+        }
 
 
 class MalformedError(GameError):

@@ -136,6 +136,7 @@ def meeple_from_dict(data: Any) -> Meeple | None:
     if not isinstance(data, dict):
         raise MalformedError("bad_meeple", "meeple must be null or an object", "R5")
     feature = data.get("feature")
+    spot: Any
     if feature == MONASTERY:
         expected: set[str] = {"feature"}
         spot = MONASTERY
@@ -144,15 +145,17 @@ def meeple_from_dict(data: Any) -> Meeple | None:
         spot = data.get("half_edge")
         if spot not in HALF_EDGES:
             raise MalformedError(
-                "bad_meeple", "a farmer needs half_edge, one of " + " ".join(HALF_EDGES), "R5.2")
+                "bad_meeple", "a farmer needs half_edge, one of " + " ".join(HALF_EDGES), "R5.2"
+            )
     elif feature in (ROAD, CITY):
         expected = {"feature", "edge"}
         spot = data.get("edge")
         if spot not in EDGES:
-            raise MalformedError("bad_meeple", f"a {feature} meeple needs edge N, E, S or W", "R5.2")
+            raise MalformedError("bad_meeple", f"a {feature} meeple needs an edge: N E S W", "R5.2")
     else:
         raise MalformedError(
-            "bad_meeple", "meeple feature must be road, city, field or monastery", "R5.2")
+            "bad_meeple", "meeple feature must be road, city, field or monastery", "R5.2"
+        )
     if set(data) != expected:
         raise MalformedError("bad_meeple", f"meeple keys must be {sorted(expected)}", "R5")
     return Meeple(feature, spot)
@@ -165,8 +168,14 @@ def event_to_dict(event: Event) -> dict[str, Any]:
         case GameStarted(ruleset, players):
             body = {"ruleset": ruleset.to_dict(), "players": players}
         case TilePlaced(player, tile, x, y, rotation, meeple):
-            body = {"player": player, "tile": tile, "x": x, "y": y, "rotation": rotation,
-                    "meeple": meeple_to_dict(meeple)}
+            body = {
+                "player": player,
+                "tile": tile,
+                "x": x,
+                "y": y,
+                "rotation": rotation,
+                "meeple": meeple_to_dict(meeple),
+            }
         case _:
             body = dict(event.__dict__)
     return {"type": type(event).__name__, **body}

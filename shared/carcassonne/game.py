@@ -12,9 +12,20 @@ from collections.abc import Iterable
 
 from .errors import IllegalMoveError, MalformedError, OutOfTurnError
 from .events import (
-    Command, DiscardTile, DrawTile, EndGame, Event, GameEnded, GameStarted, PlayTurn,
-    StartGame, TileDiscarded, TileDrawn, TilePlaced, TileReturned,
-)  # fmt: skip
+    Command,
+    DiscardTile,
+    DrawTile,
+    EndGame,
+    Event,
+    GameEnded,
+    GameStarted,
+    PlayTurn,
+    StartGame,
+    TileDiscarded,
+    TileDrawn,
+    TilePlaced,
+    TileReturned,
+)
 from .geometry import DELTA, EDGES
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS
 from .state import DRAW, NEW, OVER, PLACE, GameState
@@ -69,19 +80,22 @@ def is_unplaceable(state: GameState, tile: str | None = None) -> bool:
     return not any(ttype.rotations_for(key) for key in state.board.frontier.values())
 
 
-def meeple_spots(state: GameState, x: int, y: int, rotation: int,
-                 tile: str | None = None) -> list[Meeple]:
+def meeple_spots(
+    state: GameState, x: int, y: int, rotation: int, tile: str | None = None
+) -> list[Meeple]:
     """Legal meeple spots on a tile placed at (x, y, rotation) by the player to move (R5)."""
     name = tile if tile is not None else state.drawn
     assert name is not None
     if state.supply[state.current] == 0:  # R5.5
         return []
-    return _free_segments(state, state.tiles.types[name], x, y, rotation,
-                          state.board.occupied_mask((x, y)))
+    return _free_segments(
+        state, state.tiles.types[name], x, y, rotation, state.board.occupied_mask((x, y))
+    )
 
 
-def _free_segments(state: GameState, ttype: TileType, x: int, y: int, rotation: int,
-                   occupied: int) -> list[Meeple]:
+def _free_segments(
+    state: GameState, ttype: TileType, x: int, y: int, rotation: int, occupied: int
+) -> list[Meeple]:
     farmers = state.ruleset.farmers
     return [
         seg.meeple
@@ -156,18 +170,21 @@ def _expect_player(state: GameState, player: object) -> None:
     if type(player) is not int or not 0 <= player < state.players:
         raise MalformedError("bad_player", f"player must be 0-{state.players - 1}")
     if player != state.current:
-        raise OutOfTurnError("not_your_turn", f"it is player {state.current}'s turn", "R2.2",
-                             current=state.current)
+        raise OutOfTurnError(
+            "not_your_turn", f"it is player {state.current}'s turn", "R2.2", current=state.current
+        )
 
 
 def _draw(state: GameState, cmd: DrawTile) -> list[Event]:
     _expect(state, DRAW)
     if not isinstance(cmd.tile, str) or cmd.tile not in state.tiles.types:
-        raise MalformedError("unknown_tile", f"no tile {cmd.tile!r} in the {state.tiles.name} set",
-                             "R1")
+        raise MalformedError(
+            "unknown_tile", f"no tile {cmd.tile!r} in the {state.tiles.name} set", "R1"
+        )
     if not state.bag.get(cmd.tile):
-        raise IllegalMoveError("tile_not_in_bag", f"no {cmd.tile} tile is left in the bag", "R1.1",
-                               tile=cmd.tile)
+        raise IllegalMoveError(
+            "tile_not_in_bag", f"no {cmd.tile} tile is left in the bag", "R1.1", tile=cmd.tile
+        )
     return [TileDrawn(cmd.tile)]
 
 
@@ -203,16 +220,18 @@ def _check_placement(state: GameState, ttype: TileType, x: int, y: int, rotation
         raise IllegalMoveError("out_of_bounds", f"{x},{y} is off the bounded table", "R10.5")
     key = board.frontier.get(pos)
     if key is None:
-        raise IllegalMoveError("not_adjacent", f"{x},{y} shares no edge with a placed tile",
-                               "R4.1")
+        raise IllegalMoveError("not_adjacent", f"{x},{y} shares no edge with a placed tile", "R4.1")
     edges = ttype.orientations[rotation].edges
     for d, (need, have) in enumerate(zip(key, edges, strict=True)):
         if need not in (".", have):
             dx, dy = DELTA[d]
             raise IllegalMoveError(
                 "edge_mismatch",
-                f"the {EDGES[d]} edge ({have}) does not match the tile at {x + dx},{y + dy} ({need})",
-                "R4.2", edge=EDGES[d])
+                f"the {EDGES[d]} edge ({have}) does not match the tile at "
+                f"{x + dx},{y + dy} ({need})",
+                "R4.2",
+                edge=EDGES[d],
+            )
 
 
 def _check_meeple(state: GameState, ttype: TileType, cmd: PlayTurn) -> Meeple:
@@ -228,13 +247,17 @@ def _check_meeple(state: GameState, ttype: TileType, cmd: PlayTurn) -> Meeple:
     if seg_index is None or orient.segments[seg_index].kind != meeple.feature:
         raise IllegalMoveError(
             "no_such_feature",
-            f"the tile as placed has no {meeple.feature} at {meeple.spot}", "R5.1",
-            spots=[m.meeple.spot for m in orient.segments])
+            f"the tile as placed has no {meeple.feature} at {meeple.spot}",
+            "R5.1",
+            spots=[m.meeple.spot for m in orient.segments],
+        )
     seg = orient.segments[seg_index]
     if seg.mask & state.board.occupied_mask((cmd.x, cmd.y)):
         raise IllegalMoveError(
-            "feature_occupied", f"the {meeple.feature} at {meeple.spot} joins a feature that "
-            "already holds a meeple", "R5.3")
+            "feature_occupied",
+            f"the {meeple.feature} at {meeple.spot} joins a feature that already holds a meeple",
+            "R5.3",
+        )
     return meeple
 
 

@@ -18,8 +18,15 @@ DELTA: tuple[tuple[int, int], ...] = ((0, -1), (1, 0), (0, 1), (-1, 0))
 
 # The eight squares around a square, for monasteries (R6.3).
 RING: tuple[tuple[int, int], ...] = (
-    (-1, -1), (0, -1), (1, -1), (-1, 0), (1, 0), (-1, 1), (0, 1), (1, 1),
-)  # fmt: skip
+    (-1, -1),
+    (0, -1),
+    (1, -1),
+    (-1, 0),
+    (1, 0),
+    (-1, 1),
+    (0, 1),
+    (1, 1),
+)
 
 N_SLOTS = 12
 HALF_BASE = 4  # slot number of half-edge 0

@@ -80,9 +80,14 @@ def parse_turn(text: str) -> Turn:
 def format_record(record: Record, per_line: int = 10) -> str:
     """A whole record: header line, then the turns, `per_line` to a line."""
     rules = record.ruleset
-    head = [FORMAT, rules.tileset, f"players={record.players}",
-            f"farmers={'on' if rules.farmers else 'off'}", f"farm={rules.farm_scoring}",
-            f"incomplete={'on' if rules.incomplete_score else 'off'}"]
+    head = [
+        FORMAT,
+        rules.tileset,
+        f"players={record.players}",
+        f"farmers={'on' if rules.farmers else 'off'}",
+        f"farm={rules.farm_scoring}",
+        f"incomplete={'on' if rules.incomplete_score else 'off'}",
+    ]
     if rules.meeples is not None:
         head.append(f"meeples={rules.meeples}")
     if rules.unplaceable != "discard":
@@ -131,4 +136,3 @@ def parse_record(text: str) -> Record:
         raise MalformedError("bad_notation", f"unknown header options: {sorted(options)}")
     turns = tuple(parse_turn(word) for line in lines[1:] for word in line.split())
     return Record(ruleset, players, turns)
-

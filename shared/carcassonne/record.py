@@ -13,9 +13,19 @@ from typing import Any
 
 from .errors import GameError, MalformedError, RecordError
 from .events import (
-    DiscardTile, DrawTile, EndGame, Event, GameStarted, PlayTurn, StartGame, TileDiscarded,
-    TilePlaced, TileReturned, meeple_from_dict, meeple_to_dict,
-)  # fmt: skip
+    DiscardTile,
+    DrawTile,
+    EndGame,
+    Event,
+    GameStarted,
+    PlayTurn,
+    StartGame,
+    TileDiscarded,
+    TilePlaced,
+    TileReturned,
+    meeple_from_dict,
+    meeple_to_dict,
+)
 from .game import decide
 from .ruleset import Ruleset
 from .scoring import ranks
@@ -41,8 +51,13 @@ class Turn:
         """The turn as JSON."""
         if self.discard:
             return {"tile": self.tile, "discard": True}
-        return {"tile": self.tile, "x": self.x, "y": self.y, "rotation": self.rotation,
-                "meeple": meeple_to_dict(self.meeple)}
+        return {
+            "tile": self.tile,
+            "x": self.x,
+            "y": self.y,
+            "rotation": self.rotation,
+            "meeple": meeple_to_dict(self.meeple),
+        }
 
 
 @dataclass(frozen=True)
@@ -111,7 +126,8 @@ def load_record(data: Any) -> Record:
         start = data.get("start", {"tile": ruleset.tiles.start, "x": 0, "y": 0, "rotation": 0})
         if start != {"tile": ruleset.tiles.start, "x": 0, "y": 0, "rotation": 0}:
             raise MalformedError(
-                "bad_start", f"the start tile is {ruleset.tiles.start} at 0,0 unrotated", "R2.1")
+                "bad_start", f"the start tile is {ruleset.tiles.start} at 0,0 unrotated", "R2.1"
+            )
         turns = data.get("turns")
         if not isinstance(turns, list):
             raise MalformedError("bad_record", "turns must be a list")

@@ -29,7 +29,7 @@ def render_board(state: GameState) -> str:
                 for i in range(CELL_H):
                     rows[i] += " " * CELL_W
                 continue
-            n, e, s, w = placed.orientation.edges
+            n, e, s, w = tuple(placed.orientation.edges)
             corners = [str(p) for p in owners.get((x, y), [])] + ["+"] * 4
             label = f"{placed.tile.name}{placed.rotation}"[:3]
             rows[0] += f"{corners[0]}-{n}-{corners[1]}"

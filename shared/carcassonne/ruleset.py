@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import MalformedError
-from .tilesets import TILESETS
 from .tiles import TileSet
+from .tilesets import TILESETS
 
 FARM_EDITIONS = ("3rd", "2nd", "1st")  # R7.3 (default), R7.4
 UNPLACEABLE = ("discard", "return")  # R4.4, R10.4
@@ -32,13 +32,14 @@ class Ruleset:
         if self.farm_scoring not in FARM_EDITIONS:
             raise MalformedError(
                 "unknown_farm_scoring",
-                f"farm_scoring must be one of {', '.join(FARM_EDITIONS)}", "R7.4")
+                f"farm_scoring must be one of {', '.join(FARM_EDITIONS)}",
+                "R7.4",
+            )
         if self.unplaceable not in UNPLACEABLE:
             raise MalformedError(
-                "unknown_unplaceable", "unplaceable must be 'discard' or 'return'", "R10.4")
-        if self.meeples is not None and not (
-            type(self.meeples) is int and 0 <= self.meeples <= 99
-        ):
+                "unknown_unplaceable", "unplaceable must be 'discard' or 'return'", "R10.4"
+            )
+        if self.meeples is not None and not (type(self.meeples) is int and 0 <= self.meeples <= 99):
             raise MalformedError("bad_meeples", "meeples must be an integer 0-99", "R1.3")
         if self.area is not None:
             w, h = self.area
@@ -89,8 +90,15 @@ class Ruleset:
         """Read a recorded ruleset; unknown keys and wrong types are rejected."""
         if not isinstance(data, dict):
             raise MalformedError("bad_ruleset", "ruleset must be an object")
-        known = {"tileset", "farmers", "farm_scoring", "incomplete_score", "meeples",
-                 "unplaceable", "area"}
+        known = {
+            "tileset",
+            "farmers",
+            "farm_scoring",
+            "incomplete_score",
+            "meeples",
+            "unplaceable",
+            "area",
+        }
         extra = set(data) - known
         if extra:
             raise MalformedError("bad_ruleset", f"unknown ruleset keys: {sorted(extra)}")
@@ -101,7 +109,6 @@ class Ruleset:
         area = data.get("area")
         if area is not None:
             if not isinstance(area, dict) or set(area) != {"width", "height"}:
-                raise MalformedError(
-                    "bad_area", "area must be {\"width\": W, \"height\": H}", "R10.5")
+                raise MalformedError("bad_area", 'area must be {"width": W, "height": H}', "R10.5")
             kwargs["area"] = (area["width"], area["height"])
         return cls(**kwargs)

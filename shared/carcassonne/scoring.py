@@ -79,8 +79,9 @@ def meeple_counts(feat: Feature, owner: Callable[[int], int], players: int) -> l
     return counts
 
 
-def score_completed(board: Board, root: int, owner: Callable[[int], int], players: int,
-                    turn: int) -> ScoreEvent:
+def score_completed(
+    board: Board, root: int, owner: Callable[[int], int], players: int, turn: int
+) -> ScoreEvent:
     """Score a feature completed during play (R6.1-R6.4); unoccupied ones score 0 (R5.6)."""
     feat = board.feats[root]
     assert feat is not None
@@ -96,14 +97,23 @@ def score_completed(board: Board, root: int, owner: Callable[[int], int], player
         tiles, points, rule = set(board.monastery_tiles(pos)), MONASTERY_POINTS, "R6.3"
     winners = majority(counts)
     return ScoreEvent(
-        kind=feat.kind, rule=rule, final=False, turn=turn, tiles=tuple(sorted(tiles)),
-        pennants=feat.pennants, meeples=tuple(counts), winners=winners, points=points,
-        awarded=_award(players, winners, points), returned=tuple(counts),
-    )  # fmt: skip
+        kind=feat.kind,
+        rule=rule,
+        final=False,
+        turn=turn,
+        tiles=tuple(sorted(tiles)),
+        pennants=feat.pennants,
+        meeples=tuple(counts),
+        winners=winners,
+        points=points,
+        awarded=_award(players, winners, points),
+        returned=tuple(counts),
+    )
 
 
-def score_incomplete(board: Board, owner: Callable[[int], int], players: int, turn: int,
-                     enabled: bool) -> list[ScoreEvent]:
+def score_incomplete(
+    board: Board, owner: Callable[[int], int], players: int, turn: int, enabled: bool
+) -> list[ScoreEvent]:
     """Final scoring of occupied incomplete roads, cities and monasteries (R7.2; R10.1)."""
     out = []
     for feat in board.feats:
@@ -122,12 +132,21 @@ def score_incomplete(board: Board, owner: Callable[[int], int], players: int, tu
         if not enabled:
             points = 0
         winners = majority(counts)
-        out.append(ScoreEvent(
-            kind=feat.kind, rule="R7.2" if enabled else "R10.1", final=True, turn=turn,
-            tiles=tuple(sorted(tiles)), pennants=feat.pennants, meeples=tuple(counts),
-            winners=winners, points=points, awarded=_award(players, winners, points),
-            complete=False,
-        ))  # fmt: skip
+        out.append(
+            ScoreEvent(
+                kind=feat.kind,
+                rule="R7.2" if enabled else "R10.1",
+                final=True,
+                turn=turn,
+                tiles=tuple(sorted(tiles)),
+                pennants=feat.pennants,
+                meeples=tuple(counts),
+                winners=winners,
+                points=points,
+                awarded=_award(players, winners, points),
+                complete=False,
+            )
+        )
     return out
 
 
@@ -152,13 +171,13 @@ def _farms(board: Board, owner: Callable[[int], int], players: int) -> list[_Far
             if city.open == 0 and root not in cities:
                 cities.append(root)
         cities.sort(key=lambda r: min(board.feats[r].tiles))  # type: ignore[union-attr]
-        farms.append(_Farm(tuple(sorted(feat.tiles)), meeple_counts(feat, owner, players),
-                           cities))
+        farms.append(_Farm(tuple(sorted(feat.tiles)), meeple_counts(feat, owner, players), cities))
     return farms
 
 
-def score_farms(board: Board, owner: Callable[[int], int], players: int, turn: int,
-                edition: str) -> list[ScoreEvent]:
+def score_farms(
+    board: Board, owner: Callable[[int], int], players: int, turn: int, edition: str
+) -> list[ScoreEvent]:
     """Final farm scoring by the game's edition: 3rd (R7.3), 2nd or 1st (R7.4)."""
     farms = _farms(board, owner, players)
 
@@ -183,12 +202,22 @@ def score_farms(board: Board, owner: Callable[[int], int], players: int, turn: i
                     tiles.update(farm.tiles)
             winners = majority(counts)
             points = FARM_POINTS["1st"]
-            out.append(ScoreEvent(
-                kind=FARM, rule="R7.4", final=True, turn=turn, tiles=tuple(sorted(tiles)),
-                pennants=0, meeples=tuple(counts), winners=winners, points=points,
-                awarded=_award(players, winners, points), complete=False,
-                cities=(city_tiles(city),),
-            ))  # fmt: skip
+            out.append(
+                ScoreEvent(
+                    kind=FARM,
+                    rule="R7.4",
+                    final=True,
+                    turn=turn,
+                    tiles=tuple(sorted(tiles)),
+                    pennants=0,
+                    meeples=tuple(counts),
+                    winners=winners,
+                    points=points,
+                    awarded=_award(players, winners, points),
+                    complete=False,
+                    cities=(city_tiles(city),),
+                )
+            )
         return out
     paid: list[set[int]] = [set() for _ in range(players)]  # 2nd edition: once per player
     for farm in farms:
@@ -202,12 +231,22 @@ def score_farms(board: Board, owner: Callable[[int], int], players: int, turn: i
                 awarded[p] = FARM_POINTS["2nd"] * len(fresh)
         else:
             awarded = list(_award(players, winners, points))
-        out.append(ScoreEvent(
-            kind=FARM, rule="R7.3" if edition == "3rd" else "R7.4", final=True, turn=turn,
-            tiles=farm.tiles, pennants=0, meeples=tuple(farm.counts), winners=winners,
-            points=points, awarded=tuple(awarded), complete=False,
-            cities=tuple(city_tiles(c) for c in farm.cities),
-        ))  # fmt: skip
+        out.append(
+            ScoreEvent(
+                kind=FARM,
+                rule="R7.3" if edition == "3rd" else "R7.4",
+                final=True,
+                turn=turn,
+                tiles=farm.tiles,
+                pennants=0,
+                meeples=tuple(farm.counts),
+                winners=winners,
+                points=points,
+                awarded=tuple(awarded),
+                complete=False,
+                cities=tuple(city_tiles(c) for c in farm.cities),
+            )
+        )
     return out
 
 

@@ -9,15 +9,25 @@ from __future__ import annotations
 import random
 
 from .events import (
-    Event, GameEnded, GameStarted, TileDiscarded, TileDrawn, TilePlaced, TileReturned,
-)  # fmt: skip
+    Event,
+    GameEnded,
+    GameStarted,
+    TileDiscarded,
+    TileDrawn,
+    TilePlaced,
+    TileReturned,
+)
 from .game import actions, is_unplaceable
 from .ruleset import Ruleset
 from .state import OVER, GameState
 
 
-def random_game(rng: random.Random, players: int = 2, ruleset: Ruleset | None = None,
-                max_turns: int | None = None) -> tuple[GameState, list[Event]]:
+def random_game(
+    rng: random.Random,
+    players: int = 2,
+    ruleset: Ruleset | None = None,
+    max_turns: int | None = None,
+) -> tuple[GameState, list[Event]]:
     """Play one random game; returns the final state and its events.
 
     Tiles come from a bag shuffled by `rng`; every turn enumerates all legal

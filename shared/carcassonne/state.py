@@ -13,9 +13,15 @@ from typing import Any, NamedTuple
 
 from .board import Board, Pos
 from .events import (
-    Event, GameEnded, GameStarted, TileDiscarded, TileDrawn, TilePlaced, TileReturned,
+    Event,
+    GameEnded,
+    GameStarted,
+    TileDiscarded,
+    TileDrawn,
+    TilePlaced,
+    TileReturned,
     meeple_to_dict,
-)  # fmt: skip
+)
 from .ruleset import Ruleset
 from .scoring import ScoreEvent, score_completed, score_farms, score_incomplete
 from .tiles import Meeple, TileSet
@@ -36,10 +42,25 @@ class GameState:
     """A game as the fold of its events. Create with `GameState()`, then apply events."""
 
     __slots__ = (
-        "bag", "bag_size", "board", "current", "discarded", "drawn", "drawn_count", "log",
-        "meeples", "next_meeple", "phase", "players", "ruleset", "scores",
-        "scores_before_final", "supply", "tiles", "turn",
-    )  # fmt: skip
+        "bag",
+        "bag_size",
+        "board",
+        "current",
+        "discarded",
+        "drawn",
+        "drawn_count",
+        "log",
+        "meeples",
+        "next_meeple",
+        "phase",
+        "players",
+        "ruleset",
+        "scores",
+        "scores_before_final",
+        "supply",
+        "tiles",
+        "turn",
+    )
 
     def __init__(self) -> None:
         self.phase = NEW
@@ -164,11 +185,13 @@ class GameState:
         """R7: incomplete features, then farms; meeples stay where they stood."""
         self.scores_before_final = tuple(self.scores)
         rules = self.ruleset
-        final = score_incomplete(self.board, self.owner, self.players, self.turn,
-                                 rules.incomplete_score)
+        final = score_incomplete(
+            self.board, self.owner, self.players, self.turn, rules.incomplete_score
+        )
         if rules.farmers:
-            final += score_farms(self.board, self.owner, self.players, self.turn,
-                                 rules.farm_scoring)
+            final += score_farms(
+                self.board, self.owner, self.players, self.turn, rules.farm_scoring
+            )
         for scored in final:
             self._record(scored)
         self.drawn = None

@@ -112,28 +112,28 @@ def parse_tile(name: str, count: int, spec: str, gardens: int = 0) -> TileType:
     city_locals: list[int] = []
     raw: list[tuple[str, list[str], list[int], int]] = []
     for part in parts:
-        words, _, links = part.partition("->")
-        kind, *spots = words.split()
+        body, _, link_text = part.partition("->")
+        kind, *spots = body.split()
         pennants = kind.count("+")
         kind = kind.rstrip("+")
         if kind not in KINDS:
             raise ValueError(f"tile {name}: unknown segment kind {kind!r}")
         if kind == CITY:
             city_locals.append(len(raw))
-        raw.append((kind, spots, [int(n) for n in links.split()], pennants))
+        raw.append((kind, spots, [int(n) for n in link_text.split()], pennants))
     segments = []
-    for kind, spots, links, pennants in raw:
+    for kind, words, links, pennants in raw:
         if kind == FIELD:
             segments.append(
                 Segment(
                     FIELD,
-                    halves=tuple(HALF_EDGE_INDEX[s] for s in spots),
+                    halves=tuple(HALF_EDGE_INDEX[w] for w in words),
                     cities=tuple(city_locals[i] for i in links),
                 )
             )
         else:
             segments.append(
-                Segment(kind, edges=tuple(EDGE_INDEX[s] for s in spots), pennants=pennants)
+                Segment(kind, edges=tuple(EDGE_INDEX[w] for w in words), pennants=pennants)
             )
     tile = TileType(name, count, edges, tuple(segments), gardens)
     _check(tile)

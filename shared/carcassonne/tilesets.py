@@ -38,7 +38,8 @@ SPECS: dict[str, tuple[str, int]] = {
     "U": ("F R F R | road W E | field WNW NNW NNE ENE | field ESE SSE SSW WSW", 1),
     "V": ("F F R R | road S W | field WNW NNW NNE ENE ESE SSE | field SSW WSW", 1),
     "W": (
-        "F R R R | road E | road S | road W | field WNW NNW NNE ENE | field ESE SSE | field SSW WSW",
+        "F R R R | road E | road S | road W"
+        " | field WNW NNW NNE ENE | field ESE SSE | field SSW WSW",
         0,
     ),
     "X": (

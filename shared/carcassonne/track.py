@@ -18,8 +18,12 @@ class TrackPosition:
 
     def to_dict(self) -> dict[str, object]:
         """As JSON."""
-        return {"score": self.score, "space": self.space, "laps": self.laps,
-                "point_tiles": list(self.point_tiles)}
+        return {
+            "score": self.score,
+            "space": self.space,
+            "laps": self.laps,
+            "point_tiles": list(self.point_tiles),
+        }
 
 
 def track_position(score: int) -> TrackPosition:

@@ -1,0 +1,136 @@
+"""Engine benchmarks (`make bench`): each figure beside its target and an in-run baseline.
+
+1. A full random 2-player game (base set, farmers on; every turn enumerates all legal
+   (placement, meeple) actions and picks one uniformly) — target: median ≤ 10 ms.
+   Baseline: the same games replayed from their events (the floor: no move generation).
+2. All legal placements of one tile on a late-game (~70-tile) board — target: median
+   ≤ 0.1 ms. Baseline: a naive scan of every empty square in the board's bounding box.
+3. Rebuilding a finished game's state from its events — target: median ≤ 3 ms.
+   Baseline: `functools.reduce(evolve, …)`, the pure fold that copies the state per event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from carcassonne.board import DELTA
+from carcassonne.events import Event
+from carcassonne.game import evolve, fold, placements
+from carcassonne.simulate import random_game
+from carcassonne.state import GameState
+
+
+def _median_ms(fn: Callable[[], object], runs: int, inner: int = 1) -> float:
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter_ns()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter_ns() - t0) / inner)
+    return statistics.median(samples) / 1e6
+
+
+def naive_placements(state: GameState, tile: str) -> list[tuple[int, int, int]]:
+    """Every (x, y, rotation) found by scanning the bounding box and checking neighbours."""
+    tiles = state.board.tiles
+    ttype = state.tiles.types[tile]
+    xs = [x for x, _ in tiles]
+    ys = [y for _, y in tiles]
+    out = []
+    for x in range(min(xs) - 1, max(xs) + 2):
+        for y in range(min(ys) - 1, max(ys) + 2):
+            if (x, y) in tiles:
+                continue
+            for rotation, orient in enumerate(ttype.orientations):
+                touching = False
+                fits = True
+                for d, (dx, dy) in enumerate(DELTA):
+                    nb = tiles.get((x + dx, y + dy))
+                    if nb is None:
+                        continue
+                    touching = True
+                    if nb.orientation.edges[d ^ 2] != orient.edges[d]:
+                        fits = False
+                        break
+                if touching and fits:
+                    out.append((x, y, rotation))
+    return out
+
+
+def main() -> int:
+    """Run the benchmarks and print the figures (or JSON with --json)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", type=int, default=300, help="random games to play")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+
+    rng = random.Random(2026)
+    game_ms: list[float] = []
+    games: list[tuple[GameState, list[Event]]] = []
+    for _ in range(args.games):
+        t0 = time.perf_counter_ns()
+        state, events = random_game(rng, 2)
+        game_ms.append((time.perf_counter_ns() - t0) / 1e6)
+        games.append((state, events))
+    replay_ms = [_median_ms(lambda ev=ev: fold(ev), 3) for _, ev in games[:100]]
+    reduce_ms = [
+        _median_ms(lambda ev=ev: functools.reduce(evolve, ev, GameState()), 1)
+        for _, ev in games[:30]
+    ]
+
+    # Late-game boards: the state before the game ended, with ~70 tiles placed.
+    late = [fold(events[:-1]) for _, events in games[:40]]
+    names = sorted(late[0].tiles.types)
+    for state, name in ((s, n) for s in late for n in names):  # warm the per-pattern memo
+        assert sorted(placements(state, name)) == sorted(naive_placements(state, name))
+    place_ms = [_median_ms(lambda s=s, n=n: placements(s, n), 5, 20) for s in late for n in names]
+    naive_ms = [
+        _median_ms(lambda s=s, n=n: naive_placements(s, n), 3, 2) for s in late[:10] for n in names
+    ]
+
+    figures: dict[str, Any] = {
+        "python": platform.python_version(),
+        "random_game_ms_median": statistics.median(game_ms),
+        "random_game_ms_p90": statistics.quantiles(game_ms, n=10)[-1],
+        "replay_same_games_ms_median": statistics.median(replay_ms),
+        "placements_late_ms_median": statistics.median(place_ms),
+        "placements_naive_scan_ms_median": statistics.median(naive_ms),
+        "late_board_tiles_median": statistics.median(len(s.board.tiles) for s in late),
+        "rebuild_fold_ms_median": statistics.median(replay_ms),
+        "rebuild_reduce_evolve_ms_median": statistics.median(reduce_ms),
+    }
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    rows = [
+        ("full random game, 2 players, all actions", figures["random_game_ms_median"], 10.0,
+         "replay of the same games", figures["replay_same_games_ms_median"]),
+        (f"placements of one tile, {figures['late_board_tiles_median']:.0f}-tile board",
+         figures["placements_late_ms_median"], 0.1,
+         "naive bounding-box scan", figures["placements_naive_scan_ms_median"]),
+        ("rebuild finished game from events (fold)", figures["rebuild_fold_ms_median"], 3.0,
+         "reduce(evolve) with copies", figures["rebuild_reduce_evolve_ms_median"]),
+    ]  # fmt: skip
+    print(f"engine benchmarks, CPython {figures['python']}, {args.games} random games")
+    print(f"{'figure':<46}{'median ms':>11}{'target':>9}  {'baseline (same run)':<28}{'ms':>9}")
+    for label, value, target, base_label, base in rows:
+        verdict = "ok" if value <= target else "MISSED"
+        print(
+            f"{label:<46}{value:>11.4f}{'≤' + str(target):>9}  {base_label:<28}{base:>9.4f}"
+            f"  {verdict}"
+        )
+    print(f"random game p90: {figures['random_game_ms_p90']:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
