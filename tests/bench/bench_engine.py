@@ -81,9 +81,9 @@ def main() -> int:
         state, events = random_game(rng, 2)
         game_ms.append((time.perf_counter_ns() - t0) / 1e6)
         games.append((state, events))
-    replay_ms = [_median_ms(lambda ev=ev: fold(ev), 3) for _, ev in games[:100]]
+    replay_ms = [_median_ms(functools.partial(fold, ev), 3) for _, ev in games[:100]]
     reduce_ms = [
-        _median_ms(lambda ev=ev: functools.reduce(evolve, ev, GameState()), 1)
+        _median_ms(functools.partial(functools.reduce, evolve, ev, GameState()), 1)
         for _, ev in games[:30]
     ]
 
@@ -92,9 +92,11 @@ def main() -> int:
     names = sorted(late[0].tiles.types)
     for state, name in ((s, n) for s in late for n in names):  # warm the per-pattern memo
         assert sorted(placements(state, name)) == sorted(naive_placements(state, name))
-    place_ms = [_median_ms(lambda s=s, n=n: placements(s, n), 5, 20) for s in late for n in names]
+    place_ms = [_median_ms(functools.partial(placements, s, n), 5, 20) for s in late for n in names]
     naive_ms = [
-        _median_ms(lambda s=s, n=n: naive_placements(s, n), 3, 2) for s in late[:10] for n in names
+        _median_ms(functools.partial(naive_placements, s, n), 3, 2)
+        for s in late[:10]
+        for n in names
     ]
 
     figures: dict[str, Any] = {
