@@ -25,8 +25,8 @@ bench: install
 	$(PY) tests/bench/bench_engine.py
 
 lint: install
-	$(PY) -m ruff check shared tests
-	$(PY) -m ruff format --check shared tests
+	$(PY) -m ruff check shared services tests
+	$(PY) -m ruff format --check shared services tests
 	$(PY) -m mypy
 
 clean:

@@ -1,0 +1,133 @@
+"""`RedisEventStore`: one stream per game and kind, appended by one Lua script.
+
+Keys of game G all share the hash tag ``{g:G}`` so a game lives on one Redis Cluster shard:
+``{g:G}:moves`` and ``{g:G}:scores`` (streams, never trimmed; entry id ``<seq>-0``),
+``{g:G}:cmd:<stream>`` (hash: command id -> "first:last"), ``{g:G}:marker:<stream>``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any, cast
+
+import redis
+
+from eventstore.envelope import STREAMS, AppendResult, NewEvent, StoredEvent
+from eventstore.errors import ConcurrencyError, StoreError
+from eventstore.port import ANY, _check
+from eventstore.schemas import upcast
+
+# KEYS: stream, command hash, marker key.
+# ARGV: expected seq (-1 = any), command id, time ms, marker ("" = none, "$seq" = last seq),
+#       then (type, version, payload JSON) per event.
+APPEND_LUA = """
+local done = redis.call('HGET', KEYS[2], ARGV[2])
+if done then return {'dup', done} end
+local seq = 0
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #last > 0 then seq = tonumber(string.match(last[1][1], '^(%d+)')) end
+local expected = tonumber(ARGV[1])
+if expected >= 0 and expected ~= seq then return {'conflict', tostring(seq)} end
+local first = seq + 1
+for i = 5, #ARGV, 3 do
+  seq = seq + 1
+  redis.call('XADD', KEYS[1], seq .. '-0', 'type', ARGV[i], 'v', ARGV[i + 1],
+             'cmd', ARGV[2], 't', ARGV[3], 'data', ARGV[i + 2])
+end
+local result = first .. ':' .. seq
+redis.call('HSET', KEYS[2], ARGV[2], result)
+if ARGV[4] == '$seq' then
+  redis.call('SET', KEYS[3], seq)
+elseif ARGV[4] ~= '' then
+  redis.call('SET', KEYS[3], ARGV[4])
+end
+return {'ok', result}
+"""
+
+
+def game_keys(game_id: str, stream: str) -> tuple[str, str, str]:
+    """(stream key, command-id hash, marker key) of a game's stream."""
+    tag = "{g:" + game_id + "}"
+    return f"{tag}:{stream}", f"{tag}:cmd:{stream}", f"{tag}:marker:{stream}"
+
+
+def _seq(entry_id: str | bytes) -> int:
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.split("-", 1)[0])
+
+
+class RedisEventStore:
+    """An `EventStore` on Redis Streams."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._append = client.register_script(APPEND_LUA)
+
+    def append(
+        self,
+        game_id: str,
+        stream: str,
+        events: Sequence[NewEvent],
+        *,
+        expected: int,
+        command_id: str,
+        marker: str | None = None,
+    ) -> AppendResult:
+        """See `EventStore.append`: one Lua script, all or nothing."""
+        _check(stream, events, command_id)
+        args: list[Any] = [
+            expected if expected != ANY else -1,
+            command_id,
+            int(time.time() * 1000),
+            marker or "",
+        ]
+        for event in events:
+            args += [event.type, event.version, json.dumps(event.payload, separators=(",", ":"))]
+        status, value = self._append(keys=list(game_keys(game_id, stream)), args=args)
+        status = status.decode() if isinstance(status, bytes) else status
+        value = value.decode() if isinstance(value, bytes) else str(value)
+        if status == "conflict":
+            raise ConcurrencyError(expected, int(value))
+        first, last = (int(v) for v in value.split(":"))
+        return AppendResult(first, last, duplicate=status == "dup")
+
+    def read(
+        self, game_id: str, stream: str, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """See `EventStore.read`."""
+        if stream not in STREAMS:
+            raise StoreError(f"unknown stream {stream!r}")
+        key = game_keys(game_id, stream)[0]
+        entries: list[Any] = cast(
+            list[Any], self.client.xrange(key, min=f"{max(0, after) + 1}-0", max="+", count=limit)
+        )
+        return [upcast(self._decode(game_id, stream, eid, fields)) for eid, fields in entries]
+
+    @staticmethod
+    def _decode(game_id: str, stream: str, entry_id: Any, fields: dict[Any, Any]) -> StoredEvent:
+        get = {
+            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in fields.items()
+        }
+        return StoredEvent(game_id, stream, _seq(entry_id), get["type"], int(get["v"]),
+                           int(get["t"]), get["cmd"], json.loads(get["data"]))  # fmt: skip
+
+    def last_seq(self, game_id: str, stream: str) -> int:
+        """See `EventStore.last_seq`."""
+        last: list[Any] = cast(
+            list[Any], self.client.xrevrange(game_keys(game_id, stream)[0], count=1)
+        )
+        return _seq(last[0][0]) if last else 0
+
+    def marker(self, game_id: str, stream: str) -> str | None:
+        """See `EventStore.marker`."""
+        value = self.client.get(game_keys(game_id, stream)[2])
+        return value.decode() if isinstance(value, bytes) else value
+
+    def put_raw(self, event: StoredEvent) -> None:
+        """Store an event as written by an older version (for upcaster tests)."""
+        self.client.xadd(game_keys(event.game_id, event.stream)[0], {
+            "type": event.type, "v": event.version, "cmd": event.command_id, "t": event.time_ms,
+            "data": json.dumps(event.payload)}, id=f"{event.seq}-0")  # fmt: skip

@@ -1,0 +1,126 @@
+"""The `EventStore` port and its in-memory adapter.
+
+Per game there are two streams: `moves` (written only by the command service) and `scores`
+(written only by the scoring worker). An append is atomic and conditional: it checks the
+expected sequence, skips a command id already appended (returning the first result), appends
+all events, and sets a marker value (the move stream marks the game as having unscored moves;
+the score stream saves the worker's progress) — all or nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from .envelope import STREAMS, AppendResult, NewEvent, StoredEvent
+from .errors import ConcurrencyError, StoreError
+from .schemas import upcast, validate_payload
+
+ANY = -1  # expected sequence that accepts any position
+
+
+class EventStore(Protocol):
+    """Where the events of games live."""
+
+    def append(
+        self,
+        game_id: str,
+        stream: str,
+        events: Sequence[NewEvent],
+        *,
+        expected: int,
+        command_id: str,
+        marker: str | None = None,
+    ) -> AppendResult:
+        """Append `events` if the stream is at `expected` (or `ANY`); idempotent by command id.
+
+        `marker` (a value, or "$seq" for the new last sequence) is stored in the game's
+        marker for this stream in the same atomic step.
+        """
+
+    def read(
+        self, game_id: str, stream: str, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """Events with sequence > `after`, oldest first, upcast to current versions."""
+
+    def last_seq(self, game_id: str, stream: str) -> int:
+        """The sequence of the stream's last event (0 when empty)."""
+
+    def marker(self, game_id: str, stream: str) -> str | None:
+        """The stream's marker value, if any."""
+
+
+def _check(stream: str, events: Sequence[NewEvent], command_id: str) -> None:
+    if stream not in STREAMS:
+        raise StoreError(f"unknown stream {stream!r}")
+    if not command_id:
+        raise StoreError("an append needs a command id")
+    if not events:
+        raise StoreError("an append needs at least one event")
+    for event in events:
+        validate_payload(event.type, event.version, event.payload)
+
+
+class InMemoryEventStore:
+    """An `EventStore` in a dict, for unit tests and the engine-only demo."""
+
+    def __init__(self) -> None:
+        self._streams: dict[tuple[str, str], list[StoredEvent]] = {}
+        self._commands: dict[tuple[str, str, str], AppendResult] = {}
+        self._markers: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    def append(
+        self,
+        game_id: str,
+        stream: str,
+        events: Sequence[NewEvent],
+        *,
+        expected: int,
+        command_id: str,
+        marker: str | None = None,
+    ) -> AppendResult:
+        """See `EventStore.append`."""
+        _check(stream, events, command_id)
+        with self._lock:
+            seen = self._commands.get((game_id, stream, command_id))
+            if seen is not None:
+                return AppendResult(seen.first_seq, seen.last_seq, duplicate=True)
+            log = self._streams.setdefault((game_id, stream), [])
+            if expected != ANY and expected != len(log):
+                raise ConcurrencyError(expected, len(log))
+            now = int(time.time() * 1000)
+            first = len(log) + 1
+            for event in events:
+                log.append(StoredEvent(game_id, stream, len(log) + 1, event.type, event.version,
+                                       now, command_id, dict(event.payload)))  # fmt: skip
+            result = AppendResult(first, len(log))
+            self._commands[(game_id, stream, command_id)] = result
+            if marker is not None:
+                self._markers[(game_id, stream)] = str(len(log)) if marker == "$seq" else marker
+            return result
+
+    def read(
+        self, game_id: str, stream: str, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """See `EventStore.read`."""
+        log = self._streams.get((game_id, stream), [])
+        chosen = log[max(0, after) :]
+        if limit is not None:
+            chosen = chosen[:limit]
+        return [upcast(e) for e in chosen]
+
+    def last_seq(self, game_id: str, stream: str) -> int:
+        """See `EventStore.last_seq`."""
+        return len(self._streams.get((game_id, stream), []))
+
+    def marker(self, game_id: str, stream: str) -> str | None:
+        """See `EventStore.marker`."""
+        return self._markers.get((game_id, stream))
+
+    def put_raw(self, event: StoredEvent) -> None:
+        """Store an event as written by an older version (for upcaster tests)."""
+        log = self._streams.setdefault((event.game_id, event.stream), [])
+        log.append(event)

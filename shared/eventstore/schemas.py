@@ -1,0 +1,165 @@
+"""Payload schemas per event type and version, upcasters, and engine-event conversion.
+
+Every payload is validated on write and on read. A stored event of an old schema version is
+upgraded on read by the chain of upcasters (v1 -> v2 -> …); stored data is never rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from marshmallow import RAISE, Schema, ValidationError, fields, validate
+
+from carcassonne.events import Event, event_from_dict, event_to_dict
+from carcassonne.geometry import EDGES, HALF_EDGES
+
+from .envelope import NewEvent, StoredEvent
+from .errors import SchemaError
+
+COORD = validate.Range(-10_000, 10_000)
+
+
+class _Strict(Schema):
+    class Meta:
+        unknown = RAISE
+
+
+class RulesetSchema(_Strict):
+    tileset = fields.String(required=True, validate=validate.OneOf(["base", "demo"]))
+    farmers = fields.Boolean(required=True, truthy={True}, falsy={False})
+    farm_scoring = fields.String(required=True, validate=validate.OneOf(["3rd", "2nd", "1st"]))
+    incomplete_score = fields.Boolean(required=True, truthy={True}, falsy={False})
+    meeples = fields.Integer(strict=True, validate=validate.Range(0, 99))
+    unplaceable = fields.String(validate=validate.OneOf(["discard", "return"]))
+    area = fields.Dict(keys=fields.String(), values=fields.Integer(strict=True))
+
+
+class MeepleSchema(_Strict):
+    feature = fields.String(
+        required=True, validate=validate.OneOf(["road", "city", "field", "monastery"])
+    )
+    edge = fields.String(validate=validate.OneOf(EDGES))
+    half_edge = fields.String(validate=validate.OneOf(HALF_EDGES))
+
+
+class GameStartedV1(_Strict):
+    ruleset = fields.Nested(RulesetSchema, required=True)
+    players = fields.Integer(required=True, strict=True, validate=validate.Range(2, 6))
+
+
+class TileDrawnV1(_Strict):
+    tile = fields.String(required=True, validate=validate.Length(1, 8))
+
+
+class TilePlacedV1(_Strict):
+    """Version 1 called the rotation `rot`."""
+
+    player = fields.Integer(required=True, strict=True, validate=validate.Range(0, 5))
+    tile = fields.String(required=True, validate=validate.Length(1, 8))
+    x = fields.Integer(required=True, strict=True, validate=COORD)
+    y = fields.Integer(required=True, strict=True, validate=COORD)
+    rot = fields.Integer(required=True, strict=True, validate=validate.Range(0, 3))
+    meeple = fields.Nested(MeepleSchema, allow_none=True, required=True)
+
+
+class TilePlacedV2(_Strict):
+    player = fields.Integer(required=True, strict=True, validate=validate.Range(0, 5))
+    tile = fields.String(required=True, validate=validate.Length(1, 8))
+    x = fields.Integer(required=True, strict=True, validate=COORD)
+    y = fields.Integer(required=True, strict=True, validate=COORD)
+    rotation = fields.Integer(required=True, strict=True, validate=validate.Range(0, 3))
+    meeple = fields.Nested(MeepleSchema, allow_none=True, required=True)
+
+
+class PlayerTileV1(_Strict):
+    player = fields.Integer(required=True, strict=True, validate=validate.Range(0, 5))
+    tile = fields.String(required=True, validate=validate.Length(1, 8))
+
+
+class GameEndedV1(_Strict):
+    reason = fields.String(required=True, validate=validate.Length(1, 200))
+
+
+class AnyPayload(Schema):
+    """Score events carry the engine's explanations; checked for being an object only."""
+
+    class Meta:
+        unknown = "include"
+
+
+SCHEMAS: dict[tuple[str, int], Schema] = {
+    ("GameStarted", 1): GameStartedV1(),
+    ("TileDrawn", 1): TileDrawnV1(),
+    ("TilePlaced", 1): TilePlacedV1(),
+    ("TilePlaced", 2): TilePlacedV2(),
+    ("TileDiscarded", 1): PlayerTileV1(),
+    ("TileReturned", 1): PlayerTileV1(),
+    ("GameEnded", 1): GameEndedV1(),
+}
+
+CURRENT: dict[str, int] = {}
+for _type, _version in SCHEMAS:
+    CURRENT[_type] = max(CURRENT.get(_type, 0), _version)
+
+
+def _rot_to_rotation(payload: dict[str, Any]) -> dict[str, Any]:
+    out = dict(payload)
+    out["rotation"] = out.pop("rot")
+    return out
+
+
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
+    ("TilePlaced", 1): _rot_to_rotation,
+}
+
+
+def register(event_type: str, version: int, schema: Schema) -> None:
+    """Add a payload schema (the scoring worker registers its score events)."""
+    SCHEMAS[(event_type, version)] = schema
+    CURRENT[event_type] = max(CURRENT.get(event_type, 0), version)
+
+
+def validate_payload(event_type: str, version: int, payload: Any) -> dict[str, Any]:
+    """Check a payload against its schema; `SchemaError` names what is wrong."""
+    schema = SCHEMAS.get((event_type, version))
+    if schema is None:
+        raise SchemaError(f"no schema for {event_type} v{version}")
+    if not isinstance(payload, dict):
+        raise SchemaError(f"{event_type} payload must be an object")
+    try:
+        schema.load(payload)
+    except ValidationError as exc:
+        raise SchemaError(f"{event_type} v{version}: {exc.messages}") from exc
+    return payload
+
+
+def upcast(event: StoredEvent) -> StoredEvent:
+    """The event at its type's current schema version (each step validated)."""
+    payload, version = event.payload, event.version
+    validate_payload(event.type, version, payload)
+    while version < CURRENT.get(event.type, version):
+        step = UPCASTERS.get((event.type, version))
+        if step is None:
+            raise SchemaError(f"no upcaster from {event.type} v{version}")
+        payload, version = step(payload), version + 1
+        validate_payload(event.type, version, payload)
+    if version == event.version:
+        return event
+    return StoredEvent(event.game_id, event.stream, event.seq, event.type, version,
+                       event.time_ms, event.command_id, payload)  # fmt: skip
+
+
+def to_new(event: Event) -> NewEvent:
+    """An engine event as a new stored event at the current schema version."""
+    data = event_to_dict(event)
+    event_type = data.pop("type")
+    return NewEvent(
+        event_type, CURRENT[event_type], validate_payload(event_type, CURRENT[event_type], data)
+    )
+
+
+def to_engine(event: StoredEvent) -> Event:
+    """A stored move event (upcast) as an engine event."""
+    current = upcast(event)
+    return event_from_dict({"type": current.type, **current.payload})

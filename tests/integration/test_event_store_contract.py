@@ -1,0 +1,158 @@
+"""One contract for every `EventStore` adapter: in-memory and Redis (a real redis-server)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+
+import pytest
+import redis
+
+from carcassonne.simulate import random_game
+from eventstore.envelope import MOVES, SCORES, NewEvent, StoredEvent
+from eventstore.errors import ConcurrencyError, SchemaError
+from eventstore.port import ANY, InMemoryEventStore
+from eventstore.schemas import to_engine, to_new
+from services.redis_store import RedisEventStore, game_keys
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest, redis_client: redis.Redis):
+    if request.param == "memory":
+        return InMemoryEventStore()
+    return RedisEventStore(redis_client)
+
+
+def drawn(tile: str = "E") -> NewEvent:
+    return NewEvent("TileDrawn", 1, {"tile": tile})
+
+
+def new_game() -> str:
+    return uuid.uuid4().hex
+
+
+def test_append_assigns_sequences_and_read_returns_envelopes(store) -> None:
+    game = new_game()
+    result = store.append(game, MOVES, [drawn("E"), drawn("F")], expected=0, command_id="c1")
+    assert (result.first_seq, result.last_seq, result.duplicate) == (1, 2, False)
+    events = store.read(game, MOVES)
+    assert [(e.seq, e.type, e.version, e.payload, e.command_id, e.game_id, e.stream)
+            for e in events] == [
+        (1, "TileDrawn", 1, {"tile": "E"}, "c1", game, MOVES),
+        (2, "TileDrawn", 1, {"tile": "F"}, "c1", game, MOVES),
+    ]  # fmt: skip
+    assert all(e.time_ms > 0 for e in events)
+    assert store.last_seq(game, MOVES) == 2
+
+
+def test_stale_expected_sequence_is_rejected_and_appends_nothing(store) -> None:
+    game = new_game()
+    store.append(game, MOVES, [drawn()], expected=0, command_id="c1")
+    with pytest.raises(ConcurrencyError) as info:
+        store.append(game, MOVES, [drawn()], expected=0, command_id="c2")
+    assert (info.value.expected, info.value.actual) == (0, 1)
+    assert store.last_seq(game, MOVES) == 1
+
+
+def test_a_repeated_command_id_returns_the_first_result_and_appends_nothing(store) -> None:
+    game = new_game()
+    first = store.append(game, MOVES, [drawn(), drawn()], expected=0, command_id="same")
+    again = store.append(game, MOVES, [drawn()], expected=2, command_id="same")
+    assert (again.first_seq, again.last_seq, again.duplicate) == (1, 2, True)
+    assert first.duplicate is False
+    assert store.last_seq(game, MOVES) == 2
+
+
+def test_idempotency_is_checked_before_the_expected_sequence(store) -> None:
+    """A retry arriving after other moves still gets its original result, not a conflict."""
+    game = new_game()
+    store.append(game, MOVES, [drawn()], expected=0, command_id="a")
+    store.append(game, MOVES, [drawn()], expected=1, command_id="b")
+    assert store.append(game, MOVES, [drawn()], expected=0, command_id="a").duplicate
+
+
+def test_any_position_append_and_marker_in_the_same_step(store) -> None:
+    game = new_game()
+    store.append(game, MOVES, [drawn()], expected=ANY, command_id="c1", marker="$seq")
+    store.append(game, MOVES, [drawn(), drawn()], expected=ANY, command_id="c2", marker="$seq")
+    assert store.marker(game, MOVES) == "3"
+    store.append(game, SCORES, [NewEvent("TileDrawn", 1, {"tile": "A"})], expected=0,
+                 command_id="w1", marker="2")  # fmt: skip
+    assert store.marker(game, SCORES) == "2"
+    assert store.marker(new_game(), MOVES) is None
+
+
+def test_invalid_payload_is_rejected_and_nothing_is_written(store) -> None:
+    game = new_game()
+    with pytest.raises(SchemaError):
+        store.append(game, MOVES, [drawn(), NewEvent("TileDrawn", 1, {"tile": 7})], expected=0,
+                     command_id="bad")  # fmt: skip
+    with pytest.raises(SchemaError):
+        store.append(game, MOVES, [NewEvent("Nope", 1, {})], expected=0, command_id="bad2")
+    assert store.last_seq(game, MOVES) == 0
+    # The rejected command id was not consumed.
+    assert not store.append(game, MOVES, [drawn()], expected=0, command_id="bad").duplicate
+
+
+def test_read_after_and_limit(store) -> None:
+    game = new_game()
+    store.append(game, MOVES, [drawn(t) for t in "ABCDE"], expected=0, command_id="c")
+    assert [e.payload["tile"] for e in store.read(game, MOVES, after=2)] == ["C", "D", "E"]
+    assert [e.seq for e in store.read(game, MOVES, after=1, limit=2)] == [2, 3]
+    assert store.read(game, MOVES, after=5) == []
+
+
+def test_games_and_streams_are_separate(store) -> None:
+    a, b = new_game(), new_game()
+    store.append(a, MOVES, [drawn("A")], expected=0, command_id="x")
+    store.append(b, MOVES, [drawn("B")], expected=0, command_id="x")
+    assert [e.payload["tile"] for e in store.read(a, MOVES)] == ["A"]
+    assert store.read(a, SCORES) == []
+
+
+def test_an_old_schema_version_is_upcast_on_read(store) -> None:
+    """TilePlaced v1 stored the rotation as `rot`; it reads back as v2 with `rotation`."""
+    game = new_game()
+    store.put_raw(StoredEvent(game, MOVES, 1, "TilePlaced", 1, 1, "old", {
+        "player": 0, "tile": "E", "x": 0, "y": -1, "rot": 2, "meeple": None}))  # fmt: skip
+    (event,) = store.read(game, MOVES)
+    assert event.version == 2
+    assert event.payload == {"player": 0, "tile": "E", "x": 0, "y": -1, "rotation": 2,
+                             "meeple": None}  # fmt: skip
+
+
+def test_a_whole_game_round_trips_through_the_store(store) -> None:
+    game = new_game()
+    _, events = random_game(random.Random(5), players=3)
+    store.append(game, MOVES, [to_new(e) for e in events], expected=0, command_id="all")
+    assert [to_engine(e) for e in store.read(game, MOVES)] == events
+
+
+def test_concurrent_appends_at_the_same_position_accept_exactly_one(store) -> None:
+    game = new_game()
+    store.append(game, MOVES, [drawn()], expected=0, command_id="setup")
+    outcomes: list[str] = []
+    barrier = threading.Barrier(20)
+
+    def contender(i: int) -> None:
+        barrier.wait()
+        try:
+            store.append(game, MOVES, [drawn()], expected=1, command_id=f"c{i}")
+            outcomes.append("ok")
+        except ConcurrencyError:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=contender, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["conflict"] * 19 + ["ok"]
+    assert store.last_seq(game, MOVES) == 2
+
+
+def test_every_key_of_a_game_shares_one_cluster_hash_tag() -> None:
+    keys = [k for stream in (MOVES, SCORES) for k in game_keys("abc", stream)]
+    assert all(k.startswith("{g:abc}:") for k in keys)
+    assert len(set(keys)) == len(keys)
