@@ -111,8 +111,16 @@ class RedisEventStore:
             (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
             for k, v in fields.items()
         }
-        return StoredEvent(game_id, stream, _seq(entry_id), get["type"], int(get["v"]),
-                           int(get["t"]), get["cmd"], json.loads(get["data"]))  # fmt: skip
+        return StoredEvent(
+            game_id,
+            stream,
+            _seq(entry_id),
+            get["type"],
+            int(get["v"]),
+            int(get["t"]),
+            get["cmd"],
+            json.loads(get["data"]),
+        )
 
     def last_seq(self, game_id: str, stream: str) -> int:
         """See `EventStore.last_seq`."""
@@ -126,8 +134,25 @@ class RedisEventStore:
         value = self.client.get(game_keys(game_id, stream)[2])
         return value.decode() if isinstance(value, bytes) else value
 
+    def command_result(self, game_id: str, stream: str, command_id: str) -> AppendResult | None:
+        """See `EventStore.command_result`."""
+        value = self.client.hget(game_keys(game_id, stream)[1], command_id)
+        if value is None:
+            return None
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        first, last = (int(v) for v in text.split(":"))
+        return AppendResult(first, last, duplicate=True)
+
     def put_raw(self, event: StoredEvent) -> None:
         """Store an event as written by an older version (for upcaster tests)."""
-        self.client.xadd(game_keys(event.game_id, event.stream)[0], {
-            "type": event.type, "v": event.version, "cmd": event.command_id, "t": event.time_ms,
-            "data": json.dumps(event.payload)}, id=f"{event.seq}-0")  # fmt: skip
+        self.client.xadd(
+            game_keys(event.game_id, event.stream)[0],
+            {
+                "type": event.type,
+                "v": event.version,
+                "cmd": event.command_id,
+                "t": event.time_ms,
+                "data": json.dumps(event.payload),
+            },
+            id=f"{event.seq}-0",
+        )

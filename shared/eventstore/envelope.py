@@ -34,10 +34,15 @@ class StoredEvent:
     def to_dict(self) -> dict[str, Any]:
         """The envelope as JSON."""
         return {
-            "game_id": self.game_id, "stream": self.stream, "seq": self.seq, "type": self.type,
-            "version": self.version, "time_ms": self.time_ms, "command_id": self.command_id,
+            "game_id": self.game_id,
+            "stream": self.stream,
+            "seq": self.seq,
+            "type": self.type,
+            "version": self.version,
+            "time_ms": self.time_ms,
+            "command_id": self.command_id,
             "payload": self.payload,
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True)

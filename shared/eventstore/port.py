@@ -51,6 +51,9 @@ class EventStore(Protocol):
     def marker(self, game_id: str, stream: str) -> str | None:
         """The stream's marker value, if any."""
 
+    def command_result(self, game_id: str, stream: str, command_id: str) -> AppendResult | None:
+        """Where a command id's events landed, if it was appended."""
+
 
 def _check(stream: str, events: Sequence[NewEvent], command_id: str) -> None:
     if stream not in STREAMS:
@@ -94,8 +97,18 @@ class InMemoryEventStore:
             now = int(time.time() * 1000)
             first = len(log) + 1
             for event in events:
-                log.append(StoredEvent(game_id, stream, len(log) + 1, event.type, event.version,
-                                       now, command_id, dict(event.payload)))  # fmt: skip
+                log.append(
+                    StoredEvent(
+                        game_id,
+                        stream,
+                        len(log) + 1,
+                        event.type,
+                        event.version,
+                        now,
+                        command_id,
+                        dict(event.payload),
+                    )
+                )
             result = AppendResult(first, len(log))
             self._commands[(game_id, stream, command_id)] = result
             if marker is not None:
@@ -119,6 +132,11 @@ class InMemoryEventStore:
     def marker(self, game_id: str, stream: str) -> str | None:
         """See `EventStore.marker`."""
         return self._markers.get((game_id, stream))
+
+    def command_result(self, game_id: str, stream: str, command_id: str) -> AppendResult | None:
+        """See `EventStore.command_result`."""
+        seen = self._commands.get((game_id, stream, command_id))
+        return None if seen is None else AppendResult(seen.first_seq, seen.last_seq, True)
 
     def put_raw(self, event: StoredEvent) -> None:
         """Store an event as written by an older version (for upcaster tests)."""

@@ -146,8 +146,16 @@ def upcast(event: StoredEvent) -> StoredEvent:
         validate_payload(event.type, version, payload)
     if version == event.version:
         return event
-    return StoredEvent(event.game_id, event.stream, event.seq, event.type, version,
-                       event.time_ms, event.command_id, payload)  # fmt: skip
+    return StoredEvent(
+        event.game_id,
+        event.stream,
+        event.seq,
+        event.type,
+        version,
+        event.time_ms,
+        event.command_id,
+        payload,
+    )
 
 
 def to_new(event: Event) -> NewEvent:

@@ -37,11 +37,12 @@ def test_append_assigns_sequences_and_read_returns_envelopes(store) -> None:
     result = store.append(game, MOVES, [drawn("E"), drawn("F")], expected=0, command_id="c1")
     assert (result.first_seq, result.last_seq, result.duplicate) == (1, 2, False)
     events = store.read(game, MOVES)
-    assert [(e.seq, e.type, e.version, e.payload, e.command_id, e.game_id, e.stream)
-            for e in events] == [
+    assert [
+        (e.seq, e.type, e.version, e.payload, e.command_id, e.game_id, e.stream) for e in events
+    ] == [
         (1, "TileDrawn", 1, {"tile": "E"}, "c1", game, MOVES),
         (2, "TileDrawn", 1, {"tile": "F"}, "c1", game, MOVES),
-    ]  # fmt: skip
+    ]
     assert all(e.time_ms > 0 for e in events)
     assert store.last_seq(game, MOVES) == 2
 
@@ -62,6 +63,8 @@ def test_a_repeated_command_id_returns_the_first_result_and_appends_nothing(stor
     assert (again.first_seq, again.last_seq, again.duplicate) == (1, 2, True)
     assert first.duplicate is False
     assert store.last_seq(game, MOVES) == 2
+    assert store.command_result(game, MOVES, "same") == again
+    assert store.command_result(game, MOVES, "other") is None
 
 
 def test_idempotency_is_checked_before_the_expected_sequence(store) -> None:
@@ -77,8 +80,14 @@ def test_any_position_append_and_marker_in_the_same_step(store) -> None:
     store.append(game, MOVES, [drawn()], expected=ANY, command_id="c1", marker="$seq")
     store.append(game, MOVES, [drawn(), drawn()], expected=ANY, command_id="c2", marker="$seq")
     assert store.marker(game, MOVES) == "3"
-    store.append(game, SCORES, [NewEvent("TileDrawn", 1, {"tile": "A"})], expected=0,
-                 command_id="w1", marker="2")  # fmt: skip
+    store.append(
+        game,
+        SCORES,
+        [NewEvent("TileDrawn", 1, {"tile": "A"})],
+        expected=0,
+        command_id="w1",
+        marker="2",
+    )
     assert store.marker(game, SCORES) == "2"
     assert store.marker(new_game(), MOVES) is None
 
@@ -86,8 +95,13 @@ def test_any_position_append_and_marker_in_the_same_step(store) -> None:
 def test_invalid_payload_is_rejected_and_nothing_is_written(store) -> None:
     game = new_game()
     with pytest.raises(SchemaError):
-        store.append(game, MOVES, [drawn(), NewEvent("TileDrawn", 1, {"tile": 7})], expected=0,
-                     command_id="bad")  # fmt: skip
+        store.append(
+            game,
+            MOVES,
+            [drawn(), NewEvent("TileDrawn", 1, {"tile": 7})],
+            expected=0,
+            command_id="bad",
+        )
     with pytest.raises(SchemaError):
         store.append(game, MOVES, [NewEvent("Nope", 1, {})], expected=0, command_id="bad2")
     assert store.last_seq(game, MOVES) == 0
@@ -114,12 +128,28 @@ def test_games_and_streams_are_separate(store) -> None:
 def test_an_old_schema_version_is_upcast_on_read(store) -> None:
     """TilePlaced v1 stored the rotation as `rot`; it reads back as v2 with `rotation`."""
     game = new_game()
-    store.put_raw(StoredEvent(game, MOVES, 1, "TilePlaced", 1, 1, "old", {
-        "player": 0, "tile": "E", "x": 0, "y": -1, "rot": 2, "meeple": None}))  # fmt: skip
+    store.put_raw(
+        StoredEvent(
+            game,
+            MOVES,
+            1,
+            "TilePlaced",
+            1,
+            1,
+            "old",
+            {"player": 0, "tile": "E", "x": 0, "y": -1, "rot": 2, "meeple": None},
+        )
+    )
     (event,) = store.read(game, MOVES)
     assert event.version == 2
-    assert event.payload == {"player": 0, "tile": "E", "x": 0, "y": -1, "rotation": 2,
-                             "meeple": None}  # fmt: skip
+    assert event.payload == {
+        "player": 0,
+        "tile": "E",
+        "x": 0,
+        "y": -1,
+        "rotation": 2,
+        "meeple": None,
+    }
 
 
 def test_a_whole_game_round_trips_through_the_store(store) -> None:

@@ -1,0 +1,1 @@
+"""The command service: validates moves and appends their events to Redis Streams."""

@@ -1,0 +1,205 @@
+"""The command service's Flask app: `create_app(test_config=None)`.
+
+Views decode the request, call one `GameService` method and encode the result. Every error
+leaves in one JSON shape: ``{"code", "message", "rule", "details"}`` with a stable `code`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import redis
+from flask import Flask, Response, jsonify, request
+from flask.views import MethodView
+from flask_smorest import Api, Blueprint
+from werkzeug.exceptions import HTTPException
+
+from carcassonne.errors import GameError
+from carcassonne.events import meeple_from_dict
+from carcassonne.ruleset import Ruleset
+from services.redis_store import RedisEventStore
+
+from .config import from_env
+from .schemas import CreatedGameOut, CreateGameIn, TurnIn, TurnOut
+from .secrets_store import RedisSecrets
+from .service import GameService, NotFound, TurnResult
+
+GAME_ID = re.compile(r"[0-9a-f]{32}")
+HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_body",
+}
+
+blp = Blueprint("games", __name__, url_prefix="/games", description="Create and play games")
+
+
+def _service() -> GameService:
+    from flask import current_app
+
+    service: GameService = current_app.extensions["game_service"]
+    return service
+
+
+def _game_id(game_id: str) -> str:
+    if not GAME_ID.fullmatch(game_id):
+        raise NotFound("game_not_found", f"no game {game_id[:64]}")
+    return game_id
+
+
+def _next(result: TurnResult) -> dict[str, Any]:
+    state = result.state
+    if state.over:
+        return {"over": True, "player": None, "tile": None, "scores": list(state.scores)}
+    return {
+        "over": False,
+        "player": state.current,
+        "tile": state.drawn,
+        "tiles_left": state.bag_size,
+    }
+
+
+@blp.route("")
+class Games(MethodView):
+    @blp.arguments(CreateGameIn)
+    @blp.response(201, CreatedGameOut)
+    def post(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a game: returns its id and one secret token per player."""
+        rules = dict(body["ruleset"])
+        area = rules.pop("area")
+        ruleset = Ruleset(**rules, area=None if area is None else (area["width"], area["height"]))
+        names = [p["name"] for p in body["players"]]
+        game_id, players = _service().create_game(names, ruleset, body["seat_order"])
+        return {"game_id": game_id, "players": players, "turn": _service().turn_view(game_id)}
+
+
+@blp.route("/<game_id>/turns")
+class Turns(MethodView):
+    @blp.arguments(TurnIn)
+    @blp.response(200, TurnOut)
+    @blp.doc(
+        parameters=[
+            {
+                "in": "header",
+                "name": "Authorization",
+                "required": True,
+                "schema": {"type": "string"},
+                "description": "Bearer <player token>",
+            },
+            {"in": "header", "name": "Idempotency-Key", "schema": {"type": "string"}},
+            {
+                "in": "header",
+                "name": "If-Match",
+                "schema": {"type": "string"},
+                "description": "the sequence the client expects the game to be at",
+            },
+        ]
+    )
+    def post(self, body: dict[str, Any], game_id: str) -> dict[str, Any]:
+        """Play the drawn tile (and maybe a meeple) for the token's player."""
+        auth = request.headers.get("Authorization", "")
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not 1 <= len(key) <= 128:
+            raise GameError("bad_idempotency_key", "Idempotency-Key must be 1-128 characters")
+        expected = _if_match(request.headers.get("If-Match"))
+        result = _service().play_turn(
+            _game_id(game_id),
+            token,
+            body["x"],
+            body["y"],
+            body["rotation"],
+            meeple_from_dict(body["meeple"]),
+            idempotency_key=key,
+            expected_seq=expected,
+        )
+        return {
+            "seq": result.seq,
+            "replayed": result.replayed,
+            "events": [e.to_dict() for e in result.events],
+            "next": _next(result),
+        }
+
+
+def _if_match(value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip().strip('"')
+    if not text.isdigit() or len(text) > 12:
+        raise GameError("bad_if_match", "If-Match must be the expected sequence number")
+    return int(text)
+
+
+@blp.route("/<game_id>/turn")
+class Turn(MethodView):
+    @blp.response(200)
+    def get(self, game_id: str) -> dict[str, Any]:
+        """Whose turn it is, the drawn tile, and every legal placement with its meeple spots."""
+        return _service().turn_view(_game_id(game_id))
+
+
+def _error(
+    code: str,
+    message: str,
+    status: int,
+    rule: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> tuple[Response, int]:
+    body = {"code": code, "message": message, "rule": rule, "details": details or {}}
+    return jsonify(body), status
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> Flask:
+    """Build the app; `test_config` overrides settings (and may inject `GAME_SERVICE`)."""
+    app = Flask(__name__)
+    app.config.update(
+        API_TITLE="Carcassonne Cloud — command service",
+        API_VERSION="1",
+        OPENAPI_VERSION="3.0.3",
+        OPENAPI_URL_PREFIX="/",
+        OPENAPI_JSON_PATH="openapi.json",
+        OPENAPI_SWAGGER_UI_PATH="/docs",
+        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
+    )
+    app.config.update(from_env())
+    if test_config:
+        app.config.update(test_config)
+    service = app.config.get("GAME_SERVICE")
+    if service is None:
+        client = redis.Redis.from_url(app.config["REDIS_URL"])
+        service = GameService(
+            RedisEventStore(client), RedisSecrets(client), cache_size=app.config["STATE_CACHE_SIZE"]
+        )
+    app.extensions["game_service"] = service
+    api = Api(app)
+    api.register_blueprint(blp)
+
+    @app.errorhandler(GameError)
+    def game_error(exc: GameError) -> tuple[Response, int]:
+        return _error(exc.code, exc.message, exc.status, exc.rule, exc.details)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> tuple[Response, int]:
+        status = exc.code or 500
+        data = getattr(exc, "data", None) or {}
+        messages = data.get("messages")
+        if messages == {"json": ["Invalid JSON body."]}:
+            return _error("invalid_json", "the request body is not valid JSON", 400)
+        if messages:  # webargs/marshmallow: the body failed its schema
+            return _error(
+                "invalid_body",
+                "the request body does not match the schema",
+                422,
+                details={"fields": messages.get("json", messages)},
+            )
+        return _error(HTTP_CODES.get(status, f"http_{status}"), exc.description or exc.name, status)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app

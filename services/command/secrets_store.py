@@ -1,0 +1,29 @@
+"""Per-game secrets in Redis, under the game's hash tag: ``{g:<id>}:secrets``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis
+
+
+class RedisSecrets:
+    """`Secrets` in a Redis string per game."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    @staticmethod
+    def key(game_id: str) -> str:
+        """The key of a game's secrets."""
+        return "{g:" + game_id + "}:secrets"
+
+    def put(self, game_id: str, data: dict[str, Any]) -> None:
+        """See `Secrets.put`."""
+        self.client.set(self.key(game_id), json.dumps(data))
+
+    def get(self, game_id: str) -> dict[str, Any] | None:
+        """See `Secrets.get`."""
+        raw = self.client.get(self.key(game_id))
+        return None if raw is None else dict(json.loads(raw))

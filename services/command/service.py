@@ -1,0 +1,309 @@
+"""The command side's service layer: create games, play turns, describe the turn to play.
+
+It folds the move stream with the engine, decides commands, draws tiles with the game's
+secret seed, and appends every resulting event in one conditional, idempotent append. A
+rejected command appends nothing. States are cached per process with their sequence and
+caught up from the stream, so a late turn costs what an early one does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import secrets
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from carcassonne.errors import GameError, MalformedError, OutOfTurnError
+from carcassonne.events import (
+    DiscardTile,
+    DrawTile,
+    Event,
+    PlayTurn,
+    StartGame,
+    meeple_to_dict,
+)
+from carcassonne.game import actions, decide, is_unplaceable
+from carcassonne.ruleset import Ruleset
+from carcassonne.state import DRAW, OVER, GameState
+from carcassonne.tiles import Meeple
+from eventstore.envelope import MOVES, StoredEvent
+from eventstore.errors import ConcurrencyError
+from eventstore.port import EventStore
+from eventstore.schemas import to_engine, to_new
+
+
+class NotFound(GameError):
+    """No such game."""
+
+    status = 404
+
+
+class AuthError(GameError):
+    """Missing or unknown player token."""
+
+    status = 401
+
+
+class Forbidden(GameError):
+    """A valid token of another seat."""
+
+    status = 403
+
+
+class Secrets(Protocol):
+    """Per-game secrets kept outside the event log: token hashes and the draw seed."""
+
+    def put(self, game_id: str, data: dict[str, Any]) -> None:
+        """Store a new game's secrets."""
+
+    def get(self, game_id: str) -> dict[str, Any] | None:
+        """A game's secrets, or None for an unknown game."""
+
+
+class MemorySecrets:
+    """`Secrets` in a dict (unit tests)."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, dict[str, Any]] = {}
+
+    def put(self, game_id: str, data: dict[str, Any]) -> None:
+        """See `Secrets.put`."""
+        self._data[game_id] = data
+
+    def get(self, game_id: str) -> dict[str, Any] | None:
+        """See `Secrets.get`."""
+        return self._data.get(game_id)
+
+
+def token_hash(token: str) -> str:
+    """Tokens are stored hashed: a leaked secrets record does not let anyone play."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def draw_tile(seed: str, draws: int, bag: dict[str, int]) -> str:
+    """The tile for draw number `draws`: uniform over the bag, reproducible from the seed."""
+    rng = random.Random(f"{seed}:{draws}")
+    pool = sorted(bag.items())
+    pick = rng.randrange(sum(n for _, n in pool))
+    for name, count in pool:
+        if pick < count:
+            return name
+        pick -= count
+    raise AssertionError("unreachable: the pick lies inside the bag")
+
+
+@dataclass
+class Cached:
+    state: GameState
+    seq: int
+    secrets: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What a turn appended and what comes next."""
+
+    events: list[StoredEvent]
+    state: GameState
+    seq: int
+    replayed: bool = False
+
+
+class GameService:
+    """Validates commands against the rules and appends their events."""
+
+    def __init__(self, store: EventStore, secrets_store: Secrets, cache_size: int = 10_000) -> None:
+        self.store = store
+        self.secrets = secrets_store
+        self._cache: dict[str, Cached] = {}
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    # -- loading ----------------------------------------------------------------------
+    def load(self, game_id: str) -> Cached:
+        """The game's state caught up to the end of its move stream (from the cache)."""
+        with self._lock:
+            cached = self._cache.get(game_id)
+        if cached is None:
+            found = self.secrets.get(game_id)
+            if found is None:
+                raise NotFound("game_not_found", f"no game {game_id}")
+            cached = Cached(GameState(), 0, found)
+        fresh = self.store.read(game_id, MOVES, after=cached.seq)
+        if fresh:
+            state = cached.state.copy()
+            for stored in fresh:
+                state.apply(to_engine(stored))
+            cached = Cached(state, fresh[-1].seq, cached.secrets)
+        with self._lock:
+            if len(self._cache) >= self._cache_size:
+                self._cache.pop(next(iter(self._cache)))
+            current = self._cache.get(game_id)
+            if current is None or current.seq <= cached.seq:
+                self._cache[game_id] = cached
+        if cached.seq == 0:
+            raise NotFound("game_not_found", f"no game {game_id}")
+        return cached
+
+    # -- commands ---------------------------------------------------------------------
+    def create_game(
+        self, names: list[str], ruleset: Ruleset, seat_order: list[int] | None = None
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """Start a game; returns its id and each seat's name and secret token (R2.2)."""
+        if not 2 <= len(names) <= 6:
+            raise MalformedError("bad_players", "a game has 2 to 6 players", "R1.3")
+        game_id = uuid.uuid4().hex
+        seed = secrets.token_hex(16)
+        if seat_order is None:  # R2.2 Decision: a random first player, then clockwise
+            first = random.Random(seed + ":seats").randrange(len(names))
+            seat_order = [(first + i) % len(names) for i in range(len(names))]
+        elif sorted(seat_order) != list(range(len(names))):
+            raise MalformedError("bad_seat_order", "seat_order must list each player once", "R10.2")
+        seats = [names[i] for i in seat_order]
+        tokens = [secrets.token_urlsafe(24) for _ in seats]
+        self.secrets.put(
+            game_id,
+            {
+                "seed": seed,
+                "names": seats,
+                "tokens": {token_hash(t): i for i, t in enumerate(tokens)},
+            },
+        )
+        state = GameState()
+        events = self._run(state, StartGame(ruleset, len(seats)))
+        events += self._draw_until_placeable(state, seed)
+        self.store.append(
+            game_id,
+            MOVES,
+            [to_new(e) for e in events],
+            expected=0,
+            command_id="create",
+            marker="$seq",
+        )
+        players = [
+            {"seat": i, "name": n, "token": t}
+            for i, (n, t) in enumerate(zip(seats, tokens, strict=True))
+        ]
+        return game_id, players
+
+    def seat_of(self, cached: Cached, token: str | None) -> int:
+        """The seat a bearer token belongs to."""
+        if not token:
+            raise AuthError("missing_token", "send Authorization: Bearer <player token>")
+        seat = cached.secrets["tokens"].get(token_hash(token))
+        if seat is None:
+            raise Forbidden("bad_token", "this token belongs to no player of this game")
+        return int(seat)
+
+    def play_turn(
+        self,
+        game_id: str,
+        token: str | None,
+        x: Any,
+        y: Any,
+        rotation: Any,
+        meeple: Meeple | None,
+        idempotency_key: str | None = None,
+        expected_seq: int | None = None,
+    ) -> TurnResult:
+        """Play the drawn tile for the token's seat; appends the turn and the next draws."""
+        cached = self.load(game_id)
+        seat = self.seat_of(cached, token)
+        command_id = f"turn:{seat}:{idempotency_key}" if idempotency_key else uuid.uuid4().hex
+        for attempt in range(3):
+            if idempotency_key:
+                replay = self._replayed(game_id, cached, command_id)
+                if replay is not None:
+                    return replay
+            if expected_seq is not None and expected_seq != cached.seq:
+                raise OutOfTurnError(
+                    "stale_sequence",
+                    f"the game is at sequence {cached.seq}",
+                    None,
+                    expected=expected_seq,
+                    actual=cached.seq,
+                )
+            state = cached.state.copy()
+            events = self._run(state, PlayTurn(seat, x, y, rotation, meeple))
+            events += self._draw_until_placeable(state, cached.secrets["seed"])
+            try:
+                result = self.store.append(
+                    game_id,
+                    MOVES,
+                    [to_new(e) for e in events],
+                    expected=cached.seq,
+                    command_id=command_id,
+                    marker="$seq",
+                )
+            except ConcurrencyError:
+                if expected_seq is not None or attempt == 2:
+                    raise OutOfTurnError(
+                        "stale_sequence", "the game moved on; reload and retry", None
+                    ) from None
+                cached = self.load(game_id)  # another request moved first: decide again
+                continue
+            if result.duplicate:
+                continue  # raced with our own retry: answer from the stream
+            stored = self.store.read(game_id, MOVES, after=cached.seq)
+            with self._lock:
+                self._cache[game_id] = Cached(state, result.last_seq, cached.secrets)
+            return TurnResult(stored, state, result.last_seq)
+        raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
+
+    def _replayed(self, game_id: str, cached: Cached, command_id: str) -> TurnResult | None:
+        """The original result of a command id already appended, if it was."""
+        done = self.store.command_result(game_id, MOVES, command_id)
+        if done is None:
+            return None
+        events = self.store.read(
+            game_id, MOVES, after=done.first_seq - 1, limit=done.last_seq - done.first_seq + 1
+        )
+        return TurnResult(events, cached.state, done.last_seq, replayed=True)
+
+    def _run(self, state: GameState, command: Any) -> list[Event]:
+        events = decide(state, command)
+        for event in events:
+            state.apply(event)
+        return events
+
+    def _draw_until_placeable(self, state: GameState, seed: str) -> list[Event]:
+        """Draw for the next player; a tile that fits nowhere is discarded or returned (R4.4)."""
+        events: list[Event] = []
+        while state.phase == DRAW and state.bag_size:
+            tile = draw_tile(seed, state.drawn_count + len(state.discarded), state.bag)
+            events += self._run(state, DrawTile(tile))
+            if is_unplaceable(state):
+                events += self._run(state, DiscardTile(state.current))
+        return events
+
+    # -- views ------------------------------------------------------------------------
+    def turn_view(self, game_id: str) -> dict[str, Any]:
+        """Whose turn, the drawn tile, and every legal placement with its meeple spots."""
+        cached = self.load(game_id)
+        state = cached.state
+        options: dict[tuple[int, int, int], list[Any]] = {}
+        for x, y, rotation, meeple in actions(state):
+            spots = options.setdefault((x, y, rotation), [])
+            if meeple is not None:
+                spots.append(meeple_to_dict(meeple))
+        view: dict[str, Any] = {
+            "game_id": game_id,
+            "seq": cached.seq,
+            "over": state.phase == OVER,
+            "player": None if state.phase == OVER else state.current,
+            "player_name": None if state.phase == OVER else cached.secrets["names"][state.current],
+            "tile": state.drawn,
+            "tiles_left": state.bag_size,
+            "scores": list(state.scores),
+            "supply": list(state.supply),
+            "placements": [
+                {"x": x, "y": y, "rotation": r, "meeples": spots}
+                for (x, y, r), spots in options.items()
+            ],
+        }
+        if state.phase == OVER:
+            view["seed"] = cached.secrets["seed"]  # R2.1 Decision: revealed once the game ends
+        return view
