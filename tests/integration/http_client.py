@@ -1,0 +1,85 @@
+"""A tiny HTTP client for tests and benchmarks (standard library only) and a gunicorn launcher."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def call(
+    base: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    raw: bytes | None = None,
+) -> tuple[int, Any]:
+    """One request; returns (status, decoded JSON or None)."""
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    sent = {"Content-Type": "application/json"} if data is not None else {}
+    sent.update(headers or {})
+    try:
+        conn.request(method, path, body=data, headers=sent)
+        resp = conn.getresponse()
+        payload = resp.read()
+    finally:
+        conn.close()
+    try:
+        return resp.status, json.loads(payload) if payload else None
+    except json.JSONDecodeError:
+        return resp.status, payload.decode(errors="replace")
+
+
+@contextmanager
+def gunicorn(app: str, config: str, env: dict[str, str], workers: int = 3) -> Iterator[str]:
+    """Run `app` under gunicorn with `config` on a free port; yields its base URL."""
+    port = free_port()
+    full_env = {
+        **os.environ,
+        **env,
+        "BIND": f"127.0.0.1:{port}",
+        "WEB_CONCURRENCY": str(workers),
+        "LOG_LEVEL": "warning",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", config, app], cwd=ROOT, env=full_env
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if call(base, "GET", "/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"gunicorn for {app} did not start")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
