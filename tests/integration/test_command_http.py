@@ -54,7 +54,7 @@ def auth(token: str) -> dict[str, str]:
 
 
 def raw_stream(client: redis.Redis, game_id: str) -> list[Any]:
-    return client.xrange(game_keys(game_id, MOVES)[0])
+    return list(client.xrange(game_keys(game_id, MOVES)[0]) or [])
 
 
 def test_full_games_through_http_fold_to_what_the_engine_decides(server, redis_client) -> None:
