@@ -154,7 +154,10 @@ def record_events(record: Record) -> list[Event]:
             state.apply(event)
             events.append(event)
 
-    run(StartGame(record.ruleset, record.players))
+    try:
+        run(StartGame(record.ruleset, record.players))
+    except GameError as exc:
+        raise RecordError(None, exc) from exc
     for index, turn in enumerate(record.turns):
         try:
             player = state.current
