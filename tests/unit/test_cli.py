@@ -1,0 +1,286 @@
+"""The `carcassonne` command: score, show, simulate (in-process through `cli.main`)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from carcassonne import cli
+from carcassonne.notation import parse_record
+from carcassonne.record import score_record
+
+README_RECORD: dict[str, Any] = {
+    "format": "carcassonne-record/1",
+    "ruleset": {
+        "tileset": "base", "farmers": True, "farm_scoring": "3rd", "incomplete_score": True,
+    },
+    "players": 2,
+    "start": {"tile": "D", "x": 0, "y": 0, "rotation": 0},
+    "turns": [
+        {"tile": "Q", "x": 0, "y": -1, "rotation": 1, "meeple": None},
+        {"tile": "I", "x": 0, "y": 1, "rotation": 2, "meeple": {"feature": "city", "edge": "E"}},
+        {
+            "tile": "E", "x": -1, "y": -1, "rotation": 2,
+            "meeple": {"feature": "field", "half_edge": "NNW"},
+        },
+    ],
+}  # fmt: skip
+README_NOTATION = (
+    "carcassonne-record/1 base players=2 farmers=on farm=3rd incomplete=on\n"
+    "Q1@0,-1 I2@0,1:E E2@-1,-1:NNW\n"
+)
+
+
+def run(argv: Sequence[str]) -> int:
+    """The exit status of `carcassonne argv`, whether main returns it or raises SystemExit."""
+    try:
+        return cli.main(list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+
+
+@pytest.fixture
+def record_file(tmp_path: Path) -> Path:
+    path = tmp_path / "game.json"
+    path.write_text(json.dumps(README_RECORD), encoding="utf-8")
+    return path
+
+
+def test_score_prints_scores_and_explanations(record_file, capsys):
+    assert run(["score", str(record_file)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert len(out.strip().splitlines()) == 1, "compact JSON on one line"
+    report = json.loads(out)
+    assert set(report) == {"final_scores", "scores_before_final", "events"}
+    assert report["final_scores"] == [0, 1]
+    assert report["scores_before_final"] == [0, 0]
+    city, farm = report["events"]
+    assert city["kind"] == "city" and city["rule"] == "R7.2" and city["final"] is True
+    assert city["tiles"] == [[0, 1]] and city["awarded"] == [0, 1] and city["winners"] == [1]
+    assert farm["kind"] == "farm" and farm["awarded"] == [0, 0] and farm["cities"] == []
+    assert farm["meeples"] == [1, 0]
+
+
+def test_score_pretty_prints_the_same_report(record_file, capsys):
+    assert run(["score", str(record_file)]) == 0
+    compact = json.loads(capsys.readouterr().out)
+    assert run(["score", "--pretty", str(record_file)]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) > 10
+    assert json.loads(out) == compact
+
+
+def test_score_reads_stdin_json(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(README_RECORD)))
+    assert run(["score", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["final_scores"] == [0, 1]
+
+
+def test_score_reads_stdin_notation(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(README_NOTATION))
+    assert run(["score", "-"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    expected = score_record(parse_record(README_NOTATION))
+    del expected["ranks"], expected["winners"]
+    assert report == expected
+    assert report["final_scores"] == [0, 1]
+
+
+def test_score_reads_a_notation_file(tmp_path, capsys):
+    path = tmp_path / "game.txt"
+    path.write_text(README_NOTATION, encoding="utf-8")
+    assert run(["score", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["final_scores"] == [0, 1]
+
+
+def test_an_illegal_record_exits_2_naming_turn_code_and_rule(tmp_path, capsys):
+    data = json.loads(json.dumps(README_RECORD))
+    data["turns"][1]["x"], data["turns"][1]["y"] = 5, 5  # not next to any tile
+    path = tmp_path / "illegal.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert run(["score", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("carcassonne: ")
+    assert "not_adjacent" in err
+    assert "turn index 1" in err
+    assert "[R4.1]" in err
+
+
+def test_an_edge_mismatch_names_its_rule(tmp_path, capsys):
+    data = json.loads(json.dumps(README_RECORD))
+    data["turns"][2]["rotation"] = 1  # E turned once: its city E edge against Q's field W edge
+    path = tmp_path / "mismatch.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert run(["show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "edge_mismatch (turn index 2)" in err and "[R4.2]" in err
+
+
+def test_a_record_level_error_has_no_turn_index(tmp_path, capsys):
+    path = tmp_path / "players.json"
+    path.write_text(json.dumps(README_RECORD | {"players": 7}), encoding="utf-8")
+    assert run(["score", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "bad_players" in err and "turn index" not in err and "[R1.3]" in err
+
+
+@pytest.mark.parametrize("text", ["{bad json", "", "[1, 2]", '"a string"', "null"])
+def test_malformed_json_exits_2(tmp_path, capsys, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text, encoding="utf-8")
+    assert run(["score", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("carcassonne: ")
+
+
+def test_malformed_notation_exits_2(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(README_NOTATION.replace("I2@0,1:E", "I2@0,1")
+                                                  + "Q9@x,y\n"))  # fmt: skip
+    assert run(["score", "-"]) == 2
+    assert "bad_notation" in capsys.readouterr().err
+
+
+def test_missing_file_exits_2(tmp_path, capsys):
+    assert run(["score", str(tmp_path / "nowhere.json")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read" in err and "nowhere.json" in err
+
+
+def test_a_directory_is_not_a_record(tmp_path, capsys):
+    assert run(["show", str(tmp_path)]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_simulate_json_prints_one_line(capsys):
+    assert run(["simulate", "--games", "3", "--players", "3", "--seed", "1", "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1
+    data = json.loads(lines[0])
+    assert set(data) == {"games", "seconds", "ms_per_game_median"}
+    assert data["games"] == 3
+    assert data["seconds"] >= 0 and data["ms_per_game_median"] >= 0
+    assert data["ms_per_game_median"] <= data["seconds"] * 1000 + 1e-6
+
+
+def test_simulate_text_and_options(capsys):
+    argv = ["simulate", "--games", "2", "--players", "5", "--tileset", "demo",
+            "--farm-scoring", "1st", "--no-farmers"]  # fmt: skip
+    assert run(argv) == 0
+    assert capsys.readouterr().out.startswith("2 games of 5 players")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--players", "7"],
+        ["simulate", "--players", "1"],
+        ["simulate", "--games", "0"],
+        ["simulate", "--tileset", "moon"],
+        ["simulate", "--farm-scoring", "4th"],
+        ["score"],
+        ["fly"],
+        [],
+    ],
+)
+def test_bad_arguments_exit_2(argv, capsys):
+    assert run(argv) == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_show_prints_the_board_and_scores(record_file, capsys):
+    assert run(["show", str(record_file)]) == 0
+    out = capsys.readouterr().out
+    for label in ("D0", "Q1", "I2", "E2"):
+        assert label in out
+    assert "player 0:   0 points, 6 meeples in supply" in out
+    assert "player 1:   1 points, 6 meeples in supply" in out
+    rows = [line for line in out.splitlines() if line.strip()]
+    assert len(rows) == 1 + 3 * 3 + 2  # x header, 3 rows of tiles 3 lines high, 2 players
+
+
+def test_demo_prints_a_record_that_replays_to_the_shown_scores(capsys):
+    assert run(["demo", "--seed", "3", "--players", "3"]) == 0
+    out = capsys.readouterr().out
+    notation = out.split("\n\n", 1)[0]
+    report = score_record(parse_record(notation))
+    for player, score in enumerate(report["final_scores"]):
+        assert f"player {player}: {score:>3} points" in out
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["score", "--help"], ["simulate", "--help"]])
+def test_help(argv, capsys):
+    assert run(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: carcassonne")
+
+
+def test_help_lists_the_commands(capsys):
+    run(["--help"])
+    out = capsys.readouterr().out
+    for command in ("score", "show", "simulate"):
+        assert command in out
+
+
+def test_python_dash_m_carcassonne(tmp_path):
+    """The module entry point, in a real process: stdin in, JSON out, exit statuses."""
+    good = subprocess.run(
+        [sys.executable, "-m", "carcassonne", "score", "-"],
+        input=json.dumps(README_RECORD), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["final_scores"] == [0, 1]
+    bad = subprocess.run(
+        [sys.executable, "-m", "carcassonne", "score", str(tmp_path / "missing.json")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert bad.stdout == "" and "carcassonne: cannot read" in bad.stderr
+
+
+# Hostile files must be refused like any malformed record: a one-line message, exit 2 (README:
+# "exit 2 on an illegal/malformed record"). The CLI catches only OSError and JSONDecodeError
+# around reading and decoding, so these escape as tracebacks with exit status 1.
+HOSTILE = [
+    pytest.param(b'{"format": "\xff"}', id="not-utf8"),
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, id="deeply-nested"),
+    pytest.param(
+        b'{"format": "carcassonne-record/1", "players": ' + b"9" * 5000 + b', "turns": []}',
+        id="5000-digit-integer",
+    ),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ENGINE BUG: cli.read_record lets UnicodeDecodeError, RecursionError and ValueError "
+    "(int digit limit) escape: traceback and exit 1 instead of 'carcassonne: ...' and exit 2",
+)
+@pytest.mark.parametrize("content", HOSTILE)
+def test_hostile_files_exit_2(tmp_path, capsys, content):
+    path = tmp_path / "hostile.json"
+    path.write_bytes(content)
+    assert run(["score", str(path)]) == 2
+    assert capsys.readouterr().err.startswith("carcassonne: ")
+
+
+@pytest.mark.parametrize("content", HOSTILE)
+def test_hostile_input_never_scores(tmp_path, content):
+    """Whatever the exit path, a hostile file is never accepted (guards the xfail above)."""
+    path = tmp_path / "hostile.json"
+    path.write_bytes(content)
+    result = subprocess.run(
+        [sys.executable, "-m", "carcassonne", "score", str(path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert result.stdout == ""

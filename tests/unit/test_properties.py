@@ -1,0 +1,353 @@
+"""Property tests over random legal games (hypothesis draws the seed, players and ruleset).
+
+Each example plays `random_game(random.Random(seed), players, ruleset)` to the end and checks
+invariants of the rules (RULES.md) and of the event-sourced engine along the way.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+from collections import Counter
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carcassonne.errors import GameError
+from carcassonne.events import (
+    DiscardTile,
+    DrawTile,
+    EndGame,
+    Event,
+    GameEnded,
+    GameStarted,
+    PlayTurn,
+    StartGame,
+    TileDiscarded,
+    TileDrawn,
+    TilePlaced,
+    TileReturned,
+    event_from_dict,
+    event_to_dict,
+)
+from carcassonne.game import actions, decide, evolve, fold, is_unplaceable, placements
+from carcassonne.geometry import EDGES, HALF_EDGES
+from carcassonne.notation import format_record, format_turn, parse_record, parse_turn
+from carcassonne.record import load_record, record_events, record_from_events, score_record
+from carcassonne.ruleset import Ruleset
+from carcassonne.simulate import random_game
+from carcassonne.state import PLACE, GameState
+from carcassonne.tiles import CITY, FIELD, MONASTERY, ROAD, Meeple
+
+rulesets = st.builds(
+    Ruleset,
+    tileset=st.sampled_from(["base", "demo"]),
+    farmers=st.booleans(),
+    farm_scoring=st.sampled_from(["3rd", "2nd", "1st"]),
+    incomplete_score=st.booleans(),
+    meeples=st.one_of(st.none(), st.none(), st.integers(0, 3)),
+    unplaceable=st.sampled_from(["discard", "return"]),
+    # small tables make unplaceable tiles (R4.4/R10.4) common
+    area=st.one_of(st.none(), st.none(), st.sampled_from([(3, 3), (5, 3), (4, 4), (6, 5)])),
+)
+games = st.tuples(st.integers(0, 2**32 - 1), st.integers(2, 6), rulesets)
+
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SLOW = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def play(game: tuple[int, int, Ruleset]) -> tuple[GameState, list[Event]]:
+    seed, players, ruleset = game
+    return random_game(random.Random(seed), players, ruleset)
+
+
+def states_along(events: list[Event]):
+    """(event, state after it) for every event, on one state applied in place."""
+    state = GameState()
+    for event in events:
+        state.apply(event)
+        yield event, state
+
+
+def fingerprint(state: GameState) -> tuple[Any, ...]:
+    """The snapshot plus board internals the snapshot leaves out (open edges, done flags…)."""
+    board = state.board
+    feats = sorted(
+        (f.kind, tuple(sorted(f.tiles)), f.open, f.pennants, tuple(sorted(f.meeples)), f.done)
+        for f in board.feats
+        if f is not None
+    )
+    return (
+        json.dumps(state.snapshot(), sort_keys=True, default=list),
+        feats,
+        sorted(board.frontier.items()),
+        state.next_meeple,
+        state.drawn_count,
+        state.bag_size,
+    )
+
+
+# ------------------------------------------------------------------------ meeples, scores
+
+
+@FAST
+@given(games)
+def test_meeples_conserved_farmers_stay_scores_never_decrease(game):
+    state, events = play(game)
+    _, players, ruleset = game
+    per_player = ruleset.meeples_per_player
+    farmers: dict[int, Any] = {}
+    last_scores = [0] * players
+    for event, now in states_along(events):
+        if isinstance(event, GameStarted):
+            continue
+        assert sum(now.supply) + len(now.meeples) == players * per_player
+        on_board = Counter(m.player for m in now.meeples.values())
+        for p in range(players):
+            assert now.supply[p] >= 0
+            assert now.supply[p] + on_board[p] == per_player
+        for meeple_id, farmer in farmers.items():  # R5.2/R6.6: farmers lie down until the end
+            assert now.meeples.get(meeple_id) == farmer
+        farmers.update((i, m) for i, m in now.meeples.items() if m.meeple.feature == FIELD)
+        assert all(now_p >= before for now_p, before in zip(now.scores, last_scores, strict=True))
+        last_scores = list(now.scores)
+        for meeple_id, m in now.meeples.items():  # every meeple stands in its feature
+            assert meeple_id in now.board.feature(m.node).meeples
+    if not ruleset.farmers:
+        assert not farmers
+        assert all(s.kind != "farm" for s in state.log)
+    if per_player == 0:
+        assert not state.meeples and not any(state.scores)
+
+
+@FAST
+@given(games)
+def test_each_completed_feature_is_scored_exactly_once(game):
+    state, _ = play(game)
+    board = state.board
+    during = [s for s in state.log if not s.final]
+    keys = [(s.kind, frozenset(s.tiles)) for s in during]
+    assert len(keys) == len(set(keys)), "a feature was scored twice during play"
+    done = set()
+    for feat in board.feats:
+        if feat is None:
+            continue
+        if feat.kind in (ROAD, CITY):
+            assert feat.done == (feat.open == 0), "closed roads and cities are done, others not"
+            if feat.done:
+                done.add((feat.kind, frozenset(feat.tiles)))
+        elif feat.kind == MONASTERY:
+            (pos,) = feat.tiles
+            assert feat.done == (board.neighbours(pos) == 8)
+            if feat.done:
+                done.add((MONASTERY, frozenset(board.monastery_tiles(pos))))
+        if feat.done:
+            assert not feat.meeples, "meeples go home from a scored feature (R6.6)"
+    assert set(keys) == done
+    for s in during:
+        assert s.complete and s.returned == s.meeples
+        if s.kind == MONASTERY:
+            assert len(s.tiles) == 9
+    finals = [s for s in state.log if s.final and s.kind != "farm"]
+    occupied_open = [
+        f for f in board.feats
+        if f is not None and f.kind != FIELD and not f.done and f.meeples
+    ]  # fmt: skip
+    assert len(finals) == len(occupied_open)
+    assert not any(s.complete for s in finals)
+
+
+@FAST
+@given(games)
+def test_score_explanations_follow_the_rules(game):
+    state, _ = play(game)
+    _, players, ruleset = game
+    assert state.scores == [sum(s.awarded[p] for s in state.log) for p in range(players)]
+    assert state.scores_before_final == tuple(
+        sum(s.awarded[p] for s in state.log if not s.final) for p in range(players)
+    )
+    paid_cities = []
+    for s in state.log:
+        top = max(s.meeples)
+        assert s.winners == tuple(p for p, c in enumerate(s.meeples) if top and c == top)
+        n = len(s.tiles)
+        if not s.final:
+            expected = {ROAD: n, CITY: 2 * n + 2 * s.pennants, MONASTERY: 9}[s.kind]
+        elif s.kind == "farm":
+            per_city = {"3rd": 3, "2nd": 3, "1st": 4}[ruleset.farm_scoring]
+            expected = per_city * len(s.cities)
+            if ruleset.farm_scoring == "1st":
+                assert len(s.cities) == 1
+                paid_cities.append(s.cities[0])
+        elif not ruleset.incomplete_score:
+            expected = 0
+        else:
+            expected = {ROAD: n, CITY: n + s.pennants, MONASTERY: n}[s.kind]
+        assert s.points == expected, s
+        for p in range(players):
+            if s.kind == "farm" and ruleset.farm_scoring == "2nd":
+                assert s.awarded[p] <= (s.points if p in s.winners else 0)
+                assert s.awarded[p] % 3 == 0
+            else:
+                assert s.awarded[p] == (s.points if p in s.winners else 0)
+    assert len(paid_cities) == len(set(paid_cities)), "1st edition: each city scored once"
+
+
+# ------------------------------------------------------------------------------- tiles
+
+
+@FAST
+@given(games)
+def test_tiles_placed_plus_discarded_equals_tiles_drawn(game):
+    state, events = play(game)
+    _, _, ruleset = game
+    count = Counter(type(e) for e in events)
+    placed, discarded = count[TilePlaced], count[TileDiscarded]
+    returned, drawn = count[TileReturned], count[TileDrawn]
+    assert placed + discarded + returned == drawn == state.drawn_count
+    assert state.turn == placed == len(state.board.tiles) - 1
+    assert state.discarded == [e.tile for e in events if isinstance(e, TileDiscarded)]
+    assert state.bag_size == sum(state.bag.values())
+    assert ruleset.tiles.size - 1 == drawn - returned + state.bag_size
+    assert count[GameStarted] == 1 and isinstance(events[0], GameStarted)
+    assert count[GameEnded] == 1 and isinstance(events[-1], GameEnded)
+    assert state.over
+    if ruleset.unplaceable == "discard":
+        assert state.bag_size == 0, "R7.1: the game ends when the bag is empty"
+        assert returned == 0
+    else:
+        assert discarded == 0
+        assert all(is_unplaceable(state, name) for name in state.bag)
+    if ruleset.area is not None:
+        bounds = ruleset.bounds()
+        assert bounds is not None
+        assert all(
+            bounds[0] <= x <= bounds[1] and bounds[2] <= y <= bounds[3]
+            for x, y in state.board.tiles
+        )
+
+
+# ------------------------------------------------------------------- event sourcing
+
+
+@SLOW
+@given(games)
+def test_replaying_events_gives_the_same_state_and_evolve_is_pure(game):
+    state, events = play(game)
+    assert fold(events).snapshot() == state.snapshot()
+    reduced = functools.reduce(evolve, events, GameState())
+    assert reduced.snapshot() == state.snapshot()
+    current = GameState()
+    for event in events:
+        before = fingerprint(current)
+        following = evolve(current, event)
+        assert fingerprint(current) == before, f"evolve changed its input on {event}"
+        current = following
+    assert fingerprint(current) == fingerprint(state)
+
+
+def command_for(event: Event) -> Any:
+    match event:
+        case GameStarted():
+            return StartGame(event.ruleset, event.players)
+        case TileDrawn():
+            return DrawTile(event.tile)
+        case TilePlaced():
+            return PlayTurn(event.player, event.x, event.y, event.rotation, event.meeple)
+        case TileDiscarded() | TileReturned():
+            return DiscardTile(event.player)
+        case GameEnded():
+            return EndGame(event.reason)
+    raise AssertionError(event)
+
+
+@FAST
+@given(games)
+def test_decide_accepts_every_event_of_a_random_game(game):
+    _, events = play(game)
+    state = GameState()
+    index = 0
+    while index < len(events):
+        event = events[index]
+        if isinstance(event, TilePlaced | TileDiscarded | TileReturned):
+            assert event.player == state.current, "turn order"
+        before = state.snapshot()
+        produced = decide(state, command_for(event))
+        assert state.snapshot() == before, "decide never changes the state"
+        assert produced == events[index : index + len(produced)]
+        for e in produced:
+            state.apply(e)
+        index += len(produced)
+    assert state.over
+
+
+def brute_force_actions(state: GameState) -> set[tuple[int, int, int, Meeple | None]]:
+    """Every turn decide accepts (meeple spots canonicalised as `actions` names them)."""
+    assert state.drawn is not None
+    orientations = state.tiles.types[state.drawn].orientations
+    candidates: list[Meeple | None] = [None, Meeple(MONASTERY, MONASTERY)]
+    candidates += [Meeple(kind, e) for kind in (ROAD, CITY) for e in EDGES]
+    candidates += [Meeple(FIELD, h) for h in HALF_EDGES]
+    squares = set(state.board.frontier)
+    squares |= {(x + 2, y) for x, y in state.board.frontier}  # some far or taken squares
+    squares |= set(list(state.board.tiles)[:3])
+    accepted = set()
+    for x, y in squares:
+        for rotation in range(4):
+            for meeple in candidates:
+                try:
+                    decide(state, PlayTurn(state.current, x, y, rotation, meeple))
+                except GameError:  # refused
+                    continue
+                if meeple is not None:
+                    orient = orientations[rotation]
+                    meeple = orient.segments[orient.spots[meeple.spot]].meeple
+                accepted.add((x, y, rotation, meeple))
+    return accepted
+
+
+@SLOW
+@given(games, st.randoms(use_true_random=False))
+def test_actions_are_exactly_the_turns_decide_accepts(game, rnd):
+    _, events = play(game)
+    placing = [i for i, e in enumerate(events) if isinstance(e, TileDrawn)]
+    for index in rnd.sample(placing, min(2, len(placing))):
+        state = fold(events, upto=index + 1)
+        assert state.phase == PLACE
+        legal = actions(state)
+        assert len(legal) == len(set(legal))
+        assert set(legal) == brute_force_actions(state)
+        assert is_unplaceable(state) == (not legal) == (not placements(state))
+        assert {(x, y, r) for x, y, r, _ in legal} == set(placements(state))
+
+
+# --------------------------------------------------------------------- serialisation
+
+
+@FAST
+@given(games)
+def test_record_round_trips(game):
+    state, events = play(game)
+    record = record_from_events(events)
+    assert record_events(record) == events
+    assert score_record(record)["final_scores"] == state.scores
+    assert load_record(record.to_dict()) == record
+    assert load_record(json.loads(json.dumps(record.to_dict()))) == record
+    assert parse_record(format_record(record)) == record
+    assert parse_record(format_record(record, per_line=1)) == record
+    assert parse_record(format_record(record, per_line=1000)) == record
+    for turn in record.turns:
+        assert parse_turn(format_turn(turn)) == turn
+
+
+@FAST
+@given(games)
+def test_events_round_trip_through_dicts(game):
+    _, events = play(game)
+    for event in events:
+        data = event_to_dict(event)
+        assert data["type"] == type(event).__name__
+        assert event_from_dict(data) == event
+        assert event_from_dict(json.loads(json.dumps(data))) == event
