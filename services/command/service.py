@@ -123,10 +123,15 @@ class GameService:
         self._lock = threading.Lock()
 
     # -- loading ----------------------------------------------------------------------
-    def load(self, game_id: str) -> Cached:
-        """The game's state caught up to the end of its move stream (from the cache)."""
+    def load(self, game_id: str, take: bool = False) -> Cached:
+        """The game's state caught up to the end of its move stream.
+
+        With `take`, the cached state is removed from the cache and handed over to be
+        changed in place (a command puts it back with `keep` once its append succeeded);
+        otherwise the cached state is shared and must only be read.
+        """
         with self._lock:
-            cached = self._cache.get(game_id)
+            cached = self._cache.pop(game_id, None) if take else self._cache.get(game_id)
         if cached is None:
             found = self.secrets.get(game_id)
             if found is None:
@@ -134,19 +139,24 @@ class GameService:
             cached = Cached(GameState(), 0, found)
         fresh = self.store.read(game_id, MOVES, after=cached.seq)
         if fresh:
-            state = cached.state.copy()
+            state = cached.state if take else cached.state.copy()
             for stored in fresh:
                 state.apply(to_engine(stored))
             cached = Cached(state, fresh[-1].seq, cached.secrets)
-        with self._lock:
-            if len(self._cache) >= self._cache_size:
-                self._cache.pop(next(iter(self._cache)))
-            current = self._cache.get(game_id)
-            if current is None or current.seq <= cached.seq:
-                self._cache[game_id] = cached
         if cached.seq == 0:
             raise NotFound("game_not_found", f"no game {game_id}")
+        if not take:
+            self.keep(game_id, cached)
         return cached
+
+    def keep(self, game_id: str, cached: Cached) -> None:
+        """Cache a state (unless a newer one is there already)."""
+        with self._lock:
+            current = self._cache.get(game_id)
+            if current is None or current.seq <= cached.seq:
+                if current is None and len(self._cache) >= self._cache_size:
+                    self._cache.pop(next(iter(self._cache)))  # the oldest entry
+                self._cache[game_id] = cached
 
     # -- commands ---------------------------------------------------------------------
     def create_game(
@@ -210,15 +220,21 @@ class GameService:
         expected_seq: int | None = None,
     ) -> TurnResult:
         """Play the drawn tile for the token's seat; appends the turn and the next draws."""
-        cached = self.load(game_id)
-        seat = self.seat_of(cached, token)
+        cached = self.load(game_id, take=True)
+        try:
+            seat = self.seat_of(cached, token)
+        except GameError:
+            self.keep(game_id, cached)
+            raise
         command_id = f"turn:{seat}:{idempotency_key}" if idempotency_key else uuid.uuid4().hex
         for attempt in range(3):
             if idempotency_key:
                 replay = self._replayed(game_id, cached, command_id)
                 if replay is not None:
+                    self.keep(game_id, cached)
                     return replay
             if expected_seq is not None and expected_seq != cached.seq:
+                self.keep(game_id, cached)
                 raise OutOfTurnError(
                     "stale_sequence",
                     f"the game is at sequence {cached.seq}",
@@ -226,14 +242,21 @@ class GameService:
                     expected=expected_seq,
                     actual=cached.seq,
                 )
-            state = cached.state.copy()
-            events = self._run(state, PlayTurn(seat, x, y, rotation, meeple))
+            state = cached.state  # ours alone (taken from the cache): changed in place
+            try:
+                events = self._run(state, PlayTurn(seat, x, y, rotation, meeple))
+            except GameError:
+                self.keep(game_id, cached)  # decide changed nothing
+                raise
+            # From here the state runs ahead of the stream; it is cached only if the append
+            # succeeds (otherwise the next request folds the stream again).
             events += self._draw_until_placeable(state, cached.secrets["seed"])
+            new_events = [to_new(e) for e in events]
             try:
                 result = self.store.append(
                     game_id,
                     MOVES,
-                    [to_new(e) for e in events],
+                    new_events,
                     expected=cached.seq,
                     command_id=command_id,
                     marker="$seq",
@@ -243,13 +266,18 @@ class GameService:
                     raise OutOfTurnError(
                         "stale_sequence", "the game moved on; reload and retry", None
                     ) from None
-                cached = self.load(game_id)  # another request moved first: decide again
+                cached = self.load(game_id, take=True)  # another request moved first
                 continue
             if result.duplicate:
-                continue  # raced with our own retry: answer from the stream
-            stored = self.store.read(game_id, MOVES, after=cached.seq)
-            with self._lock:
-                self._cache[game_id] = Cached(state, result.last_seq, cached.secrets)
+                cached = self.load(game_id, take=True)  # raced with our own retry
+                continue
+            stored = [
+                StoredEvent(
+                    game_id, MOVES, seq, e.type, e.version, result.time_ms, command_id, e.payload
+                )
+                for seq, e in enumerate(new_events, start=result.first_seq)
+            ]
+            self.keep(game_id, Cached(state, result.last_seq, cached.secrets))
             return TurnResult(stored, state, result.last_seq)
         raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
 

@@ -77,12 +77,8 @@ class RedisEventStore:
     ) -> AppendResult:
         """See `EventStore.append`: one Lua script, all or nothing."""
         _check(stream, events, command_id)
-        args: list[Any] = [
-            expected if expected != ANY else -1,
-            command_id,
-            int(time.time() * 1000),
-            marker or "",
-        ]
+        now = int(time.time() * 1000)
+        args: list[Any] = [expected if expected != ANY else -1, command_id, now, marker or ""]
         for event in events:
             args += [event.type, event.version, json.dumps(event.payload, separators=(",", ":"))]
         status, value = self._append(keys=list(game_keys(game_id, stream)), args=args)
@@ -91,7 +87,8 @@ class RedisEventStore:
         if status == "conflict":
             raise ConcurrencyError(expected, int(value))
         first, last = (int(v) for v in value.split(":"))
-        return AppendResult(first, last, duplicate=status == "dup")
+        duplicate = status == "dup"
+        return AppendResult(first, last, duplicate=duplicate, time_ms=0 if duplicate else now)
 
     def read(
         self, game_id: str, stream: str, after: int = 0, limit: int | None = None

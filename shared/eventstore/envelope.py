@@ -52,3 +52,4 @@ class AppendResult:
     first_seq: int
     last_seq: int
     duplicate: bool = False
+    time_ms: int = 0  # the events' time (0 for a duplicate)

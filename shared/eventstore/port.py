@@ -109,7 +109,7 @@ class InMemoryEventStore:
                         dict(event.payload),
                     )
                 )
-            result = AppendResult(first, len(log))
+            result = AppendResult(first, len(log), time_ms=now)
             self._commands[(game_id, stream, command_id)] = result
             if marker is not None:
                 self._markers[(game_id, stream)] = str(len(log)) if marker == "$seq" else marker

@@ -60,7 +60,7 @@ def test_a_repeated_command_id_returns_the_first_result_and_appends_nothing(stor
     game = new_game()
     first = store.append(game, MOVES, [drawn(), drawn()], expected=0, command_id="same")
     again = store.append(game, MOVES, [drawn()], expected=2, command_id="same")
-    assert (again.first_seq, again.last_seq, again.duplicate) == (1, 2, True)
+    assert (again.first_seq, again.last_seq, again.duplicate, again.time_ms) == (1, 2, True, 0)
     assert first.duplicate is False
     assert store.last_seq(game, MOVES) == 2
     assert store.command_result(game, MOVES, "same") == again

