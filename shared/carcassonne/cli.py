@@ -57,13 +57,16 @@ def read_record(path: str) -> Record:
                 text = handle.read()
     except OSError as exc:
         raise SystemExit(_fail(f"cannot read {path}: {exc.strerror}")) from exc
-    stripped = text.lstrip()
-    if stripped.startswith("carcassonne-record/"):
+    except UnicodeDecodeError as exc:
+        raise SystemExit(_fail(f"{path}: not UTF-8 text")) from exc
+    if text.lstrip().startswith("carcassonne-record/"):
         return parse_record(text)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SystemExit(_fail(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})")) from exc
+    except (RecursionError, ValueError) as exc:  # absurd nesting, a 5000-digit number
+        raise SystemExit(_fail(f"{path}: JSON too deeply nested or a number too long")) from exc
     return load_record(data)
 
 

@@ -17,7 +17,7 @@ import re
 
 from .errors import MalformedError
 from .record import FORMAT, Record, Turn
-from .ruleset import Ruleset
+from .ruleset import MAX_PLAYERS, MIN_PLAYERS, Ruleset
 from .tiles import KINDS, MONASTERY, Meeple, TileType, parse_tile
 from .tilesets import SPECS
 
@@ -113,7 +113,10 @@ def parse_record(text: str) -> Record:
     fmt, *words = lines[0].split()
     if fmt != FORMAT or not words:
         raise MalformedError("bad_notation", f"a record starts with '{FORMAT} TILESET'")
-    tileset, options = words[0], dict(w.partition("=")[::2] for w in words[1:])
+    tileset, pairs = words[0], [w.partition("=")[::2] for w in words[1:]]
+    options = dict(pairs)
+    if len(options) != len(pairs):
+        raise MalformedError("bad_notation", f"a header option is given twice: {lines[0]!r}")
     try:
         area = None
         if "area" in options:
@@ -134,5 +137,7 @@ def parse_record(text: str) -> Record:
         raise MalformedError("bad_notation", f"bad record header: {lines[0]!r}") from exc
     if options:
         raise MalformedError("bad_notation", f"unknown header options: {sorted(options)}")
+    if not MIN_PLAYERS <= players <= MAX_PLAYERS:
+        raise MalformedError("bad_players", "players must be 2 to 6", "R1.3")
     turns = tuple(parse_turn(word) for line in lines[1:] for word in line.split())
     return Record(ruleset, players, turns)

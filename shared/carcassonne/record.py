@@ -140,6 +140,8 @@ def load_record(data: Any) -> Record:
         try:
             parsed.append(turn_from_dict(turn))
         except GameError as exc:
+            # The first bad turn is the one reported: an earlier illegal turn wins.
+            record_events(Record(ruleset, players, tuple(parsed)))
             raise RecordError(index, exc) from exc
     return Record(ruleset, players, tuple(parsed))
 

@@ -168,7 +168,7 @@ def main() -> int:
 
     redis_proc, redis_url, workdir = start_redis()
     env = {"REDIS_URL": redis_url}
-    workers = str(2 * os.cpu_count() + 1) if os.cpu_count() else "5"
+    workers = str(2 * (os.cpu_count() or 2) + 1)  # the gunicorn config's default
     figures: dict[str, Any] = {"clients": args.clients, "seconds": args.seconds, "workers": workers}
     try:
         with gunicorn("tests.bench.baseline_app:app", CONFIG, env, int(workers)) as base:

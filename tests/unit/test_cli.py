@@ -248,8 +248,7 @@ def test_python_dash_m_carcassonne(tmp_path):
 
 
 # Hostile files must be refused like any malformed record: a one-line message, exit 2 (README:
-# "exit 2 on an illegal/malformed record"). The CLI catches only OSError and JSONDecodeError
-# around reading and decoding, so these escape as tracebacks with exit status 1.
+# "exit 2 on an illegal/malformed record"), never a traceback.
 HOSTILE = [
     pytest.param(b'{"format": "\xff"}', id="not-utf8"),
     pytest.param(b"[" * 100_000 + b"]" * 100_000, id="deeply-nested"),
@@ -260,11 +259,6 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ENGINE BUG: cli.read_record lets UnicodeDecodeError, RecursionError and ValueError "
-    "(int digit limit) escape: traceback and exit 1 instead of 'carcassonne: ...' and exit 2",
-)
 @pytest.mark.parametrize("content", HOSTILE)
 def test_hostile_files_exit_2(tmp_path, capsys, content):
     path = tmp_path / "hostile.json"
@@ -275,12 +269,13 @@ def test_hostile_files_exit_2(tmp_path, capsys, content):
 
 @pytest.mark.parametrize("content", HOSTILE)
 def test_hostile_input_never_scores(tmp_path, content):
-    """Whatever the exit path, a hostile file is never accepted (guards the xfail above)."""
+    """The same through a real process: exit 2, a message, no traceback, nothing scored."""
     path = tmp_path / "hostile.json"
     path.write_bytes(content)
     result = subprocess.run(
         [sys.executable, "-m", "carcassonne", "score", str(path)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert result.stdout == ""
+    assert "Traceback" not in result.stderr

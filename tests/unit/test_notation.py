@@ -274,3 +274,17 @@ def test_every_turn_round_trips(turn):
     text = format_turn(turn)
     assert " " not in text
     assert parse_turn(text) == turn
+
+
+def test_record_header_rejects_bad_player_counts_and_repeated_options() -> None:
+    """R1.3 in the notation too; a header option given twice is an error, not an override."""
+    from carcassonne.errors import MalformedError as Malformed
+
+    head = "carcassonne-record/1 base farmers=on farm=3rd incomplete=on"
+    for players in (1, 7):
+        with pytest.raises(Malformed) as info:
+            parse_record(f"{head} players={players}\nQ1@0,-1\n")
+        assert (info.value.code, info.value.rule) == ("bad_players", "R1.3")
+    with pytest.raises(Malformed) as info:
+        parse_record(f"{head} players=2 farm=1st\nQ1@0,-1\n")
+    assert info.value.code == "bad_notation"

@@ -284,3 +284,21 @@ def test_the_record_start_and_format_are_fixed():
     assert loaded.to_dict()["format"] == FORMAT
     demo = load_record(record(ruleset={"tileset": "demo"}))
     assert demo.to_dict()["start"] == {"tile": "D", "x": 0, "y": 0, "rotation": 0}
+
+
+def test_the_first_bad_turn_is_reported_even_when_a_later_one_is_malformed() -> None:
+    """Turn 0 is illegal (not adjacent, R4.1); turn 1 is malformed: turn 0 is named."""
+    from carcassonne.errors import RecordError as BadRecord
+    from carcassonne.record import load_record as load
+
+    data = {
+        "format": "carcassonne-record/1",
+        "players": 2,
+        "turns": [
+            {"tile": "E", "x": 5, "y": 5, "rotation": 0, "meeple": None},
+            {"tile": "E", "x": "far", "y": 5, "rotation": 0, "meeple": None},
+        ],
+    }
+    with pytest.raises(BadRecord) as info:
+        load(data)
+    assert (info.value.index, info.value.code, info.value.rule) == (0, "not_adjacent", "R4.1")
