@@ -8,7 +8,6 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,26 +15,7 @@ from carcassonne import cli
 from carcassonne.notation import parse_record
 from carcassonne.record import score_record
 
-README_RECORD: dict[str, Any] = {
-    "format": "carcassonne-record/1",
-    "ruleset": {
-        "tileset": "base", "farmers": True, "farm_scoring": "3rd", "incomplete_score": True,
-    },
-    "players": 2,
-    "start": {"tile": "D", "x": 0, "y": 0, "rotation": 0},
-    "turns": [
-        {"tile": "Q", "x": 0, "y": -1, "rotation": 1, "meeple": None},
-        {"tile": "I", "x": 0, "y": 1, "rotation": 2, "meeple": {"feature": "city", "edge": "E"}},
-        {
-            "tile": "E", "x": -1, "y": -1, "rotation": 2,
-            "meeple": {"feature": "field", "half_edge": "NNW"},
-        },
-    ],
-}  # fmt: skip
-README_NOTATION = (
-    "carcassonne-record/1 base players=2 farmers=on farm=3rd incomplete=on\n"
-    "Q1@0,-1 I2@0,1:E E2@-1,-1:NNW\n"
-)
+from .samples import README_NOTATION, README_RECORD
 
 
 def run(argv: Sequence[str]) -> int:

@@ -30,6 +30,8 @@ from carcassonne.simulate import random_game
 from carcassonne.state import GameState
 from carcassonne.tiles import CITY, FIELD, MONASTERY, ROAD, Meeple
 
+from .samples import fingerprint
+
 GAMES = [
     (11, 2, Ruleset()),
     (12, 3, Ruleset(tileset="demo", farm_scoring="1st")),
@@ -41,26 +43,6 @@ GAMES = [
 def game(index: int):
     seed, players, ruleset = GAMES[index]
     return random_game(random.Random(seed), players, ruleset)
-
-
-def fingerprint(state: GameState) -> tuple[Any, ...]:
-    """Snapshot plus the board internals it leaves out (open edges, done flags, frontier)."""
-    board = state.board
-    feats = sorted(
-        (f.kind, tuple(sorted(f.tiles)), f.open, f.pennants, tuple(sorted(f.meeples)), f.done)
-        for f in board.feats
-        if f is not None
-    )
-    return (
-        json.dumps(state.snapshot(), sort_keys=True, default=list),
-        feats,
-        sorted(board.frontier.items()),
-        sorted(board.monasteries.items()),
-        state.next_meeple,
-        state.drawn_count,
-        state.bag_size,
-        state.phase,
-    )
 
 
 @pytest.mark.parametrize("index", range(len(GAMES)))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,25 +14,9 @@ from carcassonne.ruleset import Ruleset
 from carcassonne.tiles import CITY, FIELD, KINDS, MONASTERY, ROAD, Meeple
 from carcassonne.tilesets import SPECS
 
-README_NOTATION = """carcassonne-record/1 base players=2 farmers=on farm=3rd incomplete=on
-Q1@0,-1 I2@0,1:E E2@-1,-1:NNW
-"""
-README_JSON: dict[str, Any] = {
-    "format": "carcassonne-record/1",
-    "ruleset": {
-        "tileset": "base", "farmers": True, "farm_scoring": "3rd", "incomplete_score": True,
-    },
-    "players": 2,
-    "start": {"tile": "D", "x": 0, "y": 0, "rotation": 0},
-    "turns": [
-        {"tile": "Q", "x": 0, "y": -1, "rotation": 1, "meeple": None},
-        {"tile": "I", "x": 0, "y": 1, "rotation": 2, "meeple": {"feature": "city", "edge": "E"}},
-        {
-            "tile": "E", "x": -1, "y": -1, "rotation": 2,
-            "meeple": {"feature": "field", "half_edge": "NNW"},
-        },
-    ],
-}  # fmt: skip
+from .samples import README_NOTATION, README_RECORD
+
+README_JSON = README_RECORD
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,8 @@ from carcassonne.simulate import random_game
 from carcassonne.state import PLACE, GameState
 from carcassonne.tiles import CITY, FIELD, MONASTERY, ROAD, Meeple
 
+from .samples import fingerprint
+
 rulesets = st.builds(
     Ruleset,
     tileset=st.sampled_from(["base", "demo"]),
@@ -69,24 +71,6 @@ def states_along(events: list[Event]):
     for event in events:
         state.apply(event)
         yield event, state
-
-
-def fingerprint(state: GameState) -> tuple[Any, ...]:
-    """The snapshot plus board internals the snapshot leaves out (open edges, done flags…)."""
-    board = state.board
-    feats = sorted(
-        (f.kind, tuple(sorted(f.tiles)), f.open, f.pennants, tuple(sorted(f.meeples)), f.done)
-        for f in board.feats
-        if f is not None
-    )
-    return (
-        json.dumps(state.snapshot(), sort_keys=True, default=list),
-        feats,
-        sorted(board.frontier.items()),
-        state.next_meeple,
-        state.drawn_count,
-        state.bag_size,
-    )
 
 
 # ------------------------------------------------------------------------ meeples, scores

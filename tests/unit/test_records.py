@@ -27,22 +27,9 @@ from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from carcassonne.tiles import CITY, Meeple
 
-README: dict[str, Any] = {
-    "format": "carcassonne-record/1",
-    "ruleset": {
-        "tileset": "base", "farmers": True, "farm_scoring": "3rd", "incomplete_score": True,
-    },
-    "players": 2,
-    "start": {"tile": "D", "x": 0, "y": 0, "rotation": 0},
-    "turns": [
-        {"tile": "Q", "x": 0, "y": -1, "rotation": 1, "meeple": None},
-        {"tile": "I", "x": 0, "y": 1, "rotation": 2, "meeple": {"feature": "city", "edge": "E"}},
-        {
-            "tile": "E", "x": -1, "y": -1, "rotation": 2,
-            "meeple": {"feature": "field", "half_edge": "NNW"},
-        },
-    ],
-}  # fmt: skip
+from .samples import README_RECORD
+
+README = README_RECORD
 
 
 def turn(tile: str, x: int, y: int, rotation: int, meeple: Any = None) -> dict[str, Any]:
