@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 import redis
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, current_app, jsonify, request
 from flask.views import MethodView
 from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
@@ -39,8 +39,6 @@ blp = Blueprint("games", __name__, url_prefix="/games", description="Create and 
 
 
 def _service() -> GameService:
-    from flask import current_app
-
     service: GameService = current_app.extensions["game_service"]
     return service
 

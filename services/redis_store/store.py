@@ -16,7 +16,7 @@ import redis
 
 from eventstore.envelope import STREAMS, AppendResult, NewEvent, StoredEvent
 from eventstore.errors import ConcurrencyError, StoreError
-from eventstore.port import ANY, _check
+from eventstore.port import ANY, check_append
 from eventstore.schemas import upcast
 
 # KEYS: stream, command hash, marker key.
@@ -76,7 +76,7 @@ class RedisEventStore:
         marker: str | None = None,
     ) -> AppendResult:
         """See `EventStore.append`: one Lua script, all or nothing."""
-        _check(stream, events, command_id)
+        check_append(stream, events, command_id)
         now = int(time.time() * 1000)
         args: list[Any] = [expected if expected != ANY else -1, command_id, now, marker or ""]
         for event in events:

@@ -29,7 +29,7 @@ from .events import (
 from .geometry import DELTA, EDGES
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS
 from .state import DRAW, NEW, OVER, PLACE, GameState
-from .tiles import FIELD, Meeple, TileType
+from .tiles import FIELD, Meeple, Orientation, TileType
 
 Placement = tuple[int, int, int]  # x, y, rotation
 Action = tuple[int, int, int, Meeple | None]
@@ -80,6 +80,11 @@ def is_unplaceable(state: GameState, tile: str | None = None) -> bool:
     return not any(ttype.rotations_for(key) for key in state.board.frontier.values())
 
 
+def nothing_placeable(state: GameState) -> bool:
+    """Whether no tile left in the bag fits anywhere (R10.4 Decision: the game then ends)."""
+    return all(is_unplaceable(state, name) for name in state.bag)
+
+
 def meeple_spots(
     state: GameState, x: int, y: int, rotation: int, tile: str | None = None
 ) -> list[Meeple]:
@@ -88,18 +93,15 @@ def meeple_spots(
     assert name is not None
     if state.supply[state.current] == 0:  # R5.5
         return []
-    return _free_segments(
-        state, state.tiles.types[name], x, y, rotation, state.board.occupied_mask((x, y))
-    )
+    orient = state.tiles.types[name].orientations[rotation]
+    return _free_segments(orient, state.board.occupied_mask((x, y)), state.ruleset.farmers)
 
 
-def _free_segments(
-    state: GameState, ttype: TileType, x: int, y: int, rotation: int, occupied: int
-) -> list[Meeple]:
-    farmers = state.ruleset.farmers
+def _free_segments(orient: Orientation, occupied: int, farmers: bool) -> list[Meeple]:
+    """Spots of segments that join no occupied feature (R5.3); fields only with farmers."""
     return [
         seg.meeple
-        for seg in ttype.orientations[rotation].segments
+        for seg in orient.segments
         if not (seg.mask & occupied) and (farmers or seg.kind != FIELD)
     ]
 
@@ -122,9 +124,8 @@ def actions(state: GameState) -> list[Action]:
         for rotation in rotations:
             out.append((x, y, rotation, None))
             if has_meeple:
-                for seg in ttype.orientations[rotation].segments:
-                    if not (seg.mask & occupied) and (farmers or seg.kind != FIELD):
-                        out.append((x, y, rotation, seg.meeple))
+                for meeple in _free_segments(ttype.orientations[rotation], occupied, farmers):
+                    out.append((x, y, rotation, meeple))
     return out
 
 
@@ -269,8 +270,7 @@ def _discard(state: GameState, cmd: DiscardTile) -> list[Event]:
         raise IllegalMoveError("tile_fits", f"the {state.drawn} tile fits on the board", "R4.4")
     if state.ruleset.unplaceable == "return":  # R10.4
         returned: list[Event] = [TileReturned(cmd.player, state.drawn)]
-        if all(is_unplaceable(state, name) for name in state.bag) and is_unplaceable(state):
-            # Decision: nothing left in the bag can ever be placed; the game ends.
+        if nothing_placeable(state):  # the drawn tile itself was just found unplaceable
             returned.append(GameEnded("no placeable tile left"))
         return returned
     return [TileDiscarded(cmd.player, state.drawn), *_game_end_after(state, state.bag_size)]

@@ -17,7 +17,7 @@ from .events import (
     TilePlaced,
     TileReturned,
 )
-from .game import actions, is_unplaceable
+from .game import actions, nothing_placeable
 from .ruleset import Ruleset
 from .state import OVER, GameState
 
@@ -54,7 +54,7 @@ def random_game(
             if ruleset.unplaceable == "return":  # R10.4: back into the bag, anywhere
                 emit(TileReturned(state.current, tile))
                 bag.insert(rng.randrange(len(bag) + 1), tile)
-                if all(is_unplaceable(state, name) for name in state.bag):
+                if nothing_placeable(state):
                     emit(GameEnded("no placeable tile left"))  # as `decide` does
             else:
                 emit(TileDiscarded(state.current, tile))

@@ -55,7 +55,8 @@ class EventStore(Protocol):
         """Where a command id's events landed, if it was appended."""
 
 
-def _check(stream: str, events: Sequence[NewEvent], command_id: str) -> None:
+def check_append(stream: str, events: Sequence[NewEvent], command_id: str) -> None:
+    """Refuse an append that could never be valid: unknown stream, no id, bad payloads."""
     if stream not in STREAMS:
         raise StoreError(f"unknown stream {stream!r}")
     if not command_id:
@@ -86,7 +87,7 @@ class InMemoryEventStore:
         marker: str | None = None,
     ) -> AppendResult:
         """See `EventStore.append`."""
-        _check(stream, events, command_id)
+        check_append(stream, events, command_id)
         with self._lock:
             seen = self._commands.get((game_id, stream, command_id))
             if seen is not None:
