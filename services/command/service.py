@@ -301,7 +301,7 @@ class GameService:
         """Draw for the next player; a tile that fits nowhere is discarded or returned (R4.4)."""
         events: list[Event] = []
         while state.phase == DRAW and state.bag_size:
-            tile = draw_tile(seed, state.drawn_count + len(state.discarded), state.bag)
+            tile = draw_tile(seed, state.drawn_count, state.bag)  # every draw has its own index
             events += self._run(state, DrawTile(tile))
             if is_unplaceable(state):
                 events += self._run(state, DiscardTile(state.current))

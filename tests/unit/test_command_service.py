@@ -1,0 +1,53 @@
+"""The command service layer on its in-memory adapters (no Redis, no HTTP)."""
+
+from __future__ import annotations
+
+import pytest
+
+from carcassonne.errors import GameError
+from carcassonne.ruleset import Ruleset
+from eventstore.envelope import MOVES
+from eventstore.port import InMemoryEventStore
+from services.command.service import GameService, MemorySecrets, draw_tile
+
+
+def make() -> tuple[GameService, InMemoryEventStore]:
+    store = InMemoryEventStore()
+    return GameService(store, MemorySecrets()), store
+
+
+def test_draws_are_reproducible_from_the_seed_and_stay_inside_the_bag() -> None:
+    bag = {"A": 1, "C": 1, "V": 9}
+    picks = [draw_tile("seed", n, bag) for n in range(50)]
+    assert picks == [draw_tile("seed", n, bag) for n in range(50)]
+    assert set(picks) <= set(bag) and len(set(picks)) > 1
+    assert draw_tile("s", 0, {"X": 1}) == "X"
+
+
+def test_a_rejected_turn_appends_nothing_and_keeps_the_cached_state_usable() -> None:
+    """R4.1: a tile far from the board is refused; the next legal turn still works."""
+    service, store = make()
+    game_id, seats = service.create_game(["ann", "bob"], Ruleset(), seat_order=[0, 1])
+    before = store.last_seq(game_id, MOVES)
+    with pytest.raises(GameError) as info:
+        service.play_turn(game_id, seats[0]["token"], 40, 40, 0, None)
+    assert (info.value.code, info.value.rule) == ("not_adjacent", "R4.1")
+    assert store.last_seq(game_id, MOVES) == before
+    x, y, rotation = next(
+        (p["x"], p["y"], p["rotation"]) for p in service.turn_view(game_id)["placements"]
+    )
+    result = service.play_turn(game_id, seats[0]["token"], x, y, rotation, None)
+    assert result.events[0].type == "TilePlaced"
+    assert result.seq == store.last_seq(game_id, MOVES) > before
+
+
+def test_the_seat_order_decides_who_moves_first() -> None:
+    """R2.2 / R10.2: seat_order [1, 0] puts bob in seat 0, to move first."""
+    service, _ = make()
+    game_id, seats = service.create_game(["ann", "bob"], Ruleset(), seat_order=[1, 0])
+    assert [s["name"] for s in seats] == ["bob", "ann"]
+    view = service.turn_view(game_id)
+    assert (view["player"], view["player_name"]) == (0, "bob")
+    with pytest.raises(GameError) as info:
+        service.play_turn(game_id, seats[1]["token"], 0, -1, 0, None)
+    assert info.value.code == "not_your_turn"
