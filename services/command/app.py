@@ -63,8 +63,8 @@ def _next(result: TurnResult) -> dict[str, Any]:
 
 @blp.route("")
 class Games(MethodView):
-    @blp.arguments(CreateGameIn)
-    @blp.response(201, CreatedGameOut)
+    @blp.arguments(CreateGameIn())
+    @blp.response(201, CreatedGameOut())
     def post(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a game: returns its id and one secret token per player."""
         rules = dict(body["ruleset"])
@@ -77,8 +77,8 @@ class Games(MethodView):
 
 @blp.route("/<game_id>/turns")
 class Turns(MethodView):
-    @blp.arguments(TurnIn)
-    @blp.response(200, TurnOut)
+    @blp.arguments(TurnIn())
+    @blp.response(200, TurnOut())
     @blp.doc(
         parameters=[
             {

@@ -27,10 +27,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from carcassonne.events import meeple_to_dict  # noqa: E402
-from carcassonne.game import actions  # noqa: E402
+from carcassonne.events import event_from_dict, meeple_to_dict  # noqa: E402
+from carcassonne.game import meeple_spots, placements  # noqa: E402
 from carcassonne.state import GameState  # noqa: E402
-from eventstore.envelope import StoredEvent  # noqa: E402
 from eventstore.schemas import to_engine  # noqa: E402
 from tests.integration.http_client import call, free_port, gunicorn  # noqa: E402
 
@@ -76,17 +75,42 @@ class Player:
         self.turn = 0
 
     def apply(self, envelopes: list[dict[str, Any]]) -> None:
+        # The server validated these events; the load generator trusts them and spends as
+        # little CPU as it can (it shares the machine with the server it measures).
         for env in envelopes:
-            self.state.apply(to_engine(StoredEvent(**env)))
+            self.state.apply(event_from_dict({"type": env["type"], **env["payload"]}))
 
     def next_body(self) -> dict[str, Any]:
-        x, y, rotation, meeple = self.rng.choice(actions(self.state))
+        x, y, rotation = self.rng.choice(placements(self.state))
+        spots = meeple_spots(self.state, x, y, rotation)
+        meeple = self.rng.choice(spots) if spots and self.rng.random() < 0.5 else None
         return {"x": x, "y": y, "rotation": rotation, "meeple": meeple_to_dict(meeple)}
 
 
-def _client(args: tuple[str, str, float, float, int, str]) -> list[tuple[int, float]]:
-    """Play turns (or baseline XADDs) until `deadline`; `rate` > 0 paces them (per second)."""
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by a process and its live descendants."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            stat = Path(f"/proc/{current}/stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it ended meanwhile
+    return total
+
+
+def _client(args: tuple[str, str, float, float, int, str]) -> tuple[list[tuple[int, float]], float]:
+    """Play turns (or baseline XADDs) until `deadline`; `rate` > 0 paces them (per second).
+
+    Returns the (turn number, seconds) samples and the CPU seconds this client used.
+    """
     base, mode, deadline, rate, seed, redis_url = args
+    cpu0 = time.process_time()
     rng = random.Random(seed)
     samples: list[tuple[int, float]] = []
     interval = 1 / rate if rate > 0 else 0.0
@@ -118,7 +142,7 @@ def _client(args: tuple[str, str, float, float, int, str]) -> list[tuple[int, fl
             status, _ = call(base, "POST", "/xadd", raw=body)
             samples.append((0, time.perf_counter() - t0))
             assert status == 200
-    return samples
+    return samples, time.process_time() - cpu0
 
 
 def _fold_created(redis_url: str, game_id: str) -> GameState:
@@ -134,17 +158,28 @@ def _fold_created(redis_url: str, game_id: str) -> GameState:
 
 
 def run_load(
-    base: str, mode: str, clients: int, seconds: float, rate_total: float, redis_url: str
+    base: str,
+    mode: str,
+    clients: int,
+    seconds: float,
+    rate_total: float,
+    redis_url: str,
+    server_pids: tuple[int, ...] = (),
 ) -> dict[str, Any]:
-    """Run `clients` processes for `seconds`; returns throughput and latency percentiles."""
+    """Run `clients` processes for `seconds`; returns throughput, latency percentiles and
+    the CPU milliseconds per request spent by the clients and by `server_pids` (with their
+    children)."""
     deadline = time.monotonic() + seconds
     per_client = rate_total / clients if rate_total else 0.0
     with multiprocessing.Pool(clients) as pool:
+        server_cpu0 = sum(tree_cpu(pid) for pid in server_pids)
         started = time.monotonic()
         results = pool.map(_client, [(base, mode, deadline, per_client, 1000 + i, redis_url)
                                      for i in range(clients)])  # fmt: skip
         elapsed = time.monotonic() - started
-    samples = [s for r in results for s in r]
+        server_cpu = sum(tree_cpu(pid) for pid in server_pids) - server_cpu0
+    samples = [s for r, _ in results for s in r]
+    client_cpu = sum(cpu for _, cpu in results)
     latencies = sorted(s[1] * 1000 for s in samples)
     early = [ms * 1000 for turn, ms in samples if 1 <= turn <= 5]
     late = [ms * 1000 for turn, ms in samples if 66 <= turn <= 70]
@@ -155,6 +190,8 @@ def run_load(
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
         "turn1_5_ms": statistics.median(early) if early else None,
         "turn66_70_ms": statistics.median(late) if late else None,
+        "client_cpu_ms": client_cpu * 1000 / max(1, len(samples)),
+        "server_cpu_ms": server_cpu * 1000 / max(1, len(samples)),
     }
 
 
@@ -162,24 +199,43 @@ def main() -> int:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description="command-service load benchmark")
     parser.add_argument("--seconds", type=float, default=6.0, help="length of each phase")
-    parser.add_argument("--clients", type=int, default=6, help="concurrent client processes")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent client processes")
+    parser.add_argument("--workers", help="gunicorn workers (default: the config's)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating peak rounds")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     redis_proc, redis_url, workdir = start_redis()
     env = {"REDIS_URL": redis_url}
-    workers = str(2 * (os.cpu_count() or 2) + 1)  # the gunicorn config's default
+    workers = args.workers or os.environ.get("WEB_CONCURRENCY") or str((os.cpu_count() or 2) + 1)
     figures: dict[str, Any] = {"clients": args.clients, "seconds": args.seconds, "workers": workers}
+    started: list[subprocess.Popen[bytes]] = []
+    baseline_runs: list[dict[str, Any]] = []
+    peak_runs: list[dict[str, Any]] = []
     try:
-        with gunicorn("tests.bench.baseline_app:app", CONFIG, env, int(workers)) as base:
-            figures["baseline_peak"] = run_load(
-                base, "xadd", args.clients, args.seconds, 0, redis_url
-            )
-        with gunicorn("services.command.wsgi:app", CONFIG, env, int(workers)) as base:
-            peak = run_load(base, "turns", args.clients, args.seconds, 0, redis_url)
-            figures["turns_peak"] = peak
+        with (
+            gunicorn("tests.bench.baseline_app:app", CONFIG, env, int(workers), started) as bbase,
+            gunicorn("services.command.wsgi:app", CONFIG, env, int(workers), started) as base,
+        ):
+            baseline_pids = (started[0].pid, redis_proc.pid)
+            pids = (started[1].pid, redis_proc.pid)
+            # This machine is shared and noisy: the two peaks are measured in alternation,
+            # `--rounds` times each, and the best round of each is kept.
+            for _ in range(args.rounds):
+                baseline_runs.append(
+                    run_load(bbase, "xadd", args.clients, args.seconds, 0, redis_url, baseline_pids)
+                )
+                peak_runs.append(
+                    run_load(base, "turns", args.clients, args.seconds, 0, redis_url, pids)
+                )
+            figures["baseline_peak"] = max(baseline_runs, key=lambda r: r["per_s"])
+            figures["turns_peak"] = peak = max(peak_runs, key=lambda r: r["per_s"])
+            figures["rounds"] = {
+                "baseline_per_s": [round(r["per_s"]) for r in baseline_runs],
+                "turns_per_s": [round(r["per_s"]) for r in peak_runs],
+            }
             figures["turns_half_load"] = run_load(
-                base, "turns", args.clients, args.seconds, peak["per_s"] / 2, redis_url
+                base, "turns", args.clients, args.seconds, peak["per_s"] / 2, redis_url, pids
             )
             # Turn 1 against turn 70: one client, whole games, no contention.
             figures["turn_cost"] = run_load(base, "turns", 1, max(args.seconds, 8.0), 0, redis_url)
@@ -198,18 +254,27 @@ def main() -> int:
         return 0
     b, p, h = figures["baseline_peak"], figures["turns_peak"], figures["turns_half_load"]
     print(
-        f"command service under gunicorn ({workers} sync workers), {args.clients} client "
+        f"command service under gunicorn ({workers} workers), {args.clients} client "
         f"processes, {args.seconds:.0f} s per phase, loopback"
     )
-    print(f"{'':<38}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}")
     print(
-        f"{'baseline: Flask + one XADD (peak)':<38}{b['per_s']:>9.0f}{b['p50_ms']:>9.2f}"
-        f"{b['p99_ms']:>9.2f}"
+        f"{'':<36}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}"
+        f"{'server CPU ms/req':>19}{'client CPU ms/req':>19}"
     )
-    print(f"{'POST /turns (peak)':<38}{p['per_s']:>9.0f}{p['p50_ms']:>9.2f}{p['p99_ms']:>9.2f}")
+    for label, row in (
+        ("baseline: Flask + one XADD (peak)", b),
+        ("POST /turns (peak)", p),
+        ("POST /turns at 50% of its peak", h),
+    ):
+        print(
+            f"{label:<36}{row['per_s']:>8.0f}{row['p50_ms']:>8.2f}{row['p99_ms']:>8.2f}"
+            f"{row['server_cpu_ms']:>19.2f}{row['client_cpu_ms']:>19.2f}"
+        )
+    print("(server CPU: gunicorn master and workers plus redis-server, per request)")
+    rounds = figures["rounds"]
     print(
-        f"{'POST /turns at 50% of its peak':<38}{h['per_s']:>9.0f}{h['p50_ms']:>9.2f}"
-        f"{h['p99_ms']:>9.2f}"
+        f"peak rounds (req/s, alternating): baseline {rounds['baseline_per_s']}, "
+        f"turns {rounds['turns_per_s']}; the best of each is shown"
     )
     print(
         f"turn throughput / baseline: {ratio:.0%} (target ≥ 60%)"

@@ -51,8 +51,17 @@ def call(
 
 
 @contextmanager
-def gunicorn(app: str, config: str, env: dict[str, str], workers: int = 3) -> Iterator[str]:
-    """Run `app` under gunicorn with `config` on a free port; yields its base URL."""
+def gunicorn(
+    app: str,
+    config: str,
+    env: dict[str, str],
+    workers: int = 3,
+    started: list[subprocess.Popen[bytes]] | None = None,
+) -> Iterator[str]:
+    """Run `app` under gunicorn with `config` on a free port; yields its base URL.
+
+    The master process is appended to `started` if given (benchmarks read its CPU time).
+    """
     port = free_port()
     full_env = {
         **os.environ,
@@ -64,6 +73,8 @@ def gunicorn(app: str, config: str, env: dict[str, str], workers: int = 3) -> It
     proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", config, app], cwd=ROOT, env=full_env
     )
+    if started is not None:
+        started.append(proc)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
