@@ -21,6 +21,7 @@ from carcassonne.ruleset import Ruleset
 from services.redis_store import RedisEventStore
 
 from .config import from_env
+from .notify import CeleryNotifier
 from .schemas import CreatedGameOut, CreateGameIn, TurnIn, TurnOut
 from .secrets_store import RedisSecrets
 from .service import GameService, NotFound, TurnResult
@@ -169,8 +170,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     service = app.config.get("GAME_SERVICE")
     if service is None:
         client = redis.Redis.from_url(app.config["REDIS_URL"])
+        notify_ms = app.config["NOTIFY_MS"]
+        broker = app.config["BROKER_URL"] or app.config["REDIS_URL"]
         service = GameService(
-            RedisEventStore(client), RedisSecrets(client), cache_size=app.config["STATE_CACHE_SIZE"]
+            RedisEventStore(client),
+            RedisSecrets(client),
+            cache_size=app.config["STATE_CACHE_SIZE"],
+            notify=CeleryNotifier(broker) if notify_ms > 0 else None,
+            notify_ms=notify_ms,
         )
     app.extensions["game_service"] = service
     api = Api(app)

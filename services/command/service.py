@@ -13,6 +13,7 @@ import random
 import secrets
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -115,9 +116,20 @@ class TurnResult:
 class GameService:
     """Validates commands against the rules and appends their events."""
 
-    def __init__(self, store: EventStore, secrets_store: Secrets, cache_size: int = 10_000) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        secrets_store: Secrets,
+        cache_size: int = 10_000,
+        notify: Callable[[str], None] | None = None,
+        notify_ms: int = 2_000,
+    ) -> None:
+        """`notify(game_id)` wakes the scoring worker; it is called at most once per game per
+        `notify_ms` (the store's notification flag), and only after a successful append."""
         self.store = store
         self.secrets = secrets_store
+        self.notify = notify
+        self.notify_ms = notify_ms if notify is not None else 0
         self._cache: dict[str, Cached] = {}
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -192,7 +204,7 @@ class GameService:
             expected=0,
             command_id="create",
             marker="$seq",
-        )
+        )  # nothing to score yet: no notification
         players = [
             {"seat": i, "name": n, "token": t}
             for i, (n, t) in enumerate(zip(seats, tokens, strict=True))
@@ -259,7 +271,8 @@ class GameService:
                     new_events,
                     expected=cached.seq,
                     command_id=command_id,
-                    marker="$seq",
+                    marker="$seq",  # "moves up to here exist": the worker compares its progress
+                    notify_ms=self.notify_ms,
                 )
             except ConcurrencyError:
                 if expected_seq is not None or attempt == 2:
@@ -278,6 +291,8 @@ class GameService:
                 for seq, e in enumerate(new_events, start=result.first_seq)
             ]
             self.keep(game_id, Cached(state, result.last_seq, cached.secrets))
+            if result.notify and self.notify is not None:
+                self.notify(game_id)
             return TurnResult(stored, state, result.last_seq)
         raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
 

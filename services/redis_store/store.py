@@ -2,7 +2,8 @@
 
 Keys of game G all share the hash tag ``{g:G}`` so a game lives on one Redis Cluster shard:
 ``{g:G}:moves`` and ``{g:G}:scores`` (streams, never trimmed; entry id ``<seq>-0``),
-``{g:G}:cmd:<stream>`` (hash: command id -> "first:last"), ``{g:G}:marker:<stream>``.
+``{g:G}:cmd:<stream>`` (hash: command id -> "first:last"), ``{g:G}:marker:<stream>`` and
+``{g:G}:notify:<stream>`` (a flag with a time to live).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from typing import Any, cast
 import redis
 
 from eventstore.envelope import STREAMS, AppendResult, NewEvent, StoredEvent
-from eventstore.errors import ConcurrencyError, StoreError
+from eventstore.errors import ConcurrencyError, MarkerConflict, StoreError
 from eventstore.port import ANY, check_append
 from eventstore.schemas import upcast
 
-# KEYS: stream, command hash, marker key.
+# KEYS: stream, command hash, marker key, notification flag key.
 # ARGV: expected seq (-1 = any), command id, time ms, marker ("" = none, "$seq" = last seq),
+#       expected marker ("" = no check, else "=" .. value), notification ms (0 = none),
 #       then (type, version, payload JSON) per event.
 APPEND_LUA = """
 local done = redis.call('HGET', KEYS[2], ARGV[2])
@@ -30,8 +32,12 @@ local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
 if #last > 0 then seq = tonumber(string.match(last[1][1], '^(%d+)')) end
 local expected = tonumber(ARGV[1])
 if expected >= 0 and expected ~= seq then return {'conflict', tostring(seq)} end
+if ARGV[5] ~= '' then
+  local current = redis.call('GET', KEYS[3]) or ''
+  if '=' .. current ~= ARGV[5] then return {'marker', current} end
+end
 local first = seq + 1
-for i = 5, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   seq = seq + 1
   redis.call('XADD', KEYS[1], seq .. '-0', 'type', ARGV[i], 'v', ARGV[i + 1],
              'cmd', ARGV[2], 't', ARGV[3], 'data', ARGV[i + 2])
@@ -43,14 +49,23 @@ if ARGV[4] == '$seq' then
 elseif ARGV[4] ~= '' then
   redis.call('SET', KEYS[3], ARGV[4])
 end
-return {'ok', result}
+local notify = 0
+if tonumber(ARGV[6]) > 0 and redis.call('SET', KEYS[4], 1, 'NX', 'PX', ARGV[6]) then
+  notify = 1
+end
+return {'ok', result, notify}
 """
 
 
-def game_keys(game_id: str, stream: str) -> tuple[str, str, str]:
-    """(stream key, command-id hash, marker key) of a game's stream."""
+def game_keys(game_id: str, stream: str) -> tuple[str, str, str, str]:
+    """(stream key, command-id hash, marker key, notification flag key) of a game's stream."""
     tag = "{g:" + game_id + "}"
-    return f"{tag}:{stream}", f"{tag}:cmd:{stream}", f"{tag}:marker:{stream}"
+    return (
+        f"{tag}:{stream}",
+        f"{tag}:cmd:{stream}",
+        f"{tag}:marker:{stream}",
+        f"{tag}:notify:{stream}",
+    )
 
 
 def _seq(entry_id: str | bytes) -> int:
@@ -74,21 +89,32 @@ class RedisEventStore:
         expected: int,
         command_id: str,
         marker: str | None = None,
+        expected_marker: str | None = None,
+        notify_ms: int = 0,
     ) -> AppendResult:
         """See `EventStore.append`: one Lua script, all or nothing."""
-        check_append(stream, events, command_id)
+        check_append(stream, events, command_id, marker)
         now = int(time.time() * 1000)
-        args: list[Any] = [expected if expected != ANY else -1, command_id, now, marker or ""]
+        args: list[Any] = [
+            expected if expected != ANY else -1,
+            command_id,
+            now,
+            marker or "",
+            "" if expected_marker is None else "=" + expected_marker,
+            max(0, int(notify_ms)),
+        ]
         for event in events:
             args += [event.type, event.version, json.dumps(event.payload, separators=(",", ":"))]
-        status, value = self._append(keys=list(game_keys(game_id, stream)), args=args)
-        status = status.decode() if isinstance(status, bytes) else status
-        value = value.decode() if isinstance(value, bytes) else str(value)
+        reply = self._append(keys=list(game_keys(game_id, stream)), args=args)
+        status, value = (v.decode() if isinstance(v, bytes) else str(v) for v in reply[:2])
         if status == "conflict":
             raise ConcurrencyError(expected, int(value))
+        if status == "marker":
+            raise MarkerConflict(expected_marker or "", value)
         first, last = (int(v) for v in value.split(":"))
-        duplicate = status == "dup"
-        return AppendResult(first, last, duplicate=duplicate, time_ms=0 if duplicate else now)
+        if status == "dup":
+            return AppendResult(first, last, duplicate=True)
+        return AppendResult(first, last, time_ms=now, notify=bool(reply[2]))
 
     def read(
         self, game_id: str, stream: str, after: int = 0, limit: int | None = None
@@ -139,6 +165,10 @@ class RedisEventStore:
         text = value.decode() if isinstance(value, bytes) else str(value)
         first, last = (int(v) for v in text.split(":"))
         return AppendResult(first, last, duplicate=True)
+
+    def clear_notify(self, game_id: str, stream: str) -> None:
+        """See `EventStore.clear_notify`."""
+        self.client.delete(game_keys(game_id, stream)[3])
 
     def put_raw(self, event: StoredEvent) -> None:
         """Store an event as written by an older version (for upcaster tests)."""

@@ -16,5 +16,15 @@ class ConcurrencyError(StoreError):
         self.actual = actual
 
 
+class MarkerConflict(ConcurrencyError):
+    """The stream's marker is not the one the append expected (another consumer moved on)."""
+
+    def __init__(self, expected: str, actual: str) -> None:
+        StoreError.__init__(self, f"expected marker {expected!r}, found {actual!r}")
+        self.expected_marker = expected
+        self.actual_marker = actual
+        self.expected = self.actual = -1
+
+
 class SchemaError(StoreError):
     """A payload that does not match its event type's schema."""

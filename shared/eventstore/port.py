@@ -5,6 +5,12 @@ Per game there are two streams: `moves` (written only by the command service) an
 expected sequence, skips a command id already appended (returning the first result), appends
 all events, and sets a marker value (the move stream marks the game as having unscored moves;
 the score stream saves the worker's progress) — all or nothing.
+
+A consumer saving its progress makes the append conditional on the marker it started from
+(`expected_marker`), and may append no events at all (moves that scored nothing still
+advance the progress). An append may also raise a per-stream notification flag that lives
+`notify_ms`; only the append that raised it is told so (`AppendResult.notify`), which lets
+the command service send one wake-up per burst of moves instead of one per move.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from .envelope import STREAMS, AppendResult, NewEvent, StoredEvent
-from .errors import ConcurrencyError, StoreError
+from .errors import ConcurrencyError, MarkerConflict, StoreError
 from .schemas import upcast, validate_payload
 
 ANY = -1  # expected sequence that accepts any position
@@ -33,11 +39,16 @@ class EventStore(Protocol):
         expected: int,
         command_id: str,
         marker: str | None = None,
+        expected_marker: str | None = None,
+        notify_ms: int = 0,
     ) -> AppendResult:
         """Append `events` if the stream is at `expected` (or `ANY`); idempotent by command id.
 
         `marker` (a value, or "$seq" for the new last sequence) is stored in the game's
-        marker for this stream in the same atomic step.
+        marker for this stream in the same atomic step. With `expected_marker` the append
+        also requires the marker to be that value ("" = no marker yet), else
+        `MarkerConflict`. With `notify_ms` > 0 it raises the stream's notification flag
+        for that long if it was down (`AppendResult.notify`).
         """
 
     def read(
@@ -54,15 +65,20 @@ class EventStore(Protocol):
     def command_result(self, game_id: str, stream: str, command_id: str) -> AppendResult | None:
         """Where a command id's events landed, if it was appended."""
 
+    def clear_notify(self, game_id: str, stream: str) -> None:
+        """Lower the stream's notification flag (a consumer is about to catch up)."""
 
-def check_append(stream: str, events: Sequence[NewEvent], command_id: str) -> None:
+
+def check_append(
+    stream: str, events: Sequence[NewEvent], command_id: str, marker: str | None = None
+) -> None:
     """Refuse an append that could never be valid: unknown stream, no id, bad payloads."""
     if stream not in STREAMS:
         raise StoreError(f"unknown stream {stream!r}")
     if not command_id:
         raise StoreError("an append needs a command id")
-    if not events:
-        raise StoreError("an append needs at least one event")
+    if not events and marker is None:
+        raise StoreError("an append needs at least one event (or a marker to save)")
     for event in events:
         validate_payload(event.type, event.version, event.payload)
 
@@ -74,6 +90,7 @@ class InMemoryEventStore:
         self._streams: dict[tuple[str, str], list[StoredEvent]] = {}
         self._commands: dict[tuple[str, str, str], AppendResult] = {}
         self._markers: dict[tuple[str, str], str] = {}
+        self._flags: dict[tuple[str, str], float] = {}  # notification flag: down at this time
         self._lock = threading.Lock()
 
     def append(
@@ -85,9 +102,11 @@ class InMemoryEventStore:
         expected: int,
         command_id: str,
         marker: str | None = None,
+        expected_marker: str | None = None,
+        notify_ms: int = 0,
     ) -> AppendResult:
         """See `EventStore.append`."""
-        check_append(stream, events, command_id)
+        check_append(stream, events, command_id, marker)
         with self._lock:
             seen = self._commands.get((game_id, stream, command_id))
             if seen is not None:
@@ -95,6 +114,9 @@ class InMemoryEventStore:
             log = self._streams.setdefault((game_id, stream), [])
             if expected != ANY and expected != len(log):
                 raise ConcurrencyError(expected, len(log))
+            current_marker = self._markers.get((game_id, stream), "")
+            if expected_marker is not None and expected_marker != current_marker:
+                raise MarkerConflict(expected_marker, current_marker)
             now = int(time.time() * 1000)
             first = len(log) + 1
             for event in events:
@@ -110,8 +132,14 @@ class InMemoryEventStore:
                         dict(event.payload),
                     )
                 )
-            result = AppendResult(first, len(log), time_ms=now)
-            self._commands[(game_id, stream, command_id)] = result
+            notify = False
+            if notify_ms > 0 and self._flags.get((game_id, stream), 0.0) <= time.monotonic():
+                self._flags[(game_id, stream)] = time.monotonic() + notify_ms / 1000
+                notify = True
+            result = AppendResult(first, len(log), time_ms=now, notify=notify)
+            self._commands[(game_id, stream, command_id)] = AppendResult(
+                first, len(log), False, now
+            )
             if marker is not None:
                 self._markers[(game_id, stream)] = str(len(log)) if marker == "$seq" else marker
             return result
@@ -138,6 +166,11 @@ class InMemoryEventStore:
         """See `EventStore.command_result`."""
         seen = self._commands.get((game_id, stream, command_id))
         return None if seen is None else AppendResult(seen.first_seq, seen.last_seq, True)
+
+    def clear_notify(self, game_id: str, stream: str) -> None:
+        """See `EventStore.clear_notify`."""
+        with self._lock:
+            self._flags.pop((game_id, stream), None)
 
     def put_raw(self, event: StoredEvent) -> None:
         """Store an event as written by an older version (for upcaster tests)."""

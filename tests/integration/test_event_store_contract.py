@@ -11,7 +11,7 @@ import redis
 
 from carcassonne.simulate import random_game
 from eventstore.envelope import MOVES, SCORES, NewEvent, StoredEvent
-from eventstore.errors import ConcurrencyError, SchemaError
+from eventstore.errors import ConcurrencyError, MarkerConflict, SchemaError, StoreError
 from eventstore.port import ANY, InMemoryEventStore
 from eventstore.schemas import to_engine, to_new
 from services.redis_store import RedisEventStore, game_keys
@@ -90,6 +90,42 @@ def test_any_position_append_and_marker_in_the_same_step(store) -> None:
     )
     assert store.marker(game, SCORES) == "2"
     assert store.marker(new_game(), MOVES) is None
+
+
+def test_progress_is_conditional_on_the_expected_marker(store) -> None:
+    """A consumer saves progress only from where it started; a zero-event save is allowed."""
+    game = new_game()
+    first = store.append(game, SCORES, [], expected=0, command_id="p1", marker="3",
+                         expected_marker="")  # fmt: skip
+    assert (first.first_seq, first.last_seq) == (1, 0)  # nothing appended, progress saved
+    assert store.marker(game, SCORES) == "3"
+    with pytest.raises(MarkerConflict) as info:  # a racing consumer that also started at ""
+        store.append(game, SCORES, [drawn()], expected=0, command_id="p2", marker="5",
+                     expected_marker="")  # fmt: skip
+    assert (info.value.expected_marker, info.value.actual_marker) == ("", "3")
+    assert store.last_seq(game, SCORES) == 0 and store.marker(game, SCORES) == "3"
+    store.append(game, SCORES, [drawn()], expected=0, command_id="p3", marker="5",
+                 expected_marker="3")  # fmt: skip
+    assert (store.last_seq(game, SCORES), store.marker(game, SCORES)) == (1, "5")
+    with pytest.raises(StoreError):  # no events and nothing to save
+        store.append(game, SCORES, [], expected=ANY, command_id="p4")
+
+
+def test_notification_flag_is_raised_once_per_burst(store) -> None:
+    game = new_game()
+
+    def notified(command_id: str) -> bool:
+        result = store.append(
+            game, MOVES, [drawn()], expected=ANY, command_id=command_id, notify_ms=60_000
+        )
+        return bool(result.notify)
+
+    assert [notified(f"n{i}") for i in range(3)] == [True, False, False]
+    store.clear_notify(game, MOVES)  # a consumer took the notification
+    assert notified("n3")
+    assert not store.append(game, MOVES, [drawn()], expected=ANY, command_id="n4").notify
+    other = new_game()  # flags are per game
+    assert store.append(other, MOVES, [drawn()], expected=0, command_id="n0", notify_ms=1).notify
 
 
 def test_invalid_payload_is_rejected_and_nothing_is_written(store) -> None:

@@ -1,0 +1,33 @@
+"""Wake the scoring worker: send ``scoring.catch_up(game_id)`` by name over the broker.
+
+The command service does not import the worker (services never import each other); it
+only knows the task's name and queue. A failed send is logged and dropped: the worker's
+periodic sweep finds the game anyway, so a broker outage delays scores but loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Celery
+
+TASK, QUEUE = "scoring.catch_up", "scoring"
+log = logging.getLogger(__name__)
+
+
+class CeleryNotifier:
+    """Sends one catch-up task per call."""
+
+    def __init__(self, broker_url: str) -> None:
+        self.app = Celery("command-notifier", broker=broker_url)
+        self.app.conf.update(
+            broker_connection_retry=False,  # never hold a player's request on a broker outage
+            broker_connection_timeout=1.0,
+            task_ignore_result=True,
+        )
+
+    def __call__(self, game_id: str) -> None:
+        try:
+            self.app.send_task(TASK, args=[game_id], queue=QUEUE, retry=False)
+        except Exception:  # any broker failure: the sweep covers it
+            log.warning("could not notify the scoring worker of game %s", game_id, exc_info=True)

@@ -1,0 +1,1 @@
+"""The scoring worker: Celery tasks that turn a game's moves into its score stream."""

@@ -1,0 +1,91 @@
+"""The Celery app of the scoring worker, its tasks and its beat schedule.
+
+Run: ``celery -A services.scoring.celery_app worker --concurrency 2 -Q scoring`` and
+``celery -A services.scoring.celery_app beat``. The command service sends
+``scoring.catch_up(game_id)`` by name (services never import each other) when a move raises
+the game's notification flag; ``scoring.sweep`` runs on beat and re-sends it for every game
+whose moves are not all scored, so a lost notification delays scores but never drops them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis
+from celery import Celery
+from celery.signals import worker_process_init
+
+from services.redis_store import RedisEventStore
+
+from .config import from_env
+from .scorer import Scorer
+from .sweep import unscored_games
+
+QUEUE = "scoring"
+log = logging.getLogger(__name__)
+settings = from_env()
+
+app = Celery("scoring", broker=settings["BROKER_URL"] or settings["REDIS_URL"])
+app.conf.update(
+    task_default_queue=QUEUE,
+    task_acks_late=True,  # a task is acknowledged when done: a killed worker's task is redone
+    task_reject_on_worker_lost=True,
+    task_ignore_result=True,  # the score stream is the result
+    worker_prefetch_multiplier=1,  # a busy child does not hoard other games' tasks
+    broker_connection_retry_on_startup=True,
+    broker_transport_options={"visibility_timeout": settings["VISIBILITY_TIMEOUT"]},
+    beat_schedule={
+        "sweep": {"task": "scoring.sweep", "schedule": settings["SWEEP_SECONDS"]},
+    },
+    worker_hijack_root_logger=False,
+)
+
+_scorer: Scorer | None = None
+
+
+def scorer() -> Scorer:
+    """This process's scorer (one per worker child: Redis connections are not fork-safe)."""
+    global _scorer
+    if _scorer is None:
+        client = redis.Redis.from_url(settings["REDIS_URL"])
+        _scorer = Scorer(
+            RedisEventStore(client),
+            batch=settings["SCORING_BATCH"],
+            cache_size=settings["SCORING_CACHE_SIZE"],
+        )
+    return _scorer
+
+
+@worker_process_init.connect
+def _fresh_scorer(**_: Any) -> None:
+    global _scorer
+    _scorer = None  # never share a connection inherited across fork
+
+
+@app.task(name="scoring.catch_up")
+def catch_up(game_id: str) -> dict[str, Any]:
+    """Score every unscored move of one game (idempotent: safe to run twice or at once)."""
+    done = scorer().catch_up(game_id)
+    if done.moves:
+        log.info(
+            "game %s: scored moves up to %d (%d events, %d conflicts)",
+            game_id,
+            done.progress,
+            done.events,
+            done.conflicts,
+        )
+    return {"moves": done.moves, "events": done.events, "progress": done.progress}
+
+
+@app.task(name="scoring.sweep")
+def sweep() -> int:
+    """Send `catch_up` for every game whose moves are not all scored; returns how many."""
+    client = redis.Redis.from_url(settings["REDIS_URL"])
+    count = 0
+    for game_id in unscored_games(client):
+        catch_up.delay(game_id)
+        count += 1
+    if count:
+        log.info("sweep: %d games had unscored moves", count)
+    return count

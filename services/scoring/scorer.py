@@ -1,0 +1,103 @@
+"""`Scorer`: catches one game's score stream up with its move stream.
+
+Progress (the last move scored) is the score stream's marker, saved by the same atomic
+append as the score events it produced and conditional on the progress the scorer started
+from. So a crash at any point, a redelivered task or two workers on one game can neither
+skip a move nor score one twice: the loser of a race appends nothing and starts again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from carcassonne.state import GameState
+from eventstore.envelope import MOVES, SCORES
+from eventstore.errors import ConcurrencyError
+from eventstore.port import EventStore
+from eventstore.schemas import to_engine
+from eventstore.score_stream import score_events
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Cached:
+    state: GameState  # after move `progress`
+    progress: int  # last move scored
+    score_seq: int  # last score event appended
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """What one catch-up did."""
+
+    game_id: str
+    moves: int  # move events scored
+    events: int  # score events appended
+    conflicts: int  # appends lost to another worker (then redone from its progress)
+    progress: int  # last move scored afterwards
+
+
+class Scorer:
+    """Scores games from their move streams; keeps folded states of recent games."""
+
+    def __init__(self, store: EventStore, batch: int = 1_000, cache_size: int = 2_000) -> None:
+        self.store = store
+        self.batch = max(1, batch)
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+
+    def catch_up(self, game_id: str) -> CatchUp:
+        """Score every move of the game not scored yet, a batch per atomic append."""
+        # Lowered before reading: a move appended from now on raises it again (a new task).
+        self.store.clear_notify(game_id, MOVES)
+        moves = events = conflicts = 0
+        while True:
+            cached = self._cache.pop(game_id, None) or self._load(game_id)
+            batch = self.store.read(game_id, MOVES, after=cached.progress, limit=self.batch)
+            if not batch:
+                self._keep(game_id, cached)
+                break
+            state = cached.state
+            scored = score_events(state, batch)  # `state` now stands after the batch
+            last = batch[-1].seq
+            try:
+                result = self.store.append(
+                    game_id,
+                    SCORES,
+                    scored,
+                    expected=cached.score_seq,
+                    command_id=f"score:{cached.progress + 1}-{last}",
+                    marker=str(last),
+                    expected_marker=str(cached.progress) if cached.progress else "",
+                )
+            except ConcurrencyError:
+                conflicts += 1  # another worker scored some of these: start from its progress
+                log.info("game %s: lost a race at move %d; reloading", game_id, cached.progress)
+                continue
+            self._keep(game_id, _Cached(state, last, result.last_seq))
+            moves += len(batch)
+            events += len(scored)
+            if len(batch) < self.batch:
+                break
+        progress = self._cache[game_id].progress if game_id in self._cache else 0
+        return CatchUp(game_id, moves, events, conflicts, progress)
+
+    def _load(self, game_id: str) -> _Cached:
+        """The game folded up to its saved progress (no cache, or the cache was stale)."""
+        raw = self.store.marker(game_id, SCORES)
+        progress = int(raw) if raw else 0
+        score_seq = self.store.last_seq(game_id, SCORES)
+        state = GameState()
+        if progress:
+            for stored in self.store.read(game_id, MOVES, after=0, limit=progress):
+                state.apply(to_engine(stored))
+        return _Cached(state, progress, score_seq)
+
+    def _keep(self, game_id: str, cached: _Cached) -> None:
+        self._cache[game_id] = cached
+        self._cache.move_to_end(game_id)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)

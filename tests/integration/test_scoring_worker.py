@@ -1,0 +1,164 @@
+"""The scoring worker as a real Celery process against a real Redis (R6, R7, R7.5).
+
+Every test compares a game's score stream with what the engine computes from the same
+moves (`score_events` over the folded move stream): same events, same order, once each.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+
+from carcassonne.events import meeple_to_dict
+from carcassonne.game import actions, fold
+from carcassonne.ruleset import Ruleset
+from carcassonne.simulate import random_game
+from carcassonne.state import GameState
+from eventstore.envelope import MOVES, SCORES
+from eventstore.schemas import to_engine, to_new
+from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, score_events
+from services.command.app import create_app
+from services.redis_store import RedisEventStore
+
+from .workers import beat, celery_env, running, scored_up_to, wait_scored, worker
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis) -> RedisEventStore:
+    return RedisEventStore(redis_client)
+
+
+@pytest.fixture
+def sender(redis_url: str) -> Iterator[Celery]:
+    app = Celery("test-sender", broker=celery_env(redis_url)["BROKER_URL"])
+    yield app
+    app.close()
+
+
+def expected_scores(store: RedisEventStore, game_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """What the engine says the score stream must hold, from the stored moves."""
+    moves = store.read(game_id, MOVES)
+    return [(e.type, e.payload) for e in score_events(GameState(), moves)]
+
+
+def actual_scores(store: RedisEventStore, game_id: str) -> list[tuple[str, dict[str, Any]]]:
+    return [(e.type, e.payload) for e in store.read(game_id, SCORES)]
+
+
+def stored_backlog(store: RedisEventStore, games: int, seed: int) -> list[str]:
+    """Whole random games appended as the command service appends them, but with no
+    notification sent: only a task or the sweep will get them scored."""
+    rng = random.Random(seed)
+    ids = []
+    for i in range(games):
+        ruleset = Ruleset(farm_scoring=("3rd", "2nd", "1st")[i % 3])
+        _, events = random_game(rng, 2 + i % 4, ruleset)
+        game_id = f"{seed:08x}{i:024x}"
+        for start in range(0, len(events), 3):  # roughly a turn per append
+            store.append(game_id, MOVES, [to_new(e) for e in events[start : start + 3]],
+                         expected=start, command_id=f"c{start}", marker="$seq")  # fmt: skip
+        ids.append(game_id)
+    return ids
+
+
+def test_games_played_through_the_command_service_are_scored_by_a_worker(
+    redis_url: str, redis_client: redis.Redis, store: RedisEventStore
+) -> None:
+    env = celery_env(redis_url)
+    app = create_app({"REDIS_URL": redis_url, "BROKER_URL": env["BROKER_URL"]})
+    client = app.test_client()
+    service = app.extensions["game_service"]
+    rng = random.Random(7)
+    rulesets: list[dict[str, Any]] = [
+        {},
+        {"farm_scoring": "1st"},
+        {"tileset": "demo", "farm_scoring": "2nd", "unplaceable": "return"},
+        {"farmers": False, "incomplete_score": False},
+    ]
+    games = []
+    with running(worker(env)):
+        for i, ruleset in enumerate(rulesets):
+            players = 2 + i
+            created = client.post("/games", json={
+                "players": [{"name": f"p{n}"} for n in range(players)], "ruleset": ruleset,
+            }).get_json()  # fmt: skip
+            game_id = created["game_id"]
+            tokens = {p["seat"]: p["token"] for p in created["players"]}
+            while not (state := service.load(game_id).state).over:
+                x, y, rotation, meeple = rng.choice(actions(state))
+                reply = client.post(
+                    f"/games/{game_id}/turns",
+                    json={"x": x, "y": y, "rotation": rotation, "meeple": meeple_to_dict(meeple)},
+                    headers={"Authorization": f"Bearer {tokens[state.current]}"},
+                )
+                assert reply.status_code == 200, reply.get_json()
+            games.append(game_id)
+        wait_scored(redis_client, store, games)
+    for game_id in games:
+        actual = actual_scores(store, game_id)
+        assert actual == expected_scores(store, game_id)
+        engine = fold(to_engine(e) for e in store.read(game_id, MOVES))
+        assert actual[-1][0] == GAME_SCORED
+        assert actual[-1][1]["final_scores"] == list(engine.scores)
+        assert sum(1 for kind, _ in actual if kind == FEATURE_SCORED) == len(engine.log)
+        # Every score event names the move that caused it, in order.
+        moves = [payload["move"] for _, payload in actual]
+        assert moves == sorted(moves) and moves[-1] == store.last_seq(game_id, MOVES)
+
+
+def test_sigkill_mid_catch_up_neither_skips_nor_double_counts(
+    redis_url: str, redis_client: redis.Redis, store: RedisEventStore, sender: Celery
+) -> None:
+    games = stored_backlog(store, 24, seed=11)
+    # Small batches: a game takes dozens of appends, so a kill lands inside a catch-up.
+    env = celery_env(redis_url, SCORING_BATCH="2", VISIBILITY_TIMEOUT="2", SWEEP_SECONDS="1")
+    kills = 0
+    for _ in range(3):
+        w = worker(env).start("ready.")
+        for game_id in games:
+            sender.send_task("scoring.catch_up", args=[game_id], queue="scoring")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # kill the moment some game is half scored
+            progress = [scored_up_to(redis_client, store, g) for g in games]
+            if any(0 < done < last for last, done in progress):
+                w.kill()
+                kills += 1
+                break
+            time.sleep(0.01)
+        w.kill()
+    assert kills > 0, "no kill landed in the middle of a game"
+    with running(worker(env), beat(env)):
+        wait_scored(redis_client, store, games, timeout=90)
+    for game_id in games:
+        assert actual_scores(store, game_id) == expected_scores(store, game_id)
+
+
+def test_a_lost_notification_is_found_by_the_sweep(
+    redis_url: str, redis_client: redis.Redis, store: RedisEventStore
+) -> None:
+    games = stored_backlog(store, 5, seed=12)  # appended with no task sent at all
+    env = celery_env(redis_url, SWEEP_SECONDS="1")
+    with running(worker(env), beat(env)):
+        wait_scored(redis_client, store, games, timeout=60)
+    for game_id in games:
+        assert actual_scores(store, game_id) == expected_scores(store, game_id)
+
+
+def test_two_workers_on_the_same_games_write_each_score_event_once(
+    redis_url: str, redis_client: redis.Redis, store: RedisEventStore, sender: Celery
+) -> None:
+    games = stored_backlog(store, 16, seed=13)
+    env = celery_env(redis_url, SCORING_BATCH="8")
+    with running(worker(env, "a"), worker(env, "b")):
+        for _ in range(3):  # every game is caught up by several tasks at once
+            for game_id in games:
+                sender.send_task("scoring.catch_up", args=[game_id], queue="scoring")
+        wait_scored(redis_client, store, games)
+    for game_id in games:
+        assert actual_scores(store, game_id) == expected_scores(store, game_id)
