@@ -176,7 +176,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             RedisEventStore(client),
             RedisSecrets(client),
             cache_size=app.config["STATE_CACHE_SIZE"],
-            notify=CeleryNotifier(broker) if notify_ms > 0 else None,
+            notify=CeleryNotifier(broker, app.config["NOTIFY_DELAY_MS"]) if notify_ms > 0 else None,
             notify_ms=notify_ms,
         )
     app.extensions["game_service"] = service

@@ -12,7 +12,11 @@ DEFAULTS: dict[str, Any] = {
     "BROKER_URL": "",  # Celery broker for score notifications ("" = REDIS_URL)
     "MAX_CONTENT_LENGTH": 16 * 1024,  # bytes; a turn is ~100 bytes, a new game < 1 KiB
     "STATE_CACHE_SIZE": 10_000,  # games whose folded state a worker process keeps
-    "NOTIFY_MS": 2_000,  # one scoring wake-up per game per this long at most ("0" = none)
+    # Scoring wake-ups: at most one pending per game; a lost one is re-sent after NOTIFY_MS
+    # ("0" = never send: rely on the worker's sweep). Each runs NOTIFY_DELAY_MS after the
+    # move that sent it, so a burst of moves is scored by one task.
+    "NOTIFY_MS": 2_000,
+    "NOTIFY_DELAY_MS": 20,
 }
 
 

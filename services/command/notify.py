@@ -16,9 +16,15 @@ log = logging.getLogger(__name__)
 
 
 class CeleryNotifier:
-    """Sends one catch-up task per call."""
+    """Sends one catch-up task per call, to run `delay_ms` later.
 
-    def __init__(self, broker_url: str) -> None:
+    The delay debounces: the task is sent by the move that raised the game's notification
+    flag, and every move appended before the task starts rides along with it (the worker
+    lowers the flag when it starts). One task then scores a burst of moves.
+    """
+
+    def __init__(self, broker_url: str, delay_ms: int = 0) -> None:
+        self.countdown = delay_ms / 1000 if delay_ms > 0 else None
         self.app = Celery("command-notifier", broker=broker_url)
         self.app.conf.update(
             broker_connection_retry=False,  # never hold a player's request on a broker outage
@@ -28,6 +34,8 @@ class CeleryNotifier:
 
     def __call__(self, game_id: str) -> None:
         try:
-            self.app.send_task(TASK, args=[game_id], queue=QUEUE, retry=False)
+            self.app.send_task(
+                TASK, args=[game_id], queue=QUEUE, retry=False, countdown=self.countdown
+            )
         except Exception:  # any broker failure: the sweep covers it
             log.warning("could not notify the scoring worker of game %s", game_id, exc_info=True)

@@ -9,6 +9,7 @@ skip a move nor score one twice: the loser of a race appends nothing and starts 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ class Scorer:
         self.batch = max(1, batch)
         self.cache_size = cache_size
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._lock = threading.Lock()  # the worker's thread pool shares one scorer
 
     def catch_up(self, game_id: str) -> CatchUp:
         """Score every move of the game not scored yet, a batch per atomic append."""
@@ -55,7 +57,9 @@ class Scorer:
         self.store.clear_notify(game_id, MOVES)
         moves = events = conflicts = 0
         while True:
-            cached = self._cache.pop(game_id, None) or self._load(game_id)
+            with self._lock:  # taken out: a second thread on this game folds its own
+                cached = self._cache.pop(game_id, None)
+            cached = cached or self._load(game_id)
             batch = self.store.read(game_id, MOVES, after=cached.progress, limit=self.batch)
             if not batch:
                 self._keep(game_id, cached)
@@ -82,8 +86,9 @@ class Scorer:
             events += len(scored)
             if len(batch) < self.batch:
                 break
-        progress = self._cache[game_id].progress if game_id in self._cache else 0
-        return CatchUp(game_id, moves, events, conflicts, progress)
+        with self._lock:
+            kept = self._cache.get(game_id)
+        return CatchUp(game_id, moves, events, conflicts, kept.progress if kept else 0)
 
     def _load(self, game_id: str) -> _Cached:
         """The game folded up to its saved progress (no cache, or the cache was stale)."""
@@ -97,7 +102,11 @@ class Scorer:
         return _Cached(state, progress, score_seq)
 
     def _keep(self, game_id: str, cached: _Cached) -> None:
-        self._cache[game_id] = cached
-        self._cache.move_to_end(game_id)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        with self._lock:
+            current = self._cache.get(game_id)
+            if current is not None and current.progress > cached.progress:
+                return  # another thread got further
+            self._cache[game_id] = cached
+            self._cache.move_to_end(game_id)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)

@@ -70,10 +70,12 @@ def celery_env(redis_url: str, **extra: str) -> dict[str, str]:
     return {"REDIS_URL": redis_url, "BROKER_URL": broker, **extra}
 
 
-def worker(env: dict[str, str], name: str = "w1", concurrency: int = 2) -> Process:
-    """A scoring worker (prefork pool), not started."""
+def worker(
+    env: dict[str, str], name: str = "w1", concurrency: int = 2, pool: str = "threads"
+) -> Process:
+    """A scoring worker, not started (the pool `deploy/` runs it with: see celery_app)."""
     args = [sys.executable, "-m", "celery", "-A", APP, "worker", "-Q", "scoring", "-l", "info",
-            "--concurrency", str(concurrency), "--pool", "prefork", "-n", f"{name}@%h",
+            "--concurrency", str(concurrency), "--pool", pool, "-n", f"{name}@%h",
             "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
     return Process(args, env, name)
 

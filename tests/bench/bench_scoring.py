@@ -1,0 +1,207 @@
+"""Scoring-worker benchmark (`make bench`): real processes on loopback, bounded in time.
+
+1. Throughput. A backlog of whole games is stored in Redis (as the command service appends
+   them, no notification sent); one worker process (prefork, concurrency 2) is started and
+   one `scoring.catch_up` task per game is sent, as the sweep would. Reported: turns and
+   move events scored per second until the last game is done. Compared, in the same run,
+   with the command service's peak turns/s (the load generator of `bench_command`), which
+   the worker must match or beat.
+   Baseline: the same worker's rate of bare tasks (`catch_up` of a game with nothing to
+   score: one Celery round trip and two Redis reads) — the ceiling of one task per event.
+2. Lag. The command service runs at half its peak with the worker (and beat) running and
+   notifications on; for every score event, the time from its move's append to its own
+   append. Reported: p50/p99 (target p99 ≤ 100 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import redis  # noqa: E402
+
+from carcassonne.ruleset import Ruleset  # noqa: E402
+from carcassonne.simulate import random_game  # noqa: E402
+from eventstore.envelope import MOVES, SCORES  # noqa: E402
+from eventstore.schemas import to_new  # noqa: E402
+from services.redis_store import RedisEventStore, game_keys  # noqa: E402
+from tests.bench.bench_command import CONFIG, run_load, start_redis  # noqa: E402
+from tests.integration.http_client import gunicorn  # noqa: E402
+from tests.integration.workers import beat, celery_env, worker  # noqa: E402
+
+
+def store_backlog(store: RedisEventStore, games: int, seed: int) -> tuple[list[str], int, int]:
+    """Whole random 2-4 player games appended a turn at a time; (ids, turns, move events)."""
+    rng = random.Random(seed)
+    ids, turns, events_total = [], 0, 0
+    for i in range(games):
+        _, events = random_game(rng, 2 + i % 3, Ruleset())
+        game_id = f"b{seed:07x}{i:024x}"
+        start = 0
+        while start < len(events):  # a turn: TilePlaced and what follows it, up to the next
+            end = start + 1
+            while end < len(events) and type(events[end]).__name__ != "TilePlaced":
+                end += 1
+            store.append(game_id, MOVES, [to_new(e) for e in events[start:end]],
+                         expected=start, command_id=f"c{start}", marker="$seq")  # fmt: skip
+            start = end
+        turns += sum(1 for e in events if type(e).__name__ == "TilePlaced")
+        events_total += len(events)
+        ids.append(game_id)
+    return ids, turns, events_total
+
+
+def wait_all_scored(store: RedisEventStore, games: list[str], timeout: float) -> float:
+    """Seconds until every game's progress reaches its last move (polled every 10 ms)."""
+    started = time.perf_counter()
+    pending = set(games)
+    while pending:
+        done = {g for g in pending if store.marker(g, SCORES) == store.marker(g, MOVES)}
+        pending -= done
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError(f"{len(pending)} games still unscored after {timeout} s")
+        if pending:
+            time.sleep(0.01)
+    return time.perf_counter() - started
+
+
+def lag_ms(client: redis.Redis, store: RedisEventStore, since_ms: int) -> list[float]:
+    """For each score event of a move appended after `since_ms`: its append time minus the
+    move's."""
+    lags: list[float] = []
+    for key in client.scan_iter(match=game_keys("*", SCORES)[0], count=1000):
+        game_id = key.decode()[3:].split("}", 1)[0]
+        moves = {e.seq: e.time_ms for e in store.read(game_id, MOVES)}
+        for event in store.read(game_id, SCORES):
+            moved = moves[event.payload["move"]]
+            if moved >= since_ms:
+                lags.append(event.time_ms - moved)
+    return lags
+
+
+def main() -> int:
+    """Run the benchmark and print the figures."""
+    parser = argparse.ArgumentParser(description="scoring-worker benchmark")
+    parser.add_argument("--games", type=int, default=150, help="games in the backlog")
+    parser.add_argument("--seconds", type=float, default=6.0, help="length of each load phase")
+    parser.add_argument("--clients", type=int, default=4, help="load-generator processes")
+    parser.add_argument("--pool", default="threads", help="Celery pool: threads or prefork")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    redis_proc, redis_url, _ = start_redis()
+    client = redis.Redis.from_url(redis_url)
+    store = RedisEventStore(client)
+    env = celery_env(redis_url)
+    workers = os.environ.get("WEB_CONCURRENCY") or str((os.cpu_count() or 2) + 1)
+    figures: dict[str, Any] = {"games": args.games}
+    processes: list[Any] = []
+    try:
+        games, turns, events = store_backlog(store, args.games, seed=1)
+        w = worker(env, "bench", pool=args.pool).start("ready.")
+        processes.append(w)
+        from celery import Celery
+
+        sender = Celery("bench-sender", broker=env["BROKER_URL"])
+        # Baseline: bare tasks (nothing to score) — the cost of a task per event.
+        idle = [f"idle{i:028x}" for i in range(400)]
+        for game_id in idle:
+            store.append(game_id, MOVES, [to_new_started()], expected=0, command_id="c",
+                         marker="$seq")  # fmt: skip
+        started = time.perf_counter()
+        for game_id in idle:  # each has one move (GameStarted) that scores nothing
+            sender.send_task("scoring.catch_up", args=[game_id], queue="scoring")
+        wait_all_scored(store, idle, 120)
+        figures["bare_tasks_per_s"] = len(idle) / (time.perf_counter() - started)
+
+        started = time.perf_counter()
+        for game_id in games:
+            sender.send_task("scoring.catch_up", args=[game_id], queue="scoring")
+        wait_all_scored(store, games, 300)
+        seconds = time.perf_counter() - started
+        figures["backlog"] = {
+            "turns": turns,
+            "move_events": events,
+            "seconds": seconds,
+            "turns_per_s": turns / seconds,
+            "events_per_s": events / seconds,
+        }
+
+        env_cmd = {"REDIS_URL": redis_url, "BROKER_URL": env["BROKER_URL"]}
+        started_procs: list[subprocess.Popen[bytes]] = []
+        with gunicorn("services.command.wsgi:app", CONFIG, env_cmd, int(workers),
+                      started_procs) as base:  # fmt: skip
+            w.stop()  # the peak phase measures the command service alone, as bench_command
+            peak = run_load(base, "turns", args.clients, args.seconds, 0, redis_url)
+            figures["command_peak_turns_per_s"] = peak["per_s"]
+            lagging = worker(env, "lag", pool=args.pool).start("ready.")
+            b = beat(celery_env(redis_url, SWEEP_SECONDS="5")).start()
+            processes += [lagging, b]
+            # Drain what the peak phase left (its games and queued notifications) first.
+            pattern = game_keys("*", MOVES)[0]
+            played = [k.decode()[3:].split("}", 1)[0] for k in client.scan_iter(match=pattern)]
+            for game_id in played:
+                sender.send_task("scoring.catch_up", args=[game_id], queue="scoring")
+            wait_all_scored(store, played, 120)
+            time.sleep(0.5)
+            since = int(time.time() * 1000)
+            run_load(base, "turns", args.clients, args.seconds, peak["per_s"] / 2, redis_url)
+            time.sleep(1.0)  # let the last notifications be handled
+        lags = sorted(lag_ms(client, store, since))
+        figures["lag"] = {
+            "score_events": len(lags),
+            "p50_ms": statistics.median(lags) if lags else None,
+            "p99_ms": lags[min(len(lags) - 1, int(len(lags) * 0.99))] if lags else None,
+        }
+    finally:
+        for p in processes:
+            p.stop()
+        redis_proc.terminate()
+        redis_proc.wait()
+
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    back, lag = figures["backlog"], figures["lag"]
+    ratio = back["turns_per_s"] / figures["command_peak_turns_per_s"]
+    print(f"scoring worker ({args.pool} pool, concurrency 2), backlog of {args.games} games")
+    print(f"  backlog: {back['turns']} turns / {back['move_events']} move events "
+          f"in {back['seconds']:.2f} s = {back['turns_per_s']:.0f} turns/s "
+          f"({back['events_per_s']:.0f} events/s)")  # fmt: skip
+    print(
+        f"  command service peak (same run): {figures['command_peak_turns_per_s']:.0f} turns/s"
+        f" -> worker/command = {ratio:.1f}x (target ≥ 1x)  {'ok' if ratio >= 1 else 'MISSED'}"
+    )
+    print(
+        f"  baseline, one task per event: bare catch_up tasks {figures['bare_tasks_per_s']:.0f}"
+        " tasks/s"
+    )
+    if lag["p99_ms"] is not None:
+        print(
+            f"  lag move -> score event at half command peak: p50 {lag['p50_ms']:.0f} ms, "
+            f"p99 {lag['p99_ms']:.0f} ms over {lag['score_events']} score events "
+            f"(target p99 ≤ 100 ms)  {'ok' if lag['p99_ms'] <= 100 else 'MISSED'}"
+        )
+    return 0
+
+
+def to_new_started() -> Any:
+    """A `GameStarted` as the first move of an otherwise empty game."""
+    from carcassonne.events import GameStarted
+
+    return to_new(GameStarted(Ruleset(), 2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
