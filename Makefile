@@ -24,6 +24,7 @@ test: install
 bench: install
 	$(PY) tests/bench/bench_engine.py
 	$(PY) tests/bench/bench_command.py
+	$(PY) tests/bench/bench_scoring.py
 
 lint: install
 	$(PY) -m ruff check shared services tests
