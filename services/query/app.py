@@ -1,0 +1,265 @@
+"""The query service's Flask app: `create_app(test_config=None)`.
+
+Read-only views of games projected from their move and score streams. Views decode the
+request, call one `QueryService` method and encode the result; every view carries an ETag
+(the stream positions it reflects) and answers 304 to a matching If-None-Match. Errors
+leave in the command service's shape: ``{"code", "message", "rule", "details"}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from flask import Flask, Response, current_app, request
+from flask.views import MethodView
+from flask_smorest import Api, Blueprint
+from werkzeug.exceptions import HTTPException
+
+from carcassonne.errors import GameError
+from services.redis_store import RedisEventStore
+
+from .config import from_env
+from .directory import RedisDirectory
+from .log import RedisWaiter, parse_cursor
+from .projector import NotFound
+from .schemas import (
+    AtArgs,
+    BoardOut,
+    EventsArgs,
+    EventsOut,
+    GamesArgs,
+    GamesOut,
+    LiveArgs,
+    ScoresOut,
+)
+from .service import QueryService, to_json
+
+GAME_ID = re.compile(r"[0-9a-f]{32}")
+NDJSON = "application/x-ndjson"
+HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    422: "invalid_query",
+}
+
+blp = Blueprint("games", __name__, url_prefix="/games", description="Views of games (read only)")
+NOT_MODIFIED = {"description": "Not Modified: the If-None-Match ETag is current"}
+
+
+class TooBusy(GameError):
+    """Every live-stream slot of this process is taken."""
+
+    status = 503
+
+
+def _service() -> QueryService:
+    service: QueryService = current_app.extensions["query_service"]
+    return service
+
+
+def _game_id(game_id: str) -> str:
+    if not GAME_ID.fullmatch(game_id):
+        raise NotFound("game_not_found", f"no game {game_id[:64]}")
+    return game_id
+
+
+def _json(body: bytes, status: int = 200) -> Response:
+    return Response(body, status=status, mimetype="application/json")
+
+
+def _conditional(etag: str, render: Callable[[], bytes]) -> Response:
+    """304 when the client holds this ETag already, else the rendered body with it."""
+    fresh = request.if_none_match.contains_weak(etag)
+    resp = Response(status=304) if fresh else _json(render())
+    resp.set_etag(etag)
+    resp.headers["Cache-Control"] = "no-cache"  # always revalidate: views move with the game
+    return resp
+
+
+@blp.route("")
+class Games(MethodView):
+    @blp.arguments(GamesArgs(), location="query")
+    @blp.response(200, GamesOut())
+    @blp.alt_response(304, description=NOT_MODIFIED["description"])
+    def get(self, args: dict[str, Any]) -> Response:
+        """The games, a page at a time; filter by status (in_progress, over) and player name."""
+        limit = args.get("limit", current_app.config["PAGE_LIMIT"])
+        body = to_json(
+            _service().games(args.get("status"), args.get("player"), args.get("cursor"), limit)
+        )
+        etag = "g" + hashlib.sha1(body).hexdigest()[:16]  # no positions: a list spans games
+        return _conditional(etag, lambda: body)
+
+
+@blp.route("/<game_id>/board")
+class Board(MethodView):
+    @blp.arguments(AtArgs(), location="query")
+    @blp.response(200, BoardOut())
+    @blp.alt_response(304, description=NOT_MODIFIED["description"])
+    def get(self, args: dict[str, Any], game_id: str) -> Response:
+        """Placed tiles, meeples, the turn, tiles left, and open features with what they would
+        score if the game ended now; `?at=<move seq>` for the board right after that move."""
+        return _conditional(*_service().board(_game_id(game_id), args.get("at")))
+
+
+@blp.route("/<game_id>/scores")
+class Scores(MethodView):
+    @blp.arguments(AtArgs(), location="query")
+    @blp.response(200, ScoresOut())
+    @blp.alt_response(304, description=NOT_MODIFIED["description"])
+    def get(self, args: dict[str, Any], game_id: str) -> Response:
+        """The score track (R8.1) from the score stream, up to the last move the worker scored
+        (`scored_up_to`); points by category, meeples and every score event, explained."""
+        return _conditional(*_service().scores(_game_id(game_id), args.get("at")))
+
+
+@blp.route("/<game_id>/events")
+class Events(MethodView):
+    @blp.arguments(EventsArgs(), location="query")
+    @blp.response(200, EventsOut())
+    @blp.alt_response(304, description=NOT_MODIFIED["description"])
+    def get(self, args: dict[str, Any], game_id: str) -> Response:
+        """The merged log of moves and score events after a cursor, a page at a time; NDJSON
+        (one event per line, the whole log unless `limit` is given) with `format=ndjson` or
+        `Accept: application/x-ndjson`."""
+        game_id = _game_id(game_id)
+        after = parse_cursor(args["after"])
+        wanted = args.get("format")
+        if wanted is None:
+            best = request.accept_mimetypes.best_match(["application/json", NDJSON])
+            wanted = "ndjson" if best == NDJSON else "json"
+        if wanted == "ndjson":
+            lines = _service().export(game_id, after, args.get("limit"))
+            return Response(lines, mimetype=NDJSON)
+        limit = args.get("limit", current_app.config["PAGE_LIMIT"])
+        etag, body = _service().events(game_id, after, limit)
+        return _conditional(etag, lambda: to_json(body))
+
+
+@blp.route("/<game_id>/live")
+class Live(MethodView):
+    @blp.arguments(LiveArgs(), location="query")
+    @blp.doc(
+        parameters=[
+            {
+                "in": "header",
+                "name": "Last-Event-ID",
+                "schema": {"type": "string"},
+                "description": "resume after this event id (a cursor)",
+            }
+        ],
+        responses={
+            "200": {
+                "description": "text/event-stream: `move` and `score` events, id = cursor",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            "503": {"description": "too many live streams on this server: retry later"},
+        },
+    )
+    def get(self, args: dict[str, Any], game_id: str) -> Response:
+        """Server-Sent Events of new moves and scores; each event's id is the cursor after it,
+        so a reconnect with Last-Event-ID resumes exactly. A stream ends after a while."""
+        game_id = _game_id(game_id)
+        resume = request.headers.get("Last-Event-ID") or args.get("after")
+        after = None if resume is None else parse_cursor(resume)
+        config = current_app.config
+        slots: threading.BoundedSemaphore = current_app.extensions["live_slots"]
+        if not slots.acquire(blocking=False):
+            raise TooBusy("too_many_streams", "this server holds its maximum of live streams", None)
+        try:
+            stream = _service().live(
+                game_id, after, config["SSE_MAX_SECONDS"], config["SSE_HEARTBEAT_SECONDS"]
+            )
+        except BaseException:
+            slots.release()
+            raise
+        resp = Response(stream, mimetype="text/event-stream")
+        resp.headers["Cache-Control"] = "no-cache"
+        resp.headers["X-Accel-Buffering"] = "no"  # proxies must pass each event on at once
+        resp.call_on_close(slots.release)  # also when the client goes away mid-stream
+        return resp
+
+
+def _error(
+    code: str,
+    message: str,
+    status: int,
+    rule: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> Response:
+    body = {"code": code, "message": message, "rule": rule, "details": details or {}}
+    return _json(to_json(body), status)
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> Flask:
+    """Build the app; `test_config` overrides settings (and may inject `QUERY_SERVICE`)."""
+    app = Flask(__name__)
+    app.config.update(
+        API_TITLE="Carcassonne Cloud — query service",
+        API_VERSION="1",
+        OPENAPI_VERSION="3.0.3",
+        OPENAPI_URL_PREFIX="/",
+        OPENAPI_JSON_PATH="openapi.json",
+        OPENAPI_SWAGGER_UI_PATH="/docs",
+        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
+    )
+    app.config.update(from_env())
+    if test_config:
+        app.config.update(test_config)
+    service = app.config.get("QUERY_SERVICE")
+    if service is None:
+        # No socket timeout: live streams block in XREAD for up to the heartbeat interval.
+        client = redis.Redis.from_url(app.config["REDIS_URL"])
+        service = QueryService(
+            RedisEventStore(client),
+            RedisDirectory(client),
+            RedisWaiter(client),
+            cache_size=app.config["STATE_CACHE_SIZE"],
+            snapshot_every=app.config["SNAPSHOT_EVERY"],
+            replay_games=app.config["REPLAY_CACHE_SIZE"],
+        )
+    app.extensions["query_service"] = service
+    app.extensions["live_slots"] = threading.BoundedSemaphore(app.config["SSE_MAX_STREAMS"])
+    api = Api(app)
+    api.register_blueprint(blp)
+
+    @app.errorhandler(GameError)
+    def game_error(exc: GameError) -> Response:
+        resp = _error(exc.code, exc.message, exc.status, exc.rule, exc.details)
+        if exc.status == 503:
+            resp.headers["Retry-After"] = "5"
+        return resp
+
+    @app.errorhandler(redis.RedisError)
+    def store_error(exc: redis.RedisError) -> Response:
+        current_app.logger.warning("event store unavailable: %s", exc)
+        resp = _error("store_unavailable", "the event store is unavailable", 503)
+        resp.headers["Retry-After"] = "5"
+        return resp
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        data = getattr(exc, "data", None) or {}
+        messages = data.get("messages")
+        if messages:  # webargs/marshmallow: a query parameter failed its schema
+            return _error(
+                "invalid_query",
+                "the query parameters do not match the schema",
+                422,
+                details={"fields": messages.get("query", messages)},
+            )
+        return _error(HTTP_CODES.get(status, f"http_{status}"), exc.description or exc.name, status)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app

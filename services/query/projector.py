@@ -1,0 +1,214 @@
+"""Projections of games kept up to date incrementally, in a bounded in-process LRU cache.
+
+Per game the cache holds the folded `GameState` after the last move read, the engine events
+(to replay from) and the score events up to the worker's progress. Every read first catches
+up from the streams (events after the cached positions only), so a view is as fresh as the
+streams and never costs a whole-game fold once a game is cached.
+
+Views of the past ("right after move N") replay from the nearest snapshot: the first such
+view of a game folds up to N once, keeping a snapshot every `snapshot_every` moves on the
+way, so later ones replay fewer moves than that. Snapshots are kept for the `replay_games`
+most recently replayed games only (a final state is ~60 KiB; snapshots of a whole game ~5x).
+
+States handed out are never changed afterwards: a catch-up applies new moves to a copy.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from carcassonne.errors import GameError
+from carcassonne.events import Event
+from carcassonne.state import GameState
+from eventstore.envelope import MOVES, SCORES, StoredEvent
+from eventstore.port import EventStore
+from eventstore.schemas import to_engine
+from eventstore.score_stream import FEATURE_SCORED  # noqa: F401  (registers score schemas)
+
+Names = Callable[[str], "list[str] | None"]
+
+
+class NotFound(GameError):
+    """No such game (its move stream is empty)."""
+
+    status = 404
+
+
+class BadParameter(GameError):
+    """A well-formed parameter that names something outside the game (422)."""
+
+
+@dataclass(frozen=True)
+class Position:
+    """One consistent read of a game: the state after move `seq` and the scores of moves up to
+    `progress` (the last move the scoring worker has scored; it may lag behind `seq`)."""
+
+    game_id: str
+    seq: int
+    state: GameState  # shared: read only
+    score_seq: int  # the last score event included (0: none)
+    progress: int
+    scores: tuple[StoredEvent, ...]
+    names: tuple[str, ...] | None
+
+
+@dataclass
+class _Entry:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    state: GameState = field(default_factory=GameState)
+    seq: int = 0
+    events: list[Event] = field(default_factory=list)  # events[i] is move i + 1
+    snapshots: dict[int, GameState] = field(default_factory=dict)  # move -> state after it
+    scores: tuple[StoredEvent, ...] = ()
+    score_seq: int = 0
+    progress: int = 0
+    names: tuple[str, ...] | None = None
+    cursor: tuple[int, GameState] | None = None  # the last past state built (stepping is cheap)
+
+
+class Projector:
+    """Caught-up game states and score lists, read through the `EventStore` port only."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        names: Names | None = None,
+        cache_size: int = 2_000,
+        snapshot_every: int = 16,
+        replay_games: int = 100,
+    ) -> None:
+        self.store = store
+        self.names = names
+        self.cache_size = max(1, cache_size)
+        self.snapshot_every = max(1, snapshot_every)
+        self.replay_games = max(1, replay_games)
+        self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._replayed: OrderedDict[str, _Entry] = OrderedDict()  # games holding snapshots
+        self._lock = threading.Lock()
+        self.replayed = 0  # move events applied for past views (tests check it stays small)
+
+    def _entry(self, game_id: str) -> _Entry:
+        with self._lock:
+            entry = self._cache.get(game_id)
+            if entry is None:
+                entry = self._cache[game_id] = _Entry()
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+            else:
+                self._cache.move_to_end(game_id)
+            return entry
+
+    def _forget(self, game_id: str, entry: _Entry) -> None:
+        with self._lock:
+            if self._cache.get(game_id) is entry:
+                del self._cache[game_id]
+
+    def current(self, game_id: str) -> Position:
+        """The game as its streams stand now (404 `game_not_found` when it has no moves)."""
+        entry = self._entry(game_id)
+        with entry.lock:
+            return self._now(game_id, entry)
+
+    def at(self, game_id: str, at: int) -> Position:
+        """The game as it stood right after move `at` (scores of the moves up to it)."""
+        entry = self._entry(game_id)
+        with entry.lock:
+            now = self._now(game_id, entry)
+            if not 1 <= at <= now.seq:
+                raise BadParameter(
+                    "at_out_of_range",
+                    f"at must be a move of this game: 1-{now.seq}",
+                    None,
+                    at=at,
+                    last_seq=now.seq,
+                )
+            if at == now.seq:
+                return now
+            state = self._state_at(entry, at)
+        self._holds_snapshots(game_id, entry)
+        progress = min(at, now.progress)
+        scores = tuple(e for e in now.scores if e.payload["move"] <= progress)
+        score_seq = scores[-1].seq if scores else 0
+        return Position(game_id, at, state, score_seq, progress, scores, now.names)
+
+    # -- catching up ------------------------------------------------------------------
+    def _now(self, game_id: str, entry: _Entry) -> Position:
+        """Catch `entry` up (its lock held) and read it."""
+        self._catch_up(game_id, entry)
+        if entry.seq == 0:
+            self._forget(game_id, entry)  # unknown ids must not fill the cache
+            raise NotFound("game_not_found", f"no game {game_id[:64]}")
+        return Position(
+            game_id,
+            entry.seq,
+            entry.state,
+            entry.score_seq,
+            entry.progress,
+            entry.scores,
+            entry.names,
+        )
+
+    def _catch_up(self, game_id: str, entry: _Entry) -> None:
+        fresh = self.store.read(game_id, MOVES, after=entry.seq)
+        if fresh:
+            if entry.seq == 0 and self.names is not None:
+                found = self.names(game_id)
+                entry.names = None if found is None else tuple(found)
+            state = entry.state.copy()  # readers may still hold the old state
+            for stored in fresh:
+                event = to_engine(stored)
+                state.apply(event)
+                entry.events.append(event)
+            entry.state, entry.seq = state, fresh[-1].seq
+        # The marker first: the worker sets it in the same atomic append as the events, so
+        # every score event of a move up to it is already in the stream when it is read.
+        raw = self.store.marker(game_id, SCORES)
+        progress = int(raw) if raw else 0
+        if progress > entry.progress:
+            added = []
+            for stored in self.store.read(game_id, SCORES, after=entry.score_seq):
+                if stored.payload["move"] > progress:
+                    break  # a batch appended after the marker was read: next time
+                added.append(stored)
+            if added:
+                entry.scores += tuple(added)
+                entry.score_seq = added[-1].seq
+            entry.progress = progress
+
+    def _state_at(self, entry: _Entry, at: int) -> GameState:
+        """The state after move `at` < entry.seq, replayed from the nearest kept state; the
+        snapshots passed on the way are kept."""
+        snapshots = entry.snapshots
+        base_seq, base = 0, GameState()
+        below = [s for s in snapshots if s <= at]
+        if below:
+            base_seq = max(below)
+            base = snapshots[base_seq]
+        if entry.cursor is not None and base_seq <= entry.cursor[0] <= at:
+            base_seq, base = entry.cursor
+        if base_seq == at:
+            return base
+        state = base.copy()
+        every = self.snapshot_every
+        for seq in range(base_seq + 1, at + 1):
+            state.apply(entry.events[seq - 1])
+            if seq % every == 0 and seq < at and seq not in snapshots:
+                snapshots[seq] = state.copy()
+        if at % every == 0:
+            snapshots[at] = state  # never changed after this
+        self.replayed += at - base_seq
+        entry.cursor = (at, state)
+        return state
+
+    def _holds_snapshots(self, game_id: str, entry: _Entry) -> None:
+        """Bound the games that keep snapshots: the least recently replayed lose theirs."""
+        with self._lock:
+            self._replayed[game_id] = entry
+            self._replayed.move_to_end(game_id)
+            while len(self._replayed) > self.replay_games:
+                _, oldest = self._replayed.popitem(last=False)
+                # New objects, not mutation: a replay running on it keeps consistent bases.
+                oldest.snapshots, oldest.cursor = {}, None

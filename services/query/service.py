@@ -1,0 +1,143 @@
+"""The query side's service layer: views of games, their merged log, live events, the list.
+
+It never writes a stream: it reads them through the `EventStore` port (and, for live events
+and the games list, the Redis `Waiter` and directory). Rendered views are cached as JSON
+bytes under their ETag, which names the stream positions they reflect.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from eventstore.envelope import MOVES, SCORES
+from eventstore.port import EventStore
+
+from .log import Cursor, PollingWaiter, Waiter, format_cursor, item, live, ndjson_lines, page
+from .projector import NotFound, Position, Projector
+from .views import board_etag, board_view, scores_etag, scores_view
+
+
+class Directory(Protocol):
+    """Where the games list and the players' names come from."""
+
+    def names(self, game_id: str) -> list[str] | None:
+        """The players' names in seat order, if known."""
+
+    def page(
+        self, status: str | None, player: str | None, cursor: str | None, limit: int
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of game summaries and the next page's cursor (None at the end)."""
+
+
+def to_json(body: Any) -> bytes:
+    """Compact JSON bytes."""
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+class QueryService:
+    """Read-only views of games, kept up to date from their streams."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        directory: Directory | None = None,
+        waiter: Waiter | None = None,
+        cache_size: int = 2_000,
+        snapshot_every: int = 16,
+        replay_games: int = 100,
+        view_cache_size: int = 1_024,
+    ) -> None:
+        self.store = store
+        self.directory = directory
+        self.waiter = waiter if waiter is not None else PollingWaiter(store)
+        names = directory.names if directory is not None else None
+        self.projector = Projector(store, names, cache_size, snapshot_every, replay_games)
+        self._views: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
+        self._views_size = view_cache_size
+        self._lock = threading.Lock()
+
+    # -- board and scores ---------------------------------------------------------------
+    def position(self, game_id: str, at: int | None = None) -> Position:
+        """The game now, or right after move `at`."""
+        if at is None:
+            return self.projector.current(game_id)
+        return self.projector.at(game_id, at)
+
+    def board(self, game_id: str, at: int | None = None) -> tuple[str, Callable[[], bytes]]:
+        """The board view's ETag and a function that renders it (called unless a 304 will do)."""
+        pos = self.position(game_id, at)
+        return self._view(pos, "board", board_etag(pos), board_view)
+
+    def scores(self, game_id: str, at: int | None = None) -> tuple[str, Callable[[], bytes]]:
+        """The score view's ETag and a function that renders it."""
+        pos = self.position(game_id, at)
+        return self._view(pos, "scores", scores_etag(pos), scores_view)
+
+    def _view(
+        self, pos: Position, kind: str, etag: str, render: Callable[[Position], dict[str, Any]]
+    ) -> tuple[str, Callable[[], bytes]]:
+        key = (pos.game_id, kind, etag)
+
+        def body() -> bytes:
+            with self._lock:
+                cached = self._views.get(key)
+                if cached is not None:
+                    self._views.move_to_end(key)
+                    return cached
+            data = to_json(render(pos))
+            with self._lock:
+                self._views[key] = data
+                while len(self._views) > self._views_size:
+                    self._views.popitem(last=False)
+            return data
+
+        return etag, body
+
+    # -- the merged log -----------------------------------------------------------------
+    def events(self, game_id: str, after: Cursor, limit: int) -> tuple[str, dict[str, Any]]:
+        """A page of the merged log after `after`, and its ETag (the positions it spans)."""
+        items, last = page(self.store, game_id, after, limit)
+        if not items:
+            self.require(game_id)
+        body = {
+            "game_id": game_id,
+            "after": format_cursor(after),
+            "next": format_cursor(last),
+            "more": len(items) == limit,
+            "items": [item(event, cursor) for event, cursor in items],
+        }
+        return f"e{format_cursor(after)}.{format_cursor(last)}.{limit}", body
+
+    def export(self, game_id: str, after: Cursor, limit: int | None) -> Iterator[bytes]:
+        """The merged log after `after` as NDJSON lines (404 before the first line if unknown)."""
+        self.require(game_id)
+        return ndjson_lines(self.store, game_id, after, limit)
+
+    def require(self, game_id: str) -> Cursor:
+        """The ends of the game's streams (404 `game_not_found` when it has no moves)."""
+        moves = self.store.last_seq(game_id, MOVES)
+        if moves == 0:
+            raise NotFound("game_not_found", f"no game {game_id[:64]}")
+        return moves, self.store.last_seq(game_id, SCORES)
+
+    def live(
+        self, game_id: str, after: Cursor | None, max_seconds: float, heartbeat: float
+    ) -> Iterator[str]:
+        """Server-Sent Events after `after` (default: from now on)."""
+        ends = self.require(game_id)
+        start = ends if after is None else after
+        return live(self.store, self.waiter, game_id, start, max_seconds, heartbeat)
+
+    # -- the games list -----------------------------------------------------------------
+    def games(
+        self, status: str | None, player: str | None, cursor: str | None, limit: int
+    ) -> dict[str, Any]:
+        """A page of games, filtered by status and player name."""
+        if self.directory is None:
+            return {"games": [], "next": None}
+        games, following = self.directory.page(status, player, cursor, limit)
+        return {"games": games, "next": following}

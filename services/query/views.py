@@ -1,0 +1,159 @@
+"""The board and score views of a game position, as plain JSON-ready data (pure functions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from carcassonne.projection import farms_if_ended, open_features, projected_scores
+from carcassonne.state import NEW, OVER
+from carcassonne.track import track_position
+from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED
+
+from .projector import Position
+
+CATEGORIES = {"road": "roads", "city": "cities", "monastery": "monasteries", "farm": "farms"}
+
+
+def player_name(names: tuple[str, ...] | None, seat: int) -> str:
+    """A seat's name, or "player N" when the game's names are unknown."""
+    return names[seat] if names is not None and seat < len(names) else f"player {seat}"
+
+
+def board_etag(pos: Position) -> str:
+    """The board view depends on the moves only."""
+    return f"m{pos.seq}"
+
+
+def scores_etag(pos: Position) -> str:
+    """The score view depends on the moves (meeples), the score events and the progress."""
+    return f"m{pos.seq}.s{pos.score_seq}.p{pos.progress}"
+
+
+def board_view(pos: Position) -> dict[str, Any]:
+    """Tiles, meeples, the turn, tiles left, and every open feature with its score if the
+    game ended now (R7.2; farms R7.3/R7.4), as computed by the engine."""
+    state = pos.state
+    features = open_features(state)
+    farms = farms_if_ended(state)
+    turn = None
+    if state.phase not in (NEW, OVER):
+        turn = {
+            "player": state.current,
+            "name": player_name(pos.names, state.current),
+            "tile": state.drawn,  # None between a placement and the next draw
+        }
+    return {
+        "game_id": pos.game_id,
+        "seq": pos.seq,
+        "phase": state.phase,
+        "over": state.over,
+        "ruleset": state.ruleset.to_dict(),
+        "players": [
+            {
+                "seat": p,
+                "name": player_name(pos.names, p),
+                "score": state.scores[p],
+                "supply": state.supply[p],
+            }
+            for p in range(state.players)
+        ],
+        "turn": turn,
+        "tiles_left": state.bag_size,
+        "discarded": list(state.discarded),
+        "tiles": [
+            {"tile": placed.tile.name, "x": x, "y": y, "rotation": placed.rotation}
+            for (x, y), placed in state.board.tiles.items()  # in the order they were placed
+        ],
+        "meeples": [
+            {
+                "player": m.player,
+                "x": m.pos[0],
+                "y": m.pos[1],
+                "feature": m.meeple.feature,
+                "spot": m.meeple.spot,
+            }
+            for m in state.meeples.values()
+        ],
+        "open_features": [f.to_dict() for f in features],
+        "farms_if_ended": [f.to_dict() for f in farms],
+        "scores_if_ended": list(projected_scores(state, features, farms)),
+    }
+
+
+def scores_view(pos: Position) -> dict[str, Any]:
+    """The score track from the score stream (R8.1), points by category, meeples, events."""
+    state = pos.state
+    players = state.players
+    totals = [0] * players
+    points = [dict.fromkeys(CATEGORIES.values(), 0) for _ in range(players)]
+    events: list[dict[str, Any]] = []
+    result: dict[str, Any] | None = None
+    for stored in pos.scores:
+        payload = stored.payload
+        if stored.type == FEATURE_SCORED:
+            for p, gained in enumerate(payload["awarded"]):
+                totals[p] += gained
+                points[p][CATEGORIES[payload["kind"]]] += gained
+            events.append(
+                {"seq": stored.seq, **payload, "explanation": explain(payload, pos.names)}
+            )
+        elif stored.type == GAME_SCORED:
+            result = dict(payload)
+    on_board = [0] * players
+    for m in state.meeples.values():
+        on_board[m.player] += 1
+    return {
+        "game_id": pos.game_id,
+        "seq": pos.seq,
+        "scored_up_to": pos.progress,
+        "unscored_moves": pos.seq - pos.progress,
+        "score_seq": pos.score_seq,
+        "over": result is not None,
+        "players": [
+            {
+                "seat": p,
+                "name": player_name(pos.names, p),
+                "score": totals[p],
+                "track": _track(totals[p]),
+                "meeples": {"supply": state.supply[p], "on_board": on_board[p]},
+                "points": points[p],
+                "rank": None if result is None else result["ranks"][p],
+            }
+            for p in range(players)
+        ],
+        "events": events,
+        "result": result,
+    }
+
+
+def _track(score: int) -> dict[str, Any]:
+    where = track_position(score).to_dict()
+    del where["score"]  # already beside it
+    return where
+
+
+def explain(payload: dict[str, Any], names: tuple[str, ...] | None = None) -> str:
+    """One sentence for a score event: what was scored, under which rule, for whom."""
+    kind = payload["kind"]
+    size = len(payload["tiles"])
+    if kind == "farm":
+        cities = len(payload.get("cities", []))
+        plural = "y" if cities == 1 else "ies"
+        what = f"farm of {size} tiles bordering {cities} completed cit{plural}"
+    elif kind == "monastery":
+        what = f"monastery with {size - 1} of 8 neighbouring tiles"
+    else:
+        what = f"{kind} of {size} tile{'s' if size != 1 else ''}"
+        if payload["pennants"]:
+            what += f" with {payload['pennants']} pennant{'s' if payload['pennants'] > 1 else ''}"
+    when = "completed" if payload["complete"] else "at the end of the game"
+    winners = payload["winners"]
+    if not winners:
+        whom = "nobody stood in it: no points"
+    else:
+        who = " and ".join(player_name(names, p) for p in winners)
+        points = payload["points"]
+        whom = f"{points} point{'' if points == 1 else 's'} to {who}"
+        if any(payload["awarded"][p] != payload["points"] for p in winners):
+            whom += " (awarded " + ", ".join(str(a) for a in payload["awarded"]) + ")"
+    return f"{what}, {when} ({payload['rule']}): {whom}"
