@@ -7,6 +7,8 @@ GUNICORN_THREADS (1: sync workers, which suit this CPU-bound Flask app best).
 import multiprocessing
 import os
 
+from services.common.gunicorn_hooks import child_exit, on_starting, use_metrics_dir
+
 bind = os.environ.get("BIND", f"127.0.0.1:{os.environ.get('PORT', '8000')}")
 # A turn is CPU-bound Python with two short Redis round trips: one worker per core plus one
 # to use the waits. More workers only add context switches and make each worker's cached
@@ -23,3 +25,7 @@ max_requests_jitter = 10_000
 accesslog = os.environ.get("ACCESS_LOG")  # "-" for stdout; off by default (it costs ~10%)
 errorlog = "-"
 loglevel = os.environ.get("LOG_LEVEL", "info")
+
+# Prometheus metrics of all workers, merged (see services/common/gunicorn_hooks.py).
+use_metrics_dir("command")
+__all__ = ["child_exit", "on_starting"]  # server hooks: gunicorn looks them up by name

@@ -8,6 +8,8 @@ default: threads minus a reserve, see below).
 import multiprocessing
 import os
 
+from services.common.gunicorn_hooks import child_exit, on_starting, use_metrics_dir
+
 bind = os.environ.get("BIND", f"127.0.0.1:{os.environ.get('PORT', '8001')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() + 1))
 # A live (SSE) stream holds a thread while it waits in XREAD BLOCK (no CPU), so gthread
@@ -30,3 +32,7 @@ max_requests_jitter = 10_000
 accesslog = os.environ.get("ACCESS_LOG")  # "-" for stdout; off by default
 errorlog = "-"
 loglevel = os.environ.get("LOG_LEVEL", "info")
+
+# Prometheus metrics of all workers, merged (see services/common/gunicorn_hooks.py).
+use_metrics_dir("query")
+__all__ = ["child_exit", "on_starting"]  # server hooks: gunicorn looks them up by name

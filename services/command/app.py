@@ -13,11 +13,13 @@ import redis
 from flask import Flask, Response, current_app, jsonify, request
 from flask.views import MethodView
 from flask_smorest import Api, Blueprint
+from prometheus_client import Counter
 from werkzeug.exceptions import HTTPException
 
 from carcassonne.errors import GameError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
+from services.common.observability import instrument
 from services.redis_store import RedisEventStore
 
 from .config import from_env
@@ -37,6 +39,9 @@ HTTP_CODES = {
 }
 
 blp = Blueprint("games", __name__, url_prefix="/games", description="Create and play games")
+EVENTS_APPENDED = Counter(
+    "carcassonne_events_appended_total", "Events appended by the command service", ["stream"]
+)
 
 
 def _service() -> GameService:
@@ -116,6 +121,8 @@ class Turns(MethodView):
             idempotency_key=key,
             expected_seq=expected,
         )
+        if not result.replayed:
+            EVENTS_APPENDED.labels("moves").inc(len(result.events))
         return {
             "seq": result.seq,
             "replayed": result.replayed,
@@ -167,6 +174,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.config.update(from_env())
     if test_config:
         app.config.update(test_config)
+    # A short timeout for the readiness probe: an unreachable Redis must not hang it.
+    probe = redis.Redis.from_url(
+        app.config["REDIS_URL"], socket_timeout=1, socket_connect_timeout=1
+    )
+    instrument(app, "command", {"redis": probe.ping})
     service = app.config.get("GAME_SERVICE")
     if service is None:
         client = redis.Redis.from_url(app.config["REDIS_URL"])
@@ -186,6 +198,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     @app.errorhandler(GameError)
     def game_error(exc: GameError) -> tuple[Response, int]:
         return _error(exc.code, exc.message, exc.status, exc.rule, exc.details)
+
+    @app.errorhandler(redis.RedisError)
+    def store_error(exc: redis.RedisError) -> tuple[Response, int]:
+        # An append is one script: it happened whole or not at all (the reply may be what
+        # was lost). Retrying with the same Idempotency-Key is safe either way.
+        app.logger.warning("event store unavailable: %s", exc)
+        response, status = _error("store_unavailable", "the event store is unavailable", 503)
+        response.headers["Retry-After"] = "2"
+        return response, status
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> tuple[Response, int]:

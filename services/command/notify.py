@@ -11,6 +11,8 @@ import logging
 
 from celery import Celery
 
+from services.common.observability import REQUEST_ID
+
 TASK, QUEUE = "scoring.catch_up", "scoring"
 log = logging.getLogger(__name__)
 
@@ -35,7 +37,12 @@ class CeleryNotifier:
     def __call__(self, game_id: str) -> None:
         try:
             self.app.send_task(
-                TASK, args=[game_id], queue=QUEUE, retry=False, countdown=self.countdown
+                TASK,
+                args=[game_id],
+                kwargs={"request_id": REQUEST_ID.get()},  # the worker logs under the same id
+                queue=QUEUE,
+                retry=False,
+                countdown=self.countdown,
             )
         except Exception:  # any broker failure: the sweep covers it
             log.warning("could not notify the scoring worker of game %s", game_id, exc_info=True)

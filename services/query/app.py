@@ -21,6 +21,7 @@ from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
 
 from carcassonne.errors import GameError
+from services.common.observability import instrument
 from services.redis_store import RedisEventStore
 
 from .config import from_env
@@ -213,6 +214,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.config.update(from_env())
     if test_config:
         app.config.update(test_config)
+    # A short timeout for the readiness probe: an unreachable Redis must not hang it.
+    probe = redis.Redis.from_url(
+        app.config["REDIS_URL"], socket_timeout=1, socket_connect_timeout=1
+    )
+    instrument(app, "query", {"redis": probe.ping})
     service = app.config.get("QUERY_SERVICE")
     if service is None:
         # No socket timeout: live streams block in XREAD for up to the heartbeat interval.

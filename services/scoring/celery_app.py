@@ -14,8 +14,11 @@ from typing import Any
 
 import redis
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import setup_logging as celery_setup_logging
+from celery.signals import worker_init, worker_process_init
+from prometheus_client import Counter, Histogram, start_http_server
 
+from services.common.observability import REQUEST_ID, setup_logging
 from services.redis_store import RedisEventStore
 
 from .config import from_env
@@ -63,10 +66,46 @@ def _fresh_scorer(**_: Any) -> None:
     _scorer = None  # never share a connection inherited across fork
 
 
+MOVES_SCORED = Counter("carcassonne_scoring_moves_total", "Move events scored")
+EVENTS_SCORED = Counter("carcassonne_scoring_events_total", "Score events appended")
+CONFLICTS = Counter("carcassonne_scoring_conflicts_total", "Appends lost to another worker")
+LAG = Histogram(
+    "carcassonne_scoring_lag_seconds",
+    "From a move's append to the append of a score event it caused",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+
+
+@celery_setup_logging.connect
+def _json_logs(**_: Any) -> None:
+    setup_logging("scoring")  # one JSON object per line, like the web services
+
+
+@worker_init.connect
+def _metrics_server(**_: Any) -> None:
+    port = settings["WORKER_METRICS_PORT"]
+    if port:  # the thread pool is one process: one endpoint has all its metrics
+        start_http_server(port, addr=settings["WORKER_METRICS_ADDR"])
+        log.info("metrics on http://%s:%d/metrics", settings["WORKER_METRICS_ADDR"], port)
+
+
 @app.task(name="scoring.catch_up")
-def catch_up(game_id: str) -> dict[str, Any]:
-    """Score every unscored move of one game (idempotent: safe to run twice or at once)."""
-    done = scorer().catch_up(game_id)
+def catch_up(game_id: str, request_id: str = "") -> dict[str, Any]:
+    """Score every unscored move of one game (idempotent: safe to run twice or at once).
+
+    `request_id` is the id of the command request whose move sent this task: the logs of
+    the scoring carry it, so one id follows a move from its request to its score events.
+    """
+    token = REQUEST_ID.set(request_id)
+    try:
+        done = scorer().catch_up(game_id)
+    finally:
+        REQUEST_ID.reset(token)
+    MOVES_SCORED.inc(done.moves)
+    EVENTS_SCORED.inc(done.events)
+    CONFLICTS.inc(done.conflicts)
+    for lag in done.lags_ms:
+        LAG.observe(lag / 1000)
     if done.moves:
         log.info(
             "game %s: scored moves up to %d (%d events, %d conflicts)",
@@ -74,6 +113,7 @@ def catch_up(game_id: str) -> dict[str, Any]:
             done.progress,
             done.events,
             done.conflicts,
+            extra={"game_id": game_id, "request_id": request_id, "progress": done.progress},
         )
     return {"moves": done.moves, "events": done.events, "progress": done.progress}
 

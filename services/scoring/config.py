@@ -15,6 +15,8 @@ DEFAULTS: dict[str, Any] = {
     "SWEEP_SECONDS": 10.0,  # how often beat looks for games whose notification was lost
     # An unacknowledged task (its worker died) is handed out again after this long.
     "VISIBILITY_TIMEOUT": 60,
+    "WORKER_METRICS_PORT": 0,  # Prometheus /metrics of the worker (0 = not served)
+    "WORKER_METRICS_ADDR": "127.0.0.1",
 }
 
 

@@ -39,6 +39,7 @@ class CatchUp:
     events: int  # score events appended
     conflicts: int  # appends lost to another worker (then redone from its progress)
     progress: int  # last move scored afterwards
+    lags_ms: tuple[int, ...] = ()  # per score event: its append time minus its move's
 
 
 class Scorer:
@@ -56,6 +57,7 @@ class Scorer:
         # Lowered before reading: a move appended from now on raises it again (a new task).
         self.store.clear_notify(game_id, MOVES)
         moves = events = conflicts = 0
+        lags: list[int] = []
         while True:
             with self._lock:  # taken out: a second thread on this game folds its own
                 cached = self._cache.pop(game_id, None)
@@ -84,11 +86,14 @@ class Scorer:
             self._keep(game_id, _Cached(state, last, result.last_seq))
             moves += len(batch)
             events += len(scored)
+            if scored and not result.duplicate:
+                moved = {e.seq: e.time_ms for e in batch}
+                lags += [result.time_ms - moved[e.payload["move"]] for e in scored]
             if len(batch) < self.batch:
                 break
         with self._lock:
             kept = self._cache.get(game_id)
-        return CatchUp(game_id, moves, events, conflicts, kept.progress if kept else 0)
+        return CatchUp(game_id, moves, events, conflicts, kept.progress if kept else 0, tuple(lags))
 
     def _load(self, game_id: str) -> _Cached:
         """The game folded up to its saved progress (no cache, or the cache was stale)."""
