@@ -22,6 +22,7 @@ from carcassonne.ruleset import Ruleset
 from services.common.observability import instrument
 from services.redis_store import RedisEventStore
 
+from . import integration
 from .config import from_env
 from .notify import CeleryNotifier
 from .schemas import CreatedGameOut, CreateGameIn, TurnIn, TurnOut
@@ -188,12 +189,17 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             RedisEventStore(client),
             RedisSecrets(client),
             cache_size=app.config["STATE_CACHE_SIZE"],
-            notify=CeleryNotifier(broker, app.config["NOTIFY_DELAY_MS"]) if notify_ms > 0 else None,
+            notify=(
+                CeleryNotifier(broker, client, app.config["NOTIFY_DELAY_MS"], notify_ms)
+                if notify_ms > 0
+                else None
+            ),
             notify_ms=notify_ms,
         )
     app.extensions["game_service"] = service
     api = Api(app)
     api.register_blueprint(blp)
+    integration.init_app(app, api, service)  # /v1/score, import, export, webhooks
 
     @app.errorhandler(GameError)
     def game_error(exc: GameError) -> tuple[Response, int]:

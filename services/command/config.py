@@ -17,6 +17,14 @@ DEFAULTS: dict[str, Any] = {
     # move that sent it, so a burst of moves is scored by one task.
     "NOTIFY_MS": 2_000,
     "NOTIFY_DELAY_MS": 20,
+    # Third-party integration (services/command/integration.py, docs/integration.md).
+    # POST /v1/score and /games/import take whole records: a 72-tile record is ~6 KiB, one of
+    # the 1000 turns a record may hold ~100 KiB; more is refused (413) before it is read.
+    "RECORD_MAX_BYTES": 256 * 1024,
+    "API_KEY_RATE": 10.0,  # requests per second per API key (token bucket refill; 0 = no limit)
+    "API_KEY_BURST": 20,  # requests a key may make at once after a quiet spell
+    "WEBHOOK_QUEUE": "webhooks",  # where the scoring worker's webhook tasks are sent
+    "WEBHOOK_ALLOW_PRIVATE": False,  # accept hook URLs on loopback/private addresses (dev, tests)
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import redis
@@ -11,6 +12,7 @@ from services.redis_store import game_keys
 
 _PATTERN = game_keys("*", MOVES)[2]  # "{g:*}:marker:moves"
 _PREFIX, _SUFFIX = _PATTERN.split("*")
+log = logging.getLogger(__name__)
 
 
 def unscored_games(client: redis.Redis, page: int = 1_000) -> Iterator[str]:
@@ -38,6 +40,18 @@ def _behind(client: redis.Redis, games: list[str]) -> Iterator[str]:
         pipe.get(game_keys(game_id, SCORES)[2])
     values = pipe.execute()
     for i, game_id in enumerate(games):
-        moved, scored = values[2 * i], values[2 * i + 1]
-        if int(moved or 0) > int(scored or 0):
+        moved, scored = _number(values[2 * i]), _number(values[2 * i + 1])
+        if moved is None or scored is None:
+            # Not written by our services: one odd game must not stop the sweep of the rest.
+            log.warning("game %s: unreadable stream markers, skipped", game_id)
+        elif moved > scored:
             yield game_id
+
+
+def _number(value: bytes | str | None) -> int | None:
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        return None

@@ -154,6 +154,10 @@ def main() -> int:
             for game_id in played:
                 sender.send_task("scoring.catch_up", args=[game_id], queue="scoring")
             wait_all_scored(store, played, 120)
+            # ... and the tasks still queued for them (no-ops by now) before measuring.
+            broker = redis.Redis.from_url(env["BROKER_URL"])
+            while broker.llen("scoring"):
+                time.sleep(0.05)
             time.sleep(0.5)
             since = int(time.time() * 1000)
             run_load(base, "turns", args.clients, args.seconds, peak["per_s"] / 2, redis_url)

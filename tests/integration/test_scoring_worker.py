@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -162,3 +163,20 @@ def test_two_workers_on_the_same_games_write_each_score_event_once(
         wait_scored(redis_client, store, games)
     for game_id in games:
         assert actual_scores(store, game_id) == expected_scores(store, game_id)
+
+
+def test_the_sweep_finds_games_behind_and_skips_unreadable_markers(
+    redis_client: redis.Redis,
+) -> None:
+    from services.redis_store import game_keys
+    from services.scoring.sweep import unscored_games
+
+    prefix = uuid.uuid4().hex[:8]
+    cases = {"behind": ("5", "3"), "done": ("4", "4"), "new": ("2", None), "odd": ("7", "x")}
+    for name, (moved, scored) in cases.items():
+        game_id = f"{prefix}{name}"
+        redis_client.set(game_keys(game_id, MOVES)[2], moved)
+        if scored is not None:
+            redis_client.set(game_keys(game_id, SCORES)[2], scored)
+    found = {g for g in unscored_games(redis_client, page=2) if g.startswith(prefix)}
+    assert found == {f"{prefix}behind", f"{prefix}new"}

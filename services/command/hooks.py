@@ -1,0 +1,193 @@
+"""Webhook registrations (command side): validate and store a hook, read its delivery log, and
+wake the worker that delivers (``webhooks.dispatch`` by name: services never import each
+other; the worker's half is services/scoring/webhooks.py).
+
+Keys of game G and hook H, under the game's hash tag (the worker uses the same layout):
+``{g:G}:webhooks`` (hash: H -> JSON ``{"id", "url", "secret", "key_id", "created_ms"}``),
+``{g:G}:wh:H`` (hash: ``progress``, the last score event turned into a delivery),
+``{g:G}:wh:H:log`` (hash: score seq -> the delivery's log entry) and ``{g:G}:wh:H:due``.
+The secret is stored as given: the worker needs it to sign every delivery.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import secrets
+import time
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+import redis
+from celery import Celery
+
+from carcassonne.errors import GameError
+from eventstore.envelope import MOVES, SCORES
+from eventstore.port import EventStore
+
+from .service import NotFound
+
+DISPATCH_TASK = "webhooks.dispatch"
+MAX_URL = 2048
+MAX_HOOKS_PER_GAME = 10  # every score event is sent to each: this bounds the fan-out
+SECRET_LENGTH = (16, 256)
+EVENTS = ("FeatureScored", "GameScored")
+log = logging.getLogger(__name__)
+
+
+def hooks_key(game_id: str) -> str:
+    """The hash of a game's hooks."""
+    return "{g:" + game_id + "}:webhooks"
+
+
+def hook_keys(game_id: str, hook_id: str) -> tuple[str, str, str]:
+    """(state hash, delivery log hash, due set) of a hook."""
+    base = "{g:" + game_id + "}:wh:" + hook_id
+    return base, base + ":log", base + ":due"
+
+
+class BadWebhook(GameError):
+    """A webhook registration that cannot be accepted (422)."""
+
+
+def _private(host: str) -> bool:
+    """Whether a literal address (or localhost) is not on the public internet."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a name: the worker checks what it resolves to before each delivery
+    return not address.is_global
+
+
+def check_url(url: Any, allow_private: bool = False) -> str:
+    """A webhook URL: http or https, a host, no credentials, at most `MAX_URL` characters."""
+    if not isinstance(url, str) or not 1 <= len(url) <= MAX_URL:
+        raise BadWebhook("bad_webhook_url", f"url must be a string of 1-{MAX_URL} characters")
+    if any(c.isspace() or ord(c) < 32 for c in url):
+        raise BadWebhook("bad_webhook_url", "url must not contain spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError for a port out of range
+    except ValueError:
+        raise BadWebhook("bad_webhook_url", "url is not a valid URL") from None
+    if parts.scheme not in ("http", "https"):
+        raise BadWebhook("bad_webhook_url", "url must start with http:// or https://")
+    if not parts.hostname:
+        raise BadWebhook("bad_webhook_url", "url must name a host")
+    if parts.username is not None or parts.password is not None:
+        raise BadWebhook("bad_webhook_url", "url must not carry credentials: use the secret")
+    if port == 0:
+        raise BadWebhook("bad_webhook_url", "url has port 0")
+    if not allow_private and _private(parts.hostname):
+        raise BadWebhook(
+            "webhook_url_not_public", "url must point to a public address, not this network"
+        )
+    return url
+
+
+def check_secret(secret: Any) -> str:
+    """A webhook secret: a string of 16-256 characters (it keys HMAC-SHA256)."""
+    low, high = SECRET_LENGTH
+    if not isinstance(secret, str) or not low <= len(secret) <= high:
+        raise BadWebhook(
+            "bad_webhook_secret", f"secret must be a string of {low}-{high} characters"
+        )
+    return secret
+
+
+class DispatchSender:
+    """Sends ``webhooks.dispatch(game_id)`` to the worker's webhook queue."""
+
+    def __init__(self, broker_url: str, queue: str) -> None:
+        self.queue = queue
+        self.app = Celery("command-webhooks", broker=broker_url)
+        self.app.conf.update(
+            broker_connection_retry=False,  # never hold a request on a broker outage
+            broker_connection_timeout=1.0,
+            task_ignore_result=True,
+        )
+
+    def __call__(self, game_id: str) -> None:
+        try:
+            self.app.send_task(DISPATCH_TASK, args=[game_id], queue=self.queue, retry=False)
+        except Exception:  # any broker failure: the worker's sweep finds the hook anyway
+            log.warning("could not send webhook dispatch for game %s", game_id, exc_info=True)
+
+
+class Webhooks:
+    """Registers hooks and reads their delivery logs."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        store: EventStore,
+        dispatch: DispatchSender | None,
+        allow_private: bool = False,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.dispatch = dispatch
+        self.allow_private = allow_private
+
+    def register(self, game_id: str, url: Any, secret: Any, key_id: str) -> dict[str, Any]:
+        """Add a hook to a game; every score event (from the first) will be delivered to it."""
+        url = check_url(url, self.allow_private)
+        secret = check_secret(secret)
+        if self.store.last_seq(game_id, MOVES) == 0:
+            raise NotFound("game_not_found", f"no game {game_id}")
+        if self.client.hlen(hooks_key(game_id)) >= MAX_HOOKS_PER_GAME:
+            raise BadWebhook(
+                "too_many_webhooks", f"a game has at most {MAX_HOOKS_PER_GAME} webhooks"
+            )
+        hook_id = "h_" + secrets.token_hex(8)
+        config = {
+            "id": hook_id,
+            "url": url,
+            "secret": secret,
+            "key_id": key_id,
+            "created_ms": int(time.time() * 1000),
+        }
+        self.client.hset(hooks_key(game_id), hook_id, json.dumps(config))
+        if self.dispatch is not None:
+            self.dispatch(game_id)  # deliver the score events already in the stream
+        return {
+            "hook_id": hook_id,
+            "game_id": game_id,
+            "url": url,
+            "events": list(EVENTS),
+            "backlog": self.store.last_seq(game_id, SCORES),
+            "created_ms": config["created_ms"],
+        }
+
+    def hook(self, game_id: str, hook_id: str, key_id: str) -> dict[str, Any]:
+        """A hook's configuration, if it exists and belongs to this key (else 404)."""
+        raw = self.client.hget(hooks_key(game_id), hook_id) if len(hook_id) <= 64 else None
+        config = None if raw is None else json.loads(raw)
+        if config is None or config.get("key_id") != key_id:
+            # Another key's hook is reported as missing: its existence is not theirs to know.
+            raise NotFound("hook_not_found", f"no webhook {hook_id[:64]} on game {game_id}")
+        return dict(config)
+
+    def deliveries(
+        self, game_id: str, hook_id: str, key_id: str, after: int, limit: int
+    ) -> dict[str, Any]:
+        """A page of a hook's delivery log, in score-event order, after score seq `after`."""
+        config = self.hook(game_id, hook_id, key_id)
+        state, log_key, _ = hook_keys(game_id, hook_id)
+        progress = int(cast(Any, self.client.hget(state, "progress")) or 0)
+        seqs = list(range(after + 1, min(progress, after + limit) + 1))
+        raws = cast(list[Any], self.client.hmget(log_key, [str(s) for s in seqs])) if seqs else []
+        entries = [json.loads(r) for r in raws if r is not None]
+        last = seqs[-1] if seqs else after
+        return {
+            "game_id": game_id,
+            "hook_id": hook_id,
+            "url": config["url"],
+            "dispatched_up_to": progress,
+            "score_seq": self.store.last_seq(game_id, SCORES),
+            "deliveries": entries,
+            "next": last if last < progress else None,
+        }

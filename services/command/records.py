@@ -1,0 +1,225 @@
+"""Game records from third parties: read a request body safely, replay and score it turn by
+turn, and turn it into the events of a stored game.
+
+Pure functions of the bytes they are given (no Redis, no Flask): the integration blueprint,
+the tests and the benchmark call them alike. Every turn is checked by the engine's own
+`decide`, exactly as `carcassonne.record.record_events` does, in one pass that also keeps
+the score timeline (a second replay would double the cost of `POST /v1/score`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from carcassonne.errors import GameError, RecordError
+from carcassonne.events import (
+    DiscardTile,
+    DrawTile,
+    EndGame,
+    Event,
+    GameEnded,
+    PlayTurn,
+    StartGame,
+)
+from carcassonne.game import decide
+from carcassonne.notation import parse_record
+from carcassonne.record import FORMAT, Record, load_record
+from carcassonne.scoring import ScoreEvent, ranks
+from carcassonne.state import OVER, GameState
+
+# A record nests four levels (record, turns, turn, meeple) and an import body five: anything
+# deeper is not a record, and refusing it early keeps hostile bodies from costing more.
+MAX_DEPTH = 16
+NOTATION_TYPES = ("text/plain", "text/x-carcassonne-record")
+
+
+class BodyError(GameError):
+    """A request body that is not JSON at all, or JSON nested absurdly deep."""
+
+    status = 400
+
+
+def parse_json(raw: bytes) -> Any:
+    """Decode a JSON body; `BodyError` for bad UTF-8, bad JSON or nesting beyond `MAX_DEPTH`."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BodyError("invalid_json", "the request body is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except RecursionError:  # the C decoder gives up at the interpreter's recursion limit
+        raise BodyError(
+            "json_too_deep", f"JSON nested deeper than {MAX_DEPTH} levels", None, limit=MAX_DEPTH
+        ) from None
+    except ValueError:  # bad JSON, or an integer of more than 4300 digits
+        raise BodyError("invalid_json", "the request body is not valid JSON") from None
+    check_depth(data)
+    return data
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Refuse containers nested deeper than `limit` (iteratively: no recursion to exhaust)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            raise BodyError(
+                "json_too_deep", f"JSON nested deeper than {limit} levels", None, limit=limit
+            )
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+
+
+def read_record(
+    raw: bytes, mimetype: str, extra: tuple[str, ...] = ()
+) -> tuple[Record, dict[str, Any]]:
+    """A record from a request body (JSON, or the notation as text/plain), and the values of
+    the `extra` top-level keys the caller allows beside the record's own (e.g. "names")."""
+    if mimetype in NOTATION_TYPES:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BodyError("invalid_notation", "the request body is not UTF-8 text") from None
+        try:
+            return parse_record(text), {}
+        except GameError as exc:
+            raise RecordError(None, exc) from exc
+    data = parse_json(raw)
+    found: dict[str, Any] = {}
+    if isinstance(data, dict) and extra:
+        data = dict(data)
+        found = {key: data.pop(key) for key in extra if key in data}
+    return load_record(data), found
+
+
+@dataclass
+class Replayed:
+    """A checked record: its events, final state, and what each turn did to the scores."""
+
+    record: Record
+    events: list[Event] = field(default_factory=list)
+    state: GameState = field(default_factory=GameState)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    caused_by: list[int | None] = field(default_factory=list)  # record turn of each score
+
+
+def replay_record(record: Record) -> Replayed:
+    """Replay every turn through the engine's `decide`; `RecordError` names the first bad one.
+
+    The events are those of `carcassonne.record.record_events` (the tests hold it to that).
+    """
+    out = Replayed(record)
+    state, events = out.state, out.events
+
+    def run(command: Any) -> None:
+        for event in decide(state, command):
+            state.apply(event)
+            events.append(event)
+
+    try:
+        run(StartGame(record.ruleset, record.players))
+    except GameError as exc:
+        raise RecordError(None, exc) from exc
+    for index, turn in enumerate(record.turns):
+        player, before = state.current, len(state.log)
+        try:
+            run(DrawTile(turn.tile))
+            if turn.discard:
+                run(DiscardTile(player))
+            else:
+                run(PlayTurn(player, turn.x, turn.y, turn.rotation, turn.meeple))
+        except GameError as exc:
+            raise RecordError(index, exc) from exc
+        # The turn that places the last tile also ends the game: its final scoring (R7) is
+        # reported apart, so the timeline shows the scores of play (R6) only.
+        out.caused_by += [None if s.final else index for s in state.log[before:]]
+        scores = state.scores_before_final if state.phase == OVER else state.scores
+        out.timeline.append(
+            {
+                "index": index,
+                "player": player,
+                "tile": turn.tile,
+                "action": _action(record, turn.discard),
+                "scores": list(scores or state.scores),
+            }
+        )
+    if state.phase != OVER:
+        before = len(state.log)
+        run(EndGame())
+        out.caused_by += [None] * (len(state.log) - before)
+    return out
+
+
+def _action(record: Record, discard: bool) -> str:
+    if not discard:
+        return "placed"
+    return "returned" if record.ruleset.unplaceable == "return" else "discarded"
+
+
+def explain(scored: ScoreEvent) -> str:
+    """One sentence on a score: the feature, its size, who scored what, and the rule."""
+    tiles = len(scored.tiles)
+    size = f"{tiles} tile{'s' if tiles != 1 else ''}"
+    state = "completed" if scored.complete else "incomplete"
+    if scored.kind == "farm":
+        cities = len(scored.cities)
+        what = f"farm of {size} bordering {cities} completed cit{'y' if cities == 1 else 'ies'}"
+    elif scored.kind == "monastery":
+        what = f"{state} monastery ({size} with its neighbours)"
+    else:
+        what = f"{state} {scored.kind} of {size}"
+        if scored.kind == "city" and scored.pennants:
+            what += f" with {scored.pennants} pennant{'s' if scored.pennants != 1 else ''}"
+    if not scored.winners:
+        return f"{what}: nobody stands in it, no points ({scored.rule})"
+    gained = [f"player {p} +{scored.awarded[p]}" for p in scored.winners]
+    return f"{what}: worth {scored.points}; {', '.join(gained)} ({scored.rule})"
+
+
+def score_body(replayed: Replayed) -> dict[str, Any]:
+    """The answer of `POST /v1/score`: timeline, explained score events, final scoring, result."""
+    record, state = replayed.record, replayed.state
+    during: list[dict[str, Any]] = []
+    final: list[dict[str, Any]] = []
+    totals = [0] * record.players
+    for scored, index in zip(state.log, replayed.caused_by, strict=True):
+        totals = [t + a for t, a in zip(totals, scored.awarded, strict=True)]
+        item = scored.to_dict()
+        item.update(index=index, totals=totals, explanation=explain(scored))
+        (final if scored.final else during).append(item)
+    rank, winners = ranks(state.scores)
+    ended = next((e.reason for e in reversed(replayed.events) if isinstance(e, GameEnded)), None)
+    return {
+        "format": FORMAT,
+        "players": record.players,
+        "ruleset": record.ruleset.to_dict(),
+        "turns": len(record.turns),
+        "tiles_placed": state.turn,
+        "ended": ended,
+        "timeline": replayed.timeline,
+        "events": during,
+        "final_scoring": final,
+        "scores_before_final": list(state.scores_before_final or state.scores),
+        "final_scores": list(state.scores),
+        "ranks": list(rank),
+        "winners": list(winners),
+    }
+
+
+def player_names(value: Any, players: int) -> list[str]:
+    """The names of an import (seat order), or "Player 1".."Player N" when none are given."""
+    if value is None:
+        return [f"Player {i + 1}" for i in range(players)]
+    if (
+        not isinstance(value, list)
+        or len(value) != players
+        or not all(isinstance(n, str) and 1 <= len(n.strip()) <= 40 for n in value)
+    ):
+        raise GameError(
+            "bad_names",
+            f"names must list {players} names of 1-40 characters, in seat order",
+            "R1.3",
+        )
+    return [n.strip() for n in value]
