@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test bench lint clean
+.PHONY: install run demo test bench lint clean
 
 install: $(STAMP)
 
@@ -15,8 +15,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Redis, command and query services, scoring worker and beat until Ctrl-C (logs in var/log/).
 run: install
-	$(PY) -m carcassonne demo
+	$(PY) deploy/local/run.py $(RUN_ARGS)
+
+# A game between bots through the HTTP API of a running `make run`.
+demo: install
+	$(PY) deploy/local/demo.py $(DEMO_ARGS)
 
 test: install
 	$(PY) -m pytest
@@ -25,10 +30,11 @@ bench: install
 	$(PY) tests/bench/bench_engine.py
 	$(PY) tests/bench/bench_command.py
 	$(PY) tests/bench/bench_scoring.py
+	$(PY) tests/bench/bench_thirdparty.py
 
 lint: install
-	$(PY) -m ruff check shared services tests
-	$(PY) -m ruff format --check shared services tests
+	$(PY) -m ruff check shared services tests deploy
+	$(PY) -m ruff format --check shared services tests deploy
 	$(PY) -m mypy
 
 clean:

@@ -1,0 +1,280 @@
+"""The whole suite as `make run` starts it (deploy/local/run.py): real processes, real Redis.
+
+A game played through HTTP survives a crash of Redis (kill -9, restarted from its append-only
+file): every move acknowledged before the crash is still in the move stream, a turn sent while
+Redis is down is acknowledged once it is back (its retries carry one Idempotency-Key), the
+game finishes, and the worker scores every move exactly once. The command line leaves no
+process behind: on SIGTERM, when a part dies (named, exit 1), or when it is itself killed.
+
+Every run gets free ports and its own var directory: nothing here touches the machine's Redis
+or another run.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import redis
+
+from carcassonne.state import GameState
+from deploy.local import demo, run
+from eventstore.envelope import MOVES, SCORES
+from eventstore.score_stream import GAME_SCORED, score_events
+from services.redis_store import RedisEventStore
+
+from .http_client import free_port
+
+RUN_PY = run.ROOT / "deploy" / "local" / "run.py"
+STOP = 30.0  # seconds a whole stop may take (the worker's warm shutdown is the slow part)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports."""
+    ports: set[int] = set()
+    while len(ports) < count:
+        ports.add(free_port())
+    return sorted(ports)
+
+
+def config(var: Path) -> run.Config:
+    """A small suite on free ports with its own var directory."""
+    redis_port, command_port, query_port = free_ports(3)
+    return run.Config(
+        var=var,
+        redis_port=redis_port,
+        command_port=command_port,
+        query_port=query_port,
+        web_concurrency=2,
+        worker_concurrency=2,
+        sweep_seconds=0.5,  # a notification lost in the crash is re-sent within half a second
+        timeout=40.0,
+    )
+
+
+def gone(pgid: int) -> bool:
+    """Whether no process of that process group is left."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def supervise(worker: run.Part, suite: run.Suite) -> None:
+    """Restart the worker if it exited, as Docker Compose and Kubernetes would.
+
+    Celery 5.7 with kombu 5.7 exits ("Unrecoverable error: AttributeError: 'NoneType' object
+    has no attribute 'hostname'") instead of reconnecting when the broker connection drops
+    while it holds an unacknowledged task; whether it holds one at the crash is chance. Its
+    task is not lost: the sweep sends it again (and Redis would restore it after the
+    visibility timeout).
+    """
+    if worker.exit_code() is None:
+        return
+    warnings.warn(
+        f"the worker exited ({worker.exit_code()}) when Redis crashed; restarted", stacklevel=2
+    )
+    worker.reap()
+    worker.start()
+    suite.wait_healthy([worker])
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Iterator[run.Suite]:
+    lines: list[str] = []
+    s = run.Suite(config(tmp_path / "var"), lines.append)
+    try:
+        s.start()
+        yield s
+    finally:
+        s.stop()
+
+
+def test_a_game_survives_a_redis_crash_and_is_scored_in_full(suite: run.Suite) -> None:
+    command = suite.url("command")
+    store = RedisEventStore(redis.Redis.from_url(suite.config.store_url()))
+    game = demo.create_game(command, ["Ada", "Brunel", "Curie"])
+    rng = random.Random(2024)
+    demo.play_game(command, game, rng, meeple_chance=0.5, stop_after=25)
+    assert not game.view["over"] and len(game.turns) == 25
+    acknowledged = [event for turn in game.turns for event in turn["events"]]
+
+    # Crash: no SHUTDOWN, no fsync on exit; only what appendfsync always put on disk remains.
+    redis_part = suite.part("redis")
+    os.kill(redis_part.pid, signal.SIGKILL)
+    assert redis_part.wait_exit(10)
+    redis_part.reap()
+    # A turn sent while Redis is down: it waits or fails (5xx) and is retried with the same
+    # Idempotency-Key until Redis is back; either way it is acknowledged once.
+    seq_at_crash = game.view["seq"]
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(demo.play_turn, command, game, demo.choose(game.view, rng, 0.5))
+        time.sleep(0.5)
+        redis_part.start()  # same port, same directory: it loads the append-only file
+        suite.wait_healthy([redis_part])
+        assert pending.result(timeout=30) is not None
+
+    stored = store.read(game.game_id, MOVES)
+    assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+    assert stored[-1].seq == game.turns[-1]["seq"] > seq_at_crash
+    for event in acknowledged:
+        kept = stored[event["seq"] - 1]
+        assert (kept.type, kept.payload, kept.command_id) == (
+            event["type"],
+            event["payload"],
+            event["command_id"],
+        )
+
+    demo.turn_view(command, game)  # the command service reconnects to the restarted Redis
+    demo.play_game(command, game, rng, meeple_chance=0.5)
+    assert game.view["over"]
+
+    # The move stream holds the game as acknowledged: creation events, then each turn's.
+    moves = store.read(game.game_id, MOVES)
+    acknowledged = [event for turn in game.turns for event in turn["events"]]
+    first = acknowledged[0]["seq"]
+    assert [e.seq for e in moves] == list(range(1, len(moves) + 1))
+    assert [(e.seq, e.type, e.payload) for e in moves[first - 1 :]] == [
+        (e["seq"], e["type"], e["payload"]) for e in acknowledged
+    ]
+    assert moves[-1].type == "GameEnded"
+
+    # The worker scores every move, once, as the engine does.
+    deadline = time.monotonic() + 30
+    while int(store.marker(game.game_id, SCORES) or 0) < moves[-1].seq:
+        supervise(suite.part("worker"), suite)
+        assert time.monotonic() < deadline, "the worker did not score every move"
+        time.sleep(0.1)
+    expected = [(e.type, e.payload) for e in score_events(GameState(), moves)]
+    actual = [(e.type, e.payload) for e in store.read(game.game_id, SCORES)]
+    assert actual == expected
+    final = actual[-1]
+    assert final[0] == GAME_SCORED and final[1]["final_scores"] == game.view["scores"]
+
+    if suite.has("query"):
+        query = suite.url("query")
+        assert run.http_ok(query + run.HEALTH_PATH)
+        # The query service catches up from the streams: its totals become the final scores.
+        body = demo.query_scores(query, game, game.view["scores"], wait=20.0)
+        assert body is not None, "the query service has no score view of the game"
+        totals = demo._totals(body)
+        assert totals is None or totals == game.view["scores"]
+
+    assert suite.stop() == []  # nothing had to be killed
+    assert all(gone(part.pid) for part in suite.parts)
+    assert (suite.config.var / "redis" / "appendonly.aof").stat().st_size > 0
+
+
+class Cli:
+    """`run.py` as `make run` starts it, its output read line by line."""
+
+    def __init__(self, var: Path) -> None:
+        c = config(var)
+        args = [
+            *(sys.executable, str(RUN_PY), "--var", str(var), "--timeout", "40"),
+            *("--redis-port", str(c.redis_port), "--command-port", str(c.command_port)),
+            *("--query-port", str(c.query_port), "--web-concurrency", "1", "--concurrency", "1"),
+        ]
+        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "BROKER_URL")}
+        self.var = var
+        self.proc = subprocess.Popen(
+            args,
+            cwd=run.ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # signals from the test reach the runner alone
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 45) -> None:
+        """Wait until a line of output contains `text`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {text!r} in:\n" + "\n".join(self.output)) from None
+            self.output.append(line)
+            if text in line:
+                return
+
+    def pids(self) -> dict[str, int]:
+        """Each part's process (group) id, from its pid file."""
+        return {p.stem: int(p.read_text()) for p in (self.var / "run").glob("*.pid")}
+
+    def finish(self, timeout: float = STOP) -> int:
+        """Wait for the runner to exit; its exit code (all output read)."""
+        code = self.proc.wait(timeout=timeout)
+        self.reader.join(timeout=5)
+        while not self.lines.empty():
+            self.output.append(self.lines.get())
+        return code
+
+    def clean_up(self, pids: dict[str, int]) -> None:
+        """Whatever a failed test left running: the runner and every part's group."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for pgid in pids.values():
+            if not gone(pgid):
+                os.killpg(pgid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("how", ["sigterm", "a part dies", "the runner is killed"])
+def test_make_run_leaves_no_process_behind(tmp_path: Path, how: str) -> None:
+    """SIGTERM: exit 0; a dead part: named, the rest stopped, exit 1; the runner killed with
+    -9: every part gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and stops by itself."""
+    cli = Cli(tmp_path / "var")
+    pids: dict[str, int] = {}
+    try:
+        cli.wait_for("all healthy")
+        pids = cli.pids()
+        expected = {"redis", "command", "worker", "beat"} | (
+            {"query"} if run.query_service_present() else set()
+        )
+        assert set(pids) == expected
+        if how == "the runner is killed":
+            cli.proc.kill()
+            cli.finish()
+            deadline = time.monotonic() + STOP
+            while not all(gone(pgid) for pgid in pids.values()):
+                assert time.monotonic() < deadline, "parts outlived the runner"
+                time.sleep(0.1)
+        else:
+            if how == "sigterm":
+                cli.proc.send_signal(signal.SIGTERM)
+                assert cli.finish() == 0
+            else:
+                os.kill(pids["beat"], signal.SIGKILL)
+                assert cli.finish() == 1
+                assert any(line.startswith("beat died") for line in cli.output), cli.output
+            assert cli.output[-1] == "stopped"
+            assert not any(line.startswith("had to kill") for line in cli.output), cli.output
+            assert all(gone(pgid) for pgid in pids.values())
+            assert not list((tmp_path / "var" / "run").glob("*.pid"))
+        redis_log = (tmp_path / "var" / "log" / "redis.log").read_text()
+        assert "Calling fsync() on the AOF file" in redis_log  # a clean Redis shutdown
+    finally:
+        cli.clean_up(pids)
