@@ -35,9 +35,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 ROOT = Path(__file__).resolve().parents[2]
-# What "healthy" means for the HTTP services. /healthz says "the process serves requests";
-# switch to "/readyz" (Redis reachable) once both services have it.
-HEALTH_PATH = "/healthz"
+# What "healthy" means for the HTTP services: /readyz answers 200 when the process serves
+# requests and reaches Redis (/healthz would only say the former).
+HEALTH_PATH = "/readyz"
 CELERY_APP = "services.scoring.celery_app"
 # Stopping order: nothing new comes in, then the worker drains, then Redis flushes and exits.
 STOP_ORDER: tuple[tuple[str, ...], ...] = (("command", "query", "beat"), ("worker",), ("redis",))

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -116,6 +118,10 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(suite: run.Suite) -
     os.kill(redis_part.pid, signal.SIGKILL)
     assert redis_part.wait_exit(10)
     redis_part.reap()
+    web = [suite.url(name) for name in ("command", "query") if suite.has(name)]
+    for base in web:  # alive, but not ready while Redis is down
+        assert wait_status(base + "/readyz", 503), f"{base}/readyz stayed ready"
+        assert http_status(base + "/healthz") == 200
     # A turn sent while Redis is down: it waits or fails (5xx) and is retried with the same
     # Idempotency-Key until Redis is back; either way it is acknowledged once.
     seq_at_crash = game.view["seq"]
@@ -125,6 +131,8 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(suite: run.Suite) -
         redis_part.start()  # same port, same directory: it loads the append-only file
         suite.wait_healthy([redis_part])
         assert pending.result(timeout=30) is not None
+    for base in web:
+        assert wait_status(base + "/readyz", 200), f"{base}/readyz did not become ready again"
 
     stored = store.read(game.game_id, MOVES)
     assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
@@ -175,6 +183,27 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(suite: run.Suite) -
     assert suite.stop() == []  # nothing had to be killed
     assert all(gone(part.pid) for part in suite.parts)
     assert (suite.config.var / "redis" / "appendonly.aof").stat().st_size > 0
+
+
+def http_status(url: str) -> int:
+    """The status of a GET (0 when nothing answers)."""
+    try:
+        with urllib.request.urlopen(url, timeout=3) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError:
+        return 0
+
+
+def wait_status(url: str, status: int, timeout: float = 10.0) -> bool:
+    """Whether `url` answers `status` within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if http_status(url) == status:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 class Cli:
