@@ -695,8 +695,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             + (f", query {suite.url('query')}" if suite.has("query") else "")
             + ". Try `make demo`; Ctrl-C stops everything."
         )
+        restarts: dict[str, list[float]] = {}
         while not stops:
             dead = suite.dead()
+            if dead is not None and _may_restart(dead.name, restarts):
+                # Like `restart: on-failure` in Compose: Celery 5.7 exits instead of
+                # reconnecting when Redis drops while it holds a task (the task is redone).
+                say(f"{dead.name} exited (code {dead.exit_code()}); restarting it")
+                dead.reap()
+                dead.start()
+                suite.wait_healthy([dead])
+                continue
             if dead is not None:
                 say(
                     f"{dead.name} died (exit code {dead.exit_code()}); last lines of "
@@ -718,6 +727,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(f"had to kill: {', '.join(killed)}")
         say("stopped")
     return code
+
+
+RESTARTABLE = ("worker", "beat")
+MAX_RESTARTS, RESTART_WINDOW = 5, 60.0  # per part; more than that within the window stops all
+
+
+def _may_restart(name: str, restarts: dict[str, list[float]]) -> bool:
+    """Whether a dead part is restarted (the Celery parts, a few times a minute at most)."""
+    if name not in RESTARTABLE:
+        return False
+    now = time.monotonic()
+    recent = [t for t in restarts.get(name, []) if now - t < RESTART_WINDOW]
+    if len(recent) >= MAX_RESTARTS:
+        return False
+    restarts[name] = [*recent, now]
+    return True
 
 
 if __name__ == "__main__":

@@ -273,8 +273,9 @@ class Cli:
 
 @pytest.mark.parametrize("how", ["sigterm", "a part dies", "the runner is killed"])
 def test_make_run_leaves_no_process_behind(tmp_path: Path, how: str) -> None:
-    """SIGTERM: exit 0; a dead part: named, the rest stopped, exit 1; the runner killed with
-    -9: every part gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and stops by itself."""
+    """SIGTERM: exit 0; a dead Celery part: restarted; a dead HTTP service: named, the rest
+    stopped, exit 1; the runner killed with -9: every part gets SIGTERM from the kernel
+    (PR_SET_PDEATHSIG) and stops by itself."""
     cli = Cli(tmp_path / "var")
     pids: dict[str, int] = {}
     try:
@@ -296,9 +297,11 @@ def test_make_run_leaves_no_process_behind(tmp_path: Path, how: str) -> None:
                 cli.proc.send_signal(signal.SIGTERM)
                 assert cli.finish() == 0
             else:
-                os.kill(pids["beat"], signal.SIGKILL)
+                os.kill(pids["beat"], signal.SIGKILL)  # a Celery part is restarted ...
+                cli.wait_for("beat exited")
+                os.kill(pids["command"], signal.SIGKILL)  # ... an HTTP service stops the suite
                 assert cli.finish() == 1
-                assert any(line.startswith("beat died") for line in cli.output), cli.output
+                assert any(line.startswith("command died") for line in cli.output), cli.output
             assert cli.output[-1] == "stopped"
             assert not any(line.startswith("had to kill") for line in cli.output), cli.output
             assert all(gone(pgid) for pgid in pids.values())
