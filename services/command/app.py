@@ -19,7 +19,7 @@ from werkzeug.exceptions import HTTPException
 from carcassonne.errors import GameError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
-from services.common.observability import instrument
+from services.common.webapp import new_app
 from services.redis_store import RedisEventStore
 
 from . import integration
@@ -162,24 +162,7 @@ def _error(
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app; `test_config` overrides settings (and may inject `GAME_SERVICE`)."""
-    app = Flask(__name__)
-    app.config.update(
-        API_TITLE="Carcassonne Cloud — command service",
-        API_VERSION="1",
-        OPENAPI_VERSION="3.0.3",
-        OPENAPI_URL_PREFIX="/",
-        OPENAPI_JSON_PATH="openapi.json",
-        OPENAPI_SWAGGER_UI_PATH="/docs",
-        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
-    )
-    app.config.update(from_env())
-    if test_config:
-        app.config.update(test_config)
-    # A short timeout for the readiness probe: an unreachable Redis must not hang it.
-    probe = redis.Redis.from_url(
-        app.config["REDIS_URL"], socket_timeout=1, socket_connect_timeout=1
-    )
-    instrument(app, "command", {"redis": probe.ping})
+    app = new_app(__name__, "command", from_env(), test_config)
     service = app.config.get("GAME_SERVICE")
     if service is None:
         client = redis.Redis.from_url(app.config["REDIS_URL"])
@@ -229,9 +212,5 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
                 details={"fields": messages.get("json", messages)},
             )
         return _error(HTTP_CODES.get(status, f"http_{status}"), exc.description or exc.name, status)
-
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
 
     return app

@@ -21,7 +21,7 @@ from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
 
 from carcassonne.errors import GameError
-from services.common.observability import instrument
+from services.common.webapp import new_app
 from services.redis_store import RedisEventStore
 
 from .config import from_env
@@ -201,24 +201,7 @@ def _error(
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app; `test_config` overrides settings (and may inject `QUERY_SERVICE`)."""
-    app = Flask(__name__)
-    app.config.update(
-        API_TITLE="Carcassonne Cloud — query service",
-        API_VERSION="1",
-        OPENAPI_VERSION="3.0.3",
-        OPENAPI_URL_PREFIX="/",
-        OPENAPI_JSON_PATH="openapi.json",
-        OPENAPI_SWAGGER_UI_PATH="/docs",
-        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
-    )
-    app.config.update(from_env())
-    if test_config:
-        app.config.update(test_config)
-    # A short timeout for the readiness probe: an unreachable Redis must not hang it.
-    probe = redis.Redis.from_url(
-        app.config["REDIS_URL"], socket_timeout=1, socket_connect_timeout=1
-    )
-    instrument(app, "query", {"redis": probe.ping})
+    app = new_app(__name__, "query", from_env(), test_config)
     service = app.config.get("QUERY_SERVICE")
     if service is None:
         # No socket timeout: live streams block in XREAD for up to the heartbeat interval.
@@ -263,9 +246,5 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
                 details={"fields": messages.get("query", messages)},
             )
         return _error(HTTP_CODES.get(status, f"http_{status}"), exc.description or exc.name, status)
-
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
 
     return app

@@ -1,0 +1,45 @@
+"""What every HTTP service's app starts with: OpenAPI settings, its own settings, a probe."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+from flask import Flask
+
+from .observability import instrument
+
+
+def new_app(
+    import_name: str,
+    service: str,
+    settings: Mapping[str, Any],
+    test_config: Mapping[str, Any] | None = None,
+) -> Flask:
+    """A Flask app with OpenAPI at /openapi.json and /docs, `settings` then `test_config`
+    applied, and health, readiness (Redis reachable), metrics and request ids."""
+    app = Flask(import_name)
+    app.config.update(
+        API_TITLE=f"Carcassonne Cloud — {service} service",
+        API_VERSION="1",
+        OPENAPI_VERSION="3.0.3",
+        OPENAPI_URL_PREFIX="/",
+        OPENAPI_JSON_PATH="openapi.json",
+        OPENAPI_SWAGGER_UI_PATH="/docs",
+        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
+    )
+    app.config.update(settings)
+    if test_config:
+        app.config.update(test_config)
+    # A short timeout for the readiness probe: an unreachable Redis must not hang it.
+    probe = redis.Redis.from_url(
+        app.config["REDIS_URL"], socket_timeout=1, socket_connect_timeout=1
+    )
+    instrument(app, service, {"redis": probe.ping})
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
