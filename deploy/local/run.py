@@ -231,10 +231,16 @@ class Part:
         """SIGKILL whatever is left of its process group, collect the exit status."""
         if self.proc is None:
             return
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        # Even when the main process is gone: a gunicorn master killed with -9 leaves its
+        # workers in the group, and they would serve on until they notice.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        deadline = time.monotonic() + 2.0  # orphans are not our children: wait till they are gone
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            while time.monotonic() < deadline:
+                os.killpg(self.proc.pid, 0)
+                time.sleep(0.02)
         self.pidfile.unlink(missing_ok=True)
 
 
