@@ -3,8 +3,8 @@ turn, and turn it into the events of a stored game.
 
 Pure functions of the bytes they are given (no Redis, no Flask): the integration blueprint,
 the tests and the benchmark call them alike. Every turn is checked by the engine's own
-`decide`, exactly as `carcassonne.record.record_events` does, in one pass that also keeps
-the score timeline (a second replay would double the cost of `POST /v1/score`).
+replay (`carcassonne.record.play_record`), in one pass that also keeps the score timeline
+(a second replay would double the cost of `POST /v1/score`).
 """
 
 from __future__ import annotations
@@ -14,18 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carcassonne.errors import GameError, RecordError
-from carcassonne.events import (
-    DiscardTile,
-    DrawTile,
-    EndGame,
-    Event,
-    GameEnded,
-    PlayTurn,
-    StartGame,
-)
-from carcassonne.game import decide
+from carcassonne.events import Event, GameEnded
 from carcassonne.notation import parse_record
-from carcassonne.record import FORMAT, Record, load_record
+from carcassonne.record import FORMAT, Record, load_record, play_record
 from carcassonne.scoring import ScoreEvent, ranks
 from carcassonne.state import OVER, GameState
 
@@ -106,49 +97,29 @@ class Replayed:
 
 
 def replay_record(record: Record) -> Replayed:
-    """Replay every turn through the engine's `decide`; `RecordError` names the first bad one.
-
-    The events are those of `carcassonne.record.record_events` (the tests hold it to that).
-    """
+    """Replay every turn through the engine (`play_record`); `RecordError` names the first bad
+    one. One pass gives the events, the final state and the score timeline."""
     out = Replayed(record)
-    state, events = out.state, out.events
-
-    def run(command: Any) -> None:
-        for event in decide(state, command):
-            state.apply(event)
-            events.append(event)
-
-    try:
-        run(StartGame(record.ruleset, record.players))
-    except GameError as exc:
-        raise RecordError(None, exc) from exc
-    for index, turn in enumerate(record.turns):
-        player, before = state.current, len(state.log)
-        try:
-            run(DrawTile(turn.tile))
-            if turn.discard:
-                run(DiscardTile(player))
-            else:
-                run(PlayTurn(player, turn.x, turn.y, turn.rotation, turn.meeple))
-        except GameError as exc:
-            raise RecordError(index, exc) from exc
+    state = out.state
+    for step in play_record(record, state):
+        out.events += step.events
         # The turn that places the last tile also ends the game: its final scoring (R7) is
         # reported apart, so the timeline shows the scores of play (R6) only.
-        out.caused_by += [None if s.final else index for s in state.log[before:]]
+        new = state.log[len(out.caused_by) :]
+        out.caused_by += [None if s.final else step.turn for s in new]
+        if step.turn is None:
+            continue
+        turn = record.turns[step.turn]
         scores = state.scores_before_final if state.phase == OVER else state.scores
         out.timeline.append(
             {
-                "index": index,
-                "player": player,
+                "index": step.turn,
+                "player": step.player,
                 "tile": turn.tile,
                 "action": _action(record, turn.discard),
                 "scores": list(scores or state.scores),
             }
         )
-    if state.phase != OVER:
-        before = len(state.log)
-        run(EndGame())
-        out.caused_by += [None] * (len(state.log) - before)
     return out
 
 

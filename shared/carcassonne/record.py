@@ -7,9 +7,9 @@ it checks every turn against the rules and reports the first illegal one by inde
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import GameError, MalformedError, RecordError
 from .events import (
@@ -146,40 +146,56 @@ def load_record(data: Any) -> Record:
     return Record(ruleset, players, tuple(parsed))
 
 
-def record_events(record: Record) -> list[Event]:
-    """Every event of the recorded game, each turn checked (`RecordError` on the first bad one)."""
-    state = GameState()
-    events: list[Event] = []
+class Step(NamedTuple):
+    """One step of a record's replay: the start, a turn, or the closing `EndGame`."""
 
-    def run(command: Any) -> None:
-        for event in decide(state, command):
+    turn: int | None  # index of the record turn (None: the start, or the end when turns ran out)
+    player: int | None  # whose turn it was (None for the start and the end)
+    events: list[Event]  # what the step appended
+
+
+def play_record(record: Record, state: GameState) -> Iterator[Step]:
+    """Replay `record` on a fresh `state`, a step at a time, each turn checked by `decide`.
+
+    `state` stands after each step when it is yielded; `RecordError` names the first bad turn.
+    """
+
+    def run(command: Any) -> list[Event]:
+        events = decide(state, command)
+        for event in events:
             state.apply(event)
-            events.append(event)
+        return events
 
     try:
-        run(StartGame(record.ruleset, record.players))
+        started = run(StartGame(record.ruleset, record.players))
     except GameError as exc:
         raise RecordError(None, exc) from exc
+    yield Step(None, None, started)
     for index, turn in enumerate(record.turns):
+        player = state.current
         try:
-            player = state.current
-            run(DrawTile(turn.tile))
+            events = run(DrawTile(turn.tile))
             if turn.discard:
-                run(DiscardTile(player))
+                events += run(DiscardTile(player))
             else:
-                run(PlayTurn(player, turn.x, turn.y, turn.rotation, turn.meeple))
+                events += run(PlayTurn(player, turn.x, turn.y, turn.rotation, turn.meeple))
         except GameError as exc:
             raise RecordError(index, exc) from exc
+        yield Step(index, player, events)
     if state.phase != OVER:
-        run(EndGame())
-    return events
+        yield Step(None, None, run(EndGame()))
+
+
+def record_events(record: Record) -> list[Event]:
+    """Every event of the recorded game, each turn checked (`RecordError` on the first bad one)."""
+    return [event for step in play_record(record, GameState()) for event in step.events]
 
 
 def replay(record: Record) -> GameState:
     """The final state of a recorded game (every turn checked)."""
     state = GameState()
-    for event in record_events(record):
-        state.apply(event)
+    for _ in play_record(record, state):
+        pass
     return state
 
 
