@@ -6,7 +6,6 @@ leaves in one JSON shape: ``{"code", "message", "rule", "details"}`` with a stab
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import redis
@@ -19,7 +18,7 @@ from werkzeug.exceptions import HTTPException
 from carcassonne.errors import GameError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
-from services.common.webapp import new_app
+from services.common.webapp import checked_game_id, new_app
 from services.redis_store import RedisEventStore
 
 from . import integration
@@ -27,9 +26,8 @@ from .config import from_env
 from .notify import CeleryNotifier
 from .schemas import CreatedGameOut, CreateGameIn, TurnIn, TurnOut
 from .secrets_store import RedisSecrets
-from .service import GameService, NotFound, TurnResult
+from .service import GameService, TurnResult
 
-GAME_ID = re.compile(r"[0-9a-f]{32}")
 HTTP_CODES = {
     400: "bad_request",
     404: "not_found",
@@ -48,12 +46,6 @@ EVENTS_APPENDED = Counter(
 def _service() -> GameService:
     service: GameService = current_app.extensions["game_service"]
     return service
-
-
-def _game_id(game_id: str) -> str:
-    if not GAME_ID.fullmatch(game_id):
-        raise NotFound("game_not_found", f"no game {game_id[:64]}")
-    return game_id
 
 
 def _next(result: TurnResult) -> dict[str, Any]:
@@ -113,7 +105,7 @@ class Turns(MethodView):
             raise GameError("bad_idempotency_key", "Idempotency-Key must be 1-128 characters")
         expected = _if_match(request.headers.get("If-Match"))
         result = _service().play_turn(
-            _game_id(game_id),
+            checked_game_id(game_id),
             token,
             body["x"],
             body["y"],
@@ -146,7 +138,7 @@ class Turn(MethodView):
     @blp.response(200)
     def get(self, game_id: str) -> dict[str, Any]:
         """Whose turn it is, the drawn tile, and every legal placement with its meeple spots."""
-        return _service().turn_view(_game_id(game_id))
+        return _service().turn_view(checked_game_id(game_id))
 
 
 def _error(

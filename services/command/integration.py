@@ -37,6 +37,7 @@ from carcassonne.notation import format_record
 from carcassonne.record import record_from_events
 from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine, to_new
+from services.common.webapp import checked_game_id
 
 from .hooks import DispatchSender, Webhooks
 from .ratelimit import RateLimiter
@@ -98,12 +99,6 @@ def init_app(app: Flask, api: Api, service: GameService) -> None:
 
 def _parts() -> Integration:
     return cast(Integration, current_app.extensions["integration"])
-
-
-def _game_id(game_id: str) -> str:
-    if len(game_id) != 32 or any(c not in "0123456789abcdef" for c in game_id):
-        raise NotFound("game_not_found", f"no game {game_id[:64]}")
-    return game_id
 
 
 def authenticated(view: F) -> F:
@@ -257,7 +252,7 @@ class GameRecord(MethodView):
     @blp.response(200)
     def get(self, args: dict[str, Any], game_id: str) -> Response:
         """Any stored game as a record (a game in progress: the turns played so far)."""
-        events = _parts().service.store.read(_game_id(game_id), MOVES)
+        events = _parts().service.store.read(checked_game_id(game_id), MOVES)
         if not events:
             raise NotFound("game_not_found", f"no game {game_id}")
         etag = f"m{events[-1].seq}"
@@ -299,7 +294,9 @@ class Hooks(MethodView):
     def post(self, body: dict[str, Any], game_id: str) -> Response:
         """Deliver every score event of this game (from the first) and its result to a URL."""
         hooks = _parts().hooks
-        created = hooks.register(_game_id(game_id), body["url"], body["secret"], g.api_key["id"])
+        created = hooks.register(
+            checked_game_id(game_id), body["url"], body["secret"], g.api_key["id"]
+        )
         hook = created["hook_id"]
         created["deliveries"] = f"/games/{game_id}/webhooks/{hook}/deliveries"
         created["signature"] = "X-Carcassonne-Signature: sha256=<HMAC-SHA256(secret, raw body)>"
@@ -323,6 +320,6 @@ class Deliveries(MethodView):
     def get(self, args: dict[str, Any], game_id: str, hook_id: str) -> Response:
         """A hook's deliveries in score-event order: attempts, status codes, times, outcome."""
         page = _parts().hooks.deliveries(
-            _game_id(game_id), hook_id, g.api_key["id"], args["after"], args["limit"]
+            checked_game_id(game_id), hook_id, g.api_key["id"], args["after"], args["limit"]
         )
         return _json(page)

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import redis
 from flask import Flask
 
+from carcassonne.errors import GameError
+
 from .observability import instrument
+
+GAME_ID = re.compile(r"[0-9a-f]{32}")  # what the command service's uuid4().hex ids look like
+
+
+class GameNotFound(GameError):
+    """No such game: 404 ``game_not_found`` (also for ids that cannot be one)."""
+
+    status = 404
+
+
+def checked_game_id(game_id: str) -> str:
+    """A game id from a URL, refused as not found before it reaches Redis if malformed."""
+    if not GAME_ID.fullmatch(game_id):
+        raise GameNotFound("game_not_found", f"no game {game_id[:64]}")
+    return game_id
 
 
 def new_app(

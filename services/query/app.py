@@ -9,7 +9,6 @@ leave in the command service's shape: ``{"code", "message", "rule", "details"}``
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -21,13 +20,12 @@ from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
 
 from carcassonne.errors import GameError
-from services.common.webapp import new_app
+from services.common.webapp import checked_game_id, new_app
 from services.redis_store import RedisEventStore
 
 from .config import from_env
 from .directory import RedisDirectory
 from .log import RedisWaiter, parse_cursor
-from .projector import NotFound
 from .schemas import (
     AtArgs,
     BoardOut,
@@ -40,7 +38,6 @@ from .schemas import (
 )
 from .service import QueryService, to_json
 
-GAME_ID = re.compile(r"[0-9a-f]{32}")
 NDJSON = "application/x-ndjson"
 HTTP_CODES = {
     400: "bad_request",
@@ -63,12 +60,6 @@ class TooBusy(GameError):
 def _service() -> QueryService:
     service: QueryService = current_app.extensions["query_service"]
     return service
-
-
-def _game_id(game_id: str) -> str:
-    if not GAME_ID.fullmatch(game_id):
-        raise NotFound("game_not_found", f"no game {game_id[:64]}")
-    return game_id
 
 
 def _json(body: bytes, status: int = 200) -> Response:
@@ -107,7 +98,7 @@ class Board(MethodView):
     def get(self, args: dict[str, Any], game_id: str) -> Response:
         """Placed tiles, meeples, the turn, tiles left, and open features with what they would
         score if the game ended now; `?at=<move seq>` for the board right after that move."""
-        return _conditional(*_service().board(_game_id(game_id), args.get("at")))
+        return _conditional(*_service().board(checked_game_id(game_id), args.get("at")))
 
 
 @blp.route("/<game_id>/scores")
@@ -118,7 +109,7 @@ class Scores(MethodView):
     def get(self, args: dict[str, Any], game_id: str) -> Response:
         """The score track (R8.1) from the score stream, up to the last move the worker scored
         (`scored_up_to`); points by category, meeples and every score event, explained."""
-        return _conditional(*_service().scores(_game_id(game_id), args.get("at")))
+        return _conditional(*_service().scores(checked_game_id(game_id), args.get("at")))
 
 
 @blp.route("/<game_id>/events")
@@ -130,7 +121,7 @@ class Events(MethodView):
         """The merged log of moves and score events after a cursor, a page at a time; NDJSON
         (one event per line, the whole log unless `limit` is given) with `format=ndjson` or
         `Accept: application/x-ndjson`."""
-        game_id = _game_id(game_id)
+        game_id = checked_game_id(game_id)
         after = parse_cursor(args["after"])
         wanted = args.get("format")
         if wanted is None:
@@ -167,7 +158,7 @@ class Live(MethodView):
     def get(self, args: dict[str, Any], game_id: str) -> Response:
         """Server-Sent Events of new moves and scores; each event's id is the cursor after it,
         so a reconnect with Last-Event-ID resumes exactly. A stream ends after a while."""
-        game_id = _game_id(game_id)
+        game_id = checked_game_id(game_id)
         resume = request.headers.get("Last-Event-ID") or args.get("after")
         after = None if resume is None else parse_cursor(resume)
         config = current_app.config
