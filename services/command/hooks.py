@@ -2,7 +2,7 @@
 wake the worker that delivers (``webhooks.dispatch`` by name: services never import each
 other; the worker's half is services/scoring/webhooks.py).
 
-Keys of game G and hook H, under the game's hash tag (the worker uses the same layout):
+Keys of game G and hook H, under the game's hash tag (names from `services.redis_store.keys`):
 ``{g:G}:webhooks`` (hash: H -> JSON ``{"id", "url", "secret", "key_id", "created_ms"}``),
 ``{g:G}:wh:H`` (hash: ``progress``, the last score event turned into a delivery),
 ``{g:G}:wh:H:log`` (hash: score seq -> the delivery's log entry) and ``{g:G}:wh:H:due``.
@@ -25,6 +25,7 @@ from celery import Celery
 from carcassonne.errors import GameError
 from eventstore.envelope import MOVES, SCORES
 from eventstore.port import EventStore
+from services.redis_store import hook_keys, hooks_key
 
 from .service import NotFound
 
@@ -34,17 +35,6 @@ MAX_HOOKS_PER_GAME = 10  # every score event is sent to each: this bounds the fa
 SECRET_LENGTH = (16, 256)
 EVENTS = ("FeatureScored", "GameScored")
 log = logging.getLogger(__name__)
-
-
-def hooks_key(game_id: str) -> str:
-    """The hash of a game's hooks."""
-    return "{g:" + game_id + "}:webhooks"
-
-
-def hook_keys(game_id: str, hook_id: str) -> tuple[str, str, str]:
-    """(state hash, delivery log hash, due set) of a hook."""
-    base = "{g:" + game_id + "}:wh:" + hook_id
-    return base, base + ":log", base + ":due"
 
 
 class BadWebhook(GameError):

@@ -7,6 +7,8 @@ from typing import Any
 
 import redis
 
+from services.redis_store import secrets_key
+
 
 class RedisSecrets:
     """`Secrets` in a Redis string per game."""
@@ -17,7 +19,7 @@ class RedisSecrets:
     @staticmethod
     def key(game_id: str) -> str:
         """The key of a game's secrets."""
-        return "{g:" + game_id + "}:secrets"
+        return secrets_key(game_id)
 
     def put(self, game_id: str, data: dict[str, Any]) -> None:
         """See `Secrets.put`."""

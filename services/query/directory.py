@@ -20,18 +20,13 @@ from typing import Any, cast
 import redis
 
 from eventstore.envelope import MOVES, SCORES
-from services.redis_store import game_keys
+from services.redis_store import game_keys, secrets_key
 
 from .projector import BadParameter
 
 IN_PROGRESS, OVER = "in_progress", "over"
 _PATTERN = game_keys("*", MOVES)[0]  # "{g:*}:moves"
 _PREFIX, _SUFFIX = _PATTERN.split("*")
-
-
-def secrets_key(game_id: str) -> str:
-    """The command service's secrets record of a game (see services/command/secrets_store)."""
-    return "{g:" + game_id + "}:secrets"
 
 
 def _text(value: Any) -> str:

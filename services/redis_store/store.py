@@ -20,6 +20,8 @@ from eventstore.errors import ConcurrencyError, MarkerConflict, StoreError
 from eventstore.port import ANY, check_append
 from eventstore.schemas import upcast
 
+from .keys import game_keys
+
 # KEYS: stream, command hash, marker key, notification flag key.
 # ARGV: expected seq (-1 = any), command id, time ms, marker ("" = none, "$seq" = last seq),
 #       expected marker ("" = no check, else "=" .. value), notification ms (0 = none),
@@ -55,17 +57,6 @@ if tonumber(ARGV[6]) > 0 and redis.call('SET', KEYS[4], 1, 'NX', 'PX', ARGV[6]) 
 end
 return {'ok', result, notify}
 """
-
-
-def game_keys(game_id: str, stream: str) -> tuple[str, str, str, str]:
-    """(stream key, command-id hash, marker key, notification flag key) of a game's stream."""
-    tag = "{g:" + game_id + "}"
-    return (
-        f"{tag}:{stream}",
-        f"{tag}:cmd:{stream}",
-        f"{tag}:marker:{stream}",
-        f"{tag}:notify:{stream}",
-    )
 
 
 def _seq(entry_id: str | bytes) -> int:

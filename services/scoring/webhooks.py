@@ -17,7 +17,7 @@ Three Celery tasks on the webhook queue (``WEBHOOK_QUEUE``):
   deliveries overdue by ``WEBHOOK_SWEEP_GRACE`` (a lost task or a worker killed between two
   steps); the conditions above make a resent task harmless.
 
-Key layout: see services/command/hooks.py (the command service registers hooks there).
+Key layout: see services/command/hooks.py; the names come from `services.redis_store.keys`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from celery.signals import worker_process_init
 
 from eventstore.envelope import SCORES, StoredEvent
 from eventstore.port import EventStore
-from services.redis_store import RedisEventStore
+from services.redis_store import RedisEventStore, hook_keys, hooks_key, lease_key
 
 from .config import from_env
 
@@ -53,22 +53,6 @@ QUEUE = settings["WEBHOOK_QUEUE"]
 FINAL = ("delivered", "failed")
 KEPT_ATTEMPTS = 50  # a log entry keeps the last attempts (`tries` counts them all)
 USER_AGENT = "CarcassonneCloud-Webhooks/1"
-
-
-def hooks_key(game_id: str) -> str:
-    """The hash of a game's hooks (as services/command/hooks.py writes it)."""
-    return "{g:" + game_id + "}:webhooks"
-
-
-def hook_keys(game_id: str, hook_id: str) -> tuple[str, str, str]:
-    """(state hash, delivery log hash, due set) of a hook (as services/command/hooks.py)."""
-    base = "{g:" + game_id + "}:wh:" + hook_id
-    return base, base + ":log", base + ":due"
-
-
-def lease_key(game_id: str, hook_id: str, seq: int) -> str:
-    """Held while one task POSTs a delivery, so a duplicate task does not POST at once too."""
-    return "{g:" + game_id + "}:wh:" + hook_id + f":lease:{seq}"
 
 
 def delivery_id(hook_id: str, seq: int) -> str:

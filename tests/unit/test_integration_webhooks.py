@@ -64,7 +64,7 @@ def test_secrets_must_be_long_enough_and_bounded() -> None:
 
 
 def test_both_services_use_one_key_layout() -> None:
-    """The command service writes hooks where the worker reads them (they share no code)."""
+    """The command service writes hooks where the worker reads them (one shared key module)."""
     assert command_hooks.hooks_key("g1") == webhooks.hooks_key("g1") == "{g:g1}:webhooks"
     assert command_hooks.hook_keys("g1", "h_1") == webhooks.hook_keys("g1", "h_1")
     assert all(k.startswith("{g:g1}:") for k in webhooks.hook_keys("g1", "h_1"))
