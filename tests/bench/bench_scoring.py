@@ -36,9 +36,10 @@ from carcassonne.simulate import random_game  # noqa: E402
 from eventstore.envelope import MOVES, SCORES  # noqa: E402
 from eventstore.schemas import to_new  # noqa: E402
 from services.redis_store import RedisEventStore, game_keys  # noqa: E402
-from tests.bench.bench_command import CONFIG, run_load, start_redis  # noqa: E402
+from tests.bench.bench_command import CONFIG, run_load  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.integration.workers import beat, celery_env, worker  # noqa: E402
+from tests.redis_server import start_redis  # noqa: E402
 
 
 def store_backlog(store: RedisEventStore, games: int, seed: int) -> tuple[list[str], int, int]:

