@@ -22,8 +22,6 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from carcassonne import cli
-from carcassonne.events import meeple_to_dict
-from carcassonne.game import actions
 from carcassonne.notation import format_record, parse_record
 from carcassonne.record import load_record, record_from_events
 from carcassonne.ruleset import Ruleset
@@ -35,6 +33,7 @@ from services.command.apikeys import ApiKeys
 from services.command.app import create_app
 from services.redis_store import RedisEventStore
 
+from .games import new_game, play
 from .http_client import ROOT, call, gunicorn
 
 GOLDEN = sorted((ROOT / "tests" / "golden").glob("*.json"))
@@ -280,18 +279,8 @@ def test_bad_names_are_refused_before_anything_is_stored(client, key, redis_clie
 
 
 def test_a_game_in_progress_exports_its_turns_so_far(client) -> None:
-    created = client.post("/games", json={"players": [{"name": "ann"}, {"name": "bob"}],
-                                          "seat_order": [0, 1]}).get_json()  # fmt: skip
-    game_id, tokens = created["game_id"], {p["seat"]: p["token"] for p in created["players"]}
-    service = client.application.extensions["game_service"]
-    rng = random.Random(3)
-    for _ in range(6):
-        state = service.load(game_id).state
-        x, y, rotation, meeple = rng.choice(actions(state))
-        body = {"x": x, "y": y, "rotation": rotation, "meeple": meeple_to_dict(meeple)}
-        auth = {"Authorization": f"Bearer {tokens[state.current]}"}
-        reply = client.post(f"/games/{game_id}/turns", json=body, headers=auth)
-        assert reply.status_code == 200
+    game_id, tokens = new_game(client.application, ["ann", "bob"])
+    play(client.application, game_id, tokens, random.Random(3), turns=6)
     exported = client.get(f"/games/{game_id}/record")
     assert exported.headers["X-Carcassonne-Game-Over"] == "false"
     record = load_record(exported.get_json())

@@ -19,8 +19,6 @@ from celery import Celery
 from flask import Flask
 from flask.testing import FlaskClient
 
-from carcassonne.events import meeple_to_dict
-from carcassonne.game import actions
 from eventstore.envelope import SCORES
 from services.command.apikeys import ApiKeys
 from services.command.app import create_app as create_command_app
@@ -28,6 +26,7 @@ from services.query.app import create_app as create_query_app
 from services.redis_store import RedisEventStore
 from services.scoring.webhooks import signature
 
+from .games import new_game, play
 from .http_client import free_port
 from .test_integration_api import GOLDEN, golden, random_records
 from .workers import APP, Process, celery_env, running, wait_scored
@@ -239,21 +238,9 @@ def test_a_live_game_delivers_its_score_events_as_the_worker_scores_them(
 ) -> None:
     receiver = Receiver().start()
     try:
-        client = command.test_client()
-        created = client.post("/games", json={"players": [{"name": "ann"}, {"name": "bob"}],
-                                              "seat_order": [0, 1]}).get_json()  # fmt: skip
-        game_id = created["game_id"]
-        tokens = {p["seat"]: p["token"] for p in created["players"]}
+        game_id, tokens = new_game(command, ["ann", "bob"])
         hook_id = add_hook(command, key, game_id, receiver.url)
-        service, rng = command.extensions["game_service"], random.Random(8)
-        while not (state := service.load(game_id).state).over:
-            x, y, rotation, meeple = rng.choice(actions(state))
-            reply = client.post(
-                f"/games/{game_id}/turns",
-                json={"x": x, "y": y, "rotation": rotation, "meeple": meeple_to_dict(meeple)},
-                headers={"Authorization": f"Bearer {tokens[state.current]}"},
-            )
-            assert reply.status_code == 200
+        play(command, game_id, tokens, random.Random(8))
         wait_scored(redis_client, store, [game_id])
         count = store.last_seq(game_id, SCORES)
         wait_for(lambda: all_delivered(command, key, game_id, hook_id, count), what="deliveries")

@@ -18,8 +18,8 @@ from eventstore.envelope import MOVES, SCORES
 from services.command.app import create_app as create_command_app
 from services.redis_store import RedisEventStore
 
+from .games import new_game, play
 from .http_client import call, gunicorn
-from .test_query_service import new_game, play
 from .workers import celery_env, running, wait_scored, worker
 
 MAX_SECONDS, HEARTBEAT, THREADS = 3.0, 0.3, 8

@@ -16,8 +16,7 @@ from celery import Celery
 from flask import Flask
 from flask.testing import FlaskClient
 
-from carcassonne.events import meeple_to_dict
-from carcassonne.game import actions, fold
+from carcassonne.game import fold
 from carcassonne.projection import open_features, projected_scores
 from carcassonne.state import GameState
 from carcassonne.track import track_position
@@ -29,6 +28,7 @@ from services.query.app import create_app as create_query_app
 from services.redis_store import RedisEventStore
 from tests.unit.test_query_games import long_game, store_game
 
+from .games import new_game, play
 from .workers import celery_env, running, wait_scored, worker
 
 
@@ -53,32 +53,6 @@ def query(env: dict[str, str]) -> FlaskClient:
 @pytest.fixture
 def store(redis_client: redis.Redis) -> RedisEventStore:
     return RedisEventStore(redis_client)
-
-
-def new_game(command: Flask, names: list[str]) -> tuple[str, dict[int, str]]:
-    created = command.test_client().post(
-        "/games",
-        json={"players": [{"name": n} for n in names], "seat_order": list(range(len(names)))},
-    )
-    assert created.status_code == 201, created.get_json()
-    body = created.get_json()
-    return body["game_id"], {p["seat"]: p["token"] for p in body["players"]}
-
-
-def play(command: Flask, game_id: str, tokens: dict[int, str], rng: random.Random,
-         turns: int | None = None) -> None:  # fmt: skip
-    """Random legal turns through the command service (all of them by default)."""
-    client, service = command.test_client(), command.extensions["game_service"]
-    played = 0
-    while not (state := service.load(game_id).state).over and (turns is None or played < turns):
-        x, y, rotation, meeple = rng.choice(actions(state))
-        reply = client.post(
-            f"/games/{game_id}/turns",
-            json={"x": x, "y": y, "rotation": rotation, "meeple": meeple_to_dict(meeple)},
-            headers={"Authorization": f"Bearer {tokens[state.current]}"},
-        )
-        assert reply.status_code == 200, reply.get_json()
-        played += 1
 
 
 def engine_state(store: RedisEventStore, game_id: str, upto: int | None = None) -> GameState:

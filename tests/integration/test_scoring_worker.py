@@ -16,8 +16,7 @@ import pytest
 import redis
 from celery import Celery
 
-from carcassonne.events import meeple_to_dict
-from carcassonne.game import actions, fold
+from carcassonne.game import fold
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from carcassonne.state import GameState
@@ -27,6 +26,7 @@ from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, score_events
 from services.command.app import create_app
 from services.redis_store import RedisEventStore
 
+from .games import new_game, play
 from .workers import beat, celery_env, running, scored_up_to, wait_scored, worker
 
 
@@ -73,8 +73,6 @@ def test_games_played_through_the_command_service_are_scored_by_a_worker(
 ) -> None:
     env = celery_env(redis_url)
     app = create_app({"REDIS_URL": redis_url, "BROKER_URL": env["BROKER_URL"]})
-    client = app.test_client()
-    service = app.extensions["game_service"]
     rng = random.Random(7)
     rulesets: list[dict[str, Any]] = [
         {},
@@ -85,20 +83,8 @@ def test_games_played_through_the_command_service_are_scored_by_a_worker(
     games = []
     with running(worker(env)):
         for i, ruleset in enumerate(rulesets):
-            players = 2 + i
-            created = client.post("/games", json={
-                "players": [{"name": f"p{n}"} for n in range(players)], "ruleset": ruleset,
-            }).get_json()  # fmt: skip
-            game_id = created["game_id"]
-            tokens = {p["seat"]: p["token"] for p in created["players"]}
-            while not (state := service.load(game_id).state).over:
-                x, y, rotation, meeple = rng.choice(actions(state))
-                reply = client.post(
-                    f"/games/{game_id}/turns",
-                    json={"x": x, "y": y, "rotation": rotation, "meeple": meeple_to_dict(meeple)},
-                    headers={"Authorization": f"Bearer {tokens[state.current]}"},
-                )
-                assert reply.status_code == 200, reply.get_json()
+            game_id, tokens = new_game(app, [f"p{n}" for n in range(2 + i)], ruleset)
+            play(app, game_id, tokens, rng)
             games.append(game_id)
         wait_scored(redis_client, store, games)
     for game_id in games:
