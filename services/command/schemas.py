@@ -5,11 +5,12 @@ from __future__ import annotations
 from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
 
 from carcassonne.geometry import EDGES, HALF_EDGES
+from eventstore.fastload import FastLoadSchema
 
 COORD = validate.Range(-10_000, 10_000)
 
 
-class Strict(Schema):
+class Strict(FastLoadSchema):
     class Meta:
         unknown = RAISE
 

@@ -16,11 +16,12 @@ from carcassonne.geometry import EDGES, HALF_EDGES
 
 from .envelope import NewEvent, StoredEvent
 from .errors import SchemaError
+from .fastload import FastLoadSchema
 
 COORD = validate.Range(-10_000, 10_000)
 
 
-class _Strict(Schema):
+class _Strict(FastLoadSchema):
     class Meta:
         unknown = RAISE
 
@@ -81,7 +82,7 @@ class GameEndedV1(_Strict):
     reason = fields.String(required=True, validate=validate.Length(1, 200))
 
 
-class AnyPayload(Schema):
+class AnyPayload(FastLoadSchema):
     """Score events carry the engine's explanations; checked for being an object only."""
 
     class Meta:
@@ -159,12 +160,13 @@ def upcast(event: StoredEvent) -> StoredEvent:
 
 
 def to_new(event: Event) -> NewEvent:
-    """An engine event as a new stored event at the current schema version."""
+    """An engine event as a new stored event at the current schema version.
+
+    Not validated here: every store checks payloads as it appends (`check_append`), once.
+    """
     data = event_to_dict(event)
     event_type = data.pop("type")
-    return NewEvent(
-        event_type, CURRENT[event_type], validate_payload(event_type, CURRENT[event_type], data)
-    )
+    return NewEvent(event_type, CURRENT[event_type], data)
 
 
 def to_engine(event: StoredEvent) -> Event:

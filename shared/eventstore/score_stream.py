@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from marshmallow import RAISE, Schema, fields, validate
+from marshmallow import RAISE, fields, validate
 
 from carcassonne.scoring import ranks
 from carcassonne.state import GameState
 
 from .envelope import NewEvent, StoredEvent
+from .fastload import FastLoadSchema
 from .schemas import register, to_engine, validate_payload
 
 FEATURE_SCORED, GAME_SCORED = "FeatureScored", "GameScored"
@@ -28,7 +29,7 @@ _PLAYER_INTS = fields.List(fields.Integer(strict=True), validate=validate.Length
 _POS = fields.List(fields.Integer(strict=True), validate=validate.Length(2, 2))
 
 
-class FeatureScoredV1(Schema):
+class FeatureScoredV1(FastLoadSchema):
     """One scored feature, explained (the engine's `ScoreEvent`) and placed in the game."""
 
     class Meta:
@@ -53,7 +54,7 @@ class FeatureScoredV1(Schema):
     totals = _PLAYER_INTS
 
 
-class GameScoredV1(Schema):
+class GameScoredV1(FastLoadSchema):
     """The final result: totals after final scoring, totals before it, ranks and winners."""
 
     class Meta:
