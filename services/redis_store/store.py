@@ -21,6 +21,7 @@ from eventstore.port import ANY, check_append
 from eventstore.schemas import upcast
 
 from .keys import game_keys
+from .wire import Wire
 
 # KEYS: stream, command hash, marker key, notification flag key.
 # ARGV: expected seq (-1 = any), command id, time ms, marker ("" = none, "$seq" = last seq),
@@ -69,7 +70,8 @@ class RedisEventStore:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self._append = client.register_script(APPEND_LUA)
+        self._append = client.register_script(APPEND_LUA)  # for its sha
+        self._wire = Wire(client)  # the append and the catch-up read are every turn's cost
 
     def append(
         self,
@@ -96,7 +98,9 @@ class RedisEventStore:
         ]
         for event in events:
             args += [event.type, event.version, json.dumps(event.payload, separators=(",", ":"))]
-        reply = self._append(keys=list(game_keys(game_id, stream)), args=args)
+        reply = self._wire.evalsha(
+            self._append.sha, APPEND_LUA, list(game_keys(game_id, stream)), args
+        )
         status, value = (v.decode() if isinstance(v, bytes) else str(v) for v in reply[:2])
         if status == "conflict":
             raise ConcurrencyError(expected, int(value))
@@ -114,17 +118,15 @@ class RedisEventStore:
         if stream not in STREAMS:
             raise StoreError(f"unknown stream {stream!r}")
         key = game_keys(game_id, stream)[0]
-        entries: list[Any] = cast(
-            list[Any], self.client.xrange(key, min=f"{max(0, after) + 1}-0", max="+", count=limit)
-        )
+        count = ("COUNT", limit) if limit is not None else ()
+        entries: list[Any] = self._wire.call("XRANGE", key, f"{max(0, after) + 1}-0", "+", *count)
         return [upcast(self._decode(game_id, stream, eid, fields)) for eid, fields in entries]
 
     @staticmethod
-    def _decode(game_id: str, stream: str, entry_id: Any, fields: dict[Any, Any]) -> StoredEvent:
-        get = {
-            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-            for k, v in fields.items()
-        }
+    def _decode(game_id: str, stream: str, entry_id: Any, fields: list[Any]) -> StoredEvent:
+        """An entry of a raw XRANGE reply: its id and its flat [field, value, …] list."""
+        pairs = iter(fields)
+        get = {k.decode(): v.decode() for k, v in zip(pairs, pairs, strict=True)}
         return StoredEvent(
             game_id,
             stream,
