@@ -6,6 +6,7 @@ leaves in one JSON shape: ``{"code", "message", "rule", "details"}`` with a stab
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import redis
@@ -96,7 +97,7 @@ class Turns(MethodView):
             },
         ]
     )
-    def post(self, body: dict[str, Any], game_id: str) -> dict[str, Any]:
+    def post(self, body: dict[str, Any], game_id: str) -> Response:
         """Play the drawn tile (and maybe a meeple) for the token's player."""
         auth = request.headers.get("Authorization", "")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
@@ -116,12 +117,20 @@ class Turns(MethodView):
         )
         if not result.replayed:
             EVENTS_APPENDED.labels("moves").inc(len(result.events))
-        return {
-            "seq": result.seq,
-            "replayed": result.replayed,
-            "events": [e.to_dict() for e in result.events],
-            "next": _next(result),
-        }
+        # Encoded here rather than dumped through `TurnOut` (which documents it): the body is
+        # built from plain values already, and the schema dump cost ~15% of a turn's CPU.
+        return _json_response(
+            {
+                "seq": result.seq,
+                "replayed": result.replayed,
+                "events": [e.to_dict() for e in result.events],
+                "next": _next(result),
+            }
+        )
+
+
+def _json_response(body: dict[str, Any], status: int = 200) -> Response:
+    return Response(json.dumps(body, separators=(",", ":")), status, mimetype="application/json")
 
 
 def _if_match(value: str | None) -> int | None:
