@@ -14,8 +14,8 @@ from services.redis_store.store import APPEND_LUA, RedisEventStore
 from services.redis_store.wire import Wire
 
 
-def client_ids(client: redis.Redis, name: str) -> list[int]:
-    return [c["id"] for c in client.client_list() if c.get("name") == name]
+def client_ids(client: redis.Redis, name: str) -> list[str]:
+    return [str(c["id"]) for c in client.client_list() if c.get("name") == name]
 
 
 def test_replies_are_raw_and_errors_raise(redis_client: redis.Redis) -> None:
@@ -70,7 +70,7 @@ def test_each_thread_has_its_own_connection(redis_url: str) -> None:
     assert len({id(c) for c in [*seen, wire._local.conn]}) == 4
 
 
-def _ping_in_child(wire: Wire, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _ping_in_child(wire: Wire, out: multiprocessing.Queue) -> None:
     out.put(wire.call("PING"))
 
 
