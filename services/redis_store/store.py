@@ -30,9 +30,7 @@ from .wire import Wire
 APPEND_LUA = """
 local done = redis.call('HGET', KEYS[2], ARGV[2])
 if done then return {'dup', done} end
-local seq = 0
-local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-if #last > 0 then seq = tonumber(string.match(last[1][1], '^(%d+)')) end
+local seq = redis.call('XLEN', KEYS[1])  -- never trimmed: the length is the last seq
 local expected = tonumber(ARGV[1])
 if expected >= 0 and expected ~= seq then return {'conflict', tostring(seq)} end
 if ARGV[5] ~= '' then
