@@ -5,7 +5,7 @@ A turn sends two commands (the catch-up XRANGE and the append script). Through
 machines — pool checkout and release, the retry wrapper, observability hooks, response
 callbacks — against well under 10 µs to pack it, write it and read the reply. `Wire` keeps
 one connection of the client's own pool per thread (and per process: a fork gets its own)
-and uses the connection's packer and hiredis parser directly, so the raw reply comes back
+and uses hiredis's packer and the connection's hiredis parser directly, so the raw reply comes back
 (no response callbacks: callers parse it). Connection settings, TLS and authentication are
 the client's, since the connection is built by its pool.
 
@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 import redis
+from hiredis import pack_command  # str (as UTF-8), bytes, int and float arguments
 from redis.connection import AbstractConnection
 from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
 
@@ -46,7 +47,7 @@ class Wire:
         for attempt in (1, 2):
             conn = self._connection()
             try:
-                conn.send_packed_command(conn.pack_command(*args), check_health=False)
+                conn.send_packed_command([pack_command(args)], check_health=False)
                 return conn.read_response()
             except (ConnectionError, TimeoutError, OSError):
                 conn.disconnect()  # reconnects on next use
