@@ -290,7 +290,8 @@ class GameService:
                 )
                 for seq, e in enumerate(new_events, start=result.first_seq)
             ]
-            self.keep(game_id, Cached(state, result.last_seq, cached.secrets))
+            if not state.over:  # a finished game takes no more turns: no need to keep it
+                self.keep(game_id, Cached(state, result.last_seq, cached.secrets))
             if result.notify and self.notify is not None:
                 self.notify(game_id)
             return TurnResult(stored, state, result.last_seq)
