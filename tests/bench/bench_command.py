@@ -2,15 +2,18 @@
 
 Starts a private redis-server, the command service under its gunicorn config, and — under
 the same config — a baseline Flask endpoint that does one XADD. Client processes play many
-games at once through `POST /games/{id}/turns` (they pick legal moves with a local engine
-fold of the returned events, so no other request is needed), and the same clients hit the
-baseline. Reports turns/s and p50/p99 latency at peak; p50/p99 at half of the turn
-endpoint's own peak; and the cost of turns 66-70 against turns 1-5.
+games at once through `POST /games/{id}/turns`, and the same clients hit the baseline. The
+turns are worked out before each timed phase (`prepare_games`), so during it the clients of
+both endpoints do the same thing: send a prepared body, read the whole reply. Reports
+turns/s and p50/p99 latency at peak; p50/p99 at half of the turn endpoint's own peak; and
+the cost of turns 66-70 against turns 1-5.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import itertools
 import json
 import multiprocessing
 import os
@@ -26,41 +29,65 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from carcassonne.events import event_from_dict, meeple_to_dict  # noqa: E402
+from carcassonne.events import meeple_to_dict  # noqa: E402
 from carcassonne.game import meeple_spots, placements  # noqa: E402
-from carcassonne.state import GameState  # noqa: E402
-from eventstore.schemas import to_engine  # noqa: E402
+from eventstore.envelope import MOVES, NewEvent  # noqa: E402
+from eventstore.port import InMemoryEventStore  # noqa: E402
 from tests.integration.http_client import call, gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
 CONFIG = "deploy/gunicorn/command.py"
 MAX_REQUESTS_PER_CLIENT = 20_000  # a hard bound besides the time limit
+MAX_TURNS_PER_S = 2_500  # games are prepared for this rate: above any turn peak seen here
+TURNS_PER_GAME = 70  # about (72 tiles, the first on the table, a few discards)
+SEEDS = itertools.count(1000)  # each phase's clients play different games
 
 
-class Player:
-    """One client's current game, followed with a local engine fold."""
+Turn = tuple[str, str, bytes]  # path, Authorization header, JSON body
 
-    def __init__(self, base: str, rng: random.Random, redis_url: str) -> None:
-        self.base, self.rng = base, rng
+
+def prepare_games(base: str, redis_url: str, rng: random.Random, games: int) -> list[list[Turn]]:
+    """Create `games` games and work out every turn of each before the clock starts.
+
+    The load generator shares the machine with the server it measures, so it does its
+    thinking up front: for each new game it reads the draw seed the server keeps in Redis
+    and plays the whole game with the server's own `GameService` on an in-memory store —
+    the same draws, discards and rules — choosing random legal moves. The timed phase then
+    only sends requests. Any difference from the server's game would show as a refused turn
+    (the phase asserts every reply is 200).
+    """
+    import redis
+
+    from services.command.secrets_store import RedisSecrets
+    from services.command.service import GameService, MemorySecrets
+    from services.redis_store import RedisEventStore
+
+    client = redis.Redis.from_url(redis_url)
+    store, secrets = RedisEventStore(client), RedisSecrets(client)
+    prepared: list[list[Turn]] = []
+    for _ in range(games):
         status, created = call(base, "POST", "/games", {
             "players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 1]})  # fmt: skip
-        assert status == 201, created
-        self.game_id = created["game_id"]
-        self.tokens = {p["seat"]: p["token"] for p in created["players"]}
-        self.state = _fold_created(redis_url, self.game_id)  # game start and first draw
-        self.turn = 0
-
-    def apply(self, envelopes: list[dict[str, Any]]) -> None:
-        # The server validated these events; the load generator trusts them and spends as
-        # little CPU as it can (it shares the machine with the server it measures).
-        for env in envelopes:
-            self.state.apply(event_from_dict({"type": env["type"], **env["payload"]}))
-
-    def next_body(self) -> dict[str, Any]:
-        x, y, rotation = self.rng.choice(placements(self.state))
-        spots = meeple_spots(self.state, x, y, rotation)
-        meeple = self.rng.choice(spots) if spots and self.rng.random() < 0.5 else None
-        return {"x": x, "y": y, "rotation": rotation, "meeple": meeple_to_dict(meeple)}
+        assert status == 200 or status == 201, created
+        game_id = created["game_id"]
+        tokens = {p["seat"]: p["token"] for p in created["players"]}
+        copy, copy_secrets = InMemoryEventStore(), MemorySecrets()
+        copy_secrets.put(game_id, secrets.get(game_id) or {})
+        start = [NewEvent(e.type, e.version, e.payload) for e in store.read(game_id, MOVES)]
+        copy.append(game_id, MOVES, start, expected=0, command_id="create")
+        game = GameService(copy, copy_secrets)
+        state = game.load(game_id).state
+        turns: list[Turn] = []
+        while not state.over:
+            x, y, rotation = rng.choice(placements(state))
+            spots = meeple_spots(state, x, y, rotation)
+            meeple = rng.choice(spots) if spots and rng.random() < 0.5 else None
+            token = tokens[state.current]
+            body = {"x": x, "y": y, "rotation": rotation, "meeple": meeple_to_dict(meeple)}
+            state = game.play_turn(game_id, token, x, y, rotation, meeple).state
+            turns.append((f"/games/{game_id}/turns", f"Bearer {token}", json.dumps(body).encode()))
+        prepared.append(turns)
+    return prepared
 
 
 def tree_cpu(pid: int) -> float:
@@ -80,57 +107,66 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def _client(args: tuple[str, str, float, float, int, str]) -> tuple[list[tuple[int, float]], float]:
-    """Play turns (or baseline XADDs) until `deadline`; `rate` > 0 paces them (per second).
+def _prepare(args: tuple[str, str, int, int]) -> list[list[Turn]]:
+    base, redis_url, seed, games = args
+    return prepare_games(base, redis_url, random.Random(seed), games)
 
-    Returns the (turn number, seconds) samples and the CPU seconds this client used.
+
+def _client(
+    args: tuple[str, str, float, float, list[list[Turn]]],
+) -> tuple[list[tuple[int, float]], float, bool]:
+    """Send turns (prepared, game after game) or baseline XADDs until `deadline`; `rate` > 0
+    paces them (per second).
+
+    Returns the (turn number, seconds) samples, the CPU seconds this client used, and
+    whether it ran out of prepared games before the deadline.
     """
-    base, mode, deadline, rate, seed, redis_url = args
+    base, mode, deadline, rate, games = args
     cpu0 = time.process_time()
-    rng = random.Random(seed)
     samples: list[tuple[int, float]] = []
     interval = 1 / rate if rate > 0 else 0.0
     next_at = time.monotonic()
-    player: Player | None = None
-    body = json.dumps({"x": 1, "y": 0, "rotation": 0, "meeple": None}).encode()
+    baseline_body = json.dumps({"x": 1, "y": 0, "rotation": 0, "meeple": None}).encode()
+    queue = [(n, t) for game in games for n, t in enumerate(game, start=1)]
+    ran_out = mode == "turns" and not queue
     while time.monotonic() < deadline and len(samples) < MAX_REQUESTS_PER_CLIENT:
-        if mode == "turns" and (player is None or player.state.over):
-            player = Player(base, rng, redis_url)
         if interval:
             delay = next_at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             next_at += interval
         if mode == "turns":
-            assert player is not None
-            turn_body = player.next_body()
-            token = player.tokens[player.state.current]
+            if len(samples) == len(queue):
+                ran_out = True
+                break
+            number, (path, auth, body) = queue[len(samples)]
             t0 = time.perf_counter()
-            status, result = call(base, "POST", f"/games/{player.game_id}/turns", turn_body,
-                                  {"Authorization": f"Bearer {token}"})  # fmt: skip
+            status, result = post_raw(base, path, body, auth)
             elapsed = time.perf_counter() - t0
             assert status == 200, result
-            player.apply(result["events"])
-            player.turn += 1
-            samples.append((player.turn, elapsed))
+            samples.append((number, elapsed))
         else:
             t0 = time.perf_counter()
-            status, _ = call(base, "POST", "/xadd", raw=body)
+            status, _ = post_raw(base, "/xadd", baseline_body)
             samples.append((0, time.perf_counter() - t0))
             assert status == 200
-    return samples, time.process_time() - cpu0
+    return samples, time.process_time() - cpu0, ran_out
 
 
-def _fold_created(redis_url: str, game_id: str) -> GameState:
-    """The new game's first events (start, first draw), read straight from the stream."""
-    import redis
-
-    from services.redis_store import RedisEventStore
-
-    state = GameState()
-    for stored in RedisEventStore(redis.Redis.from_url(redis_url)).read(game_id, "moves"):
-        state.apply(to_engine(stored))
-    return state
+def post_raw(base: str, path: str, body: bytes, auth: str | None = None) -> tuple[int, bytes]:
+    """One POST with a JSON body; the reply is read whole but not decoded (the same cost for
+    turns and the baseline)."""
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    headers = {"Content-Type": "application/json"}
+    if auth:
+        headers["Authorization"] = auth
+    try:
+        conn.request("POST", path, body=body, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
 
 
 def run_load(
@@ -141,21 +177,31 @@ def run_load(
     rate_total: float,
     redis_url: str,
     server_pids: tuple[int, ...] = (),
+    max_rate: float = MAX_TURNS_PER_S,
 ) -> dict[str, Any]:
     """Run `clients` processes for `seconds`; returns throughput, latency percentiles and
     the CPU milliseconds per request spent by the clients and by `server_pids` (with their
     children)."""
-    deadline = time.monotonic() + seconds
     per_client = rate_total / clients if rate_total else 0.0
     with multiprocessing.Pool(clients) as pool:
+        games: list[list[list[Turn]]] = [[] for _ in range(clients)]
+        if mode == "turns":
+            # Enough games for `max_rate` (the turn endpoint will not beat the baseline).
+            rate = per_client or max_rate / clients
+            count = int(rate * seconds / TURNS_PER_GAME * 1.5) + 2
+            games = pool.map(_prepare, [(base, redis_url, next(SEEDS), count)
+                                        for _ in range(clients)])  # fmt: skip
+        deadline = time.monotonic() + seconds
         server_cpu0 = sum(tree_cpu(pid) for pid in server_pids)
         started = time.monotonic()
-        results = pool.map(_client, [(base, mode, deadline, per_client, 1000 + i, redis_url)
+        results = pool.map(_client, [(base, mode, deadline, per_client, games[i])
                                      for i in range(clients)])  # fmt: skip
         elapsed = time.monotonic() - started
         server_cpu = sum(tree_cpu(pid) for pid in server_pids) - server_cpu0
-    samples = [s for r, _ in results for s in r]
-    client_cpu = sum(cpu for _, cpu in results)
+    if any(ran_out for _, _, ran_out in results):
+        raise RuntimeError("a client ran out of prepared games: raise MAX_TURNS_PER_S")
+    samples = [s for r, _, _ in results for s in r]
+    client_cpu = sum(cpu for _, cpu, _ in results)
     latencies = sorted(s[1] * 1000 for s in samples)
     early = [ms * 1000 for turn, ms in samples if 1 <= turn <= 5]
     late = [ms * 1000 for turn, ms in samples if 66 <= turn <= 70]
@@ -201,8 +247,9 @@ def main() -> int:
                 baseline_runs.append(
                     run_load(bbase, "xadd", args.clients, args.seconds, 0, redis_url, baseline_pids)
                 )
+                ceiling = 1.2 * max(r["per_s"] for r in baseline_runs)
                 peak_runs.append(
-                    run_load(base, "turns", args.clients, args.seconds, 0, redis_url, pids)
+                    run_load(base, "turns", args.clients, args.seconds, 0, redis_url, pids, ceiling)
                 )
             figures["baseline_peak"] = max(baseline_runs, key=lambda r: r["per_s"])
             figures["turns_peak"] = peak = max(peak_runs, key=lambda r: r["per_s"])
@@ -214,7 +261,9 @@ def main() -> int:
                 base, "turns", args.clients, args.seconds, peak["per_s"] / 2, redis_url, pids
             )
             # Turn 1 against turn 70: one client, whole games, no contention.
-            figures["turn_cost"] = run_load(base, "turns", 1, max(args.seconds, 8.0), 0, redis_url)
+            figures["turn_cost"] = run_load(
+                base, "turns", 1, max(args.seconds, 8.0), 0, redis_url, (), peak["per_s"]
+            )
     finally:
         redis_proc.terminate()
         redis_proc.wait()
