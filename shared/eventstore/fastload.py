@@ -139,6 +139,8 @@ def _compile_field(field: fields.Field) -> Callable[[Any], Any]:
     checks = [_compile_validator(v) for v in field.validators]
     if not checks:
         return base
+    if kind in (fields.String, fields.Integer) and len(checks) == 1:
+        return _typed_and_checked(str if kind is fields.String else int, checks[0])
 
     def checked(value: Any) -> Any:
         loaded = base(value)
@@ -150,6 +152,14 @@ def _compile_field(field: fields.Field) -> Callable[[Any], Any]:
         return loaded
 
     return checked
+
+
+def _typed_and_checked(kind: type, check: Callable[[Any], bool]) -> Callable[[Any], Any]:
+    # The common case (an int with a Range, a str with a Length or OneOf) in one call.
+    def load(value: Any) -> Any:
+        return value if type(value) is kind and check(value) else _NO
+
+    return load
 
 
 def _typed(kind: type) -> Callable[[Any], Any]:
