@@ -51,3 +51,17 @@ def test_the_seat_order_decides_who_moves_first() -> None:
     with pytest.raises(GameError) as info:
         service.play_turn(game_id, seats[1]["token"], 0, -1, 0, None)
     assert info.value.code == "not_your_turn"
+
+
+def test_a_finished_game_leaves_the_state_cache_and_its_view_still_answers() -> None:
+    """A game over (R7.1) takes no more turns: its state is not kept after the last one."""
+    service, store = make()
+    ruleset = Ruleset(tileset="demo")
+    game_id, seats = service.create_game(["ann", "bob"], ruleset, seat_order=[0, 1])
+    while not (view := service.turn_view(game_id))["over"]:
+        spot = view["placements"][0]
+        token = seats[view["player"]]["token"]
+        result = service.play_turn(game_id, token, spot["x"], spot["y"], spot["rotation"], None)
+        assert (game_id in service._cache) == (not result.state.over)
+    assert game_id not in service._cache or service._cache[game_id].state.over
+    assert view["seed"] and view["seq"] == store.last_seq(game_id, MOVES)
