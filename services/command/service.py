@@ -282,7 +282,14 @@ class GameService:
                 cached = self.load(game_id, take=True)  # another request moved first
                 continue
             if result.duplicate:
-                cached = self.load(game_id, take=True)  # raced with our own retry
+                # This command id is in the stream already: our own append, retried after its
+                # first reply was lost, or a client's retry with the same Idempotency-Key that
+                # got there first. Either way the answer is what was stored for it.
+                cached = self.load(game_id, take=True)
+                replay = self._replayed(game_id, cached, command_id)
+                self.keep(game_id, cached)
+                if replay is not None:
+                    return replay
                 continue
             stored = [
                 StoredEvent(

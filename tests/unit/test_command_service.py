@@ -65,3 +65,33 @@ def test_a_finished_game_leaves_the_state_cache_and_its_view_still_answers() -> 
         assert (game_id in service._cache) == (not result.state.over)
     assert game_id not in service._cache or service._cache[game_id].state.over
     assert view["seed"] and view["seq"] == store.last_seq(game_id, MOVES)
+
+
+class LostReplyStore(InMemoryEventStore):
+    """Appends, then answers the first append as a retry would: "already there"."""
+
+    lost = 0
+
+    def append(self, game_id, stream, events, **kwargs):
+        result = super().append(game_id, stream, events, **kwargs)
+        if kwargs.get("command_id", "").startswith("create") or self.lost:
+            return result
+        self.lost += 1
+        return super().append(game_id, stream, events, **kwargs)  # the retry: a duplicate
+
+
+def test_a_retried_append_whose_first_reply_was_lost_answers_the_stored_turn() -> None:
+    store = LostReplyStore()
+    service = GameService(store, MemorySecrets())
+    game_id, seats = service.create_game(["ann", "bob"], Ruleset(), seat_order=[0, 1])
+    spot = service.turn_view(game_id)["placements"][0]
+    before = store.last_seq(game_id, MOVES)
+    result = service.play_turn(
+        game_id, seats[0]["token"], spot["x"], spot["y"], spot["rotation"], None
+    )
+    assert store.lost == 1 and result.replayed
+    assert [e.seq for e in result.events] == list(
+        range(before + 1, store.last_seq(game_id, MOVES) + 1)
+    )
+    assert result.events[0].type == "TilePlaced"
+    assert service.turn_view(game_id)["player"] == 1  # the turn happened once
