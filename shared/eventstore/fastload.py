@@ -26,7 +26,7 @@ from marshmallow.types import UnknownOption
 Loader = Callable[[Any], Any]  # the loaded value, or None for "ask marshmallow"
 _NO = object()  # a field loader's "not sure" (None can be a loaded value)
 
-_CACHE: dict[int, tuple[Schema, Loader | None]] = {}
+_ATTRIBUTE = "_fastload_loader"  # where a schema instance keeps its compiled loader
 
 
 class Unsupported(Exception):
@@ -34,15 +34,20 @@ class Unsupported(Exception):
 
 
 def fast_loader(schema: Schema) -> Loader | None:
-    """The compiled loader of `schema`, or None when it cannot be compiled."""
-    cached = _CACHE.get(id(schema))
-    if cached is not None and cached[0] is schema:
-        return cached[1]
+    """The compiled loader of `schema`, or None when it cannot be compiled.
+
+    Kept on the schema instance, so it lives and dies with it (a schema made per call,
+    such as the default ruleset's, leaves nothing behind).
+    """
+    try:
+        return cast(Loader | None, getattr(schema, _ATTRIBUTE))
+    except AttributeError:
+        pass
     try:
         loader: Loader | None = _compile_schema(schema)
     except Unsupported:
         loader = None
-    _CACHE[id(schema)] = (schema, loader)  # the schema is kept: its id stays its own
+    setattr(schema, _ATTRIBUTE, loader)
     return loader
 
 

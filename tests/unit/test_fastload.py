@@ -9,7 +9,9 @@ payloads real games produce must take the quick path, or it would be dead weight
 
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 from typing import Any
 
 import pytest
@@ -186,3 +188,15 @@ def test_schemas_outside_the_subset_get_no_quick_path() -> None:
         assert fast_loader(schema) is None
     with pytest.raises(ValidationError):
         Hooked().load({"a": 1})  # the hook still runs: FastLoadSchema fell back to marshmallow
+
+
+def test_a_schema_made_per_call_leaves_nothing_behind() -> None:
+    """The compiled loader lives on the schema instance: CreateGameIn's default ruleset makes
+    a new RulesetIn on every game created, and none of them may stay alive."""
+    schema = CreateGameIn()
+    assert fast_loader(schema) is fast_loader(schema)  # compiled once per instance
+    made = weakref.ref(schema)
+    schema.load({"players": [{"name": "a"}, {"name": "b"}]})
+    del schema
+    gc.collect()
+    assert made() is None
