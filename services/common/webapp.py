@@ -24,20 +24,17 @@ class ServiceApp(Flask):
     times for a turn, ~2 µs each); the answer for a function never changes.
     """
 
-    _coroutine: dict[Any, bool]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._coroutine: dict[Any, bool] = {}
 
     def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
         """See `Flask.ensure_sync`."""
-        target = getattr(
-            func, "__func__", func
-        )  # a bound method is new each time; its function is not
-        try:
-            cache = self._coroutine
-        except AttributeError:
-            cache = self._coroutine = {}
-        is_coroutine = cache.get(target)
+        # A bound method (a MethodView's) is new on each request; its function is not.
+        target = getattr(func, "__func__", func)
+        is_coroutine = self._coroutine.get(target)
         if is_coroutine is None:
-            is_coroutine = cache[target] = iscoroutinefunction(func)
+            is_coroutine = self._coroutine[target] = iscoroutinefunction(func)
         return self.async_to_sync(func) if is_coroutine else func
 
 
