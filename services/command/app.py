@@ -129,8 +129,8 @@ class Turns(MethodView):
         )
 
 
-def _json_response(body: dict[str, Any], status: int = 200) -> Response:
-    return Response(json.dumps(body, separators=(",", ":")), status, mimetype="application/json")
+def _json_response(body: dict[str, Any]) -> Response:
+    return Response(json.dumps(body, separators=(",", ":")), mimetype="application/json")
 
 
 def _if_match(value: str | None) -> int | None:
