@@ -68,11 +68,13 @@ def prepare_games(base: str, redis_url: str, rng: random.Random, games: int) -> 
     for _ in range(games):
         status, created = call(base, "POST", "/games", {
             "players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 1]})  # fmt: skip
-        assert status == 200 or status == 201, created
+        assert status == 201, created
         game_id = created["game_id"]
         tokens = {p["seat"]: p["token"] for p in created["players"]}
         copy, copy_secrets = InMemoryEventStore(), MemorySecrets()
-        copy_secrets.put(game_id, secrets.get(game_id) or {})
+        kept = secrets.get(game_id)
+        assert kept is not None, f"no secrets for {game_id}"
+        copy_secrets.put(game_id, kept)
         start = [NewEvent(e.type, e.version, e.payload) for e in store.read(game_id, MOVES)]
         copy.append(game_id, MOVES, start, expected=0, command_id="create")
         game = GameService(copy, copy_secrets)
@@ -199,7 +201,7 @@ def run_load(
         elapsed = time.monotonic() - started
         server_cpu = sum(tree_cpu(pid) for pid in server_pids) - server_cpu0
     if any(ran_out for _, _, ran_out in results):
-        raise RuntimeError("a client ran out of prepared games: raise MAX_TURNS_PER_S")
+        raise RuntimeError(f"a client ran out of prepared games (made for {max_rate:.0f} turns/s)")
     samples = [s for r, _, _ in results for s in r]
     client_cpu = sum(cpu for _, cpu, _ in results)
     latencies = sorted(s[1] * 1000 for s in samples)
