@@ -7,6 +7,7 @@ GUNICORN_THREADS (1: sync workers, which suit this CPU-bound Flask app best).
 import multiprocessing
 import os
 
+from services.common.affinity import assign_slot, remove_inboxes
 from services.common.gunicorn_hooks import child_exit, on_starting, use_metrics_dir
 
 bind = os.environ.get("BIND", f"127.0.0.1:{os.environ.get('PORT', '8000')}")
@@ -15,7 +16,17 @@ bind = os.environ.get("BIND", f"127.0.0.1:{os.environ.get('PORT', '8000')}")
 # game states staler (measured on 2 cores: 3 workers ~35% more turns/s than 5).
 workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() + 1))
 threads = int(os.environ.get("GUNICORN_THREADS", "1"))
-worker_class = "gthread" if threads > 1 else "sync"
+# Sync workers that pass each game's requests to one worker, whose cached state of the game is
+# then current (services/common/affinity.py); AFFINITY=0 gives gunicorn's plain sync worker.
+affinity = os.environ.get("AFFINITY", "1") not in ("0", "false", "no")
+if threads > 1:
+    worker_class = "gthread"
+elif affinity:
+    worker_class = "services.common.affinity.GameAffinityWorker"
+else:
+    worker_class = "sync"
+pre_fork = assign_slot
+on_exit = remove_inboxes
 backlog = 2048
 timeout = 30
 graceful_timeout = 10
@@ -28,4 +39,5 @@ loglevel = os.environ.get("LOG_LEVEL", "info")
 
 # Prometheus metrics of all workers, merged (see services/common/gunicorn_hooks.py).
 use_metrics_dir("command")
-__all__ = ["child_exit", "on_starting"]  # server hooks: gunicorn looks them up by name
+# Server hooks: gunicorn looks them up by name.
+__all__ = ["child_exit", "on_exit", "on_starting", "pre_fork"]

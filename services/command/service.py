@@ -149,17 +149,25 @@ class GameService:
             if found is None:
                 raise NotFound("game_not_found", f"no game {game_id}")
             cached = Cached(GameState(), 0, found)
-        fresh = self.store.read(game_id, MOVES, after=cached.seq)
-        if fresh:
-            state = cached.state if take else cached.state.copy()
-            for stored in fresh:
-                state.apply(to_engine(stored))
-            cached = Cached(state, fresh[-1].seq, cached.secrets)
+            own = True  # a new state: nobody else holds it
+        else:
+            own = take
+        cached = self._caught_up(game_id, cached, own=own)
         if cached.seq == 0:
             raise NotFound("game_not_found", f"no game {game_id}")
         if not take:
             self.keep(game_id, cached)
         return cached
+
+    def _caught_up(self, game_id: str, cached: Cached, own: bool) -> Cached:
+        """`cached` with the moves appended since its sequence applied (in place if `own`)."""
+        fresh = self.store.read(game_id, MOVES, after=cached.seq)
+        if not fresh:
+            return cached
+        state = cached.state if own else cached.state.copy()
+        for stored in fresh:
+            state.apply(to_engine(stored))
+        return Cached(state, fresh[-1].seq, cached.secrets)
 
     def keep(self, game_id: str, cached: Cached) -> None:
         """Cache a state (unless a newer one is there already)."""
@@ -230,38 +238,55 @@ class GameService:
         meeple: Meeple | None,
         idempotency_key: str | None = None,
         expected_seq: int | None = None,
+        trust_cache: bool = False,
     ) -> TurnResult:
-        """Play the drawn tile for the token's seat; appends the turn and the next draws."""
-        cached = self.load(game_id, take=True)
+        """Play the drawn tile for the token's seat; appends the turn and the next draws.
+
+        `trust_cache` says that this process serves every command of the game (the command
+        service's gunicorn worker routes each game to one worker: services/common/affinity.py),
+        so a cached state is taken as current without reading the stream first — one Redis
+        round trip less per turn. Nothing rests on that belief: the append is conditional on
+        the cached sequence, so if another process did append meanwhile, the append is refused
+        and the turn is decided again on the state folded from the stream; and a turn is only
+        refused after its refusal was checked against the stream.
+        """
+        cached = self._take(game_id) if trust_cache else None
+        checked = cached is None  # True: `cached` was caught up with the stream just now
+        if cached is None:
+            cached = self.load(game_id, take=True)
         try:
             seat = self.seat_of(cached, token)
         except GameError:
             self.keep(game_id, cached)
             raise
         command_id = f"turn:{seat}:{idempotency_key}" if idempotency_key else uuid.uuid4().hex
-        for attempt in range(3):
-            if idempotency_key:
+        for _attempt in range(4):
+            if checked and idempotency_key:
                 replay = self._replayed(game_id, cached, command_id)
                 if replay is not None:
                     self.keep(game_id, cached)
                     return replay
-            if expected_seq is not None and expected_seq != cached.seq:
-                self.keep(game_id, cached)
-                raise OutOfTurnError(
-                    "stale_sequence",
-                    f"the game is at sequence {cached.seq}",
-                    None,
-                    expected=expected_seq,
-                    actual=cached.seq,
-                )
             state = cached.state  # ours alone (taken from the cache): changed in place
             try:
+                if expected_seq is not None and expected_seq != cached.seq:
+                    raise OutOfTurnError(
+                        "stale_sequence",
+                        f"the game is at sequence {cached.seq}",
+                        None,
+                        expected=expected_seq,
+                        actual=cached.seq,
+                    )
                 events = self._run(state, PlayTurn(seat, x, y, rotation, meeple))
             except GameError:
-                self.keep(game_id, cached)  # decide changed nothing
+                # decide changed nothing. A refusal may come from a cached state that is
+                # behind the stream (or be a retry of a turn already played): check first.
+                if not checked:
+                    cached, checked = self._caught_up(game_id, cached, own=True), True
+                    continue
+                self.keep(game_id, cached)
                 raise
             # From here the state runs ahead of the stream; it is cached only if the append
-            # succeeds (otherwise the next request folds the stream again).
+            # succeeds (otherwise it is folded again from the stream).
             events += self._draw_until_placeable(state, cached.secrets["seed"])
             new_events = [to_new(e) for e in events]
             try:
@@ -275,17 +300,17 @@ class GameService:
                     notify_ms=self.notify_ms,
                 )
             except ConcurrencyError:
-                if expected_seq is not None or attempt == 2:
+                if expected_seq is not None:  # the client's If-Match is behind the stream too
                     raise OutOfTurnError(
                         "stale_sequence", "the game moved on; reload and retry", None
                     ) from None
-                cached = self.load(game_id, take=True)  # another request moved first
+                cached, checked = self.load(game_id, take=True), True  # another request won
                 continue
             if result.duplicate:
                 # This command id is in the stream already: our own append, retried after its
                 # first reply was lost, or a client's retry with the same Idempotency-Key that
                 # got there first. Either way the answer is what was stored for it.
-                cached = self.load(game_id, take=True)
+                cached, checked = self.load(game_id, take=True), True
                 replay = self._replayed(game_id, cached, command_id)
                 self.keep(game_id, cached)
                 if replay is not None:
@@ -303,6 +328,11 @@ class GameService:
                 self.notify(game_id)
             return TurnResult(stored, state, result.last_seq)
         raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
+
+    def _take(self, game_id: str) -> Cached | None:
+        """Remove a game's cached state from the cache, to be changed in place."""
+        with self._lock:
+            return self._cache.pop(game_id, None)
 
     def _replayed(self, game_id: str, cached: Cached, command_id: str) -> TurnResult | None:
         """The original result of a command id already appended, if it was."""

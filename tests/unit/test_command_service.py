@@ -95,3 +95,112 @@ def test_a_retried_append_whose_first_reply_was_lost_answers_the_stored_turn() -
     )
     assert result.events[0].type == "TilePlaced"
     assert service.turn_view(game_id)["player"] == 1  # the turn happened once
+
+
+# -- trust_cache: a process that serves every command of a game skips the catch-up read ------
+class CountingStore(InMemoryEventStore):
+    """Counts catch-up reads, so a test can tell whether the stream was read."""
+
+    reads = 0
+
+    def read(self, game_id, stream, after=0, limit=None):
+        self.reads += 1
+        return super().read(game_id, stream, after, limit)
+
+
+def _legal_turn(service: GameService, game_id: str) -> tuple[int, int, int, int]:
+    view = service.turn_view(game_id)
+    spot = view["placements"][0]
+    return view["player"], spot["x"], spot["y"], spot["rotation"]
+
+
+def _two_processes() -> tuple[GameService, GameService, CountingStore, str, list[dict]]:
+    """Two services on one store and one set of secrets: two worker processes."""
+    store, secrets = CountingStore(), MemorySecrets()
+    owner, other = GameService(store, secrets), GameService(store, secrets)
+    game_id, seats = owner.create_game(["ann", "bob"], Ruleset(), seat_order=[0, 1])
+    return owner, other, store, game_id, seats
+
+
+def test_a_trusted_cache_plays_a_turn_without_reading_the_stream() -> None:
+    owner, _, store, game_id, seats = _two_processes()
+    seat, x, y, rotation = _legal_turn(owner, game_id)  # caches the state
+    reads = store.reads
+    result = owner.play_turn(game_id, seats[seat]["token"], x, y, rotation, None, trust_cache=True)
+    assert store.reads == reads  # the cached state was taken as current: one append, no read
+    assert result.seq == store.last_seq(game_id, MOVES)
+
+
+def test_a_trusted_cache_that_fell_behind_is_refolded_and_the_turn_still_lands() -> None:
+    """Another process played a turn: the owner's cached state is one turn behind. Its turn
+    is refused by the conditional append, folded again from the stream and decided again; the
+    stream equals a fold of itself and holds both turns."""
+    owner, other, store, game_id, seats = _two_processes()
+    _legal_turn(owner, game_id)  # the owner caches the state at the game's start
+    seat, x, y, rotation = _legal_turn(other, game_id)
+    other.play_turn(game_id, seats[seat]["token"], x, y, rotation, None)
+    seat2, x2, y2, rotation2 = _legal_turn(other, game_id)
+    assert seat2 != seat  # R3: the next player
+    played = owner.play_turn(
+        game_id, seats[seat2]["token"], x2, y2, rotation2, None, trust_cache=True
+    )
+    assert played.seq == store.last_seq(game_id, MOVES)
+    placed = [e for e in store.read(game_id, MOVES) if e.type == "TilePlaced"]
+    assert [(e.payload["x"], e.payload["y"]) for e in placed] == [(x, y), (x2, y2)]
+    fresh = GameService(store, owner.secrets).load(game_id)
+    assert fresh.state.scores == played.state.scores and fresh.state.current == played.state.current
+
+
+def test_a_turn_the_stale_cache_would_allow_is_refused_by_the_stream() -> None:
+    """The owner's stale cache says it is still the first player's turn; the stream says the
+    second's (R3). The first player's repeated turn is refused (the conditional append fails and
+    the turn is decided again on the stream's state) and appends nothing; the second player's
+    turn then lands."""
+    owner, other, store, game_id, seats = _two_processes()
+    _legal_turn(owner, game_id)
+    seat, x, y, rotation = _legal_turn(other, game_id)
+    other.play_turn(game_id, seats[seat]["token"], x, y, rotation, None)
+    before = store.last_seq(game_id, MOVES)
+    with pytest.raises(GameError) as info:
+        owner.play_turn(game_id, seats[seat]["token"], x, y, rotation, None, trust_cache=True)
+    assert info.value.code in ("not_your_turn", "occupied")
+    assert store.last_seq(game_id, MOVES) == before
+    seat2, x2, y2, rotation2 = _legal_turn(other, game_id)
+    result = owner.play_turn(
+        game_id, seats[seat2]["token"], x2, y2, rotation2, None, trust_cache=True
+    )
+    assert result.seq == store.last_seq(game_id, MOVES) > before
+
+
+def test_a_trusted_retry_with_the_same_idempotency_key_answers_the_original_turn() -> None:
+    owner, _, store, game_id, seats = _two_processes()
+    seat, x, y, rotation = _legal_turn(owner, game_id)
+    token = seats[seat]["token"]
+    first = owner.play_turn(game_id, token, x, y, rotation, None, "k1", trust_cache=True)
+    after = store.last_seq(game_id, MOVES)
+    again = owner.play_turn(game_id, token, x, y, rotation, None, "k1", trust_cache=True)
+    assert again.replayed and not first.replayed
+    assert [e.to_dict() for e in again.events] == [e.to_dict() for e in first.events]
+    assert store.last_seq(game_id, MOVES) == after
+
+
+def test_a_trusted_cache_behind_the_stream_accepts_the_clients_correct_if_match() -> None:
+    """If-Match names the stream's sequence, which the stale cache has not reached yet."""
+    owner, other, store, game_id, seats = _two_processes()
+    _legal_turn(owner, game_id)
+    seat, x, y, rotation = _legal_turn(other, game_id)
+    other.play_turn(game_id, seats[seat]["token"], x, y, rotation, None)
+    seat2, x2, y2, rotation2 = _legal_turn(other, game_id)
+    current = store.last_seq(game_id, MOVES)
+    result = owner.play_turn(
+        game_id, seats[seat2]["token"], x2, y2, rotation2, None,
+        expected_seq=current, trust_cache=True,
+    )  # fmt: skip
+    assert result.seq > current
+    with pytest.raises(GameError) as info:  # and a stale If-Match is still refused
+        seat3, x3, y3, rotation3 = _legal_turn(other, game_id)
+        owner.play_turn(
+            game_id, seats[seat3]["token"], x3, y3, rotation3, None,
+            expected_seq=current, trust_cache=True,
+        )  # fmt: skip
+    assert info.value.code == "stale_sequence"
