@@ -223,7 +223,10 @@ def main() -> int:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description="command-service load benchmark")
     parser.add_argument("--seconds", type=float, default=6.0, help="length of each phase")
-    parser.add_argument("--clients", type=int, default=4, help="concurrent client processes")
+    # 8 requests in flight: the command service routes each game to one worker, so with fewer
+    # in flight than a few per worker, one worker would often wait while another has a queue
+    # (a real server has many more games in flight than workers).
+    parser.add_argument("--clients", type=int, default=8, help="concurrent client processes")
     parser.add_argument("--workers", help="gunicorn workers (default: the config's)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating peak rounds")
     parser.add_argument("--json", action="store_true")
