@@ -51,6 +51,29 @@ OWNS_GAME = "carcassonne.owns_game"
 ROUTED = re.compile(rb"[A-Z]{3,7} /games/([0-9a-f]{32})[/? ]")
 PEEK_BYTES = 128  # enough for the method and the path up to the game id
 _INBOX_DIR: str | None = None  # the master's private directory of worker inboxes
+OUTCOMES = ("owner", "handed_over", "fallback", "no_game")  # of an accepted connection
+_CONNECTIONS: Any = None  # the Prometheus counter, made in the worker (see `_connections`)
+
+
+def _connections() -> Any:
+    """Accepted connections by outcome, so the affinity rate shows on /metrics.
+
+    Made on first use in a worker, never at import: the master imports this module with the
+    gunicorn config, before the config names the metrics directory, and prometheus_client
+    fixes its multiprocess mode when it is first imported.
+    """
+    global _CONNECTIONS
+    if _CONNECTIONS is None:
+        from prometheus_client import Counter
+
+        _CONNECTIONS = Counter(
+            "carcassonne_affinity_connections_total",
+            "Connections accepted by a command service worker: served by the game's owner "
+            "(owner), handed to it (handed_over), served here because it could not take it "
+            "(fallback), or naming no game (no_game)",
+            ["outcome"],
+        )
+    return _CONNECTIONS
 
 
 def owner_slot(game_id: bytes, slots: int) -> int:
@@ -105,7 +128,8 @@ class GameAffinityWorker(SyncWorker):
 
     def run(self) -> None:
         """The sync worker's loop, plus the inbox: handed-over connections come first."""
-        if self.slot is None or self.slots < 2:
+        self._counted = {name: _connections().labels(name) for name in OUTCOMES}
+        if self.slot is None:  # no `assign_slot` hook in the config: a plain sync worker
             super().run()
             return
         for listener in self.sockets:
@@ -148,11 +172,22 @@ class GameAffinityWorker(SyncWorker):
         client, addr = listener.accept()
         client.setblocking(True)
         util.close_on_exec(client.fileno())
+        if self.slot is None:  # a plain sync worker (see `run`)
+            self._serve(listener, client, addr, owns_game=False)
+            return
         owner = self._owner(client)
-        if owner is not None and owner != self.slot and self._hand_over(client, listener, owner):
+        if owner is None:
+            outcome = "no_game"
+        elif owner == self.slot:
+            outcome = "owner"
+        elif self._hand_over(client, listener, owner):
+            self._counted["handed_over"].inc()
             client.close()  # our copy only: the connection lives on in the owner
             return
-        self._serve(listener, client, addr, owns_game=owner is not None and owner == self.slot)
+        else:
+            outcome = "fallback"
+        self._counted[outcome].inc()
+        self._serve(listener, client, addr, owns_game=outcome == "owner")
 
     def _serve(
         self, listener: socket.socket, client: socket.socket, addr: Any, owns_game: bool
@@ -166,8 +201,6 @@ class GameAffinityWorker(SyncWorker):
     def _owner(self, client: socket.socket) -> int | None:
         """The slot owning the request's game, or None (no game in the path, or the request
         line is not complete in the first bytes that arrived)."""
-        if self.slot is None:
-            return None
         try:
             head = client.recv(PEEK_BYTES, socket.MSG_PEEK)  # waits for the first bytes
         except OSError:

@@ -94,9 +94,10 @@ def test_once_its_game_is_loaded_a_turn_is_one_append_and_no_stream_read(redis_u
     client = redis.Redis.from_url(redis_url)
     store = RedisEventStore(client)
     started: list[Any] = []
-    with gunicorn(
-        "services.command.wsgi:app", CONFIG, {"REDIS_URL": redis_url}, 3, started
-    ) as base:
+    # NOTIFY_MS=0: no scoring tasks (no worker here; a "drain scheduled" flag would hold back
+    # the next test's notification for a moment).
+    env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0"}
+    with gunicorn("services.command.wsgi:app", CONFIG, env, 3, started) as base:
         wait_for_workers(started[0].pid, 3)
         games = [new_game(base) for _ in range(6)]
         states: dict[str, GameState] = {}
@@ -123,8 +124,18 @@ def test_once_its_game_is_loaded_a_turn_is_one_append_and_no_stream_read(redis_u
             for game_id, tokens in games:
                 play(game_id, tokens)
         stats = client.info("commandstats")
+        status, metrics = call(base, "GET", "/metrics")
+        assert status == 200
     assert stats["cmdstat_evalsha"]["calls"] == 60
     assert stats.get("cmdstat_xrange", {"calls": 0})["calls"] == 0
+    # /metrics counts where the workers' connections went (merged across the workers).
+    counted = {
+        line.split('"')[1]: float(line.split()[-1])
+        for line in str(metrics).splitlines()
+        if line.startswith("carcassonne_affinity_connections_total{")
+    }
+    assert counted.get("fallback", 0) == 0
+    assert counted["owner"] + counted["handed_over"] >= 66 and counted["handed_over"] > 0
 
 
 def wait_until_dead(pid: int, seconds: float = 10) -> None:
