@@ -87,6 +87,9 @@ def assign_slot(server: Any, worker: Any) -> None:
     global _INBOX_DIR
     if _INBOX_DIR is None:
         _INBOX_DIR = tempfile.mkdtemp(prefix="cc-affinity-")  # mode 0700: ours alone
+        uid, gid = server.cfg.uid, server.cfg.gid
+        if (uid, gid) != (os.geteuid(), os.getegid()):  # workers run as gunicorn's `user`
+            os.chown(_INBOX_DIR, uid, gid)
     slots = max(1, int(server.num_workers))
     held = {w.slot: w for w in server.WORKERS.values() if getattr(w, "slot", None) is not None}
     free = [s for s in range(slots) if s not in held]
@@ -132,9 +135,15 @@ class GameAffinityWorker(SyncWorker):
         if self.slot is None:  # no `assign_slot` hook in the config: a plain sync worker
             super().run()
             return
+        try:
+            self._inbox = self._open_inbox()
+        except OSError as exc:
+            self.log.warning("no game affinity in this worker (its inbox: %s)", exc)
+            self.slot = None  # a plain sync worker; the others serve its games as fallbacks
+            super().run()
+            return
         for listener in self.sockets:
             listener.setblocking(False)
-        self._inbox = self._open_inbox()
         self._outbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._outbox.setblocking(False)
         util.close_on_exec(self._inbox.fileno())

@@ -3,6 +3,7 @@ gunicorn's arbiter and workers: which worker owns which games after starts, deat
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,10 +22,17 @@ class Worker:
 
 
 @dataclass
+class Config:
+    uid: int
+    gid: int
+
+
+@dataclass
 class Arbiter:
     num_workers: int
     WORKERS: dict[int, Any] = field(default_factory=dict)  # gunicorn's name
     age: int = 0
+    cfg: Any = field(default_factory=lambda: Config(os.geteuid(), os.getegid()))
 
     def spawn(self) -> Worker:
         self.age += 1
