@@ -142,17 +142,18 @@ class GameService:
         changed in place (a command puts it back with `keep` once its append succeeded);
         otherwise the cached state is shared and must only be read.
         """
-        with self._lock:
-            cached = self._cache.pop(game_id, None) if take else self._cache.get(game_id)
+        if take:
+            cached = self._take(game_id)
+        else:
+            with self._lock:
+                cached = self._cache.get(game_id)
         if cached is None:
             found = self.secrets.get(game_id)
             if found is None:
                 raise NotFound("game_not_found", f"no game {game_id}")
             cached = Cached(GameState(), 0, found)
-            own = True  # a new state: nobody else holds it
-        else:
-            own = take
-        cached = self._caught_up(game_id, cached, own=own)
+        # A state at sequence 0 is new here (the cache holds none): nobody else holds it.
+        cached = self._caught_up(game_id, cached, own=take or cached.seq == 0)
         if cached.seq == 0:
             raise NotFound("game_not_found", f"no game {game_id}")
         if not take:
@@ -304,13 +305,13 @@ class GameService:
                     raise OutOfTurnError(
                         "stale_sequence", "the game moved on; reload and retry", None
                     ) from None
-                cached, checked = self.load(game_id, take=True), True  # another request won
+                cached, checked = self._refolded(game_id, cached.secrets), True  # another won
                 continue
             if result.duplicate:
                 # This command id is in the stream already: our own append, retried after its
                 # first reply was lost, or a client's retry with the same Idempotency-Key that
                 # got there first. Either way the answer is what was stored for it.
-                cached, checked = self.load(game_id, take=True), True
+                cached, checked = self._refolded(game_id, cached.secrets), True
                 replay = self._replayed(game_id, cached, command_id)
                 self.keep(game_id, cached)
                 if replay is not None:
@@ -333,6 +334,12 @@ class GameService:
         """Remove a game's cached state from the cache, to be changed in place."""
         with self._lock:
             return self._cache.pop(game_id, None)
+
+    def _refolded(self, game_id: str, secrets: dict[str, Any]) -> Cached:
+        """The game folded from the stream again, after a command's state ran ahead of an
+        append that did not happen (`load(take=True)` without fetching the secrets again)."""
+        cached = self._take(game_id) or Cached(GameState(), 0, secrets)
+        return self._caught_up(game_id, cached, own=True)
 
     def _replayed(self, game_id: str, cached: Cached, command_id: str) -> TurnResult | None:
         """The original result of a command id already appended, if it was."""
