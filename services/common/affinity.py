@@ -131,12 +131,11 @@ class GameAffinityWorker(SyncWorker):
 
     def run(self) -> None:
         """The sync worker's loop, plus the inbox: handed-over connections come first."""
-        self._counted = {name: _connections().labels(name) for name in OUTCOMES}
         if self.slot is None:  # no `assign_slot` hook in the config: a plain sync worker
             super().run()
             return
         try:
-            self._inbox = self._open_inbox()
+            self._inbox = self._open_inbox(self.slot)
         except OSError as exc:
             self.log.warning("no game affinity in this worker (its inbox: %s)", exc)
             self.slot = None  # a plain sync worker; the others serve its games as fallbacks
@@ -144,6 +143,8 @@ class GameAffinityWorker(SyncWorker):
             return
         for listener in self.sockets:
             listener.setblocking(False)
+        self._counted = {name: _connections().labels(name) for name in OUTCOMES}
+        self._addresses = [self._address(slot) for slot in range(self.slots)]  # the inboxes
         self._outbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._outbox.setblocking(False)
         util.close_on_exec(self._inbox.fileno())
@@ -221,9 +222,9 @@ class GameAffinityWorker(SyncWorker):
     def _address(self, slot: int) -> str:
         return os.path.join(self.inbox_dir, f"slot-{slot}")
 
-    def _open_inbox(self) -> socket.socket:
+    def _open_inbox(self, slot: int) -> socket.socket:
         inbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        address = self._address(self.slot if self.slot is not None else -1)
+        self._inbox_address = address = self._address(slot)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(address)  # a worker this one replaces (its own inbox stays open)
         inbox.bind(address)
@@ -240,7 +241,7 @@ class GameAffinityWorker(SyncWorker):
                 [bytes([index])],
                 [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [client.fileno()]))],
                 0,
-                self._address(slot),
+                self._addresses[slot],
             )
         except OSError:  # no such worker (restarting), or its queue is full (EAGAIN)
             return False
@@ -268,7 +269,7 @@ class GameAffinityWorker(SyncWorker):
     def _close_inbox(self) -> None:
         """Stop receiving (unless a newer worker holds the slot's address already), then serve
         what was queued."""
-        address = self._address(self.slot if self.slot is not None else -1)
+        address = self._inbox_address
         try:
             if os.stat(address).st_ino == self._inbox_inode:
                 os.unlink(address)
