@@ -144,7 +144,7 @@ def wait_until_dead(pid: int, seconds: float = 10) -> None:
     while True:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # reaped while we looked
             return
         if state in ("Z", "X"):
             return
