@@ -33,6 +33,7 @@ from carcassonne.events import meeple_to_dict  # noqa: E402
 from carcassonne.game import meeple_spots, placements  # noqa: E402
 from eventstore.envelope import MOVES, NewEvent  # noqa: E402
 from eventstore.port import InMemoryEventStore  # noqa: E402
+from tests.bench.targets import exit_code, verdict  # noqa: E402
 from tests.integration.http_client import call, gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
@@ -308,19 +309,21 @@ def main() -> int:
     )
     print(
         f"turn throughput / baseline: {ratio:.0%} (target ≥ 60%)"
-        f"  {'ok' if ratio >= 0.6 else 'MISSED'}"
+        f"  {verdict('turn throughput', ratio >= 0.6)}"
     )
     print(
         f"p99 at half load: {h['p99_ms']:.1f} ms (target ≤ 25 ms)"
-        f"  {'ok' if h['p99_ms'] <= 25 else 'MISSED'}"
+        f"  {verdict('p99 at half load', h['p99_ms'] <= 25)}"
     )
     if turn_ratio is not None:
         print(
             f"turns 66-70 vs 1-5 (median): {cost['turn66_70_ms']:.2f} / {cost['turn1_5_ms']:.2f}"
-            f" ms = {turn_ratio:.2f}x (target ≤ 1.2x)  {'ok' if turn_ratio <= 1.2 else 'MISSED'}"
+            f" ms = {turn_ratio:.2f}x (target ≤ 1.2x)"
+            f"  {verdict('late turn cost', turn_ratio <= 1.2)}"
+            f"  {verdict('late turn cost', turn_ratio <= 1.2)}"
         )
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main() or exit_code())

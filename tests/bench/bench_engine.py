@@ -20,13 +20,17 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from carcassonne.board import DELTA
 from carcassonne.events import Event
 from carcassonne.game import evolve, fold, placements
 from carcassonne.simulate import random_game
 from carcassonne.state import GameState
+from tests.bench.targets import exit_code, verdict
 
 
 def _median_ms(fn: Callable[[], object], runs: int, inner: int = 1) -> float:
@@ -125,14 +129,13 @@ def main() -> int:
     print(f"engine benchmarks, CPython {figures['python']}, {args.games} random games")
     print(f"{'figure':<46}{'median ms':>11}{'target':>9}  {'baseline (same run)':<28}{'ms':>9}")
     for label, value, target, base_label, base in rows:
-        verdict = "ok" if value <= target else "MISSED"
+        ok = verdict(label, value <= target)
         print(
-            f"{label:<46}{value:>11.4f}{'≤' + str(target):>9}  {base_label:<28}{base:>9.4f}"
-            f"  {verdict}"
+            f"{label:<46}{value:>11.4f}{'≤' + str(target):>9}  {base_label:<28}{base:>9.4f}  {ok}"
         )
     print(f"random game p90: {figures['random_game_ms_p90']:.2f} ms")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main() or exit_code())

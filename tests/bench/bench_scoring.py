@@ -37,6 +37,7 @@ from eventstore.envelope import MOVES, SCORES  # noqa: E402
 from eventstore.schemas import to_new  # noqa: E402
 from services.redis_store import RedisEventStore, game_keys  # noqa: E402
 from tests.bench.bench_command import CONFIG, run_load  # noqa: E402
+from tests.bench.targets import exit_code, verdict  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.integration.workers import beat, celery_env, worker  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
@@ -186,7 +187,7 @@ def main() -> int:
           f"({back['events_per_s']:.0f} events/s)")  # fmt: skip
     print(
         f"  command service peak (same run): {figures['command_peak_turns_per_s']:.0f} turns/s"
-        f" -> worker/command = {ratio:.1f}x (target ≥ 1x)  {'ok' if ratio >= 1 else 'MISSED'}"
+        f" -> worker/command = {ratio:.1f}x (target ≥ 1x)  {verdict('worker/command', ratio >= 1)}"
     )
     print(
         f"  baseline, one task per event: bare catch_up tasks {figures['bare_tasks_per_s']:.0f}"
@@ -196,7 +197,7 @@ def main() -> int:
         print(
             f"  lag move -> score event at half command peak: p50 {lag['p50_ms']:.0f} ms, "
             f"p99 {lag['p99_ms']:.0f} ms over {lag['score_events']} score events "
-            f"(target p99 ≤ 100 ms)  {'ok' if lag['p99_ms'] <= 100 else 'MISSED'}"
+            f"(target p99 ≤ 100 ms)  {verdict('scoring lag p99', lag['p99_ms'] <= 100)}"
         )
     return 0
 
@@ -209,4 +210,4 @@ def to_new_started() -> Any:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main() or exit_code())

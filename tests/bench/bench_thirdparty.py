@@ -37,6 +37,7 @@ from carcassonne.simulate import random_game  # noqa: E402
 from services.command.apikeys import ApiKeys  # noqa: E402
 from services.command.records import read_record, replay_record, score_body  # noqa: E402
 from tests.bench.bench_command import CONFIG, tree_cpu  # noqa: E402
+from tests.bench.targets import exit_code, verdict  # noqa: E402
 from tests.integration.http_client import call, gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
@@ -190,13 +191,13 @@ def main() -> int:
     )
     for label, row in (("1 client", figures["single"]), ("50% of peak", figures["half"])):
         p50 = row["p50_ms"]
-        verdict = "ok" if p50 <= TARGET_P50_MS else "MISSED"
+        ok = verdict(f"p50 at {label}", p50 <= TARGET_P50_MS)
         print(
             f"p50 at {label}: {p50:.2f} ms (target ≤ {TARGET_P50_MS:.0f} ms; "
-            f"engine alone {engine_ms:.2f} ms)  {verdict}"
+            f"engine alone {engine_ms:.2f} ms)  {ok}"
         )
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main() or exit_code())
