@@ -320,7 +320,6 @@ def main() -> int:
             f"turns 66-70 vs 1-5 (median): {cost['turn66_70_ms']:.2f} / {cost['turn1_5_ms']:.2f}"
             f" ms = {turn_ratio:.2f}x (target ≤ 1.2x)"
             f"  {verdict('late turn cost', turn_ratio <= 1.2)}"
-            f"  {verdict('late turn cost', turn_ratio <= 1.2)}"
         )
     return 0
 
