@@ -24,6 +24,7 @@ from services.common.webapp import checked_game_id, new_app
 from services.redis_store import RedisEventStore
 
 from . import integration
+from .client import command_client
 from .config import from_env
 from .notify import CeleryNotifier
 from .schemas import CreatedGameOut, CreateGameIn, TurnIn, TurnOut
@@ -168,7 +169,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app = new_app(__name__, "command", from_env(), test_config)
     service = app.config.get("GAME_SERVICE")
     if service is None:
-        client = redis.Redis.from_url(app.config["REDIS_URL"])
+        client = command_client(app.config)
         notify_ms = app.config["NOTIFY_MS"]
         broker = app.config["BROKER_URL"] or app.config["REDIS_URL"]
         service = GameService(

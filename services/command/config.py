@@ -10,6 +10,9 @@ from services.common.settings import from_env as _from_env
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": "redis://127.0.0.1:6390/0",  # the embedded Redis of `make run`
     "BROKER_URL": "",  # Celery broker for score notifications ("" = REDIS_URL)
+    # Redis connections one worker process may hold (its pool; a request waits for a free one).
+    # 0 = derived: the process's request threads (GUNICORN_THREADS, 1 for sync workers) + 2.
+    "REDIS_MAX_CONNECTIONS": 0,
     "MAX_CONTENT_LENGTH": 16 * 1024,  # bytes; a turn is ~100 bytes, a new game < 1 KiB
     "STATE_CACHE_SIZE": 10_000,  # games whose folded state a worker process keeps
     # Scoring wake-ups: at most one pending per game; a lost one is re-sent after NOTIFY_MS

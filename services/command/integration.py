@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from functools import wraps
 from typing import Any, TypeVar, cast
 
-import redis
 from flask import Flask, Response, current_app, g, jsonify, request
 from flask.views import MethodView
 from flask_smorest import Api, Blueprint
@@ -39,6 +38,7 @@ from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine, to_new
 from services.common.webapp import checked_game_id
 
+from .client import command_client
 from .hooks import DispatchSender, Webhooks
 from .ratelimit import RateLimiter
 from .records import Replayed, player_names, read_record, replay_record, score_body
@@ -81,7 +81,7 @@ class Integration:
 
 def init_app(app: Flask, api: Api, service: GameService) -> None:
     """Build the integration's parts from the app's settings and register the blueprint."""
-    client = redis.Redis.from_url(app.config["REDIS_URL"])
+    client = command_client(app.config)
     broker = app.config["BROKER_URL"] or app.config["REDIS_URL"]
     # NOTIFY_MS=0 means "send the worker nothing, its sweeps find the work": hooks likewise.
     sender = DispatchSender(broker, app.config["WEBHOOK_QUEUE"]) if service.notify else None
