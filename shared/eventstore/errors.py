@@ -26,5 +26,16 @@ class MarkerConflict(ConcurrencyError):
         self.expected = self.actual = -1
 
 
+class CommandReused(StoreError):
+    """A command id already appended with a different request fingerprint: an idempotency
+    key reused for another request (nothing was appended)."""
+
+    def __init__(self, command_id: str, stored: str, given: str) -> None:
+        super().__init__(f"command id {command_id!r} was used for a different request")
+        self.command_id = command_id
+        self.stored_fingerprint = stored
+        self.given_fingerprint = given
+
+
 class SchemaError(StoreError):
     """A payload that does not match its event type's schema."""

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from .envelope import STREAMS, AppendResult, NewEvent, StoredEvent
-from .errors import ConcurrencyError, MarkerConflict, StoreError
+from .errors import CommandReused, ConcurrencyError, MarkerConflict, StoreError
 from .schemas import upcast, validate_payload
 
 ANY = -1  # expected sequence that accepts any position
@@ -41,8 +41,14 @@ class EventStore(Protocol):
         marker: str | None = None,
         expected_marker: str | None = None,
         notify_ms: int = 0,
+        fingerprint: str = "",
     ) -> AppendResult:
         """Append `events` if the stream is at `expected` (or `ANY`); idempotent by command id.
+
+        `fingerprint` (a digest of the request the command came from) is stored with the
+        command id in the same step; a later append with the same command id and another
+        non-empty fingerprint raises `CommandReused` (an idempotency key reused for a
+        different request) instead of answering the first result.
 
         `marker` (a value, or "$seq" for the new last sequence) is stored in the game's
         marker for this stream in the same atomic step. With `expected_marker` the append
@@ -83,6 +89,13 @@ def check_append(
         validate_payload(event.type, event.version, event.payload)
 
 
+def check_fingerprint(command_id: str, stored: str, given: str) -> None:
+    """Raise `CommandReused` when a seen command id came from another request (both
+    fingerprints known and different); an unknown one on either side is not a mismatch."""
+    if stored and given and stored != given:
+        raise CommandReused(command_id, stored, given)
+
+
 class InMemoryEventStore:
     """An `EventStore` in a dict, for unit tests and the engine-only demo."""
 
@@ -104,13 +117,17 @@ class InMemoryEventStore:
         marker: str | None = None,
         expected_marker: str | None = None,
         notify_ms: int = 0,
+        fingerprint: str = "",
     ) -> AppendResult:
         """See `EventStore.append`."""
         check_append(stream, events, command_id, marker)
         with self._lock:
             seen = self._commands.get((game_id, stream, command_id))
             if seen is not None:
-                return AppendResult(seen.first_seq, seen.last_seq, duplicate=True)
+                check_fingerprint(command_id, seen.fingerprint, fingerprint)
+                return AppendResult(
+                    seen.first_seq, seen.last_seq, duplicate=True, fingerprint=seen.fingerprint
+                )
             log = self._streams.setdefault((game_id, stream), [])
             if expected != ANY and expected != len(log):
                 raise ConcurrencyError(expected, len(log))
@@ -138,7 +155,7 @@ class InMemoryEventStore:
                 notify = True
             result = AppendResult(first, len(log), time_ms=now, notify=notify)
             self._commands[(game_id, stream, command_id)] = AppendResult(
-                first, len(log), False, now
+                first, len(log), False, now, fingerprint=fingerprint
             )
             if marker is not None:
                 self._markers[(game_id, stream)] = str(len(log)) if marker == "$seq" else marker
@@ -165,7 +182,9 @@ class InMemoryEventStore:
     def command_result(self, game_id: str, stream: str, command_id: str) -> AppendResult | None:
         """See `EventStore.command_result`."""
         seen = self._commands.get((game_id, stream, command_id))
-        return None if seen is None else AppendResult(seen.first_seq, seen.last_seq, True)
+        if seen is None:
+            return None
+        return AppendResult(seen.first_seq, seen.last_seq, True, fingerprint=seen.fingerprint)
 
     def clear_notify(self, game_id: str, stream: str) -> None:
         """See `EventStore.clear_notify`."""

@@ -11,7 +11,13 @@ import redis
 
 from carcassonne.simulate import random_game
 from eventstore.envelope import MOVES, SCORES, NewEvent, StoredEvent
-from eventstore.errors import ConcurrencyError, MarkerConflict, SchemaError, StoreError
+from eventstore.errors import (
+    CommandReused,
+    ConcurrencyError,
+    MarkerConflict,
+    SchemaError,
+    StoreError,
+)
 from eventstore.port import ANY, InMemoryEventStore
 from eventstore.schemas import to_engine, to_new
 from services.redis_store import RedisEventStore, game_keys
@@ -65,6 +71,28 @@ def test_a_repeated_command_id_returns_the_first_result_and_appends_nothing(stor
     assert store.last_seq(game, MOVES) == 2
     assert store.command_result(game, MOVES, "same") == again
     assert store.command_result(game, MOVES, "other") is None
+
+
+def test_a_command_id_reused_for_another_request_is_refused_and_appends_nothing(store) -> None:
+    game = new_game()
+    first = store.append(game, MOVES, [drawn("E")], expected=0, command_id="k", fingerprint="a1")
+    with pytest.raises(CommandReused) as info:
+        store.append(game, MOVES, [drawn("F")], expected=1, command_id="k", fingerprint="b2")
+    assert (info.value.stored_fingerprint, info.value.given_fingerprint) == ("a1", "b2")
+    assert store.last_seq(game, MOVES) == 1
+    again = store.append(game, MOVES, [drawn("E")], expected=0, command_id="k", fingerprint="a1")
+    assert (again.first_seq, again.last_seq, again.duplicate) == (1, 1, True)
+    assert again.fingerprint == "a1"
+    assert first.duplicate is False
+    seen = store.command_result(game, MOVES, "k")
+    assert (seen.first_seq, seen.last_seq, seen.fingerprint) == (1, 1, "a1")
+
+
+def test_a_command_without_fingerprint_matches_any(store) -> None:
+    game = new_game()
+    store.append(game, MOVES, [drawn()], expected=0, command_id="k")
+    again = store.append(game, MOVES, [drawn()], expected=0, command_id="k", fingerprint="z")
+    assert again.duplicate and again.fingerprint == ""
 
 
 def test_idempotency_is_checked_before_the_expected_sequence(store) -> None:
@@ -222,3 +250,10 @@ def test_every_key_of_a_game_shares_one_cluster_hash_tag() -> None:
     keys = [k for stream in (MOVES, SCORES) for k in game_keys("abc", stream)]
     assert all(k.startswith("{g:abc}:") for k in keys)
     assert len(set(keys)) == len(keys)
+
+
+def test_a_flushed_append_script_is_loaded_again(redis_client: redis.Redis) -> None:
+    store = RedisEventStore(redis_client)
+    redis_client.script_flush()
+    result = store.append(new_game(), MOVES, [drawn()], expected=0, command_id="c1")
+    assert (result.first_seq, result.duplicate) == (1, False)
