@@ -10,6 +10,7 @@ whose moves are not all scored, so a lost notification delays scores but never d
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 
@@ -21,6 +22,7 @@ from prometheus_client import Counter, Histogram, start_http_server
 
 from services.common.observability import REQUEST_ID, setup_logging
 from services.redis_store import RedisEventStore, add_pending, clear_scheduled, take_pending
+from services.redis_store.connect import shared_client
 
 from . import webhooks  # registers the webhook tasks (dispatch, deliver, sweep)
 from .config import from_env
@@ -56,13 +58,28 @@ def scorer() -> Scorer:
     global _scorer
     with _scorer_lock:  # the thread pool's threads share one scorer and its cache
         if _scorer is None:
-            client = redis.Redis.from_url(settings["REDIS_URL"])
+            client = shared_client(
+                settings["REDIS_URL"], role="scoring", max_connections=redis_pool_size()
+            )
             _scorer = Scorer(
                 RedisEventStore(client),
                 batch=settings["SCORING_BATCH"],
                 cache_size=settings["SCORING_CACHE_SIZE"],
             )
         return _scorer
+
+
+_concurrency = 0  # the worker's --concurrency, known once `worker_init` has run
+
+
+def worker_concurrency() -> int:
+    """The pool size of this worker (its threads), as `celery worker --concurrency` set it."""
+    return _concurrency or os.cpu_count() or 1
+
+
+def redis_pool_size() -> int:
+    """Connections the scorer of this process may hold (REDIS_MAX_CONNECTIONS or derived)."""
+    return int(settings["REDIS_MAX_CONNECTIONS"]) or worker_concurrency() + 2
 
 
 def scorer_client() -> redis.Redis:
@@ -94,6 +111,14 @@ LAG = Histogram(
 @celery_setup_logging.connect
 def _json_logs(**_: Any) -> None:
     setup_logging("scoring")  # one JSON object per line, like the web services
+
+
+@worker_init.connect
+def _remember_concurrency(sender: Any = None, **_: Any) -> None:
+    # The worker's --concurrency is known only here (before any pool thread or child
+    # exists); the Redis pool sizes of this process are derived from it.
+    global _concurrency
+    _concurrency = int(getattr(sender, "concurrency", 0) or 0)
 
 
 @worker_init.connect

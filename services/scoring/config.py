@@ -10,6 +10,9 @@ from services.common.settings import from_env as _from_env
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": "redis://127.0.0.1:6390/0",  # the event store (the embedded Redis of `make run`)
     "BROKER_URL": "",  # Celery broker ("" = REDIS_URL)
+    # Redis connections the scorer of one worker process may hold; 0 = derived: the
+    # worker's concurrency (its pool threads) + 2 (the drain's own reads, the sweep).
+    "REDIS_MAX_CONNECTIONS": 0,
     "SCORING_BATCH": 1_000,  # move events read and scored per append
     "SCORING_CACHE_SIZE": 2_000,  # games whose folded state a worker process keeps
     "DRAIN_BATCH": 100,  # games taken from the pending set at a time
