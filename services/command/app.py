@@ -12,7 +12,7 @@ from typing import Any
 import redis
 from flask import Flask, Response, current_app, jsonify, request
 from flask.views import MethodView
-from flask_smorest import Api, Blueprint
+from flask_smorest import Api
 from prometheus_client import Counter
 from werkzeug.exceptions import HTTPException
 
@@ -20,7 +20,7 @@ from carcassonne.errors import GameError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
 from services.common.affinity import OWNS_GAME
-from services.common.webapp import checked_game_id, new_app
+from services.common.webapp import Blueprint, checked_game_id, new_app
 from services.redis_store import RedisEventStore
 
 from . import integration
@@ -68,7 +68,11 @@ class Games(MethodView):
     @blp.arguments(CreateGameIn())
     @blp.response(201, CreatedGameOut())
     def post(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Create a game: returns its id and one secret token per player."""
+        """Create a game: returns its id and one secret token per player.
+
+        Not idempotent (an Idempotency-Key is ignored): a retry after a lost reply makes a
+        second game, and the first is never played. Answering a retry with the first game's
+        tokens would need them stored in the clear, for anyone who sends the same key."""
         rules = dict(body["ruleset"])
         area = rules.pop("area")
         ruleset = Ruleset(**rules, area=None if area is None else (area["width"], area["height"]))
@@ -90,7 +94,14 @@ class Turns(MethodView):
                 "schema": {"type": "string"},
                 "description": "Bearer <player token>",
             },
-            {"in": "header", "name": "Idempotency-Key", "schema": {"type": "string"}},
+            {
+                "in": "header",
+                "name": "Idempotency-Key",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+                "description": "makes a retry safe: the same key (per seat) with the same "
+                "body answers the original result and appends nothing; with another body "
+                "422 idempotency_key_reused",
+            },
             {
                 "in": "header",
                 "name": "If-Match",
@@ -103,9 +114,7 @@ class Turns(MethodView):
         """Play the drawn tile (and maybe a meeple) for the token's player."""
         auth = request.headers.get("Authorization", "")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-        key = request.headers.get("Idempotency-Key")
-        if key is not None and not 1 <= len(key) <= 128:
-            raise GameError("bad_idempotency_key", "Idempotency-Key must be 1-128 characters")
+        key = integration.idempotency_key()
         expected = _if_match(request.headers.get("If-Match"))
         result = _service().play_turn(
             checked_game_id(game_id),

@@ -11,12 +11,15 @@
 A key is sent as ``X-Api-Key`` (401 `missing_api_key`, 403 `bad_api_key`) and is rate
 limited per key (429 `rate_limited` with ``Retry-After``). Record bodies may be up to
 ``RECORD_MAX_BYTES`` (413 `body_too_large`); JSON nested deeper than a record ever is gets
-400 `json_too_deep`. An illegal record gets 422 with the first bad turn's index in
-``details.index``, a stable code and the rule. See docs/integration.md.
+400 `json_too_deep`, a body of another type 415 `unsupported_media_type` (every body rule:
+services/common/body.py). An illegal record gets 422 with the first bad turn's index in
+``details.index``, a stable code and the rule. `POST /games/import` with an
+``Idempotency-Key`` creates one game per (API key, Idempotency-Key). See docs/integration.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -28,23 +31,40 @@ from typing import Any, TypeVar, cast
 
 from flask import Flask, Response, current_app, g, jsonify, request
 from flask.views import MethodView
-from flask_smorest import Api, Blueprint
+from flask_smorest import Api
 from marshmallow import RAISE, Schema, fields, validate
 
 from carcassonne.errors import GameError
 from carcassonne.notation import format_record
 from carcassonne.record import record_from_events
 from eventstore.envelope import MOVES
+from eventstore.errors import CommandReused
 from eventstore.schemas import to_engine, to_new
-from services.common.webapp import checked_game_id
+from services.common.body import fingerprint, read_body
+from services.common.webapp import Blueprint, checked_game_id
 
 from .client import command_client
 from .hooks import DispatchSender, Webhooks
 from .ratelimit import RateLimiter
-from .records import Replayed, player_names, read_record, replay_record, score_body
-from .service import AuthError, Forbidden, GameService, NotFound
+from .records import (
+    Replayed,
+    check_record_type,
+    player_names,
+    read_record,
+    replay_record,
+    score_body,
+)
+from .service import (
+    AuthError,
+    Forbidden,
+    GameService,
+    IdempotencyKeyReused,
+    NotFound,
+    check_reuse,
+)
 
 API_KEY = "X-Api-Key"
+IMPORT_COMMAND = "import"  # the command id of an import's one append
 NOT_PLAYABLE = (
     "imported games have no player tokens: they can be viewed, exported and scored, not played"
 )
@@ -55,12 +75,6 @@ blp = Blueprint(
     __name__,
     description="Third parties: official scoring of records, import, export and webhooks",
 )
-
-
-class TooLarge(GameError):
-    """A body beyond the configured size."""
-
-    status = 413
 
 
 class RateLimited(GameError):
@@ -133,15 +147,12 @@ def _rate_limited(exc: RateLimited) -> tuple[Response, int]:
     return response, exc.status
 
 
-def _body() -> bytes:
-    """The raw body of a record request, refused whole beyond the size limit (before reading)."""
-    limit = _parts().max_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise TooLarge(
-            "body_too_large", f"a record body is at most {limit} bytes", None, limit=limit
-        )
-    request.max_content_length = limit  # a body without Content-Length is cut off there
-    return request.get_data(cache=False)
+def _record_body() -> bytes:
+    """The raw body of a record request: its type checked and its size refused beyond the
+    limit before it is read, then read whole (a body shorter than its Content-Length is
+    refused: services/common/body.py)."""
+    check_record_type(request.mimetype)
+    return read_body(request, _parts().max_bytes)
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -166,38 +177,106 @@ class Score(MethodView):
     @blp.response(200)
     def post(self) -> Response:
         """Score a record: timeline, every score explained, final scoring, totals, winners."""
-        record, _ = read_record(_body(), request.mimetype)
+        record, _ = read_record(_record_body(), request.mimetype)
         return _json(score_body(replay_record(record)))
 
 
+@dataclass(frozen=True)
+class Imported:
+    """Where an import landed: the game, its last sequence, and whether this request only
+    found the game an earlier request with the same Idempotency-Key made."""
+
+    game_id: str
+    seq: int
+    replayed: bool = False
+
+
+def import_game_id(key_id: str, idempotency_key: str) -> str:
+    """The game an import with this (API key, Idempotency-Key) makes: always the same one, so
+    a retry meets the first attempt's game instead of making another. 32 hex digits like a
+    played game's uuid4 id (services/common/webapp.py); another key cannot reach it (its id
+    is part of the hash)."""
+    digest = hashlib.sha256(f"import\n{key_id}\n{idempotency_key}".encode())
+    return digest.hexdigest()[:32]
+
+
+def import_fingerprint(key_id: str, replayed: Replayed, names: list[str]) -> str:
+    """What an import's Idempotency-Key is bound to: the record as read (the same game sent as
+    JSON or as notation is the same request) and the names."""
+    body = {"key": key_id, "record": replayed.record.to_dict(), "names": names}
+    return fingerprint("POST", "/games/import", body)
+
+
 def import_game(
-    service: GameService, replayed: Replayed, names: list[str], key_id: str
-) -> tuple[str, int]:
-    """Store a checked record as a new game in one conditional append; (game id, last seq)."""
-    game_id = uuid.uuid4().hex
+    service: GameService,
+    replayed: Replayed,
+    names: list[str],
+    key_id: str,
+    idempotency_key: str | None = None,
+) -> Imported:
+    """Store a checked record as a new game in one conditional append.
+
+    With an `idempotency_key` the game's id is derived from (API key, key) and the request's
+    fingerprint is bound to it twice, both atomically: in the secrets record (written only if
+    absent, SET NX: the first request to get there owns the game and its names) and with the
+    append's command id. A later request with the same key and the same record gets the same
+    game (its append, if the first one never happened, or the first append's result); with
+    another record `IdempotencyKeyReused`, and nothing is written.
+    """
+    request = import_fingerprint(key_id, replayed, names) if idempotency_key else ""
+    game_id = import_game_id(key_id, idempotency_key) if idempotency_key else uuid.uuid4().hex
+    imported: dict[str, Any] = {"key_id": key_id, "time_ms": int(time.time() * 1000)}
+    secrets = {
+        "names": names,
+        "seed": None,  # the record came with its draws: there is no seed to reveal
+        "tokens": {},  # no seat can play
+        "imported": imported,
+    }
     # Written first: once the move stream exists the game is listed, names and all. If the
     # append fails, this record alone names no game (every reader starts from the stream).
-    service.secrets.put(
-        game_id,
-        {
-            "names": names,
-            "seed": None,  # the record came with its draws: there is no seed to reveal
-            "tokens": {},  # no seat can play
-            "imported": {"key_id": key_id, "time_ms": int(time.time() * 1000)},
-        },
-    )
-    result = service.store.append(
-        game_id,
-        MOVES,
-        [to_new(e) for e in replayed.events],
-        expected=0,
-        command_id="import",
-        marker="$seq",  # moves up to here wait to be scored: the worker's sweep sees it too
-        notify_ms=service.notify_ms,
-    )
+    if not idempotency_key:
+        service.secrets.put(game_id, secrets)
+    else:
+        imported["fingerprint"] = request
+        if not service.secrets.put_new(game_id, secrets):
+            found = service.secrets.get(game_id) or {}
+            check_reuse(found.get("imported", {}).get("fingerprint", "?"), request)
+    try:
+        result = service.store.append(
+            game_id,
+            MOVES,
+            [to_new(e) for e in replayed.events],
+            expected=0,
+            command_id=IMPORT_COMMAND,
+            marker="$seq",  # moves up to here wait to be scored: the worker's sweep sees it too
+            notify_ms=service.notify_ms,
+            fingerprint=request,
+        )
+    except CommandReused:
+        raise IdempotencyKeyReused from None
     if result.notify and service.notify is not None:
         service.notify(game_id)
-    return game_id, result.last_seq
+    return Imported(game_id, result.last_seq, replayed=result.duplicate)
+
+
+def idempotency_key() -> str | None:
+    """The request's Idempotency-Key header, if any: 1-128 visible ASCII characters."""
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not (1 <= len(key) <= 128 and key.isascii() and key.isprintable()):
+        raise GameError(
+            "bad_idempotency_key", "Idempotency-Key must be 1-128 visible ASCII characters"
+        )
+    return key
+
+
+IDEMPOTENCY_KEY = {
+    "in": "header",
+    "name": "Idempotency-Key",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+    "description": "makes a retry safe: the same key (per API key) with the same record "
+    "answers the game the first request made; with another record 422 "
+    "idempotency_key_reused",
+}
 
 
 @blp.route("/games/import")
@@ -209,22 +288,24 @@ class Import(MethodView):
             **RECORD_BODY,
             "description": "a record, optionally with a top-level `names` list (seat order)",
         },
+        parameters=[IDEMPOTENCY_KEY],
     )
     @blp.response(201)
     def post(self) -> Response:
         """Store a record as a game: scored by the worker, viewable, exportable; not playable."""
-        record, extra = read_record(_body(), request.mimetype, extra=("names",))
+        record, extra = read_record(_record_body(), request.mimetype, extra=("names",))
         names = player_names(extra.get("names"), record.players)
         replayed = replay_record(record)
-        game_id, seq = import_game(_parts().service, replayed, names, g.api_key["id"])
-        state = replayed.state
-        return _json(
+        key = idempotency_key()
+        done = import_game(_parts().service, replayed, names, g.api_key["id"], key)
+        game_id, state = done.game_id, replayed.state
+        response = _json(
             {
                 "game_id": game_id,
                 "imported": True,
                 "playable": False,
                 "note": NOT_PLAYABLE,
-                "seq": seq,
+                "seq": done.seq,
                 "players": [{"seat": i, "name": n} for i, n in enumerate(names)],
                 "final_scores": list(state.scores),
                 "links": {
@@ -234,6 +315,9 @@ class Import(MethodView):
             },
             201,
         )
+        if done.replayed:  # the same body as the first answer; this header says it is a replay
+            response.headers["Idempotent-Replayed"] = "true"
+        return response
 
 
 class RecordArgs(Schema):

@@ -9,7 +9,6 @@ replay (`carcassonne.record.play_record`), in one pass that also keeps the score
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,55 +18,47 @@ from carcassonne.notation import parse_record
 from carcassonne.record import FORMAT, Record, load_record, play_record
 from carcassonne.scoring import ScoreEvent, ranks
 from carcassonne.state import OVER, GameState
+from services.common.body import (
+    MAX_DEPTH,
+    BodyError,
+    UnsupportedMediaType,
+    check_depth,
+    is_json,
+    parse_json,
+)
 
-# A record nests four levels (record, turns, turn, meeple) and an import body five: anything
-# deeper is not a record, and refusing it early keeps hostile bodies from costing more.
-MAX_DEPTH = 16
+__all__ = [  # the body helpers were born here; tests and callers still import them from here
+    "MAX_DEPTH",
+    "BodyError",
+    "check_depth",
+    "check_record_type",
+    "parse_json",
+    "read_record",
+]
+
 NOTATION_TYPES = ("text/plain", "text/x-carcassonne-record")
+RECORD_TYPES = "application/json or text/plain (the notation)"
 
 
-class BodyError(GameError):
-    """A request body that is not JSON at all, or JSON nested absurdly deep."""
-
-    status = 400
-
-
-def parse_json(raw: bytes) -> Any:
-    """Decode a JSON body; `BodyError` for bad UTF-8, bad JSON or nesting beyond `MAX_DEPTH`."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BodyError("invalid_json", "the request body is not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except RecursionError:  # the C decoder gives up at the interpreter's recursion limit
-        raise BodyError(
-            "json_too_deep", f"JSON nested deeper than {MAX_DEPTH} levels", None, limit=MAX_DEPTH
-        ) from None
-    except ValueError:  # bad JSON, or an integer of more than 4300 digits
-        raise BodyError("invalid_json", "the request body is not valid JSON") from None
-    check_depth(data)
-    return data
-
-
-def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
-    """Refuse containers nested deeper than `limit` (iteratively: no recursion to exhaust)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
-        if depth > limit:
-            raise BodyError(
-                "json_too_deep", f"JSON nested deeper than {limit} levels", None, limit=limit
-            )
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+def check_record_type(mimetype: str) -> None:
+    """`UnsupportedMediaType` unless `mimetype` is JSON or the notation's text type."""
+    if mimetype not in NOTATION_TYPES and not is_json(mimetype):
+        raise UnsupportedMediaType(
+            "unsupported_media_type",
+            f"a record is sent as {RECORD_TYPES} (got {mimetype[:100] or 'no Content-Type'})",
+            None,
+            expected=RECORD_TYPES,
+            got=mimetype[:100] or None,
+        )
 
 
 def read_record(
     raw: bytes, mimetype: str, extra: tuple[str, ...] = ()
 ) -> tuple[Record, dict[str, Any]]:
     """A record from a request body (JSON, or the notation as text/plain), and the values of
-    the `extra` top-level keys the caller allows beside the record's own (e.g. "names")."""
+    the `extra` top-level keys the caller allows beside the record's own (e.g. "names").
+    Any other `mimetype` (or none) is `UnsupportedMediaType`; a JSON value that is not an
+    object is `bad_record` (R-less, 422), like any malformed record."""
     if mimetype in NOTATION_TYPES:
         try:
             text = raw.decode("utf-8")
@@ -77,6 +68,7 @@ def read_record(
             return parse_record(text), {}
         except GameError as exc:
             raise RecordError(None, exc) from exc
+    check_record_type(mimetype)
     data = parse_json(raw)
     found: dict[str, Any] = {}
     if isinstance(data, dict) and extra:

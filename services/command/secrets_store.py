@@ -25,6 +25,10 @@ class RedisSecrets:
         """See `Secrets.put`."""
         self.client.set(self.key(game_id), json.dumps(data))
 
+    def put_new(self, game_id: str, data: dict[str, Any]) -> bool:
+        """See `Secrets.put_new` (SET NX: atomic, so two racing requests cannot both win)."""
+        return bool(self.client.set(self.key(game_id), json.dumps(data), nx=True))
+
     def get(self, game_id: str) -> dict[str, Any] | None:
         """See `Secrets.get`."""
         raw = self.client.get(self.key(game_id))

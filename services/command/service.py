@@ -31,9 +31,10 @@ from carcassonne.ruleset import Ruleset
 from carcassonne.state import DRAW, OVER, GameState
 from carcassonne.tiles import Meeple
 from eventstore.envelope import MOVES, StoredEvent
-from eventstore.errors import ConcurrencyError
+from eventstore.errors import CommandReused, ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine, to_new
+from services.common.body import fingerprint
 
 
 class NotFound(GameError):
@@ -54,11 +55,48 @@ class Forbidden(GameError):
     status = 403
 
 
+class IdempotencyKeyReused(GameError):
+    """An Idempotency-Key sent again with a different request: 422, nothing done."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "idempotency_key_reused",
+            "this Idempotency-Key was used for a different request; "
+            "send a new key with a new request",
+        )
+
+
+def check_reuse(stored: str, given: str) -> None:
+    """`IdempotencyKeyReused` when a key's stored request fingerprint is not this request's
+    (an empty one, from before fingerprints were stored, is taken as a match)."""
+    if stored and given and stored != given:
+        raise IdempotencyKeyReused
+
+
+def turn_fingerprint(
+    game_id: str, seat: int, x: Any, y: Any, rotation: Any, meeple: Meeple | None
+) -> str:
+    """What a turn's Idempotency-Key is bound to: the request as the command means it (the
+    seat of its token, the placement and the meeple), so a retry that spells the same body
+    differently (key order, an explicit `"meeple": null`) is still the same request."""
+    body = {
+        "seat": seat,
+        "x": x,
+        "y": y,
+        "rotation": rotation,
+        "meeple": None if meeple is None else meeple_to_dict(meeple),
+    }
+    return fingerprint("POST", f"/games/{game_id}/turns", body)
+
+
 class Secrets(Protocol):
     """Per-game secrets kept outside the event log: token hashes and the draw seed."""
 
     def put(self, game_id: str, data: dict[str, Any]) -> None:
         """Store a new game's secrets."""
+
+    def put_new(self, game_id: str, data: dict[str, Any]) -> bool:
+        """Store a game's secrets unless it has some already; True if these were stored."""
 
     def get(self, game_id: str) -> dict[str, Any] | None:
         """A game's secrets, or None for an unknown game."""
@@ -73,6 +111,10 @@ class MemorySecrets:
     def put(self, game_id: str, data: dict[str, Any]) -> None:
         """See `Secrets.put`."""
         self._data[game_id] = data
+
+    def put_new(self, game_id: str, data: dict[str, Any]) -> bool:
+        """See `Secrets.put_new`."""
+        return self._data.setdefault(game_id, data) is data
 
     def get(self, game_id: str) -> dict[str, Any] | None:
         """See `Secrets.get`."""
@@ -260,10 +302,18 @@ class GameService:
         except GameError:
             self.keep(game_id, cached)
             raise
-        command_id = f"turn:{seat}:{idempotency_key}" if idempotency_key else uuid.uuid4().hex
+        if idempotency_key:
+            command_id = f"turn:{seat}:{idempotency_key}"
+            request = turn_fingerprint(game_id, seat, x, y, rotation, meeple)
+        else:
+            command_id, request = uuid.uuid4().hex, ""
         for _attempt in range(4):
             if checked and idempotency_key:
-                replay = self._replayed(game_id, cached, command_id)
+                try:
+                    replay = self._replayed(game_id, cached, command_id, request)
+                except GameError:
+                    self.keep(game_id, cached)  # nothing was decided on it yet
+                    raise
                 if replay is not None:
                     self.keep(game_id, cached)
                     return replay
@@ -299,7 +349,12 @@ class GameService:
                     command_id=command_id,
                     marker="$seq",  # "moves up to here exist": the worker compares its progress
                     notify_ms=self.notify_ms,
+                    fingerprint=request,  # bound to the command id in the same script
                 )
+            except CommandReused:
+                # The key is in the stream already, for another request. Nothing was
+                # appended; this state ran ahead of the stream, so it is not kept.
+                raise IdempotencyKeyReused from None
             except ConcurrencyError:
                 if expected_seq is not None:  # the client's If-Match is behind the stream too
                     raise OutOfTurnError(
@@ -312,8 +367,8 @@ class GameService:
                 # first reply was lost, or a client's retry with the same Idempotency-Key that
                 # got there first. Either way the answer is what was stored for it.
                 cached, checked = self._refolded(game_id, cached.secrets), True
-                replay = self._replayed(game_id, cached, command_id)
                 self.keep(game_id, cached)
+                replay = self._replayed(game_id, cached, command_id, request)
                 if replay is not None:
                     return replay
                 continue
@@ -341,11 +396,15 @@ class GameService:
         cached = self._take(game_id) or Cached(GameState(), 0, secrets)
         return self._caught_up(game_id, cached, own=True)
 
-    def _replayed(self, game_id: str, cached: Cached, command_id: str) -> TurnResult | None:
-        """The original result of a command id already appended, if it was."""
+    def _replayed(
+        self, game_id: str, cached: Cached, command_id: str, request: str
+    ) -> TurnResult | None:
+        """The original result of a command id already appended, if it was (and came from
+        the same request: else `IdempotencyKeyReused`)."""
         done = self.store.command_result(game_id, MOVES, command_id)
         if done is None:
             return None
+        check_reuse(done.fingerprint, request)
         events = self.store.read(
             game_id, MOVES, after=done.first_seq - 1, limit=done.last_seq - done.first_seq + 1
         )

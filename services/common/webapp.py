@@ -7,11 +7,15 @@ from collections.abc import Callable, Mapping
 from inspect import iscoroutinefunction
 from typing import Any
 
+import flask_smorest
 import redis
-from flask import Flask
+from flask import Flask, Request
+from marshmallow import Schema
+from webargs.flaskparser import FlaskParser
 
 from carcassonne.errors import GameError
 
+from .body import read_json
 from .observability import instrument
 
 GAME_ID = re.compile(r"[0-9a-f]{32}")  # what the command service's uuid4().hex ids look like
@@ -49,6 +53,26 @@ def checked_game_id(game_id: str) -> str:
     if not GAME_ID.fullmatch(game_id):
         raise GameNotFound("game_not_found", f"no game {game_id[:64]}")
     return game_id
+
+
+class StrictParser(FlaskParser):
+    """webargs' Flask parser with JSON bodies read by `services.common.body.read_json`.
+
+    webargs' own `load_json` lets a RecursionError (deep nesting) or a ValueError (an integer
+    of more than 4300 digits) through as a 500, parses NaN, takes the last of duplicate keys,
+    reads a body of another Content-Type as "missing" (so its fields are reported missing),
+    and trusts a body shorter than its Content-Length.
+    """
+
+    def load_json(self, req: Request, schema: Schema) -> Any:
+        """See `webargs.core.Parser.load_json`: the body, or a 4xx `GameError`."""
+        return read_json(req)
+
+
+class Blueprint(flask_smorest.Blueprint):
+    """flask-smorest's Blueprint whose `arguments` parse JSON bodies with `StrictParser`."""
+
+    ARGUMENTS_PARSER = StrictParser()
 
 
 def new_app(
