@@ -26,11 +26,16 @@ demo: install
 test: install
 	$(PY) -m pytest
 
+# Every benchmark runs even when an earlier one missed a target; any miss fails `make bench`.
+BENCHES := engine redis_client command scoring thirdparty
+
 bench: install
-	$(PY) tests/bench/bench_engine.py
-	$(PY) tests/bench/bench_command.py
-	$(PY) tests/bench/bench_scoring.py
-	$(PY) tests/bench/bench_thirdparty.py
+	@status=0; for b in $(BENCHES); do \
+	  echo "== tests/bench/bench_$$b.py"; \
+	  $(PY) tests/bench/bench_$$b.py || status=1; \
+	done; \
+	if [ $$status -ne 0 ]; then echo "make bench: a target was missed (see MISSED above)"; fi; \
+	exit $$status
 
 lint: install
 	$(PY) -m ruff check shared services tests deploy
