@@ -83,8 +83,15 @@ def read_body(request: Request, limit: int | None = None) -> bytes:
         if request.content_length is not None and request.content_length > limit:
             _too_large(limit)
         request.max_content_length = limit  # a body without Content-Length is cut off there
+    most = request.max_content_length
+    beyond = b""
     try:
         raw = request.get_data(cache=True)
+        if request.content_length is None and most is not None and len(raw) >= most:
+            # A stream without Content-Length (chunked) is cut off at the maximum without an
+            # error: one more byte from the server's input tells a body of exactly the
+            # maximum from a longer one.
+            beyond = request.environ["wsgi.input"].read(1)
     except RequestEntityTooLarge:
         _too_large(limit if limit is not None else request.max_content_length)
     except ClientDisconnected:  # werkzeug's own length check (servers that do not terminate)
@@ -93,6 +100,8 @@ def read_body(request: Request, limit: int | None = None) -> bytes:
         raise
     except Exception:  # the server's reader: a broken chunked stream, a reset
         _incomplete(None, None)
+    if beyond:
+        _too_large(most)
     expected = request.content_length
     if expected is not None and len(raw) != expected:
         _incomplete(expected, len(raw))

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from carcassonne.errors import GameError
+from carcassonne.events import meeple_from_dict
+from carcassonne.record import record_from_events
 from carcassonne.ruleset import Ruleset
+from carcassonne.simulate import random_game
 from eventstore.envelope import MOVES
 from eventstore.port import InMemoryEventStore
-from services.command.service import GameService, MemorySecrets, draw_tile
+from services.command.integration import import_fingerprint, import_game, import_game_id
+from services.command.records import replay_record
+from services.command.service import (
+    GameService,
+    IdempotencyKeyReused,
+    MemorySecrets,
+    draw_tile,
+    turn_fingerprint,
+)
 
 
 def make() -> tuple[GameService, InMemoryEventStore]:
@@ -204,3 +217,96 @@ def test_a_trusted_cache_behind_the_stream_accepts_the_clients_correct_if_match(
             expected_seq=current, trust_cache=True,
         )  # fmt: skip
     assert info.value.code == "stale_sequence"
+
+
+# -- Idempotency-Key bound to the request (IETF Idempotency-Key draft, Stripe) ----------------
+def _placements(service: GameService, game_id: str) -> tuple[int, list[tuple[int, int, int]]]:
+    view = service.turn_view(game_id)
+    return view["player"], [(p["x"], p["y"], p["rotation"]) for p in view["placements"]]
+
+
+def test_a_key_reused_for_another_turn_is_refused_and_appends_nothing() -> None:
+    service, store = make()
+    game_id, seats = service.create_game(["ann", "bob"], Ruleset(), seat_order=[0, 1])
+    seat, spots = _placements(service, game_id)
+    token = seats[seat]["token"]
+    first = service.play_turn(game_id, token, *spots[0], None, "k1")
+    after = store.last_seq(game_id, MOVES)
+    with pytest.raises(IdempotencyKeyReused) as info:
+        service.play_turn(game_id, token, *spots[1], None, "k1")
+    assert (info.value.code, info.value.status) == ("idempotency_key_reused", 422)
+    assert store.last_seq(game_id, MOVES) == after
+    again = service.play_turn(game_id, token, *spots[0], None, "k1")  # the same request
+    assert again.replayed and again.seq == first.seq
+    # The key is per seat: the other seat's "k1" is another command, and plays normally.
+    seat2, spots2 = _placements(service, game_id)
+    assert service.play_turn(game_id, seats[seat2]["token"], *spots2[0], None, "k1").seq > after
+
+
+def test_a_trusted_cache_meets_a_reused_key_in_the_append_itself() -> None:
+    """The owner decides a legal later turn from its cache without reading the stream; the
+    key it carries was bound to the seat's first turn. The append script refuses it
+    (CommandReused), nothing is appended, and the game goes on."""
+    owner, _, store, game_id, seats = _two_processes()
+    seat, x, y, rotation = _legal_turn(owner, game_id)
+    token = seats[seat]["token"]
+    owner.play_turn(game_id, token, x, y, rotation, None, "k1", trust_cache=True)
+    other_seat, *spot = _legal_turn(owner, game_id)
+    owner.play_turn(game_id, seats[other_seat]["token"], *spot, None, trust_cache=True)
+    assert _legal_turn(owner, game_id)[0] == seat  # the first seat's turn again, legal spots
+    _, x3, y3, rotation3 = _legal_turn(owner, game_id)
+    before, reads = store.last_seq(game_id, MOVES), store.reads
+    with pytest.raises(IdempotencyKeyReused):
+        owner.play_turn(game_id, token, x3, y3, rotation3, None, "k1", trust_cache=True)
+    assert store.reads == reads  # decided from the cache: the append script caught it
+    assert store.last_seq(game_id, MOVES) == before
+    played = owner.play_turn(game_id, token, x3, y3, rotation3, None, "k2", trust_cache=True)
+    assert played.seq > before and not played.replayed
+
+
+def test_a_turn_fingerprint_names_the_game_seat_placement_and_meeple() -> None:
+    city = meeple_from_dict({"edge": "N", "feature": "city"})
+    assert turn_fingerprint("g", 0, 1, 2, 3, city) == turn_fingerprint(
+        "g", 0, 1, 2, 3, meeple_from_dict({"feature": "city", "edge": "N"})
+    )
+    variants = {turn_fingerprint("g", 0, 1, 2, 3, city), turn_fingerprint("g", 0, 1, 2, 3, None),
+                turn_fingerprint("g", 1, 1, 2, 3, city), turn_fingerprint("g", 0, 1, 2, 0, city),
+                turn_fingerprint("h", 0, 1, 2, 3, city)}  # fmt: skip
+    assert len(variants) == 5
+
+
+def test_import_with_a_key_makes_one_game_and_refuses_another_record() -> None:
+    service, store = make()
+    rng = random.Random(3)
+    records = [record_from_events(random_game(rng, 2, Ruleset())[1]) for _ in range(2)]
+    first_replay = replay_record(records[0])
+    made = import_game(service, first_replay, ["a", "b"], "k_1", "key-1")
+    again = import_game(service, replay_record(records[0]), ["a", "b"], "k_1", "key-1")
+    assert (again.game_id, again.seq, again.replayed) == (made.game_id, made.seq, True)
+    assert not made.replayed and store.last_seq(made.game_id, MOVES) == made.seq
+    with pytest.raises(IdempotencyKeyReused):  # another record under the same key
+        import_game(service, replay_record(records[1]), ["a", "b"], "k_1", "key-1")
+    with pytest.raises(IdempotencyKeyReused):  # the same record, other names
+        import_game(service, first_replay, ["a", "c"], "k_1", "key-1")
+    assert service.secrets.get(made.game_id)["names"] == ["a", "b"]
+    other_key = import_game(service, first_replay, ["a", "b"], "k_2", "key-1")
+    assert other_key.game_id != made.game_id and not other_key.replayed
+    # Without a key every import is a new game.
+    assert import_game(service, first_replay, ["a", "b"], "k_1").game_id != made.game_id
+
+
+def test_an_import_whose_first_attempt_stopped_before_its_append_is_finished_by_the_retry():
+    """The first attempt wrote the secrets (SET NX) and died before its append: the retry
+    with the same key and record appends the game itself."""
+    service, store = make()
+    replayed = replay_record(record_from_events(random_game(random.Random(4), 3, Ruleset())[1]))
+    game_id = import_game_id("k_1", "key-9")
+    assert service.secrets.put_new(
+        game_id,
+        {"names": ["a", "b", "c"], "seed": None, "tokens": {},
+         "imported": {"key_id": "k_1", "time_ms": 0,
+                      "fingerprint": import_fingerprint("k_1", replayed, ["a", "b", "c"])}},
+    )  # fmt: skip
+    done = import_game(service, replayed, ["a", "b", "c"], "k_1", "key-9")
+    assert (done.game_id, done.replayed) == (game_id, False)
+    assert store.last_seq(game_id, MOVES) == done.seq == len(replayed.events)
