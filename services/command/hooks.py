@@ -4,20 +4,19 @@ other; the worker's half is services/scoring/webhooks.py).
 
 Keys of game G and hook H, under the game's hash tag (names from `services.redis_store.keys`):
 ``{g:G}:webhooks`` (hash: H -> JSON ``{"id", "url", "secret", "key_id", "created_ms"}``),
-``{g:G}:wh:H`` (hash: ``progress``, the last score event turned into a delivery),
-``{g:G}:wh:H:log`` (hash: score seq -> the delivery's log entry) and ``{g:G}:wh:H:due``.
+``{g:G}:wh:H`` (hash: ``progress``, the last score event turned into a delivery, and
+``head``, the last one whose delivery is over: deliveries go out in score order) and
+``{g:G}:wh:H:log`` (hash: score seq -> the delivery's log entry).
 The secret is stored as given: the worker needs it to sign every delivery.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import secrets
 import time
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 import redis
 from celery import Celery
@@ -25,12 +24,12 @@ from celery import Celery
 from carcassonne.errors import GameError
 from eventstore.envelope import MOVES, SCORES
 from eventstore.port import EventStore
+from services.common.webhook_url import MAX_URL, RefusedUrl, check, normalise
 from services.redis_store import hook_keys, hooks_key
 
 from .service import NotFound
 
 DISPATCH_TASK = "webhooks.dispatch"
-MAX_URL = 2048
 MAX_HOOKS_PER_GAME = 10  # every score event is sent to each: this bounds the fan-out
 SECRET_LENGTH = (16, 256)
 EVENTS = ("FeatureScored", "GameScored")
@@ -41,41 +40,18 @@ class BadWebhook(GameError):
     """A webhook registration that cannot be accepted (422)."""
 
 
-def _private(host: str) -> bool:
-    """Whether a literal address (or localhost) is not on the public internet."""
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False  # a name: the worker checks what it resolves to before each delivery
-    return not address.is_global
-
-
 def check_url(url: Any, allow_private: bool = False) -> str:
-    """A webhook URL: http or https, a host, no credentials, at most `MAX_URL` characters."""
-    if not isinstance(url, str) or not 1 <= len(url) <= MAX_URL:
+    """A webhook URL, normalised (services/common/webhook_url.py): http or https, a host, no
+    credentials, at most `MAX_URL` characters, and unless `allow_private` not an address of
+    this network in any spelling (``http://2130706433/`` is ``http://127.0.0.1/``). The
+    normalised URL is what gets stored and called. A name is checked again, against every
+    address it resolves to, before each delivery."""
+    if not isinstance(url, str):
         raise BadWebhook("bad_webhook_url", f"url must be a string of 1-{MAX_URL} characters")
-    if any(c.isspace() or ord(c) < 32 for c in url):
-        raise BadWebhook("bad_webhook_url", "url must not contain spaces or control characters")
     try:
-        parts = urlsplit(url)
-        port = parts.port  # raises ValueError for a port out of range
-    except ValueError:
-        raise BadWebhook("bad_webhook_url", "url is not a valid URL") from None
-    if parts.scheme not in ("http", "https"):
-        raise BadWebhook("bad_webhook_url", "url must start with http:// or https://")
-    if not parts.hostname:
-        raise BadWebhook("bad_webhook_url", "url must name a host")
-    if parts.username is not None or parts.password is not None:
-        raise BadWebhook("bad_webhook_url", "url must not carry credentials: use the secret")
-    if port == 0:
-        raise BadWebhook("bad_webhook_url", "url has port 0")
-    if not allow_private and _private(parts.hostname):
-        raise BadWebhook(
-            "webhook_url_not_public", "url must point to a public address, not this network"
-        )
-    return url
+        return check(normalise(url), allow_private).url
+    except RefusedUrl as refused:
+        raise BadWebhook(refused.code, refused.message, **refused.details) from None
 
 
 def check_secret(secret: Any) -> str:

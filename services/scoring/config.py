@@ -21,17 +21,28 @@ DEFAULTS: dict[str, Any] = {
     "VISIBILITY_TIMEOUT": 60,
     "WORKER_METRICS_PORT": 0,  # Prometheus /metrics of the worker (0 = not served)
     "WORKER_METRICS_ADDR": "127.0.0.1",
-    # Webhooks (services/scoring/webhooks.py): their tasks run on this queue; start a worker
-    # with `-Q webhooks` (or `-Q scoring,webhooks`) so slow receivers never delay scoring.
+    # Webhooks (services/scoring/webhooks.py, docs/integration.md): their tasks run on this
+    # queue; start a worker with `-Q webhooks` (or `-Q scoring,webhooks`) so slow receivers
+    # never delay scoring.
     "WEBHOOK_QUEUE": "webhooks",
-    "WEBHOOK_TIMEOUT": 5.0,  # seconds per POST
-    "WEBHOOK_RETRY_SECONDS": 3_600.0,  # a delivery is retried for this long after its event
-    "WEBHOOK_BACKOFF_BASE": 1.0,  # seconds before the 2nd attempt, doubling after each failure
-    # Capped below VISIBILITY_TIMEOUT: a retry held longer is handed out twice by the broker
-    # (harmless, the second finds its attempt taken, but wasted).
-    "WEBHOOK_BACKOFF_MAX": 50.0,
+    "WEBHOOK_TIMEOUT": 5.0,  # seconds per connect, send and status-line read of a POST
+    # A delivery is retried for this long after its event was dispatched: a receiver down
+    # for less misses nothing.
+    "WEBHOOK_RETRY_SECONDS": 86_400.0,
+    # Celery's exponential backoff with full jitter: after the n-th failure a delivery waits
+    # a uniform draw from 0 to min(BASE * 2^(n-1), MAX) seconds. MAX stays below
+    # VISIBILITY_TIMEOUT minus a deliver task's running time (10 s): a retry held longer is
+    # handed out twice by the broker (harmless: the second finds the attempt taken).
+    "WEBHOOK_BACKOFF_BASE": 1.0,
+    "WEBHOOK_BACKOFF_MAX": 45.0,
     "WEBHOOK_ALLOW_PRIVATE": False,  # deliver to loopback/private addresses (tests, dev)
-    "WEBHOOK_SWEEP_GRACE": 30.0,  # seconds a delivery may be overdue before the sweep resends
+    "WEBHOOK_SWEEP_GRACE": 30.0,  # seconds a hook's head may be overdue before the sweep resends
+    # Deliveries one deliver task makes (in seq order, for one hook) before it hands over to
+    # a new task, so a long backlog does not hold one task (and other hooks wait less).
+    "WEBHOOK_TASK_DELIVERIES": 100,
+    # Redis connections the webhook tasks of one worker process may hold (pool `cc:webhooks`);
+    # 0 = derived: the process's task threads (--concurrency; 1 in a prefork child) + 2.
+    "WEBHOOK_REDIS_CONNECTIONS": 0,
     "WEBHOOK_BATCH": 500,  # score events turned into deliveries per atomic step
 }
 

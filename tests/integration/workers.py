@@ -71,10 +71,15 @@ def celery_env(redis_url: str, **extra: str) -> dict[str, str]:
 
 
 def worker(
-    env: dict[str, str], name: str = "w1", concurrency: int = 2, pool: str = "threads"
+    env: dict[str, str],
+    name: str = "w1",
+    concurrency: int = 2,
+    pool: str = "threads",
+    queues: str = "scoring",
 ) -> Process:
-    """A scoring worker, not started (the pool `deploy/` runs it with: see celery_app)."""
-    args = [sys.executable, "-m", "celery", "-A", APP, "worker", "-Q", "scoring", "-l", "info",
+    """A scoring worker, not started (the pool `deploy/` runs it with: see celery_app);
+    `queues` as for `-Q` (e.g. "webhooks" or "scoring,webhooks")."""
+    args = [sys.executable, "-m", "celery", "-A", APP, "worker", "-Q", queues, "-l", "info",
             "--concurrency", str(concurrency), "--pool", pool, "-n", f"{name}@%h",
             "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
     return Process(args, env, name)
