@@ -150,7 +150,8 @@ def parse_json(raw: bytes, max_depth: int = MAX_DEPTH) -> Any:
     except ValueError as exc:  # bad JSON, or an integer of more than 4300 digits
         reason = "an integer has too many digits" if "digits" in str(exc) else "not valid JSON"
         raise BodyError("invalid_json", f"the request body is {reason}") from None
-    check_depth(data, max_depth)
+    if raw.count(b"[") + raw.count(b"{") > max_depth:  # else it cannot be too deep
+        check_depth(data, max_depth)
     if _SURROGATE_ESCAPE.search(raw):  # rare: only then look at every string
         _check_surrogates(data)
     return data
