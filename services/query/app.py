@@ -22,10 +22,12 @@ from werkzeug.exceptions import HTTPException
 from carcassonne.errors import GameError
 from services.common.webapp import checked_game_id, new_app
 from services.redis_store import RedisEventStore
+from services.redis_store.connect import blocking_read_timeout, connect, shared_client
 
 from .config import from_env
 from .directory import RedisDirectory
-from .log import RedisWaiter, parse_cursor
+from .live import LiveHub
+from .log import parse_cursor
 from .schemas import (
     AtArgs,
     BoardOut,
@@ -152,12 +154,17 @@ class Live(MethodView):
                 "description": "text/event-stream: `move` and `score` events, id = cursor",
                 "content": {"text/event-stream": {"schema": {"type": "string"}}},
             },
+            "422": {
+                "description": "`bad_cursor`, or `cursor_beyond_log`: the cursor is "
+                "past the end of this game's log"
+            },
             "503": {"description": "too many live streams on this server: retry later"},
         },
     )
     def get(self, args: dict[str, Any], game_id: str) -> Response:
         """Server-Sent Events of new moves and scores; each event's id is the cursor after it,
-        so a reconnect with Last-Event-ID resumes exactly. A stream ends after a while."""
+        so a reconnect with Last-Event-ID resumes exactly. After the game's `GameScored` an
+        `end` event, and the stream closes; otherwise it ends after a while (reconnect)."""
         game_id = checked_game_id(game_id)
         resume = request.headers.get("Last-Event-ID") or args.get("after")
         after = None if resume is None else parse_cursor(resume)
@@ -167,7 +174,12 @@ class Live(MethodView):
             raise TooBusy("too_many_streams", "this server holds its maximum of live streams", None)
         try:
             stream = _service().live(
-                game_id, after, config["SSE_MAX_SECONDS"], config["SSE_HEARTBEAT_SECONDS"]
+                game_id,
+                after,
+                config["SSE_MAX_SECONDS"],
+                config["SSE_HEARTBEAT_SECONDS"],
+                # The connection (gunicorn's): watched so a client that leaves frees its slot.
+                request.environ.get("gunicorn.socket"),
             )
         except BaseException:
             slots.release()
@@ -195,15 +207,35 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app = new_app(__name__, "query", from_env(), test_config)
     service = app.config.get("QUERY_SERVICE")
     if service is None:
-        # No socket timeout: live streams block in XREAD for up to the heartbeat interval.
-        client = redis.Redis.from_url(app.config["REDIS_URL"])
+        config = app.config
+        # Views and the streams' catch-up reads: a bounded pool (see config.REDIS_POOL_SIZE).
+        views = shared_client(
+            config["REDIS_URL"], role="query", max_connections=config["REDIS_POOL_SIZE"]
+        )
+        # The live reader's XREAD BLOCK: its own connection, with a socket timeout longer
+        # than the block (a quiet stream is not a dead server).
+        block = config["LIVE_BLOCK_SECONDS"]
+        live_client = connect(
+            config["REDIS_URL"],
+            role="query-live",
+            max_connections=1,  # one reader (one `reader_group`) per process
+            socket_timeout=blocking_read_timeout(block),
+        )
+        store = RedisEventStore(views)
         service = QueryService(
-            RedisEventStore(client),
-            RedisDirectory(client),
-            RedisWaiter(client),
-            cache_size=app.config["STATE_CACHE_SIZE"],
-            snapshot_every=app.config["SNAPSHOT_EVERY"],
-            replay_games=app.config["REPLAY_CACHE_SIZE"],
+            store,
+            RedisDirectory(views),
+            hub=LiveHub(
+                store,
+                live_client,
+                views,
+                block_seconds=block,
+                keep=config["LIVE_KEEP_EVENTS"],
+                watch_interval=config["LIVE_WATCH_SECONDS"],
+            ),
+            cache_size=config["STATE_CACHE_SIZE"],
+            snapshot_every=config["SNAPSHOT_EVERY"],
+            replay_games=config["REPLAY_CACHE_SIZE"],
         )
     app.extensions["query_service"] = service
     app.extensions["live_slots"] = threading.BoundedSemaphore(app.config["SSE_MAX_STREAMS"])

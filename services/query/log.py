@@ -16,11 +16,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-import redis
-
 from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import EventStore
-from services.redis_store import game_keys
+from eventstore.score_stream import GAME_SCORED
 
 from .projector import BadParameter
 
@@ -51,7 +49,7 @@ def _order(event: StoredEvent) -> tuple[int, int, int]:
 
 
 def page(
-    store: EventStore, game_id: str, after: Cursor, limit: int
+    store: StreamReader, game_id: str, after: Cursor, limit: int
 ) -> tuple[list[tuple[StoredEvent, Cursor]], Cursor]:
     """Up to `limit` events after `after`, each with the cursor that follows it; the last one.
 
@@ -79,7 +77,7 @@ def item(event: StoredEvent, cursor: Cursor) -> dict[str, Any]:
 
 
 def ndjson_lines(
-    store: EventStore, game_id: str, after: Cursor, limit: int | None
+    store: StreamReader, game_id: str, after: Cursor, limit: int | None
 ) -> Iterator[bytes]:
     """The merged log after `after` as NDJSON (one event per line), read a batch at a time."""
     left = limit
@@ -97,28 +95,26 @@ def ndjson_lines(
 # ------------------------------------------------------------------------------- live
 
 
+class StreamReader(Protocol):
+    """What the merged log is read from: an `EventStore`, or a live subscription that serves
+    recent events from memory and the rest from the store."""
+
+    def read(
+        self, game_id: str, stream: str, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """The events of one stream after `after` (at most `limit`)."""
+
+
+class StreamClosed(Exception):
+    """Raised by a waiter whose client has gone: the stream ends at once, freeing its slot."""
+
+
 class Waiter(Protocol):
     """Blocks until a game's streams may hold events after a cursor, or a timeout passes."""
 
     def wait(self, game_id: str, after: Cursor, timeout: float) -> bool:
-        """True when something new may be there, False on timeout."""
-
-
-class RedisWaiter:
-    """XREAD BLOCK on both streams of the game: one blocked connection per live stream."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
-
-    def wait(self, game_id: str, after: Cursor, timeout: float) -> bool:
-        """See `Waiter.wait`."""
-        streams: dict[Any, Any] = {
-            game_keys(game_id, MOVES)[0]: f"{after[0]}-0",
-            game_keys(game_id, SCORES)[0]: f"{after[1]}-0",
-        }
-        # block=0 would mean "forever": never less than 1 ms.
-        reply = self.client.xread(streams, count=1, block=max(1, int(timeout * 1000)))
-        return bool(reply)
+        """True when something new may be there, False on timeout; `StreamClosed` when the
+        client went away."""
 
 
 class PollingWaiter:
@@ -149,8 +145,24 @@ def sse_event(event: StoredEvent, cursor: Cursor) -> str:
     return f"id: {format_cursor(cursor)}\nevent: {name}\ndata: {data}\n\n"
 
 
+def sse_end(game_id: str, cursor: Cursor) -> str:
+    """The last event of a stream on a game scored to its end: the client should close (a
+    reconnect with this id gets `end` again at once)."""
+    text = format_cursor(cursor)
+    data = json.dumps({"game_id": game_id, "cursor": text, "reason": "game_scored"})
+    return f"id: {text}\nevent: end\ndata: {data}\n\n"
+
+
+def scored_to_end(store: StreamReader, game_id: str, after: Cursor) -> bool:
+    """Whether the score event at the cursor is the game's `GameScored`: nothing follows it."""
+    if after[1] <= 0:
+        return False
+    last = store.read(game_id, SCORES, after=after[1] - 1, limit=1)
+    return bool(last) and last[0].type == GAME_SCORED
+
+
 def live(
-    store: EventStore,
+    store: StreamReader,
     waiter: Waiter,
     game_id: str,
     after: Cursor,
@@ -160,19 +172,33 @@ def live(
 ) -> Iterator[str]:
     """The events after `after` as they arrive, for at most `max_seconds`, with a comment line
     after every `heartbeat` seconds without events (it keeps proxies from closing the stream
-    and lets the server notice a client that left)."""
+    and lets the server notice a client that left). After `GameScored` (also one that was
+    already there) an `end` event, and the stream closes."""
     deadline = clock() + max_seconds
     # The client waits this long before reconnecting (with Last-Event-ID) when the stream ends.
     yield f"retry: 1000\n: live from {format_cursor(after)}\n\n"
+    caught_up = False
     while True:
         items, after = page(store, game_id, after, READ_BATCH)
         for event, cursor in items:
             yield sse_event(event, cursor)
+            if event.stream == SCORES and event.type == GAME_SCORED:
+                yield sse_end(game_id, cursor)
+                return
         if len(items) == READ_BATCH:
             continue  # more already waiting
+        if not caught_up:
+            caught_up = True  # at the end of the log: was the game over before we came?
+            if scored_to_end(store, game_id, after):
+                yield sse_end(game_id, after)
+                return
         remaining = deadline - clock()
         if remaining <= 0:
             yield ": stream time is up; reconnect with Last-Event-ID\n\n"
             return
-        if not waiter.wait(game_id, after, min(heartbeat, remaining)):
+        try:
+            woke = waiter.wait(game_id, after, min(heartbeat, remaining))
+        except StreamClosed:
+            return
+        if not woke:
             yield ": keepalive\n\n"

@@ -8,6 +8,7 @@ bytes under their ETag, which names the stream positions they reflect.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -16,8 +17,9 @@ from typing import Any, Protocol
 from eventstore.envelope import MOVES, SCORES
 from eventstore.port import EventStore
 
+from .live import LiveHub, LiveStream
 from .log import Cursor, PollingWaiter, Waiter, format_cursor, item, live, ndjson_lines, page
-from .projector import NotFound, Position, Projector
+from .projector import BadParameter, NotFound, Position, Projector
 from .views import board_etag, board_view, scores_etag, scores_view
 
 
@@ -46,6 +48,7 @@ class QueryService:
         store: EventStore,
         directory: Directory | None = None,
         waiter: Waiter | None = None,
+        hub: LiveHub | None = None,
         cache_size: int = 2_000,
         snapshot_every: int = 16,
         replay_games: int = 100,
@@ -54,6 +57,7 @@ class QueryService:
         self.store = store
         self.directory = directory
         self.waiter = waiter if waiter is not None else PollingWaiter(store)
+        self.hub = hub  # live streams fed by one reader per process (else `waiter` each)
         names = directory.names if directory is not None else None
         self.projector = Projector(store, names, cache_size, snapshot_every, replay_games)
         self._views: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
@@ -125,12 +129,35 @@ class QueryService:
         return moves, self.store.last_seq(game_id, SCORES)
 
     def live(
-        self, game_id: str, after: Cursor | None, max_seconds: float, heartbeat: float
+        self,
+        game_id: str,
+        after: Cursor | None,
+        max_seconds: float,
+        heartbeat: float,
+        client: socket.socket | None = None,
     ) -> Iterator[str]:
-        """Server-Sent Events after `after` (default: from now on)."""
+        """Server-Sent Events after `after` (default: from now on). `client` is the stream's
+        connection, watched so that a client that leaves frees its stream at once.
+
+        A cursor beyond the log (a made-up or foreign Last-Event-ID) is refused with 422
+        `cursor_beyond_log` rather than streamed from: its ids would not be this game's.
+        """
         ends = self.require(game_id)
+        if after is not None and (after[0] > ends[0] or after[1] > ends[1]):
+            raise BadParameter(
+                "cursor_beyond_log",
+                f"cursor {format_cursor(after)} is beyond this game's log, which ends at "
+                f"{format_cursor(ends)}",
+                None,
+                cursor=format_cursor(after),
+                last=format_cursor(ends),
+            )
         start = ends if after is None else after
-        return live(self.store, self.waiter, game_id, start, max_seconds, heartbeat)
+        if self.hub is None:
+            return live(self.store, self.waiter, game_id, start, max_seconds, heartbeat)
+        subscription = self.hub.subscribe(game_id, ends, client)
+        events = live(subscription, subscription, game_id, start, max_seconds, heartbeat)
+        return LiveStream(events, subscription)
 
     # -- the games list -----------------------------------------------------------------
     def games(

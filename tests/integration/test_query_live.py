@@ -22,7 +22,7 @@ from .games import new_game, play
 from .http_client import call, gunicorn
 from .workers import celery_env, running, wait_scored, worker
 
-MAX_SECONDS, HEARTBEAT, THREADS = 3.0, 0.3, 8
+MAX_SECONDS, HEARTBEAT, MAX_STREAMS = 3.0, 0.3, 6
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def server(env: dict[str, str]) -> Iterator[str]:
         "REDIS_URL": env["REDIS_URL"],
         "SSE_MAX_SECONDS": str(MAX_SECONDS),
         "SSE_HEARTBEAT_SECONDS": str(HEARTBEAT),
-        "GUNICORN_THREADS": str(THREADS),
+        "SSE_MAX_STREAMS": str(MAX_STREAMS),
     }
     # One worker process: the live-stream limit below is per process.
     with gunicorn("services.query.wsgi:app", "deploy/gunicorn/query.py", settings, 1) as base:
@@ -129,13 +129,13 @@ def ends(store: RedisEventStore, game_id: str) -> str:
     return f"{store.last_seq(game_id, MOVES)}-{store.last_seq(game_id, SCORES)}"
 
 
-def test_live_streams_leave_threads_for_views(server, command) -> None:
-    """Live streams may take all threads but a reserve: with 8 threads, 6 streams; the 7th
-    gets 503, and a view still answers at once while the 6 stay open."""
+def test_streams_over_the_cap_get_503_and_views_still_answer(server, command) -> None:
+    """With a cap of 6 streams per process the 7th gets 503 too_many_streams (with
+    Retry-After), and a view still answers at once while the 6 stay open."""
     game_id, _ = new_game(command, ["a", "b"])
     streams = []
     try:
-        for _ in range(6):
+        for _ in range(MAX_STREAMS):
             streams.append(Stream(server, game_id))
             assert streams[-1].resp.status == 200
         started = time.monotonic()
