@@ -251,8 +251,8 @@ def test_a_trusted_cache_meets_a_reused_key_in_the_append_itself() -> None:
     seat, x, y, rotation = _legal_turn(owner, game_id)
     token = seats[seat]["token"]
     owner.play_turn(game_id, token, x, y, rotation, None, "k1", trust_cache=True)
-    other_seat, *spot = _legal_turn(owner, game_id)
-    owner.play_turn(game_id, seats[other_seat]["token"], *spot, None, trust_cache=True)
+    other_seat, x2, y2, rotation2 = _legal_turn(owner, game_id)
+    owner.play_turn(game_id, seats[other_seat]["token"], x2, y2, rotation2, None, trust_cache=True)
     assert _legal_turn(owner, game_id)[0] == seat  # the first seat's turn again, legal spots
     _, x3, y3, rotation3 = _legal_turn(owner, game_id)
     before, reads = store.last_seq(game_id, MOVES), store.reads
@@ -288,7 +288,7 @@ def test_import_with_a_key_makes_one_game_and_refuses_another_record() -> None:
         import_game(service, replay_record(records[1]), ["a", "b"], "k_1", "key-1")
     with pytest.raises(IdempotencyKeyReused):  # the same record, other names
         import_game(service, first_replay, ["a", "c"], "k_1", "key-1")
-    assert service.secrets.get(made.game_id)["names"] == ["a", "b"]
+    assert (service.secrets.get(made.game_id) or {})["names"] == ["a", "b"]
     other_key = import_game(service, first_replay, ["a", "b"], "k_2", "key-1")
     assert other_key.game_id != made.game_id and not other_key.replayed
     # Without a key every import is a new game.
