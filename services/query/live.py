@@ -48,7 +48,7 @@ from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import EventStore
 from services.redis_store import game_keys
 
-from .log import READ_BATCH, Cursor, StreamClosed
+from .log import READ_BATCH, Cursor, StreamClosed, sse_event
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +103,18 @@ class _Game:
         self.game_id = game_id
         self.tails = {MOVES: _Tail(ends[0], keep), SCORES: _Tail(ends[1], keep)}
         self.subscribers: set[Subscription] = set()
+        self.rendered: dict[tuple[str, int, Cursor], str] = {}
+        self.render_keep = 4 * keep
+
+    def render(self, event: StoredEvent, cursor: Cursor) -> str:
+        """An event's SSE text, made once for all the viewers at the same cursor."""
+        key = (event.stream, event.seq, cursor)
+        text = self.rendered.get(key)
+        if text is None:
+            if len(self.rendered) >= self.render_keep:
+                self.rendered.clear()  # old events are rarely asked again: start afresh
+            text = self.rendered[key] = sse_event(event, cursor)
+        return text
 
     def ahead_of(self, cursor: Cursor) -> bool:
         return self.tails[MOVES].last > cursor[0] or self.tails[SCORES].last > cursor[1]

@@ -169,11 +169,13 @@ def live(
     max_seconds: float,
     heartbeat: float,
     clock: Callable[[], float] = time.monotonic,
+    render: Callable[[StoredEvent, Cursor], str] = sse_event,
 ) -> Iterator[str]:
     """The events after `after` as they arrive, for at most `max_seconds`, with a comment line
     after every `heartbeat` seconds without events (it keeps proxies from closing the stream
     and lets the server notice a client that left). After `GameScored` (also one that was
-    already there) an `end` event, and the stream closes."""
+    already there) an `end` event, and the stream closes. `render` makes an event's text (a
+    live hub shares it between the viewers of a game)."""
     deadline = clock() + max_seconds
     # The client waits this long before reconnecting (with Last-Event-ID) when the stream ends.
     yield f"retry: 1000\n: live from {format_cursor(after)}\n\n"
@@ -181,7 +183,7 @@ def live(
     while True:
         items, after = page(store, game_id, after, READ_BATCH)
         for event, cursor in items:
-            yield sse_event(event, cursor)
+            yield render(event, cursor)
             if event.stream == SCORES and event.type == GAME_SCORED:
                 yield sse_end(game_id, cursor)
                 return

@@ -156,7 +156,15 @@ class QueryService:
         if self.hub is None:
             return live(self.store, self.waiter, game_id, start, max_seconds, heartbeat)
         subscription = self.hub.subscribe(game_id, ends, client)
-        events = live(subscription, subscription, game_id, start, max_seconds, heartbeat)
+        events = live(
+            subscription,
+            subscription,
+            game_id,
+            start,
+            max_seconds,
+            heartbeat,
+            render=subscription.game.render,
+        )
         return LiveStream(events, subscription)
 
     # -- the games list -----------------------------------------------------------------
