@@ -1,7 +1,12 @@
 """Gunicorn settings of the command service (also used by its benchmark baseline).
 
 Environment: PORT (8000), BIND (overrides PORT), WEB_CONCURRENCY (workers; cores + 1),
-GUNICORN_THREADS (1: sync workers, which suit this CPU-bound Flask app best).
+GUNICORN_THREADS (1: sync workers, which suit this CPU-bound Flask app best), AFFINITY (1),
+CLIENT_TIMEOUT (2 s: the longest a sync worker waits for a client's next bytes).
+
+Sync workers serve one connection at a time: in production they sit behind a buffering proxy
+(deploy/nginx/) that hands them only complete requests. CLIENT_TIMEOUT is the backstop for a
+client that reaches them directly and idles (services/common/affinity.py).
 """
 
 import multiprocessing
@@ -17,14 +22,15 @@ bind = os.environ.get("BIND", f"127.0.0.1:{os.environ.get('PORT', '8000')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() + 1))
 threads = int(os.environ.get("GUNICORN_THREADS", "1"))
 # Sync workers that pass each game's requests to one worker, whose cached state of the game is
-# then current (services/common/affinity.py); AFFINITY=0 gives gunicorn's plain sync worker.
+# then current (services/common/affinity.py); AFFINITY=0 gives gunicorn's sync worker without
+# handovers. Both bound every read from a client by CLIENT_TIMEOUT.
 affinity = os.environ.get("AFFINITY", "1") not in ("0", "false", "no")
 if threads > 1:
     worker_class = "gthread"
 elif affinity:
     worker_class = "services.common.affinity.GameAffinityWorker"
 else:
-    worker_class = "sync"
+    worker_class = "services.common.affinity.BoundedSyncWorker"
 pre_fork = assign_slot
 on_exit = remove_inboxes
 backlog = 2048

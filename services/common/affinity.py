@@ -18,6 +18,17 @@ the stream's sequence when it appends. So anything unusual falls back to serving
 where it was accepted: a request line not yet complete in the first segment, an owner that is
 restarting or whose queue is full (``EAGAIN``), a path that names no game.
 
+No client holds a worker for long (`BoundedSyncWorker`, the base of both workers): a sync
+worker serves one connection at a time, so a client that connects and sends nothing, or stops
+half-way through its request, would block it — in the peek or in gunicorn's own reads — until
+the master kills it for silence (``timeout``, 30 s), with the connections queued in its inbox.
+Every read from a client therefore waits at most ``CLIENT_TIMEOUT`` seconds (2 by default), and
+a read that times out counts as the client having gone: a connection that sent nothing by then
+is closed without an answer (counted as ``idle``), a request cut short is treated like one
+whose client closed (gunicorn drops it; a body shorter than its ``Content-Length`` is never
+executed). A slow client that trickles a byte now and then is not bounded by this: that is the
+job of the buffering proxy in front (deploy/nginx/), which hands gunicorn only complete requests.
+
 Slots: the master gives each worker a slot number in `assign_slot` (gunicorn's ``pre_fork``
 hook), the lowest one free. A worker restarted after ``max_requests`` gets its old slot back;
 a reload, which starts the new workers before it stops the old ones, hands each new worker
@@ -51,8 +62,10 @@ OWNS_GAME = "carcassonne.owns_game"
 ROUTED = re.compile(rb"[A-Z]{3,7} /games/([0-9a-f]{32})[/? ]")
 PEEK_BYTES = 128  # enough for the method and the path up to the game id
 _INBOX_DIR: str | None = None  # the master's private directory of worker inboxes
-OUTCOMES = ("owner", "handed_over", "fallback", "no_game")  # of an accepted connection
+OUTCOMES = ("owner", "handed_over", "fallback", "no_game", "idle")  # of an accepted connection
+DEFAULT_CLIENT_TIMEOUT = 2.0  # seconds; a client behind the proxy sends its request at once
 _CONNECTIONS: Any = None  # the Prometheus counter, made in the worker (see `_connections`)
+IDLE = -1  # `_owner`'s answer for a connection that sent nothing
 
 
 def _connections() -> Any:
@@ -70,10 +83,48 @@ def _connections() -> Any:
             "carcassonne_affinity_connections_total",
             "Connections accepted by a command service worker: served by the game's owner "
             "(owner), handed to it (handed_over), served here because it could not take it "
-            "(fallback), or naming no game (no_game)",
+            "(fallback), naming no game (no_game), or closed because the client sent nothing "
+            "within CLIENT_TIMEOUT (idle)",
             ["outcome"],
         )
     return _CONNECTIONS
+
+
+def client_timeout(environ: dict[str, str] | None = None) -> float | None:
+    """Seconds a worker waits for a client's next bytes (``CLIENT_TIMEOUT``; 0: forever)."""
+    raw = (os.environ if environ is None else environ).get("CLIENT_TIMEOUT", "")
+    try:
+        seconds = float(raw) if raw.strip() else DEFAULT_CLIENT_TIMEOUT
+    except ValueError:
+        raise ValueError(f"CLIENT_TIMEOUT={raw!r} is not a number of seconds") from None
+    return seconds if seconds > 0 else None
+
+
+class _BoundedSocket(socket.socket):
+    """A client connection whose reads give up after its timeout, as if the client had closed.
+
+    gunicorn's parser and body readers treat an empty read as the client's end (the request is
+    dropped, a short body is never executed, the connection closed); a timeout raised instead
+    would reach the application or gunicorn's error log as a traceback for every slow client.
+    """
+
+    __slots__ = ()
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        try:
+            return super().recv(bufsize, flags)
+        except TimeoutError:
+            return b""
+
+
+def bounded(client: socket.socket, timeout: float | None) -> socket.socket:
+    """The connection as a `_BoundedSocket` with `timeout` (blocking without one)."""
+    if timeout is None:
+        client.setblocking(True)
+        return client
+    wrapped = _BoundedSocket(client.family, client.type, client.proto, fileno=client.detach())
+    wrapped.settimeout(timeout)
+    return wrapped
 
 
 def owner_slot(game_id: bytes, slots: int) -> int:
@@ -108,7 +159,26 @@ def remove_inboxes(server: Any) -> None:
         shutil.rmtree(_INBOX_DIR, ignore_errors=True)
 
 
-class GameAffinityWorker(SyncWorker):
+class BoundedSyncWorker(SyncWorker):
+    """gunicorn's sync worker whose every read from a client waits at most ``CLIENT_TIMEOUT``
+    (see the module's docstring); the command service's worker with ``AFFINITY=0``."""
+
+    client_timeout: float | None = DEFAULT_CLIENT_TIMEOUT
+
+    def init_process(self) -> None:
+        """Read ``CLIENT_TIMEOUT`` (a bad value stops the worker at boot, loudly)."""
+        self.client_timeout = client_timeout()
+        super().init_process()
+
+    def accept(self, listener: socket.socket) -> None:
+        """Accept one connection and serve it, its reads bounded."""
+        client, addr = listener.accept()
+        client = bounded(client, self.client_timeout)
+        util.close_on_exec(client.fileno())
+        self.handle(listener, client, addr)
+
+
+class GameAffinityWorker(BoundedSyncWorker):
     """A sync worker that passes each game's connections to the game's owner worker."""
 
     slot: int | None = None  # set by `assign_slot`; without it this is a plain sync worker
@@ -180,12 +250,16 @@ class GameAffinityWorker(SyncWorker):
     def accept(self, listener: socket.socket) -> None:
         """Accept one connection; serve it here or hand it to its game's owner."""
         client, addr = listener.accept()
-        client.setblocking(True)
+        client = bounded(client, self.client_timeout)
         util.close_on_exec(client.fileno())
         if self.slot is None:  # a plain sync worker (see `run`)
             self._serve(listener, client, addr, owns_game=False)
             return
         owner = self._owner(client)
+        if owner == IDLE:  # nothing arrived within the client timeout (or the client left)
+            self._counted["idle"].inc()
+            client.close()
+            return
         if owner is None:
             outcome = "no_game"
         elif owner == self.slot:
@@ -209,12 +283,17 @@ class GameAffinityWorker(SyncWorker):
             self._owns_game = False
 
     def _owner(self, client: socket.socket) -> int | None:
-        """The slot owning the request's game, or None (no game in the path, or the request
-        line is not complete in the first bytes that arrived)."""
+        """The slot owning the request's game; None (no game in the path, or the request line
+        is not complete in the first bytes that arrived); `IDLE` if no byte came within the
+        client timeout or the client closed."""
         try:
-            head = client.recv(PEEK_BYTES, socket.MSG_PEEK)  # waits for the first bytes
+            # Waits for the first bytes, at most the client timeout (`_BoundedSocket` answers
+            # b"" then, as for a closed connection).
+            head = client.recv(PEEK_BYTES, socket.MSG_PEEK)
         except OSError:
             return None  # served here: the usual error handling answers or drops it
+        if not head:
+            return IDLE
         found = ROUTED.match(head)
         return owner_slot(found.group(1), self.slots) if found else None
 
@@ -254,8 +333,7 @@ class GameAffinityWorker(SyncWorker):
         except (BlockingIOError, InterruptedError):
             return False
         for fd in fds:
-            client = socket.socket(fileno=fd)
-            client.setblocking(True)
+            client = bounded(socket.socket(fileno=fd), self.client_timeout)
             util.close_on_exec(fd)
             try:
                 addr = client.getpeername()
