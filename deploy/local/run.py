@@ -1,12 +1,19 @@
-"""Run the whole suite on this machine: Redis, command and query services, scoring worker, beat.
+"""Run the whole suite on this machine: Redis, command and query services behind nginx,
+scoring worker, beat.
 
 `make run` calls this. Every part is a child process in its own process group, logging to
-`<var>/log/<part>.log`; the suite waits until each part is healthy, then watches them. Ctrl-C
-or SIGTERM stops them in an order that loses nothing: the HTTP services and beat first (no
-new moves, no new sweeps), then the worker with a warm shutdown (it finishes the tasks it
-holds), then Redis with SHUTDOWN (which fsyncs the append-only file). A second Ctrl-C kills
-everything at once. If a part dies, the suite names it, stops the rest and exits with 1.
-A part whose runner dies (even by SIGKILL) gets SIGTERM from the kernel: nothing outlives it.
+`<var>/log/<part>.log`; the suite waits until each part is healthy, then watches them. When
+nginx is installed it owns the public ports (the buffering proxy of deploy/nginx/, so that idle
+or slow clients never hold a gunicorn sync worker) and gunicorn listens on private free ports;
+without nginx, gunicorn serves the public ports itself and the run says what is missing.
+A part that dies is restarted — Redis from its append-only file, with the data it
+acknowledged — after a pause that doubles with each restart in a row (0.5 s up to 30 s; reset
+once it has run a minute); a part that keeps dying is given up on and the run stops (exit 1).
+Ctrl-C or SIGTERM stops the parts in an order that loses nothing: nginx first (it finishes
+the requests in flight), the HTTP services and beat (no new moves, no new sweeps), then the
+worker with a warm shutdown (it finishes the tasks it holds), then Redis with SHUTDOWN (which
+fsyncs the append-only file). A second Ctrl-C kills everything at once. A part whose runner
+dies (even by SIGKILL) gets SIGTERM from the kernel: nothing outlives it.
 
 Tests drive the same `Suite` in-process (tests/integration/test_suite_run.py).
 """
@@ -40,7 +47,20 @@ ROOT = Path(__file__).resolve().parents[2]
 HEALTH_PATH = "/readyz"
 CELERY_APP = "services.scoring.celery_app"
 # Stopping order: nothing new comes in, then the worker drains, then Redis flushes and exits.
-STOP_ORDER: tuple[tuple[str, ...], ...] = (("command", "query", "beat"), ("worker",), ("redis",))
+STOP_ORDER: tuple[tuple[str, ...], ...] = (
+    ("nginx",),
+    ("command", "query", "beat"),
+    ("worker",),
+    ("redis",),
+)
+NGINX_TEMPLATES = ROOT / "deploy" / "nginx"
+# Where nginx usually is when it is not in a user's PATH (Debian puts it in /usr/sbin).
+NGINX_PLACES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
+NGINX_INSTALL = (
+    "install nginx (Debian/Ubuntu: `sudo apt-get install nginx`, Fedora: `sudo dnf install "
+    "nginx`, macOS: `brew install nginx`) and run again"
+)
+PLACEHOLDER = re.compile(r"\$\{(CC_[A-Z0-9_]+)\}")
 # The worker logs "<name>@<host> ready." once it consumes from the broker.
 WORKER_READY = re.compile(rb"@\S+ ready\.")
 BEAT_READY = re.compile(rb"beat: Starting\.\.\.")
@@ -115,6 +135,71 @@ def redis_ping(url: str) -> bool:
         client.close()
 
 
+def nginx_binary(explicit: str | None = None) -> str | None:
+    """The nginx to run: `explicit` (NGINX), else the one in PATH, else a usual place."""
+    if explicit:
+        found = shutil.which(explicit)
+        if found is None:
+            raise SuiteError(f"NGINX={explicit}: no such executable")
+        return found
+    found = shutil.which("nginx")
+    if found is not None:
+        return found
+    return next((p for p in NGINX_PLACES if os.access(p, os.X_OK)), None)
+
+
+def nginx_limits(wanted: int = 65536) -> tuple[int, int]:
+    """(worker_rlimit_nofile, worker_connections) that this process's limits allow.
+
+    An unprivileged nginx can raise its open-file limit up to the hard limit, no further.
+    """
+    import resource
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    nofile = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    return nofile, max(512, min(16384, nofile - 256))  # a margin for log and temporary files
+
+
+def render_nginx(out: Path, values: Mapping[str, str], sites: Sequence[str]) -> Path:
+    """Fill the templates of deploy/nginx/ into `out` (the sites named, no others); returns the
+    path of the main file. Every placeholder must have a value (an error names the missing)."""
+    for template in sorted(NGINX_TEMPLATES.rglob("*.template")):
+        relative = template.relative_to(NGINX_TEMPLATES).with_suffix("")  # x.conf.template
+        target = out / relative
+        if relative.parent.name == "sites" and relative.stem not in sites:
+            target.unlink(missing_ok=True)
+            continue
+        text = template.read_text()
+        missing = sorted(set(PLACEHOLDER.findall(text)) - set(values))
+        if missing:
+            raise SuiteError(f"{template}: no value for {', '.join(missing)}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(PLACEHOLDER.sub(lambda m: values[m.group(1)], text))
+    return out / "nginx.conf"
+
+
+def nginx_argv(binary: str, prefix: Path, conf: Path, error_log: str = "stderr") -> list[str]:
+    """The command that runs nginx in the foreground with everything under `prefix`.
+
+    -e: the error log from the first line on (never the compiled-in /var/log/nginx). Run as
+    root (CI), nginx would hand its workers to `nobody`, who may not reach `prefix` (a private
+    temporary directory): the workers stay with the user that runs everything else here.
+    """
+    directives = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")
+    return [binary, "-p", f"{prefix}/", "-c", str(conf), "-e", error_log, "-g", directives]
+
+
+def http_answers(url: str) -> bool:
+    """Whether something answers HTTP at `url` (any status: nginx is up even if gunicorn is not)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2.0):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, urllib.error.URLError):
+        return False
+
+
 def http_ok(url: str) -> bool:
     """Whether GET `url` answers 200."""
     try:
@@ -147,15 +232,16 @@ class Part:
             raise SuiteError(f"{self.name} was never started")
         return self.proc.pid
 
-    def start(self) -> None:
-        """Start it (again, if it had exited: same command, same port, same files)."""
+    def start(self, why: str = "starting") -> None:
+        """Start it (again, if it had exited: same command, same port, same files); `why` goes
+        into its log."""
         if self.running():
             raise SuiteError(f"{self.name} is already running")
         self.reap()  # an earlier, exited process: collect it and what is left of its group
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self.pidfile.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
-            out.write(f"\n=== {self.name} starting {time.strftime('%F %T')} ===\n".encode())
+            out.write(f"\n=== {self.name} {why} {time.strftime('%F %T')} ===\n".encode())
             out.flush()
             self.log_offset = out.tell()
             self.proc = subprocess.Popen(
@@ -218,6 +304,10 @@ class Part:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGTERM)
 
+    def wait_stopped(self, give_up: Callable[[], bool] = lambda: False) -> bool:
+        """After `request_stop`: wait until it has exited; False if it had to be killed."""
+        return self.wait_exit(self.stop_timeout, give_up)
+
     def wait_exit(self, timeout: float, give_up: Callable[[], bool] = lambda: False) -> bool:
         """Wait until it has exited; False on timeout (or when `give_up` says so)."""
         deadline = time.monotonic() + timeout
@@ -260,10 +350,30 @@ class RedisPart(Part):
             client.close()
 
 
+class NginxPart(Part):
+    """The proxy: a graceful stop first (SIGQUIT: in-flight requests finish), then a fast one
+    (SIGTERM) for what still runs after a few seconds — open live streams, which reconnect."""
+
+    graceful_timeout = 5.0
+
+    def request_stop(self) -> None:
+        """SIGQUIT: stop accepting, finish the requests in flight, exit."""
+        if self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGQUIT)
+
+    def wait_stopped(self, give_up: Callable[[], bool] = lambda: False) -> bool:
+        """Graceful for `graceful_timeout`, then SIGTERM (still a clean exit)."""
+        if self.wait_exit(self.graceful_timeout, give_up):
+            return True
+        super().request_stop()
+        return self.wait_exit(self.stop_timeout, give_up)
+
+
 class ExternalRedis(Part):
     """A Redis we did not start (REDIS_URL was set): checked, never started or stopped."""
 
-    def start(self) -> None:
+    def start(self, why: str = "starting") -> None:
         """Nothing to start."""
 
     def exit_code(self) -> int | None:
@@ -290,9 +400,11 @@ class Config:
     redis_port: int = 6390
     redis_url: str | None = None  # set: use that Redis, start none
     broker_url: str | None = None  # unset: db 1 of the embedded Redis, else REDIS_URL
-    command_port: int = 8000
+    command_port: int = 8000  # public: nginx's when it runs, else gunicorn's
     query_port: int = 8001
     query: bool | None = None  # None: run it when its code is there
+    proxy: bool = True  # nginx in front of gunicorn when it is installed
+    nginx: str | None = None  # the nginx binary (None: look for it)
     web_concurrency: int | None = None  # None: the gunicorn config's default
     worker_concurrency: int = 2
     worker_queues: str = "scoring,webhooks"  # comma-separated
@@ -336,6 +448,9 @@ class Suite:
         self.config = config
         self.out = out
         self.forced = False  # a second stop request: kill instead of waiting
+        self.nginx = nginx_binary(config.nginx) if config.proxy else None
+        self._nginx_values: dict[str, str] = {}  # the template's placeholders (see `_build`)
+        self.public: dict[str, str] = {}  # service -> the URL clients use (nginx's, if it runs)
         self.parts = self._build()
 
     def part(self, name: str) -> Part:
@@ -350,8 +465,9 @@ class Suite:
         return any(part.name == name for part in self.parts)
 
     def url(self, name: str) -> str:
-        """Where a part serves: the base URL of an HTTP service, Redis's URL."""
-        return self.part(name).url
+        """Where clients reach a part: an HTTP service's public base URL (nginx's when it runs),
+        Redis's URL."""
+        return self.public.get(name) or self.part(name).url
 
     def env(self) -> dict[str, str]:
         """The environment every part gets: the caller's, `Config.env`, the suite's URLs."""
@@ -401,14 +517,22 @@ class Suite:
         else:
             note = f"{_safe(store)}  (REDIS_URL: not started here)"
             parts.append(part(ExternalRedis, "redis", [], _redis_check, note, store))
-        for name, port in (("command", c.command_port), ("query", c.query_port)):
+        upstreams: dict[str, str] = {}  # service -> where its gunicorn listens, behind nginx
+        for name, public in (("command", c.command_port), ("query", c.query_port)):
             if name == "query" and not c.with_query():
                 continue
+            port = _free_port(c.host) if self.nginx else public
             base = f"http://{c.host}:{port}"
+            self.public[name] = f"http://{c.host}:{public}"
             argv = [py, "-m", "gunicorn", "-c", f"deploy/gunicorn/{name}.py"]
             argv.append(f"services.{name}.wsgi:app")
             note = "API docs at /docs" if name == "command" else "boards at /games/<id>/board"
-            web = part(Part, name, argv, _http_check, f"{base}  {note}", base)
+            if self.nginx:
+                upstreams[name] = f"{c.host}:{port}"
+                note = f"{self.public[name]}  {note} (gunicorn on {base}, behind nginx)"
+            else:
+                note = f"{base}  {note}"
+            web = part(Part, name, argv, _http_check, note, base)
             # Each server merges its workers' metrics in a directory of its own.
             metrics = str(c.var / "metrics" / name)
             web.env.update(
@@ -429,7 +553,42 @@ class Suite:
         argv = [*celery, "beat", "-l", "info", "-s", str(c.var / "beat" / "schedule")]
         note = f"celery beat, sweep every {c.sweep_seconds:g} s"
         parts.append(part(Part, "beat", argv, _log_check(BEAT_READY), note))
+        if self.nginx:
+            parts.append(self._nginx_part(part, upstreams))
         return parts
+
+    def _nginx_part(self, part: Callable[..., Part], upstreams: dict[str, str]) -> Part:
+        """nginx on the public ports in front of each gunicorn, its files under <var>/nginx."""
+        c = self.config
+        assert self.nginx is not None
+        nofile, connections = nginx_limits()
+        values = {
+            "CC_WORKER_PROCESSES": "auto",
+            "CC_NOFILE": str(nofile),
+            "CC_WORKER_CONNECTIONS": str(connections),
+            "CC_ACCESS_LOG": f"{c.var / 'log' / 'nginx-access.log'} timed",
+            "CC_COMMAND_LISTEN": f"{c.host}:{c.command_port}",
+            "CC_QUERY_LISTEN": f"{c.host}:{c.query_port}",
+        }
+        for name, address in upstreams.items():
+            values[f"CC_{name.upper()}_UPSTREAM"] = address
+        prefix = c.var / "nginx"
+        conf = prefix / "conf" / "nginx.conf"  # written by `start`, not here (see prepare)
+        self._nginx_values = values
+        argv = nginx_argv(self.nginx, prefix, conf)
+        ports = ", ".join(f"{self.public[n]} -> {a}" for n, a in upstreams.items())
+        note = f"{self.nginx}: buffering proxy {ports}; config in {prefix / 'conf'}"
+        checked = [self.public[n] + "/healthz" for n in upstreams]
+        return part(NginxPart, "nginx", argv, _answers_check(checked), note, "", 15.0)
+
+    def prepare(self) -> None:
+        """Directories the parts need, and nginx's configuration from the templates."""
+        for d in (self.config.var / "redis", self.config.var / "beat"):
+            d.mkdir(parents=True, exist_ok=True)
+        if self.nginx:
+            sites = [name for name in ("command", "query") if self.has(name)]
+            render_nginx(self.config.var / "nginx" / "conf", self._nginx_values, sites)
+            (self.config.var / "log").mkdir(parents=True, exist_ok=True)
 
     def check_ports(self) -> None:
         """Fail early, with the setting to change, if a port this run needs is taken."""
@@ -439,6 +598,10 @@ class Suite:
             wanted.append(("query", c.query_port, "QUERY_PORT"))
         if c.embedded_redis:
             wanted.append(("redis", c.redis_port, "REDIS_PORT"))
+        for name in ("command", "query"):  # gunicorn's private ports behind nginx
+            if self.nginx and self.has(name):
+                url = self.part(name).url
+                wanted.append((f"{name} (private)", int(url.rsplit(":", 1)[1]), "nothing: retry"))
         for name, port, var in wanted:
             if port_free(c.host, port):
                 continue
@@ -468,8 +631,7 @@ class Suite:
         already started are left running: call `stop`.
         """
         self.check_ports()
-        for d in (self.config.var / "redis", self.config.var / "beat"):
-            d.mkdir(parents=True, exist_ok=True)
+        self.prepare()
         redis_part, rest = self.parts[0], self.parts[1:]
         redis_part.start()
         self.wait_healthy([redis_part], abort)
@@ -522,7 +684,7 @@ class Suite:
             for part in batch:
                 if part.proc is None:  # never started (or not ours: an external Redis)
                     continue
-                if part.running() and not part.wait_exit(part.stop_timeout, lambda: self.forced):
+                if part.running() and not part.wait_stopped(lambda: self.forced):
                     killed.append(part.name)
                 part.reap()
         return killed
@@ -541,6 +703,15 @@ class Suite:
         if not self.has("query"):
             why = "--no-query" if self.config.query is False else "services/query is missing"
             lines.append(f"  query    not started ({why})")
+        if not self.nginx:
+            why = "--no-proxy" if not self.config.proxy else "nginx is not installed"
+            lines.append(
+                f"  nginx    not started ({why}): gunicorn serves the public ports itself, with "
+                "no buffering proxy in front, so an idle or slow client holds a sync worker "
+                "(up to CLIENT_TIMEOUT)"
+            )
+            if self.config.proxy:
+                lines.append(f"           to put the proxy in front: {NGINX_INSTALL}")
         return lines
 
 
@@ -550,6 +721,17 @@ def _redis_check(part: Part) -> bool:
 
 def _http_check(part: Part) -> bool:
     return http_ok(part.url + HEALTH_PATH)
+
+
+def _answers_check(urls: list[str]) -> Callable[[Part], bool]:
+    return lambda part: all(http_answers(url) for url in urls)
+
+
+def _free_port(host: str) -> int:
+    """A port nothing listens on now (the kernel's pick), for a server that binds it soon."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
 
 
 def _log_check(pattern: re.Pattern[bytes]) -> Callable[[Part], bool]:
@@ -581,12 +763,13 @@ def parse_args(
     """The command line (defaults from the environment) as a `Config`."""
     parser = argparse.ArgumentParser(
         prog="make run",
-        description="Run Redis, the command and query services, the scoring worker and beat; "
-        "wait until all are healthy; stop them all on Ctrl-C or SIGTERM.",
+        description="Run Redis, the command and query services (behind nginx when it is "
+        "installed), the scoring worker and beat; wait until all are healthy; restart any that "
+        "dies; stop them all on Ctrl-C or SIGTERM.",
         epilog="Environment: REDIS_URL (use that Redis, start none), BROKER_URL, REDIS_PORT, "
-        "COMMAND_PORT, QUERY_PORT, WEB_CONCURRENCY, WORKER_CONCURRENCY, WORKER_QUEUES, "
+        "COMMAND_PORT, QUERY_PORT, NGINX, WEB_CONCURRENCY, WORKER_CONCURRENCY, WORKER_QUEUES, "
         "SWEEP_SECONDS; "
-        "everything else (e.g. NOTIFY_MS, LOG_LEVEL) is passed on to the services.",
+        "everything else (e.g. NOTIFY_MS, LOG_LEVEL, CLIENT_TIMEOUT) is passed on to the services.",
     )
     add = parser.add_argument
     add("--var", type=Path, default=ROOT / "var", help="data, logs and pid files (./var)")
@@ -621,6 +804,16 @@ def parse_args(
     )
     add("--no-query", action="store_true", help="do not start the query service")
     add(
+        "--no-proxy",
+        action="store_true",
+        help="no nginx in front: gunicorn serves the public ports itself",
+    )
+    add(
+        "--nginx",
+        default=environ.get("NGINX") or None,
+        help="the nginx binary (NGINX; default: nginx in PATH, /usr/sbin, /usr/local/sbin)",
+    )
+    add(
         "--web-concurrency",
         type=int,
         default=None,
@@ -654,12 +847,99 @@ def parse_args(
         command_port=args.command_port,
         query_port=args.query_port,
         query=False if args.no_query else None,
+        proxy=not args.no_proxy,
+        nginx=args.nginx,
         web_concurrency=args.web_concurrency,
         worker_concurrency=args.concurrency,
         worker_queues=args.queues,
         sweep_seconds=args.sweep_seconds,
         timeout=args.timeout,
     )
+
+
+@dataclass
+class _Watch:
+    """What the supervisor knows of one part."""
+
+    state: str = "up"  # up | waiting (to be restarted at `due`) | starting (since `since`)
+    in_a_row: int = 0  # restarts since it last ran `STABLE` seconds
+    since: float = 0.0  # when it came up, or began starting
+    due: float = 0.0
+
+
+class Supervisor:
+    """Keeps every part running: a part that exits is restarted, with a pause that doubles with
+    each restart in a row (like Docker's restart policy), and given up on after `give_up`
+    restarts in a row. Non-blocking: `tick` looks at every part and returns at once, so one
+    part's restart never delays noticing another's death.
+
+    Redis comes back from its append-only file (`appendfsync always`: every acknowledged move
+    is in it); the services reconnect on their own, and a Celery part that exits while Redis
+    is away (Celery 5.7 does, see deploy/README.md) is restarted like any other.
+    """
+
+    first_pause = 0.5  # seconds before the first restart; doubled for each further one
+    max_pause = 30.0
+    stable = 60.0  # a part up this long starts from `first_pause` again
+    give_up = 10  # restarts in a row (about 2.5 minutes of trying) before the run stops
+
+    def __init__(self, suite: Suite) -> None:
+        self.suite = suite
+        now = time.monotonic()
+        self.watch = {part.name: _Watch(since=now) for part in suite.parts}
+
+    def say(self, line: str) -> None:
+        """Tell the operator (`make run`'s output)."""
+        self.suite.out(line)
+
+    def pause(self, in_a_row: int) -> float:
+        """Seconds to wait before restart number `in_a_row` (1, 2, ...)."""
+        return min(self.max_pause, self.first_pause * 2 ** (in_a_row - 1))
+
+    def tick(self) -> None:
+        """Look at every part once; restart what died. Raises SuiteError when giving up."""
+        now = time.monotonic()
+        for part in self.suite.parts:
+            watch = self.watch[part.name]
+            if watch.state == "up":
+                code = part.exit_code()
+                if code is None:
+                    if watch.in_a_row and now - watch.since >= self.stable:
+                        watch.in_a_row = 0
+                    continue
+                self._died(part, watch, f"exited (code {code})", now)
+            elif watch.state == "waiting" and now >= watch.due:
+                part.start(f"restarting (restart {watch.in_a_row} in a row)")
+                watch.state, watch.since = "starting", now
+            elif watch.state == "starting":
+                code = part.exit_code()
+                if code is not None:
+                    self._died(part, watch, f"exited (code {code}) while restarting", now)
+                elif part.healthy():
+                    self.say(
+                        f"{part.name} healthy again ({now - watch.since:.1f} s after its "
+                        f"restart; restart {watch.in_a_row} in a row)"
+                    )
+                    watch.state, watch.since = "up", now
+                elif now - watch.since > self.suite.config.timeout:
+                    part.reap()  # kills what is left of it
+                    why = f"not healthy {self.suite.config.timeout:g} s after its restart"
+                    self._died(part, watch, why, now)
+
+    def _died(self, part: Part, watch: _Watch, why: str, now: float) -> None:
+        if watch.in_a_row >= self.give_up:
+            raise SuiteError(
+                f"{part.name} {why}; giving up after {watch.in_a_row} restarts in a row. "
+                f"Last lines of {part.log}:\n{part.log_tail()}"
+            )
+        watch.in_a_row += 1
+        pause = self.pause(watch.in_a_row)
+        self.say(
+            f"{part.name} {why}; restarting it in {pause:g} s "
+            f"(restart {watch.in_a_row} in a row; last lines of {part.log}:)\n{part.log_tail(5)}"
+        )
+        part.reap()  # the rest of its process group, and its pid file
+        watch.state, watch.due = "waiting", now + pause
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -701,24 +981,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             + (f", query {suite.url('query')}" if suite.has("query") else "")
             + ". Try `make demo`; Ctrl-C stops everything."
         )
-        restarts: dict[str, list[float]] = {}
+        supervisor = Supervisor(suite)
         while not stops:
-            dead = suite.dead()
-            if dead is not None and _may_restart(dead.name, restarts):
-                # Like `restart: on-failure` in Compose: Celery 5.7 exits instead of
-                # reconnecting when Redis drops while it holds a task (the task is redone).
-                say(f"{dead.name} exited (code {dead.exit_code()}); restarting it")
-                dead.reap()
-                dead.start()
-                suite.wait_healthy([dead])
-                continue
-            if dead is not None:
-                say(
-                    f"{dead.name} died (exit code {dead.exit_code()}); last lines of "
-                    f"{dead.log}:\n{dead.log_tail()}\nstopping the rest"
-                )
-                code = 1
-                break
+            supervisor.tick()
             time.sleep(0.2)
     except Interrupted:
         pass
@@ -727,28 +992,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 1
     finally:
         last = ", then Redis (SHUTDOWN)" if config.embedded_redis else ""
-        say(f"stopping: HTTP services and beat, then the worker (warm){last}")
+        first = "nginx, then " if suite.has("nginx") else ""
+        say(f"stopping: {first}HTTP services and beat, then the worker (warm){last}")
         killed = suite.stop()
         if killed:
             say(f"had to kill: {', '.join(killed)}")
         say("stopped")
     return code
-
-
-RESTARTABLE = ("worker", "beat")
-MAX_RESTARTS, RESTART_WINDOW = 5, 60.0  # per part; more than that within the window stops all
-
-
-def _may_restart(name: str, restarts: dict[str, list[float]]) -> bool:
-    """Whether a dead part is restarted (the Celery parts, a few times a minute at most)."""
-    if name not in RESTARTABLE:
-        return False
-    now = time.monotonic()
-    recent = [t for t in restarts.get(name, []) if now - t < RESTART_WINDOW]
-    if len(recent) >= MAX_RESTARTS:
-        return False
-    restarts[name] = [*recent, now]
-    return True
 
 
 if __name__ == "__main__":

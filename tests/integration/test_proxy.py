@@ -1,0 +1,294 @@
+"""Idle and slow clients against the command service (issue 13, finding 4): real gunicorn with
+the deploy config, real Redis, and real nginx from deploy/nginx/ where the test says so.
+
+A sync worker serves one connection at a time. Straight to gunicorn, a client that connects
+and sends nothing used to hold a worker until gunicorn killed it for silence (30 s): three
+idle connections froze the command service. Now a worker waits at most CLIENT_TIMEOUT for a
+client's bytes, and in front of gunicorn nginx reads every request whole before passing it on,
+so idle and stalled clients never reach a worker at all.
+
+The nginx tests need nginx: installed by `tests/nginx.py` when missing and running as root (as
+in CI), skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploy.local import run
+from tests import nginx as private_nginx
+
+from .http_client import call, free_port, gunicorn
+from .test_affinity import wait_for_workers
+
+CONFIG = "deploy/gunicorn/command.py"
+WORKERS = 3
+GUNICORN_TIMEOUT = 30  # deploy/gunicorn/command.py: a silent worker is killed after this long
+CLIENT_TIMEOUT = 2.0  # the default in services/common/affinity.py
+
+
+@pytest.fixture(scope="module")
+def nginx_binary() -> str:
+    found, why = private_nginx.find_nginx()
+    if found is None:
+        pytest.skip(why)
+    return found
+
+
+def address(base: str) -> tuple[str, int]:
+    host, port = base.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def idle_connections(base: str, count: int) -> list[socket.socket]:
+    """`count` connections that send nothing."""
+    return [socket.create_connection(address(base), timeout=5) for _ in range(count)]
+
+
+def new_game(base: str) -> tuple[str, dict[int, str]]:
+    status, created = call(base, "POST", "/games", {
+        "players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 1]})  # fmt: skip
+    assert status == 201, created
+    return created["game_id"], {p["seat"]: p["token"] for p in created["players"]}
+
+
+class Player:
+    """Plays turns of its games through `base`, one after the other (a new game when one ends)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.game_id, self.tokens = new_game(base)
+
+    def turn(self, timeout: float) -> float:
+        """Look at the turn and play a legal move; the seconds both requests took together
+        (the client gives up after `timeout` seconds for either)."""
+        started = time.monotonic()
+        try:
+            path = f"/games/{self.game_id}"
+            status, turn = request(self.base, "GET", f"{path}/turn", timeout)
+            assert status == 200, turn
+            if turn["over"]:
+                self.game_id, self.tokens = new_game(self.base)
+                return self.turn(timeout)
+            choice = turn["placements"][0]
+            body = {"x": choice["x"], "y": choice["y"], "rotation": choice["rotation"]}
+            auth = {"Authorization": f"Bearer {self.tokens[turn['player']]}"}
+            status, answer = request(
+                self.base, "POST", f"{path}/turns", timeout, {**body, "meeple": None}, auth
+            )
+        except TimeoutError:
+            pytest.fail(f"no answer to a turn within {timeout} s")
+        assert status == 200, answer
+        return time.monotonic() - started
+
+
+def request(
+    base: str,
+    method: str,
+    path: str,
+    timeout: float,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
+    """One request with a deadline of its own (`call` waits 30 s)."""
+    conn = http.client.HTTPConnection(*address(base), timeout=timeout)
+    sent = {"Content-Type": "application/json", **(headers or {})}
+    try:
+        data = None if body is None else json.dumps(body).encode()
+        conn.request(method, path, body=data, headers=sent)
+        reply = conn.getresponse()
+        return reply.status, json.loads(reply.read() or b"null")
+    finally:
+        conn.close()
+
+
+def closed_by_server(sock: socket.socket, within: float) -> bool:
+    """Whether the server closes `sock` (reads EOF or a reset) within `within` seconds."""
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def metric(base: str, outcome: str) -> float:
+    """carcassonne_affinity_connections_total{outcome=...} from /metrics (0 if absent)."""
+    status, text = call(base, "GET", "/metrics")
+    assert status == 200
+    for line in str(text).splitlines():
+        if line.startswith(f'carcassonne_affinity_connections_total{{outcome="{outcome}"}}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+# -- straight to gunicorn -----------------------------------------------------------------
+@pytest.mark.parametrize("affinity", ["1", "0"])
+def test_idle_connections_straight_to_gunicorn_do_not_freeze_the_command_service(
+    redis_url: str, affinity: str
+) -> None:
+    """Finding 4: one idle connection per worker, then a turn. It used to wait until gunicorn
+    killed the workers (31 s); now each worker closes its idle connection after CLIENT_TIMEOUT."""
+    env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0", "AFFINITY": affinity}
+    started: list[Any] = []
+    with gunicorn("services.command.wsgi:app", CONFIG, env, WORKERS, started) as base:
+        wait_for_workers(started[0].pid, WORKERS)
+        player = Player(base)
+        idle = idle_connections(base, WORKERS)
+        try:
+            took = player.turn(timeout=GUNICORN_TIMEOUT / 2)
+            assert took < CLIENT_TIMEOUT + 4, f"a turn took {took:.1f} s behind idle connections"
+            # The idle connections were closed by the workers, unanswered.
+            assert all(closed_by_server(s, CLIENT_TIMEOUT + 4) for s in idle)
+            if affinity == "1":
+                assert metric(base, "idle") >= WORKERS
+        finally:
+            for sock in idle:
+                sock.close()
+
+
+# -- through nginx ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def proxied(nginx_binary: str, redis_url: str) -> Iterator[tuple[str, str]]:
+    """The command service (3 workers, deploy config) and nginx in front: (direct, public)."""
+    env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0"}
+    started: list[Any] = []
+    with gunicorn("services.command.wsgi:app", CONFIG, env, WORKERS, started) as direct:
+        wait_for_workers(started[0].pid, WORKERS)
+        upstream = direct.removeprefix("http://")
+        with private_nginx.nginx({"command": upstream}) as public:
+            yield direct, public["command"]
+
+
+def test_a_hundred_idle_connections_through_the_proxy_and_turns_answer_normally(
+    proxied: tuple[str, str],
+) -> None:
+    direct, public = proxied
+    player = Player(public)
+    before = metric(direct, "idle")
+    idle = idle_connections(public, 100)
+    try:
+        took = [player.turn(timeout=10) for _ in range(10)]
+        assert max(took) < 1.0, took
+        # nginx kept them: none reached a worker (which would have closed it as idle).
+        assert not any(closed_by_server(s, 0.01) for s in idle)
+        assert metric(direct, "idle") == before
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_a_stalled_or_trickled_body_through_the_proxy_holds_no_worker(
+    proxied: tuple[str, str],
+) -> None:
+    """Twice as many clients as workers send their headers and part of the body, then stop
+    or trickle a byte at a time; nginx holds them all, and turns are answered meanwhile."""
+    _direct, public = proxied
+    player = Player(public)
+    game_id, tokens = new_game(public)
+    head = (
+        f"POST /games/{game_id}/turns HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {tokens[0]}\r\nContent-Length: 200\r\n\r\n"
+    ).encode()
+    stalled = idle_connections(public, WORKERS)
+    trickled = idle_connections(public, WORKERS)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        for _ in range(50):  # at most 50 bytes of the 200, one every 0.1 s
+            if stop.wait(0.1):
+                return
+            for sock in trickled:
+                sock.sendall(b" ")
+
+    for sock in stalled + trickled:
+        sock.sendall(head + b'{"x": 0,')
+    dripping = threading.Thread(target=trickle, daemon=True)
+    dripping.start()
+    try:
+        took: list[float] = []
+        until = time.monotonic() + 2.0  # while the trickle goes on
+        while len(took) < 10 or time.monotonic() < until:
+            took.append(player.turn(timeout=10))
+        assert max(took) < 1.0, took
+        assert dripping.is_alive(), "the trickle was over before the turns were"
+    finally:
+        stop.set()
+        dripping.join(timeout=5)
+        for sock in stalled + trickled:
+            sock.close()
+
+
+def test_errors_of_the_proxy_itself_have_the_services_json_shape(nginx_binary: str) -> None:
+    """Nothing behind the proxy: 502 bad_gateway; a body over the proxy's limit: 413."""
+    with private_nginx.nginx({"command": f"127.0.0.1:{free_port()}"}) as public:
+        status, body = call(public["command"], "GET", "/games/0/turn")
+        assert status == 502
+        assert body["code"] == "bad_gateway" and set(body) == {"code", "message", "rule", "details"}
+        with socket.create_connection(address(public["command"]), timeout=5) as sock:
+            sock.sendall(b"POST /games HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 2000000\r\n\r\n")  # fmt: skip
+            reply = http.client.HTTPResponse(sock)
+            reply.begin()
+            assert reply.status == 413
+            assert json.loads(reply.read())["code"] == "body_too_large"
+
+
+def test_json_is_gzipped_for_clients_that_accept_it(proxied: tuple[str, str]) -> None:
+    _direct, public = proxied
+    conn = http.client.HTTPConnection(*address(public), timeout=10)
+    try:
+        conn.request("GET", "/openapi.json", headers={"Accept-Encoding": "gzip"})
+        reply = conn.getresponse()
+        data = reply.read()
+        assert reply.status == 200
+        assert reply.getheader("Content-Encoding") == "gzip"
+        assert json.loads(gzip.decompress(data))["openapi"]
+        # Keep-alive on the client side: the same connection serves the next request.
+        conn.request("GET", "/healthz")
+        again = conn.getresponse()
+        again.read()
+        assert again.status == 200
+    finally:
+        conn.close()
+
+
+# -- the manifests carry the same templates --------------------------------------------------
+def test_the_k8s_copies_of_the_nginx_templates_are_the_templates() -> None:
+    """kustomize reads files only below deploy/k8s/: it carries copies, which must not drift
+    (`cp deploy/nginx/*.template deploy/nginx/sites/*.template deploy/k8s/nginx/`)."""
+    templates = {p.name: p.read_bytes() for p in run.NGINX_TEMPLATES.rglob("*.template")}
+    copies = {p.name: p.read_bytes() for p in (run.ROOT / "deploy/k8s/nginx").glob("*.template")}
+    assert copies == templates
+
+
+def test_the_templates_render_to_a_configuration_nginx_accepts(
+    nginx_binary: str, tmp_path: Path
+) -> None:
+    """With the values docker-compose.yml and the k8s manifests give (`nginx -t`)."""
+    values = {
+        "CC_WORKER_PROCESSES": "1",
+        "CC_NOFILE": "4096",
+        "CC_WORKER_CONNECTIONS": "1024",
+        "CC_ACCESS_LOG": "/dev/stdout timed",
+        "CC_COMMAND_LISTEN": f"127.0.0.1:{free_port()}",
+        "CC_COMMAND_UPSTREAM": "localhost:8000",
+        "CC_QUERY_LISTEN": f"127.0.0.1:{free_port()}",
+        "CC_QUERY_UPSTREAM": "localhost:8001",
+    }
+    conf = run.render_nginx(tmp_path / "conf", values, ["command", "query"])
+    argv = run.nginx_argv(nginx_binary, tmp_path, conf, str(tmp_path / "error.log"))
+    checked = subprocess.run([*argv, "-t"], capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stderr

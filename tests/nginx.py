@@ -1,0 +1,106 @@
+"""A private nginx for tests and benchmarks, from the repository's templates (deploy/nginx/):
+free ports, its own directory, nothing written outside it, stopped and removed afterwards.
+
+nginx comes from the system (the Debian package in CI). When it is missing and we run as root
+(as CI does), `find_nginx` installs it with apt-get; otherwise the caller skips, saying why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from deploy.local import run
+from tests.redis_server import free_port
+
+_INSTALL_TRIED: list[str] = []  # the outcome of the one install attempt of this process
+
+
+def find_nginx() -> tuple[str | None, str]:
+    """(the nginx binary, "") or (None, why there is none). Installs it once if we may."""
+    found = run.nginx_binary()
+    if found is not None:
+        return found, ""
+    if _INSTALL_TRIED:
+        return None, _INSTALL_TRIED[0]
+    if os.geteuid() != 0:
+        why = "nginx is not installed and this is not root (CI installs it: apt-get install nginx)"
+    elif shutil.which("apt-get") is None:
+        why = "nginx is not installed and there is no apt-get to install it"
+    else:
+        why = _apt_install()
+    _INSTALL_TRIED.append(why)
+    found = run.nginx_binary()
+    return (found, "") if found is not None else (None, why)
+
+
+def _apt_install() -> str:
+    """apt-get install nginx (after apt-get update if that fails); "" or why it failed."""
+    # RUNLEVEL=1: the package's post-install step must not start a system nginx on port 80.
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "RUNLEVEL": "1"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "nginx"]
+    done = subprocess.run(install, env=env, capture_output=True, timeout=600)
+    if done.returncode != 0:  # no package lists yet, or stale ones
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600)
+        done = subprocess.run(install, env=env, capture_output=True, timeout=600)
+    if done.returncode == 0 and run.nginx_binary() is not None:
+        return ""
+    tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+    return "nginx is not installed and apt-get could not install it: " + " / ".join(tail)
+
+
+@contextmanager
+def nginx(upstreams: dict[str, str], access_log: bool = False) -> Iterator[dict[str, str]]:
+    """nginx on free loopback ports in front of `upstreams` (service -> gunicorn's host:port,
+    services "command" and/or "query"); yields service -> public base URL."""
+    binary, why = find_nginx()
+    if binary is None:
+        raise RuntimeError(why)
+    prefix = Path(tempfile.mkdtemp(prefix="cc-nginx-"))
+    public = {name: free_port() for name in upstreams}
+    nofile, connections = run.nginx_limits()
+    values = {
+        "CC_WORKER_PROCESSES": "auto",
+        "CC_NOFILE": str(nofile),
+        "CC_WORKER_CONNECTIONS": str(connections),
+        "CC_ACCESS_LOG": f"{prefix / 'access.log'} timed" if access_log else "off",
+    }
+    for name, address in upstreams.items():
+        values[f"CC_{name.upper()}_LISTEN"] = f"127.0.0.1:{public[name]}"
+        values[f"CC_{name.upper()}_UPSTREAM"] = address
+    conf = run.render_nginx(prefix / "conf", values, list(upstreams))
+    error_log = prefix / "error.log"
+    proc = subprocess.Popen(
+        run.nginx_argv(binary, prefix, conf, str(error_log)),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its workers share its process group: killed with it
+    )
+    bases = {name: f"http://127.0.0.1:{port}" for name, port in public.items()}
+    try:
+        deadline = time.monotonic() + 15
+        while not all(run.http_answers(base + "/healthz") for base in bases.values()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = error_log.read_text() if error_log.exists() else "(no error log)"
+                raise RuntimeError(f"nginx did not start ({conf}):\n{log}")
+            time.sleep(0.05)
+        yield bases
+    finally:
+        proc.terminate()  # SIGTERM: nginx's fast shutdown
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # any worker left behind
+        shutil.rmtree(prefix, ignore_errors=True)
