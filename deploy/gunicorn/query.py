@@ -40,6 +40,9 @@ timeout = 30  # the gevent worker's heartbeat runs in its own greenlet: a long s
 graceful_timeout = 5
 max_requests = 100_000  # a restart bounds memory growth; streams reconnect
 max_requests_jitter = 10_000
+# gunicorn 27's control socket defaults to one path per user (~/.gunicorn/gunicorn.ctl):
+# several servers on one host would take it from each other. Not used here.
+control_socket_disable = True
 accesslog = os.environ.get("ACCESS_LOG")  # "-" for stdout; off by default
 errorlog = "-"
 loglevel = os.environ.get("LOG_LEVEL", "info")

@@ -120,6 +120,18 @@ async def open_streams(base: str, game_ids: list[str], per_game: int) -> list[St
     return streams
 
 
+async def opened(base: str, game_id: str) -> Stream:
+    """A stream, retried on 503 for a few seconds (slots of streams that an earlier test
+    closed are freed within a second or so)."""
+    deadline = time.monotonic() + 5
+    while True:
+        stream = Stream(base, game_id)
+        if await stream.open() == 200:
+            return stream
+        assert stream.status == 503 and time.monotonic() < deadline, stream.status
+        await asyncio.sleep(0.2)
+
+
 async def views(base: str, paths: list[str], parallel: int) -> list[tuple[int, Any]]:
     """GET every path over `parallel` keep-alive connections; (status, body) of each."""
     queue = list(reversed(paths))
@@ -212,6 +224,30 @@ def test_streams_over_the_cap_get_503_and_a_gone_client_frees_its_slot(capped, c
         assert await extra.open() == 503  # full again
         for stream in accepted[10:] + reopened:
             await stream.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_new_games_stream_does_not_wait_for_the_readers_block(capped, command, store) -> None:
+    """The process's reader blocks up to LIVE_BLOCK_SECONDS (10 s) in XREAD on the games it
+    watches; a stream on a game it did not watch yet interrupts that block (CLIENT UNBLOCK),
+    so the new game's next move arrives at once, not after the block."""
+    (watched, _), (fresh, tokens) = games(command, 2, 2, seed=9)
+
+    async def scenario() -> None:
+        first = await opened(capped, watched)
+        await first.next()  # "live from": the reader now blocks on this game's streams
+        await asyncio.sleep(0.5)  # let it get into its XREAD
+        stream = await opened(capped, fresh)
+        await stream.next()
+        before = store.last_seq(fresh, MOVES)
+        await asyncio.to_thread(play, command, fresh, tokens, random.Random(9), 1)
+        started = time.monotonic()
+        item = await asyncio.wait_for(stream.next(), 10)
+        assert item is not None and item[1]["seq"] == before + 1
+        assert time.monotonic() - started < 2, "the move waited for the reader's block"
+        await stream.close()
+        await first.close()
 
     asyncio.run(scenario())
 
