@@ -48,7 +48,7 @@ from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import EventStore
 from services.redis_store import game_keys
 
-from .log import READ_BATCH, Cursor, StreamClosed, sse_event
+from .log import READ_BATCH, Cursor, StreamClosed, scored_prefix, sse_event
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,7 @@ class Subscription:
             raise StreamClosed
         self.woken.clear()  # before the check: a wake-up after it is not lost
         if self.game.ahead_of(after):
+            time.sleep(0)  # let other streams (and the reader) run between two reads
             return True
         woke = self.woken.wait(timeout)
         if self.gone:
@@ -216,24 +217,33 @@ class _Reader:
     # -- the reader ---------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            with self.hub.lock:
-                games = list(self.games.values())
-                if not games:
-                    self.has_games.clear()
-                self.sent_gen, self.blocking = self.gen, bool(games)
-            if not games:
-                self.has_games.wait()
-                continue
             try:
-                moved = self._xread(games)
-            except (redis.RedisError, OSError) as exc:
+                self._round()
+            except Exception:  # never die: every stream of this process depends on it
                 self.blocking = False
-                log.warning("live reader: %s (retrying in %.0f s)", exc, RETRY_SECONDS)
+                log.exception("live reader (retrying in %.0f s)", RETRY_SECONDS)
                 time.sleep(RETRY_SECONDS)
-                continue
+
+    def _round(self) -> None:
+        """One XREAD and what it found."""
+        with self.hub.lock:
+            games = list(self.games.values())
+            if not games:
+                self.has_games.clear()
+            self.sent_gen, self.blocking = self.gen, bool(games)
+        if not games:
+            self.has_games.wait()
+            return
+        try:
+            moved = self._xread(games)
+        except (redis.RedisError, OSError) as exc:
             self.blocking = False
-            self.rounds += 1
-            self._take(moved)
+            log.warning("live reader: %s (retrying in %.0f s)", exc, RETRY_SECONDS)
+            time.sleep(RETRY_SECONDS)
+            return
+        self.blocking = False
+        self.rounds += 1
+        self._take(moved)
 
     def _xread(self, games: list[_Game]) -> list[tuple[_Game, str]]:
         """Block until a watched stream has entries after its tail (or the block ends, or the
@@ -279,20 +289,29 @@ class _Reader:
         return moved
 
     def _take(self, moved: list[tuple[_Game, str]]) -> None:
-        """Read what arrived on each moved stream (once for all its viewers) and wake them."""
-        woken: dict[str, _Game] = {}
-        for game, stream in moved:
-            tail = game.tails[stream]
+        """Read what arrived on each moved game (once for all its viewers) and wake them.
+
+        Both streams, the moves first: a score is kept only once the move it names is, so the
+        kept events are always a consistent merged log (a score never precedes its move).
+        """
+        woken: dict[str, _Game] = {game.game_id: game for game, _ in moved}
+        for game in woken.values():
             try:
-                events = self.hub.store.read(
-                    game.game_id, stream, after=tail.last, limit=READ_BATCH
-                )
-            except (redis.RedisError, OSError) as exc:
+                read = {
+                    stream: self.hub.store.read(
+                        game.game_id, stream, after=game.tails[stream].last, limit=READ_BATCH
+                    )
+                    for stream in STREAM_KINDS  # MOVES first
+                }
+            except Exception as exc:  # one game's trouble must not stop the others
                 log.warning("live reader: reading %s: %s", game.game_id, exc)
                 continue
             with self.hub.lock:
-                tail.extend(events)
-            woken[game.game_id] = game
+                game.tails[MOVES].extend(read[MOVES])
+                scores = read[SCORES]
+                game.tails[SCORES].extend(
+                    scores[: scored_prefix(scores, game.tails[MOVES].last)]
+                )  # the rest is read again next round: XREAD returns at once for it
         for game in woken.values():
             with self.hub.lock:
                 subscribers = list(game.subscribers)
@@ -315,7 +334,7 @@ class _Reader:
                 try:
                     if client_id is not None and self.hub.views.client_unblock(client_id):
                         break
-                except redis.RedisError as exc:
+                except Exception as exc:  # the block then simply runs out
                     log.warning("live waker: %s", exc)
                     break
                 time.sleep(UNBLOCK_PAUSE)
@@ -375,7 +394,7 @@ class _ClientWatch:
             time.sleep(self.interval)
             try:
                 ready = self.poller.poll(0)
-            except OSError as exc:
+            except Exception as exc:
                 log.warning("live watch: %s", exc)
                 continue
             for fd, _ in ready:

@@ -58,6 +58,9 @@ def page(
     """
     moves = store.read(game_id, MOVES, after=after[0], limit=limit)
     scores = store.read(game_id, SCORES, after=after[1], limit=limit)
+    # The scores are read after the moves: a move appended in between may already be scored.
+    # Such a score waits for the next read, with its move (a score never precedes its move).
+    scores = scores[: scored_prefix(scores, moves[-1].seq if moves else after[0])]
     moved, scored = after
     out: list[tuple[StoredEvent, Cursor]] = []
     for event in heapq.merge(moves, scores, key=_order):
@@ -69,6 +72,14 @@ def page(
             scored = event.seq
         out.append((event, (moved, scored)))
     return out, (moved, scored)
+
+
+def scored_prefix(scores: list[StoredEvent], last_move: int) -> int:
+    """How many of `scores` (in order) name moves up to `last_move`."""
+    for i, event in enumerate(scores):
+        if int(event.payload["move"]) > last_move:
+            return i
+    return len(scores)
 
 
 def item(event: StoredEvent, cursor: Cursor) -> dict[str, Any]:
