@@ -39,6 +39,10 @@ graceful_timeout = 10
 # Clients keep no state on a worker: restarting one now and then bounds memory growth.
 max_requests = 100_000
 max_requests_jitter = 10_000
+# gunicorn 27's control socket defaults to one path per user (~/.gunicorn/gunicorn.ctl): the
+# command and query servers of one `make run` (or of parallel tests) would take it from each
+# other. Not used here.
+control_socket_disable = True
 accesslog = os.environ.get("ACCESS_LOG")  # "-" for stdout; off by default (it costs ~10%)
 errorlog = "-"
 loglevel = os.environ.get("LOG_LEVEL", "info")

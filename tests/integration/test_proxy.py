@@ -265,6 +265,42 @@ def test_json_is_gzipped_for_clients_that_accept_it(proxied: tuple[str, str]) ->
         conn.close()
 
 
+def test_a_live_stream_through_the_proxy_gets_each_event_at_once(
+    nginx_binary: str, redis_url: str
+) -> None:
+    """Server-Sent Events through nginx: not buffered, not gzipped (although the client
+    accepts gzip); a turn played while the stream is open arrives on it at once."""
+    env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0"}
+    with (
+        gunicorn("services.command.wsgi:app", CONFIG, env, 1) as command,
+        gunicorn("services.query.wsgi:app", "deploy/gunicorn/query.py", env, 1) as query,
+        private_nginx.nginx(
+            {"command": command.removeprefix("http://"), "query": query.removeprefix("http://")}
+        ) as public,
+    ):
+        player = Player(public["command"])
+        conn = http.client.HTTPConnection(*address(public["query"]), timeout=10)
+        try:
+            conn.request("GET", f"/games/{player.game_id}/live", headers={
+                "Accept": "text/event-stream", "Accept-Encoding": "gzip"})  # fmt: skip
+            stream = conn.getresponse()
+            assert stream.status == 200
+            assert stream.getheader("Content-Type", "").startswith("text/event-stream")
+            assert stream.getheader("Content-Encoding") is None
+            player.turn(timeout=10)
+            played = request(public["command"], "GET", f"/games/{player.game_id}/turn", 10)[1]
+            started = time.monotonic()
+            seen = 0
+            while seen < played["seq"]:  # event ids are cursors "<move seq>-<score seq>"
+                line = stream.readline().decode()
+                assert line, "the stream ended"
+                if line.startswith("id: "):
+                    seen = int(line[4:].split("-")[0])
+            assert time.monotonic() - started < 5
+        finally:
+            conn.close()
+
+
 # -- the manifests carry the same templates --------------------------------------------------
 def test_the_k8s_copies_of_the_nginx_templates_are_the_templates() -> None:
     """kustomize reads files only below deploy/k8s/: it carries copies, which must not drift
