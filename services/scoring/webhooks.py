@@ -24,8 +24,10 @@ Three Celery tasks on the webhook queue (``WEBHOOK_QUEUE``):
   ``deliver`` for hooks whose head is overdue by ``WEBHOOK_SWEEP_GRACE`` (a lost task or a
   worker killed between two steps); the conditions above make a resent task harmless.
 
-Each worker process has one Redis client for all of this (`parts`), named ``cc:webhooks``,
-whose pool holds at most the process's task threads + 2 connections (`pool_bound`).
+Each worker process has one Redis client and one store for all of this (`parts`): the
+client's pool (``cc:webhooks``) holds at most the process's task threads + 2 connections
+(`pool_bound`), the store's Wire (``cc:webhooks:wire``, the score-event reads) one per task
+thread (`wire_bound`): 2 × threads + 2 in all.
 
 Key layout: see services/command/hooks.py; the names come from `services.redis_store.keys`.
 """
@@ -593,7 +595,7 @@ def task_threads() -> int:
 
 
 def pool_bound() -> int:
-    """The most Redis connections the webhook tasks of this process may hold.
+    """The most connections the webhook client of this process may hold (pool `cc:webhooks`).
 
     ``WEBHOOK_REDIS_CONNECTIONS``, or derived: task threads + 2. A task runs on one thread
     and holds at most one connection at a time (every command takes one from the pool and
@@ -604,6 +606,13 @@ def pool_bound() -> int:
     return int(settings["WEBHOOK_REDIS_CONNECTIONS"]) or task_threads() + 2
 
 
+def wire_bound() -> int:
+    """The most connections the store's `Wire` may hold for the webhook tasks (pool
+    `cc:webhooks:wire`): one per task thread. Only the reads of score events go through it
+    (a deliver task reads them 50 at a time), never more at once than there are tasks."""
+    return task_threads()
+
+
 @dataclass(frozen=True)
 class Parts:
     """This process's Redis client, store, dispatcher and deliverer: made once."""
@@ -612,7 +621,13 @@ class Parts:
     store: RedisEventStore
     dispatcher: Dispatcher
     deliverer: Deliverer
-    bound: int
+    bound: int  # connections of `client`
+    wire: int  # connections of the store's Wire
+
+    @property
+    def total(self) -> int:
+        """The most Redis connections the webhook tasks of this process may hold."""
+        return self.bound + self.wire
 
 
 _parts: dict[int, Parts] = {}
@@ -635,9 +650,9 @@ def parts() -> Parts:
 
 
 def _make_parts() -> Parts:
-    bound = pool_bound()
+    bound, wire = pool_bound(), wire_bound()
     client = shared_client(settings["REDIS_URL"], role=ROLE, max_connections=bound)
-    store = RedisEventStore(client)
+    store = RedisEventStore(client, wire_connections=wire)
     post = HttpPoster(settings["WEBHOOK_TIMEOUT"], settings["WEBHOOK_ALLOW_PRIVATE"])
     made = Parts(
         client=client,
@@ -654,12 +669,16 @@ def _make_parts() -> Parts:
             timeout=settings["WEBHOOK_TIMEOUT"],
         ),
         bound=bound,
+        wire=wire,
     )
     log.info(
-        "webhook Redis pool: max_connections=%d (pid %d, %d task threads + 2)",
-        bound,
+        "webhook Redis pool: max_connections=%d (pid %d, %d task threads: cc:webhooks %d"
+        " = threads + 2, cc:webhooks:wire %d = threads)",
+        made.total,
         os.getpid(),
         task_threads(),
+        bound,
+        wire,
     )
     return made
 

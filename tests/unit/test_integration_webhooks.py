@@ -170,14 +170,15 @@ def test_backoff_is_celerys_exponential_backoff_with_full_jitter() -> None:
     assert webhooks.backoff_ms(10_000, 1_000, 45_000) <= 45_000
 
 
-def test_the_pool_bound_is_the_task_threads_plus_two(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pool_bounds_follow_the_task_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     class Worker:
         concurrency = 8
 
     monkeypatch.setattr(webhooks, "_worker", Worker())
     assert webhooks.task_threads() == 8 and webhooks.pool_bound() == 10
+    assert webhooks.wire_bound() == 8
     monkeypatch.setattr(webhooks, "_prefork_child", True)  # one task at a time
-    assert webhooks.pool_bound() == 3
+    assert (webhooks.pool_bound(), webhooks.wire_bound()) == (3, 1)
     monkeypatch.setitem(webhooks.settings, "WEBHOOK_REDIS_CONNECTIONS", 5)
     assert webhooks.pool_bound() == 5
 
