@@ -1,0 +1,185 @@
+"""Turn latency with 100 idle connections open to the public port (`make bench`), loopback.
+
+The command service under its gunicorn config (sync workers) with nginx from deploy/nginx/ in
+front, as deployed: clients connect to nginx. Client processes play prepared turns at a fixed
+rate (`prepare_games` and `run_load` of bench_command.py) with no other connections open (the
+baseline), then with 100 connections open to the same public port that send nothing (kept at
+100: one nginx closes after client_header_timeout is opened again). The phases alternate,
+`--rounds` times each; the best round of each is shown. Straight to gunicorn, with no proxy,
+the same figure without idle connections shows what the proxy costs a turn.
+
+Target: turn p99 with the idle connections ≤ 1.5 × without. nginx is installed when missing
+and this runs as root (tests/nginx.py); without it the idle phase goes straight to gunicorn,
+whose workers each wait CLIENT_TIMEOUT on an idle connection, and the target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from contextlib import ExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests import nginx as private_nginx  # noqa: E402
+from tests.bench.bench_command import CONFIG, run_load  # noqa: E402
+from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.integration.http_client import gunicorn  # noqa: E402
+from tests.redis_server import start_redis  # noqa: E402
+
+TARGET = 1.5  # p99 with idle connections / p99 without
+
+
+class IdleConnections:
+    """`count` connections to `base` that send nothing, kept open (reopened if the server
+    closes one) until the block ends."""
+
+    def __init__(self, base: str, count: int) -> None:
+        host, port = base.removeprefix("http://").split(":")
+        self.address = (host, int(port))
+        self.count = count
+        self.reopened = 0
+        self._socks: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._keeper = threading.Thread(target=self._keep, daemon=True)
+
+    def __enter__(self) -> IdleConnections:
+        self._socks = [self._open() for _ in range(self.count)]
+        self._keeper.start()
+        return self
+
+    def _open(self) -> socket.socket:
+        sock = socket.create_connection(self.address, timeout=5)
+        sock.setblocking(False)  # the keeper only peeks: never wait
+        return sock
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._keeper.join(timeout=5)
+        for sock in self._socks:
+            sock.close()
+
+    def _keep(self) -> None:
+        while not self._stop.wait(0.25):
+            for i, sock in enumerate(self._socks):
+                try:
+                    closed = sock.recv(1, socket.MSG_PEEK) == b""
+                except BlockingIOError:
+                    continue  # open, nothing to read: as it should be
+                except OSError:
+                    closed = True
+                if closed:
+                    sock.close()
+                    self._socks[i] = self._open()
+                    self.reopened += 1
+
+
+def measure(base: str, args: argparse.Namespace, redis_url: str) -> dict[str, Any] | None:
+    """One timed phase of turns at the fixed rate; None if a turn failed or timed out."""
+    try:
+        return run_load(base, "turns", args.clients, args.seconds, args.rate, redis_url)
+    except Exception as exc:  # a stalled phase is a figure too
+        print(f"  (a phase against {base} failed: {type(exc).__name__}: {exc})")
+        return None
+
+
+def best(runs: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The round with the lowest p99 (None if any round failed)."""
+    if any(r is None for r in runs):
+        return None
+    return min((r for r in runs if r is not None), key=lambda r: r["p99_ms"])
+
+
+def main() -> int:
+    """Run the benchmark and print the figures."""
+    parser = argparse.ArgumentParser(description="turn p99 with idle connections open")
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of each phase")
+    parser.add_argument("--rate", type=float, default=100.0, help="turns per second, in all")
+    parser.add_argument("--clients", type=int, default=4, help="client processes")
+    parser.add_argument("--idle", type=int, default=100, help="idle connections")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
+    parser.add_argument("--workers", help="gunicorn workers (default: the config's)")
+    parser.add_argument("--no-proxy", action="store_true", help="public port = gunicorn's")
+    args = parser.parse_args()
+
+    nginx_binary, why = (None, "--no-proxy") if args.no_proxy else private_nginx.find_nginx()
+    redis_proc, redis_url, workdir = start_redis()
+    env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0"}  # no scoring worker here: no tasks
+    workers = args.workers or os.environ.get("WEB_CONCURRENCY") or str((os.cpu_count() or 2) + 1)
+    started: list[subprocess.Popen[bytes]] = []
+    direct_runs: list[dict[str, Any] | None] = []
+    quiet_runs: list[dict[str, Any] | None] = []
+    idle_runs: list[dict[str, Any] | None] = []
+    reopened = 0
+    try:
+        with ExitStack() as stack:
+            direct = stack.enter_context(
+                gunicorn("services.command.wsgi:app", CONFIG, env, int(workers), started)
+            )
+            public = direct
+            if nginx_binary is not None:
+                upstream = {"command": direct.removeprefix("http://")}
+                public = stack.enter_context(private_nginx.nginx(upstream))["command"]
+            for _ in range(args.rounds):
+                if public != direct:
+                    direct_runs.append(measure(direct, args, redis_url))
+                quiet_runs.append(measure(public, args, redis_url))
+                with IdleConnections(public, args.idle) as idle:
+                    idle_runs.append(measure(public, args, redis_url))
+                reopened += idle.reopened
+    finally:
+        redis_proc.terminate()
+        redis_proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    where = "behind nginx" if nginx_binary else f"straight to gunicorn: NO nginx ({why})"
+    print(
+        f"command service ({workers} gunicorn workers) {where}; {args.clients} client "
+        f"processes at {args.rate:g} turns/s, {args.seconds:g} s per phase, "
+        f"best of {args.rounds} alternating rounds, loopback"
+    )
+    print(f"{'':<48}{'turns':>7}{'p50 ms':>8}{'p99 ms':>8}")
+    rows = [("straight to gunicorn, no idle connections", best(direct_runs))] if direct_runs else []
+    rows += [
+        ("public port, no idle connections (baseline)", best(quiet_runs)),
+        (f"public port, {args.idle} idle connections open", best(idle_runs)),
+    ]
+    for label, row in rows:
+        if row is None:
+            print(f"{label:<48}{'failed (a turn got no answer in 30 s)':>23}")
+        else:
+            print(f"{label:<48}{row['requests']:>7}{row['p50_ms']:>8.2f}{row['p99_ms']:>8.2f}")
+    if reopened:
+        print(f"(idle connections the server closed and the benchmark opened again: {reopened})")
+    quiet, idle_best = best(quiet_runs), best(idle_runs)
+    if quiet is None or idle_best is None:
+        print(
+            f"turn p99 with {args.idle} idle connections: no figure (target ≤ {TARGET:g}x)"
+            f"  {verdict('turn p99 with idle connections', False)}"
+        )
+        return 0
+    ratio = idle_best["p99_ms"] / quiet["p99_ms"]
+    print(
+        f"turn p99 with {args.idle} idle connections / without: {idle_best['p99_ms']:.2f} / "
+        f"{quiet['p99_ms']:.2f} ms = {ratio:.2f}x (target ≤ {TARGET:g}x)"
+        f"  {verdict('turn p99 with idle connections', ratio <= TARGET)}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main() or exit_code())
