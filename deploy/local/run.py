@@ -601,11 +601,12 @@ class Suite:
         for name in ("command", "query"):  # gunicorn's private ports behind nginx
             if self.nginx and self.has(name):
                 url = self.part(name).url
-                wanted.append((f"{name} (private)", int(url.rsplit(":", 1)[1]), "nothing: retry"))
+                wanted.append((f"{name}'s gunicorn", int(url.rsplit(":", 1)[1]), ""))
         for name, port, var in wanted:
             if port_free(c.host, port):
                 continue
-            message = f"port {port} for {name} is in use: set {var} to another port"
+            change = f"set {var} to another port" if var else "a free port was picked: run again"
+            message = f"port {port} for {name} is in use: {change}"
             leftover = self.leftovers()
             if leftover:
                 pids = " ".join(str(pid) for pid in leftover.values())

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,3 +102,48 @@ def test_owners_are_stable_and_spread_over_the_slots() -> None:
 def test_the_game_is_read_from_the_request_line(line: bytes, game: bytes | None) -> None:
     found = affinity.ROUTED.match(line)
     assert (found.group(1) if found else None) == game
+
+
+@pytest.mark.parametrize(
+    "raw, seconds",
+    [(None, affinity.DEFAULT_CLIENT_TIMEOUT), ("", affinity.DEFAULT_CLIENT_TIMEOUT),
+     ("0.5", 0.5), ("5", 5.0), ("0", None)],
+)  # fmt: skip
+def test_the_client_timeout_comes_from_the_environment(raw: str | None, seconds: float) -> None:
+    environ = {} if raw is None else {"CLIENT_TIMEOUT": raw}
+    assert affinity.client_timeout(environ) == seconds
+
+
+def test_a_client_timeout_that_is_not_a_number_is_refused() -> None:
+    with pytest.raises(ValueError, match="CLIENT_TIMEOUT='soon'"):
+        affinity.client_timeout({"CLIENT_TIMEOUT": "soon"})
+
+
+def test_a_bounded_connection_reads_what_comes_and_ends_when_nothing_does() -> None:
+    """A read (or a peek) that times out answers b"" — for gunicorn, the client's end."""
+    ours, theirs = socket.socketpair()
+    client = affinity.bounded(ours, 0.05)
+    try:
+        theirs.sendall(b"GET / HTTP/1.1\r\n")
+        assert client.recv(64, socket.MSG_PEEK) == b"GET / HTTP/1.1\r\n"
+        assert client.recv(64) == b"GET / HTTP/1.1\r\n"
+        started = time.monotonic()
+        assert client.recv(64, socket.MSG_PEEK) == b""
+        assert client.recv(64) == b""
+        assert time.monotonic() - started < 1.0
+        assert client.gettimeout() == 0.05  # and the socket is still usable
+        theirs.sendall(b"more")
+        assert client.recv(64) == b"more"
+    finally:
+        client.close()
+        theirs.close()
+
+
+def test_without_a_client_timeout_a_connection_blocks_as_gunicorn_expects() -> None:
+    ours, theirs = socket.socketpair()
+    try:
+        client = affinity.bounded(ours, None)
+        assert client is ours and client.gettimeout() is None
+    finally:
+        ours.close()
+        theirs.close()
