@@ -181,7 +181,7 @@ def test_a_hundred_idle_connections_through_the_proxy_and_turns_answer_normally(
     idle = idle_connections(public, 100)
     try:
         took = [player.turn(timeout=10) for _ in range(10)]
-        assert max(took) < 1.0, took
+        assert max(took) < 2.0, took  # a turn takes milliseconds; stalled, it took 10 s+
         # nginx kept them: none reached a worker (which would have closed it as idle).
         assert not any(closed_by_server(s, 0.01) for s in idle)
         assert metric(direct, "idle") == before
@@ -222,7 +222,7 @@ def test_a_stalled_or_trickled_body_through_the_proxy_holds_no_worker(
         until = time.monotonic() + 2.0  # while the trickle goes on
         while len(took) < 10 or time.monotonic() < until:
             took.append(player.turn(timeout=10))
-        assert max(took) < 1.0, took
+        assert max(took) < 2.0, took  # a turn takes milliseconds; stalled, it took 10 s+
         assert dripping.is_alive(), "the trickle was over before the turns were"
     finally:
         stop.set()
