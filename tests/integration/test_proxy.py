@@ -20,6 +20,7 @@ import socket
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ CLIENT_TIMEOUT = 2.0  # the default in services/common/affinity.py
 def nginx_binary() -> str:
     found, why = private_nginx.find_nginx()
     if found is None:
+        # pytest -q lists skips without their reasons; a warning shows in the summary.
+        warnings.warn(f"nginx tests skipped: {why}", stacklevel=1)
         pytest.skip(why)
     return found
 
