@@ -344,7 +344,7 @@ class GameRecord(MethodView):
         if wanted is None:
             best = request.accept_mimetypes.best_match(["application/json", "text/plain"])
             wanted = "notation" if best == "text/plain" else "json"
-        if request.if_none_match.contains(etag + wanted[0]):
+        if request.if_none_match.contains_weak(etag + wanted[0]):
             return Response(status=304)
         record = record_from_events(to_engine(e) for e in events)
         if wanted == "notation":
