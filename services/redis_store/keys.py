@@ -1,9 +1,16 @@
 """Where everything of a game lives in Redis: one hash tag, ``{g:<id>}``, for all its keys, so
-a game lives on one Redis Cluster shard and one Lua script may touch any of them. Every
-service takes its key names from here (services never import each other).
+a game lives on one Redis Cluster shard and one Lua script may touch any of them; and the
+cross-game indexes, 64 sorted sets per kind, each under a shard tag whose slot is the slot of
+every game of that shard (see "index shards" below). Every service takes its key names from
+here (services never import each other).
 """
 
 from __future__ import annotations
+
+import binascii
+import hashlib
+import random
+import zlib
 
 
 def _tag(game_id: str) -> str:
@@ -40,3 +47,127 @@ def hook_keys(game_id: str, hook_id: str) -> tuple[str, str, str]:
 def lease_key(game_id: str, hook_id: str, seq: int) -> str:
     """Held while one task POSTs a delivery, so a duplicate task does not POST at once too."""
     return _tag(game_id) + ":wh:" + hook_id + f":lease:{seq}"
+
+
+# ------------------------------------------------------------------------ index shards
+#
+# Structures that span games (the indexes below) are split into SHARDS sorted sets per kind,
+# one per shard hash tag. Each tag was chosen (a one-off search: ``ix<i>-<n>`` for n = 0, 1, …
+# until it fits) so that its Redis Cluster slot is the middle of the i-th 64th of the slot
+# range: CRC16(tag) % 16384 == floor((i + 0.5) * 16384 / 64). Any contiguous assignment of
+# slots to up to 64 primaries therefore gives each primary its share of the shards.
+#
+# A game's keys keep their tag ``{g:<id>}``; new game ids are drawn so that the slot of
+# ``g:<id>`` is one of these 64 slots (`new_game_id`, `derived_game_id`). A game and its
+# shard's indexes then share a slot, so the one Lua script that appends to a game updates its
+# indexes in the same atomic step, on a single Redis and on a cluster alike.
+
+SHARDS = 64
+SLOTS = 16384
+SHARD_TAGS: tuple[str, ...] = (
+    "ix00-2402", "ix01-2157", "ix02-29237", "ix03-8518", "ix04-69343", "ix05-5068",
+    "ix06-14807", "ix07-29274", "ix08-3762", "ix09-3237", "ix10-5796", "ix11-19725",
+    "ix12-11742", "ix13-4383", "ix14-13983", "ix15-18441", "ix16-21313", "ix17-4238",
+    "ix18-17866", "ix19-6298", "ix20-1894", "ix21-22269", "ix22-125", "ix23-4019",
+    "ix24-11624", "ix25-6833", "ix26-16719", "ix27-6299", "ix28-12745", "ix29-13462",
+    "ix30-9297", "ix31-3927", "ix32-1348", "ix33-52593", "ix34-2445", "ix35-2110",
+    "ix36-3505", "ix37-3050", "ix38-43955", "ix39-4782", "ix40-14668", "ix41-3498",
+    "ix42-9582", "ix43-6940", "ix44-1780", "ix45-11159", "ix46-12431", "ix47-13716",
+    "ix48-27358", "ix49-53391", "ix50-3610", "ix51-3345", "ix52-2750", "ix53-2205",
+    "ix54-45290", "ix55-1508", "ix56-11894", "ix57-29595", "ix58-2570", "ix59-2025",
+    "ix60-66927", "ix61-68397", "ix62-5083", "ix63-26810",
+)  # fmt: skip
+_SPAN = SLOTS // SHARDS  # 256 slots per shard; its slot is the middle one
+_system = random.SystemRandom()
+_MAX_DRAWS = 100_000  # ~256 expected; a bound so a broken rng cannot spin forever
+IN_PROGRESS, OVER = "in_progress", "over"
+
+
+def shard_slot(shard: int) -> int:
+    """The Redis Cluster slot of a shard's tag (and of every game of that shard)."""
+    return shard * _SPAN + _SPAN // 2
+
+
+def key_slot(tag: str) -> int:
+    """Redis Cluster's slot of a hash tag's content (CRC16/XMODEM, as `CLUSTER KEYSLOT`)."""
+    return binascii.crc_hqx(tag.encode(), 0) % SLOTS
+
+
+def shard_of(game_id: str) -> int | None:
+    """The index shard of a game, or None for an id not on a shard slot (a game created
+    before the indexes: only `services.redis_store.backfill` indexes those)."""
+    slot = key_slot("g:" + game_id)
+    return slot // _SPAN if slot % _SPAN == _SPAN // 2 else None
+
+
+def new_game_id(rng: random.Random | None = None) -> str:
+    """A random 32-hex game id on a shard slot (one in 256 draws lands: ~100 µs)."""
+    draw = rng or _system
+    for _ in range(_MAX_DRAWS):
+        game_id = f"{draw.getrandbits(128):032x}"
+        if shard_of(game_id) is not None:
+            return game_id
+    raise RuntimeError("no game id on a shard slot found")  # pragma: no cover
+
+
+def derived_game_id(seed: bytes) -> str:
+    """A 32-hex game id on a shard slot, always the same for the same seed: sha256(seed,
+    counter) for counter = 0, 1, … until one lands."""
+    for counter in range(_MAX_DRAWS):
+        game_id = hashlib.sha256(seed + b"\n" + str(counter).encode()).hexdigest()[:32]
+        if shard_of(game_id) is not None:
+            return game_id
+    raise RuntimeError("no game id on a shard slot found")  # pragma: no cover
+
+
+def legacy_shard(game_id: str) -> int:
+    """The shard the backfill puts a game of an id off the shard slots into (crc32 % 64).
+    Its index entries are then not in its slot: not updated atomically with its writes."""
+    return zlib.crc32(game_id.encode()) % SHARDS
+
+
+def index_shard(game_id: str) -> int:
+    """The shard whose indexes hold a game: its slot's, else the backfill's choice."""
+    shard = shard_of(game_id)
+    return legacy_shard(game_id) if shard is None else shard
+
+
+def _itag(shard: int) -> str:
+    return "{" + SHARD_TAGS[shard] + "}"
+
+
+def unscored_key(shard: int) -> str:
+    """Sorted set: games with moves not scored yet -> time (ms) of the first unscored move."""
+    return _itag(shard) + ":idx:unscored"
+
+
+def games_key(shard: int) -> str:
+    """Sorted set: every game of the shard -> its creation time (ms)."""
+    return _itag(shard) + ":idx:games"
+
+
+def status_key(shard: int, status: str) -> str:
+    """Sorted set: games of a status (`IN_PROGRESS` or `OVER`) -> creation time (ms)."""
+    return _itag(shard) + ":idx:status:" + status
+
+
+def player_key(shard: int, name: str) -> str:
+    """Sorted set: games with a player of this name (any case) -> creation time (ms)."""
+    return _itag(shard) + ":idx:player:" + name.casefold()
+
+
+def hooks_due_key(shard: int) -> str:
+    """Sorted set: "<game>:<hook>" -> when (ms) the webhook sweep should look at the hook
+    (it has dispatches or deliveries to make); absent once everything is delivered."""
+    return _itag(shard) + ":idx:hooks-due"
+
+
+def hook_member(game_id: str, hook_id: str) -> str:
+    """A hook's member in `hooks_due_key`."""
+    return game_id + ":" + hook_id
+
+
+def split_hook_member(member: str) -> tuple[str, str]:
+    """(game, hook) of a `hooks_due_key` member."""
+    game_id, _, hook_id = member.partition(":")
+    return game_id, hook_id
