@@ -19,11 +19,9 @@ services/common/body.py). An illegal record gets 422 with the first bad turn's i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
@@ -42,6 +40,7 @@ from eventstore.errors import CommandReused
 from eventstore.schemas import to_engine, to_new
 from services.common.body import fingerprint, read_body
 from services.common.webapp import Blueprint, checked_game_id
+from services.redis_store.keys import derived_game_id, new_game_id
 
 from .client import command_client
 from .hooks import DispatchSender, Webhooks
@@ -194,10 +193,10 @@ class Imported:
 def import_game_id(key_id: str, idempotency_key: str) -> str:
     """The game an import with this (API key, Idempotency-Key) makes: always the same one, so
     a retry meets the first attempt's game instead of making another. 32 hex digits like a
-    played game's uuid4 id (services/common/webapp.py); another key cannot reach it (its id
-    is part of the hash)."""
-    digest = hashlib.sha256(f"import\n{key_id}\n{idempotency_key}".encode())
-    return digest.hexdigest()[:32]
+    played game's id (services/common/webapp.py); another key cannot reach it (its id
+    is part of the hash). Drawn from sha256 of them until it lands on an index shard's slot
+    (services/redis_store/keys.py), like every new game's id."""
+    return derived_game_id(f"import\n{key_id}\n{idempotency_key}".encode())
 
 
 def import_fingerprint(key_id: str, replayed: Replayed, names: list[str]) -> str:
@@ -224,7 +223,7 @@ def import_game(
     another record `IdempotencyKeyReused`, and nothing is written.
     """
     request = import_fingerprint(key_id, replayed, names) if idempotency_key else ""
-    game_id = import_game_id(key_id, idempotency_key) if idempotency_key else uuid.uuid4().hex
+    game_id = import_game_id(key_id, idempotency_key) if idempotency_key else new_game_id()
     imported: dict[str, Any] = {"key_id": key_id, "time_ms": int(time.time() * 1000)}
     secrets = {
         "names": names,
