@@ -15,18 +15,34 @@ from typing import Any, cast
 
 import redis
 
-from eventstore.envelope import STREAMS, AppendResult, NewEvent, StoredEvent
+from eventstore.envelope import MOVES, SCORES, STREAMS, AppendResult, NewEvent, StoredEvent
 from eventstore.errors import ConcurrencyError, MarkerConflict, StoreError
 from eventstore.port import ANY, check_append, check_fingerprint
 from eventstore.schemas import upcast
 
-from .keys import game_keys
+from .keys import (
+    IN_PROGRESS,
+    OVER,
+    game_keys,
+    games_key,
+    hooks_due_key,
+    hooks_key,
+    player_key,
+    secrets_key,
+    shard_of,
+    status_key,
+    unscored_key,
+)
 from .wire import Wire
 
-# KEYS: stream, command hash, marker key, notification flag key.
+# KEYS: stream, command hash, marker key, notification flag key, then the index keys of
+#       the game's shard (services/redis_store/keys.py; none for a game off the shard slots):
+#       moves: unscored, scores marker, games, status in_progress, status over, player…;
+#       scores: unscored, moves marker, moves stream, webhooks hash, hooks due.
 # ARGV: expected seq (-1 = any), command id, time ms, marker ("" = none, "$seq" = last seq),
 #       expected marker ("" = no check, else "=" .. value), notification ms (0 = none),
-#       request fingerprint ("" = none), then (type, version, payload JSON) per event.
+#       request fingerprint ("" = none), index mode ("" = none, "m" = moves, "s" = scores),
+#       game id, then (type, version, payload JSON) per event.
 # The command hash maps a command id to "first:last" or "first:last:fingerprint"; a duplicate
 # returns it whole and the caller compares fingerprints (a duplicate appends nothing either way).
 APPEND_LUA = """
@@ -40,10 +56,12 @@ if ARGV[5] ~= '' then
   if '=' .. current ~= ARGV[5] then return {'marker', current} end
 end
 local first = seq + 1
-for i = 8, #ARGV, 3 do
+local ended = false
+for i = 10, #ARGV, 3 do
   seq = seq + 1
   redis.call('XADD', KEYS[1], seq .. '-0', 'type', ARGV[i], 'v', ARGV[i + 1],
              'cmd', ARGV[2], 't', ARGV[3], 'data', ARGV[i + 2])
+  if ARGV[i] == 'GameEnded' then ended = true end
 end
 local result = first .. ':' .. seq
 if ARGV[7] ~= '' then
@@ -55,6 +73,47 @@ if ARGV[4] == '$seq' then
   redis.call('SET', KEYS[3], seq)
 elseif ARGV[4] ~= '' then
   redis.call('SET', KEYS[3], ARGV[4])
+end
+-- The indexes of the game's shard, in this same atomic step (a marker that is not a number
+-- was not written by our services: its game's unscored entry is left alone, never an error).
+local game, now = ARGV[9], ARGV[3]
+if ARGV[8] == 'm' then
+  if first == 1 and seq >= 1 then  -- the game's first events: it exists from now on
+    redis.call('ZADD', KEYS[7], now, game)
+    redis.call('ZADD', KEYS[8], now, game)
+    for k = 10, #KEYS do redis.call('ZADD', KEYS[k], now, game) end
+  end
+  if ended then
+    redis.call('ZREM', KEYS[8], game)
+    redis.call('ZADD', KEYS[9], redis.call('ZSCORE', KEYS[7], game) or now, game)
+  end
+  local moved = tonumber(redis.call('GET', KEYS[3]) or '0')
+  local scored = tonumber(redis.call('GET', KEYS[6]) or '0')
+  if moved and scored and moved > scored then
+    redis.call('ZADD', KEYS[5], 'NX', now, game)  -- keeps its first unscored move's time
+  end
+elseif ARGV[8] == 's' then
+  local scored = tonumber(redis.call('GET', KEYS[3]) or '0')
+  local moved = tonumber(redis.call('GET', KEYS[6]) or '0')
+  if scored and moved then
+    if scored >= moved then
+      redis.call('ZREM', KEYS[5], game)
+    else  -- still behind: the time of its first unscored move
+      local at, nxt = now, redis.call('XRANGE', KEYS[7], (scored + 1) .. '-0', '+', 'COUNT', 1)
+      if nxt[1] then
+        local fields = nxt[1][2]
+        for j = 1, #fields, 2 do
+          if fields[j] == 't' then at = fields[j + 1] end
+        end
+      end
+      redis.call('ZADD', KEYS[5], at, game)
+    end
+  end
+  if seq >= first then  -- new score events: every hook of the game has dispatching to do
+    for _, hook in ipairs(redis.call('HKEYS', KEYS[8])) do
+      redis.call('ZADD', KEYS[9], 'LT', now, game .. ':' .. hook)
+    end
+  end
 end
 local notify = 0
 if tonumber(ARGV[6]) > 0 and redis.call('SET', KEYS[4], 1, 'NX', 'PX', ARGV[6]) then
@@ -113,11 +172,12 @@ class RedisEventStore:
             max(0, int(notify_ms)),
             fingerprint,
         ]
+        keys = list(game_keys(game_id, stream))
+        mode = self._index_keys(game_id, stream, events, keys)
+        args += [mode, game_id]
         for event in events:
             args += [event.type, event.version, json.dumps(event.payload, separators=(",", ":"))]
-        reply = self.wire.evalsha(
-            self._append.sha, APPEND_LUA, list(game_keys(game_id, stream)), args
-        )
+        reply = self.wire.evalsha(self._append.sha, APPEND_LUA, keys, args)
         status, value = (v.decode() if isinstance(v, bytes) else str(v) for v in reply[:2])
         if status == "conflict":
             raise ConcurrencyError(expected, int(value))
@@ -128,6 +188,45 @@ class RedisEventStore:
             check_fingerprint(command_id, stored, fingerprint)
             return AppendResult(first, last, duplicate=True, fingerprint=stored)
         return AppendResult(first, last, time_ms=now, notify=bool(reply[2]))
+
+    def _index_keys(
+        self, game_id: str, stream: str, events: Sequence[NewEvent], keys: list[str]
+    ) -> str:
+        """Add the index keys an append of `game_id` updates to `keys`; returns the script's
+        index mode ("" for a game off the shard slots: keys of another slot would fail on a
+        cluster, so only the backfill indexes such a game)."""
+        shard = shard_of(game_id)
+        if shard is None:
+            return ""
+        if stream == SCORES:
+            keys += [
+                unscored_key(shard),
+                game_keys(game_id, MOVES)[2],
+                game_keys(game_id, MOVES)[0],
+                hooks_key(game_id),
+                hooks_due_key(shard),
+            ]
+            return "s"
+        keys += [
+            unscored_key(shard),
+            game_keys(game_id, SCORES)[2],
+            games_key(shard),
+            status_key(shard, IN_PROGRESS),
+            status_key(shard, OVER),
+        ]
+        if events and events[0].type == "GameStarted":
+            # A game's names are not in its events: the command service writes them to the
+            # game's secrets record before its first append (and never changes them).
+            keys += sorted({player_key(shard, name) for name in self._names(game_id)})
+        return "m"
+
+    def _names(self, game_id: str) -> list[str]:
+        raw = self.client.get(secrets_key(game_id))
+        try:
+            names = json.loads(raw).get("names") if raw is not None else None
+        except (ValueError, AttributeError):
+            return []
+        return [str(n) for n in names] if isinstance(names, list) else []
 
     def read(
         self, game_id: str, stream: str, after: int = 0, limit: int | None = None
