@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from prometheus_client import Counter
+
 from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
     DiscardTile,
@@ -35,7 +37,14 @@ from eventstore.errors import CommandReused, ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine, to_new
 from services.common.body import fingerprint
-from services.redis_store.keys import new_game_id
+
+# What a turn costs beyond its append: move events read from the stream to bring a cached state
+# up to date (a cold load reads the whole game). With each game served by one process it stays
+# near 0 per turn; tests/bench/bench_instances.py reads it from /metrics.
+EVENTS_READ = Counter(
+    "carcassonne_events_read_total",
+    "Move events read from the stream to catch a cached game state up (XRANGE entries)",
+)
 
 
 class NotFound(GameError):
@@ -208,6 +217,7 @@ class GameService:
         fresh = self.store.read(game_id, MOVES, after=cached.seq)
         if not fresh:
             return cached
+        EVENTS_READ.inc(len(fresh))
         state = cached.state if own else cached.state.copy()
         for stored in fresh:
             state.apply(to_engine(stored))
@@ -229,7 +239,7 @@ class GameService:
         """Start a game; returns its id and each seat's name and secret token (R2.2)."""
         if not 2 <= len(names) <= 6:
             raise MalformedError("bad_players", "a game has 2 to 6 players", "R1.3")
-        game_id = new_game_id()  # on an index shard's slot (services/redis_store/keys.py)
+        game_id = uuid.uuid4().hex
         seed = secrets.token_hex(16)
         if seat_order is None:  # R2.2 Decision: a random first player, then clockwise
             first = random.Random(seed + ":seats").randrange(len(names))
@@ -291,8 +301,9 @@ class GameService:
         so a cached state is taken as current without reading the stream first — one Redis
         round trip less per turn. Nothing rests on that belief: the append is conditional on
         the cached sequence, so if another process did append meanwhile, the append is refused
-        and the turn is decided again on the state folded from the stream; and a turn is only
-        refused after its refusal was checked against the stream.
+        and the turn is decided again on the cached state caught up with the events after its
+        sequence (never the whole game again); and a turn is only refused after its refusal
+        was checked against the stream.
         """
         cached = self._take(game_id) if trust_cache else None
         checked = cached is None  # True: `cached` was caught up with the stream just now
@@ -318,7 +329,6 @@ class GameService:
                 if replay is not None:
                     self.keep(game_id, cached)
                     return replay
-            state = cached.state  # ours alone (taken from the cache): changed in place
             try:
                 if expected_seq is not None and expected_seq != cached.seq:
                     raise OutOfTurnError(
@@ -328,17 +338,21 @@ class GameService:
                         expected=expected_seq,
                         actual=cached.seq,
                     )
-                events = self._run(state, PlayTurn(seat, x, y, rotation, meeple))
+                events = decide(cached.state, PlayTurn(seat, x, y, rotation, meeple))
             except GameError:
-                # decide changed nothing. A refusal may come from a cached state that is
-                # behind the stream (or be a retry of a turn already played): check first.
+                # A refusal may come from a cached state that is behind the stream (or be a
+                # retry of a turn already played): check first.
                 if not checked:
                     cached, checked = self._caught_up(game_id, cached, own=True), True
                     continue
                 self.keep(game_id, cached)
                 raise
-            # From here the state runs ahead of the stream; it is cached only if the append
-            # succeeds (otherwise it is folded again from the stream).
+            # The turn runs ahead of the stream on a copy: `cached` stays the stream's state at
+            # its sequence, so if the append is refused (another process appended meanwhile)
+            # the state catches up from that sequence (XRANGE after it), never from 0.
+            state = cached.state.copy()
+            for event in events:
+                state.apply(event)
             events += self._draw_until_placeable(state, cached.secrets["seed"])
             new_events = [to_new(e) for e in events]
             try:
@@ -361,13 +375,14 @@ class GameService:
                     raise OutOfTurnError(
                         "stale_sequence", "the game moved on; reload and retry", None
                     ) from None
-                cached, checked = self._refolded(game_id, cached.secrets), True  # another won
+                # Another process won: catch up from our sequence and decide again.
+                cached, checked = self._caught_up(game_id, cached, own=True), True
                 continue
             if result.duplicate:
                 # This command id is in the stream already: our own append, retried after its
                 # first reply was lost, or a client's retry with the same Idempotency-Key that
                 # got there first. Either way the answer is what was stored for it.
-                cached, checked = self._refolded(game_id, cached.secrets), True
+                cached, checked = self._caught_up(game_id, cached, own=True), True
                 self.keep(game_id, cached)
                 replay = self._replayed(game_id, cached, command_id, request)
                 if replay is not None:
@@ -390,12 +405,6 @@ class GameService:
         """Remove a game's cached state from the cache, to be changed in place."""
         with self._lock:
             return self._cache.pop(game_id, None)
-
-    def _refolded(self, game_id: str, secrets: dict[str, Any]) -> Cached:
-        """The game folded from the stream again, after a command's state ran ahead of an
-        append that did not happen (`load(take=True)` without fetching the secrets again)."""
-        cached = self._take(game_id) or Cached(GameState(), 0, secrets)
-        return self._caught_up(game_id, cached, own=True)
 
     def _replayed(
         self, game_id: str, cached: Cached, command_id: str, request: str
