@@ -6,7 +6,10 @@ Keys of game G and hook H, under the game's hash tag (names from `services.redis
 ``{g:G}:webhooks`` (hash: H -> JSON ``{"id", "url", "secret", "key_id", "created_ms"}``),
 ``{g:G}:wh:H`` (hash: ``progress``, the last score event turned into a delivery, and
 ``head``, the last one whose delivery is over: deliveries go out in score order) and
-``{g:G}:wh:H:log`` (hash: score seq -> the delivery's log entry).
+``{g:G}:wh:H:log`` (hash: score seq -> the delivery's log entry). A hook with work to do
+(score events to dispatch, deliveries not over) is in its shard's hooks-due index
+(``{<shard tag>}:idx:hooks-due``, "G:H" -> when it next has work), written by the same
+scripts that write the hook: registration here, dispatch and delivery in the worker.
 The secret is stored as given: the worker needs it to sign every delivery.
 """
 
@@ -26,6 +29,7 @@ from eventstore.envelope import MOVES, SCORES
 from eventstore.port import EventStore
 from services.common.webhook_url import MAX_URL, RefusedUrl, check, normalise
 from services.redis_store import hook_keys, hooks_key
+from services.redis_store.keys import hook_member, hooks_due_key, shard_of
 
 from .service import NotFound
 
@@ -33,6 +37,14 @@ DISPATCH_TASK = "webhooks.dispatch"
 MAX_HOOKS_PER_GAME = 10  # every score event is sent to each: this bounds the fan-out
 SECRET_LENGTH = (16, 256)
 EVENTS = ("FeatureScored", "GameScored")
+# KEYS: the game's webhooks hash[, its shard's hooks-due index]. ARGV: hook id, config JSON,
+# the hook's index member, now (ms). The new hook has the game's score events so far to
+# dispatch: due now, in the same step (the sweep sends the dispatch if ours is lost).
+REGISTER_LUA = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if KEYS[2] then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3]) end
+return 1
+"""
 log = logging.getLogger(__name__)
 
 
@@ -97,6 +109,7 @@ class Webhooks:
         self.store = store
         self.dispatch = dispatch
         self.allow_private = allow_private
+        self._register = client.register_script(REGISTER_LUA)
 
     def register(self, game_id: str, url: Any, secret: Any, key_id: str) -> dict[str, Any]:
         """Add a hook to a game; every score event (from the first) will be delivered to it."""
@@ -116,7 +129,12 @@ class Webhooks:
             "key_id": key_id,
             "created_ms": int(time.time() * 1000),
         }
-        self.client.hset(hooks_key(game_id), hook_id, json.dumps(config))
+        shard = shard_of(game_id)  # None: a game from before the indexes (backfill's)
+        due = [hooks_due_key(shard)] if shard is not None else []
+        self._register(
+            keys=[hooks_key(game_id), *due],
+            args=[hook_id, json.dumps(config), hook_member(game_id, hook_id), config["created_ms"]],
+        )
         if self.dispatch is not None:
             self.dispatch(game_id)  # deliver the score events already in the stream
         return {

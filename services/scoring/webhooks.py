@@ -57,8 +57,16 @@ from celery.utils.time import get_exponential_backoff_interval
 from eventstore.envelope import SCORES, StoredEvent
 from eventstore.port import EventStore
 from services.common.webhook_url import Address, RefusedUrl, Target, normalise, resolve
-from services.redis_store import RedisEventStore, hook_keys, hooks_key
+from services.redis_store import RedisEventStore, game_keys, hook_keys, hooks_key
 from services.redis_store.connect import shared_client
+from services.redis_store.keys import (
+    SHARDS,
+    hook_member,
+    hooks_due_key,
+    index_shard,
+    shard_of,
+    split_hook_member,
+)
 
 from .config import from_env
 
@@ -116,20 +124,35 @@ def backoff_ms(tries: int, base_ms: int, cap_ms: int) -> int:
     )
 
 
+def due_index(game_id: str, hook_id: str, with_scores: bool = False) -> tuple[list[str], str]:
+    """(extra script keys, index member) that keep a hook's entry in its shard's hooks-due
+    index: the index key (after the game's score stream with `with_scores`), or no keys for
+    a game off the shard slots (another slot's key would fail on a cluster)."""
+    member = hook_member(game_id, hook_id)
+    shard = shard_of(game_id)
+    if shard is None:
+        return [], member
+    scores = [game_keys(game_id, SCORES)[0]] if with_scores else []
+    return [*scores, hooks_due_key(shard)], member
+
+
 def hook_lease_key(game_id: str, hook_id: str) -> str:
     """Held (with a random token) by the one task delivering a hook's deliveries right now."""
     return hook_keys(game_id, hook_id)[0] + ":lease"
 
 
-# KEYS: hook state, delivery log. ARGV: expected progress, new progress, then (seq, entry
-# JSON) per delivery. Returns {'ok'} or {'conflict', progress}.
+# KEYS: hook state, delivery log[, hooks due index (a game on a shard slot)]. ARGV: expected
+# progress, new progress, the hook's member in the index, now (ms), then (seq, entry JSON) per
+# delivery. Returns {'ok'} or {'conflict', progress}. The new deliveries are due now: the
+# index says so in the same step (the sweep re-sends the deliver task if it was lost).
 DISPATCH_LUA = """
 local progress = redis.call('HGET', KEYS[1], 'progress') or '0'
 if progress ~= ARGV[1] then return {'conflict', progress} end
-for i = 3, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1])
 end
 redis.call('HSET', KEYS[1], 'progress', ARGV[2])
+if KEYS[3] then redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3]) end
 return {'ok'}
 """
 
@@ -160,9 +183,13 @@ if found then return {'due', found} end
 return {'idle'}
 """
 
-# KEYS: delivery log, hook state. ARGV: seq, attempts recorded before this one, new entry
-# JSON, "1" if the delivery is now over. Returns 'ok', 'stale' (another task recorded this
-# attempt) or 'gone'. A delivery that is over at the head moves the head past it.
+# KEYS: delivery log, hook state[, score stream, hooks due index (a game on a shard slot)].
+# ARGV: seq, attempts recorded before this one, new entry JSON, "1" if the delivery is now
+# over, the hook's member in the index, now (ms), the retry's time (ms, when not over).
+# Returns 'ok', 'stale' (another task recorded this attempt) or 'gone'. A delivery that is
+# over at the head moves the head past it. In the same step the index says when the hook
+# next has work: at the retry's time, now (the next delivery, or score events to dispatch),
+# or never (everything dispatched is over and every score event is dispatched: removed).
 RECORD_LUA = """
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return 'gone' end
@@ -173,7 +200,46 @@ if ARGV[4] == '1' then
     redis.call('HSET', KEYS[2], 'head', ARGV[1])
   end
 end
+if KEYS[4] then
+  local head = tonumber(redis.call('HGET', KEYS[2], 'head') or '0')
+  local progress = tonumber(redis.call('HGET', KEYS[2], 'progress') or '0')
+  local behind = progress < redis.call('XLEN', KEYS[3])
+  if head >= progress and not behind then
+    redis.call('ZREM', KEYS[4], ARGV[5])
+  elseif ARGV[4] == '1' or behind then
+    redis.call('ZADD', KEYS[4], ARGV[6], ARGV[5])
+  else
+    redis.call('ZADD', KEYS[4], ARGV[7], ARGV[5])
+  end
+end
 return 'ok'
+"""
+
+# KEYS: hook state, delivery log, score stream, hooks due index. ARGV: the hook's member in
+# the index, now (ms). Run by the sweep on a hook it looked at: puts the hook's index entry
+# at the time it next has work (now if it is behind its score stream, else its head
+# delivery's `next_ms`), or removes it when it has none. Returns 'behind', 'due' or 'idle'.
+SETTLE_LUA = """
+local progress = tonumber(redis.call('HGET', KEYS[1], 'progress') or '0')
+if progress < redis.call('XLEN', KEYS[3]) then
+  redis.call('ZADD', KEYS[4], 'LT', ARGV[2], ARGV[1])
+  return 'behind'
+end
+local head = tonumber(redis.call('HGET', KEYS[1], 'head') or '0')
+while head < progress do
+  local raw = redis.call('HGET', KEYS[2], tostring(head + 1))
+  if raw then
+    local entry = cjson.decode(raw)
+    if entry['outcome'] ~= 'delivered' and entry['outcome'] ~= 'failed' then
+      local at = tonumber(entry['next_ms']) or tonumber(ARGV[2])
+      redis.call('ZADD', KEYS[4], at, ARGV[1])
+      return 'due'
+    end
+  end
+  head = head + 1
+end
+redis.call('ZREM', KEYS[4], ARGV[1])
+return 'idle'
 """
 
 # KEYS: lease. ARGV: token. Deletes the lease only if it is still ours.
@@ -212,10 +278,11 @@ class Dispatcher:
                 if not events:
                     break
                 now = _now_ms()
-                args: list[Any] = [progress, events[-1].seq]
+                due_keys, member = due_index(game_id, hook_id)
+                args: list[Any] = [progress, events[-1].seq, member, now]
                 for event in events:
                     args += [event.seq, json.dumps(self._entry(hook_id, event, now))]
-                reply = self._dispatch(keys=[state, log_key], args=args)
+                reply = self._dispatch(keys=[state, log_key, *due_keys], args=args)
                 if _text(reply[0]) == "ok":
                     created += [(hook_id, e.seq) for e in events]
         return created
@@ -518,7 +585,11 @@ class Deliverer:
         if ok:
             new["delivered_ms"] = now
         final = "1" if next_ms is None else ""
-        reply = self._record(keys=[log_key, state], args=[seq, attempt - 1, json.dumps(new), final])
+        due_keys, member = due_index(game_id, hook["id"], with_scores=True)
+        reply = self._record(
+            keys=[log_key, state, *due_keys],
+            args=[seq, attempt - 1, json.dumps(new), final, member, now, next_ms or now],
+        )
         if _text(reply) != "ok":
             return Attempted("stale", status=answer.status)
         if outcome == "failed":
@@ -533,27 +604,93 @@ def stalled(
 ) -> Iterator[tuple[str, str | None]]:
     """What the sweep re-sends: (game, None) for a game with a hook behind its score stream,
     (game, hook) for a hook whose head delivery is overdue by more than `grace_ms` and that no
-    task holds."""
-    prefix, suffix = hooks_key("*").split("*")
+    task holds.
+
+    Reads the 64 shards' hooks-due indexes (one pipelined round trip, more pages only for a
+    shard with more than `page` hooks due) instead of scanning the keyspace: it costs the
+    hooks with work due, not the hooks ever registered. Each hook looked at is then settled:
+    its entry moves to when it next has work, or leaves the index when it has none.
+    """
     look = client.register_script(NEXT_LUA)
+    settle = client.register_script(SETTLE_LUA)
     now = _now_ms()
-    for key in client.scan_iter(match=hooks_key("*"), count=page, _type="hash"):
-        game_id = _text(key)[len(prefix) : -len(suffix)]
-        last = store.last_seq(game_id, SCORES)
-        behind = False
-        for hook in cast(list[Any], client.hkeys(_text(key))):
-            hook_id = _text(hook)
-            state, log_key, _ = hook_keys(game_id, hook_id)
-            lease = hook_lease_key(game_id, hook_id)
-            behind = behind or int(_text(client.hget(state, "progress") or b"0")) < last
-            reply = look(keys=[state, log_key, lease], args=["", 0])
-            if _text(reply[0]) != "due":
-                continue
-            entry = json.loads(reply[1])
-            if (entry["next_ms"] or 0) < now - grace_ms and not client.exists(lease):
-                yield game_id, hook_id
-        if behind:
-            yield game_id, None
+    for members in _due_members(client, now - grace_ms, page):
+        games: dict[str, list[str]] = {}
+        for member in members:
+            game_id, hook_id = split_hook_member(member)
+            games.setdefault(game_id, []).append(hook_id)
+        for game_id, hook_ids in games.items():
+            last = store.last_seq(game_id, SCORES)
+            behind = False
+            for hook_id in hook_ids:
+                state, log_key, _ = hook_keys(game_id, hook_id)
+                lease = hook_lease_key(game_id, hook_id)
+                behind = behind or int(_text(client.hget(state, "progress") or b"0")) < last
+                reply = look(keys=[state, log_key, lease], args=["", 0])
+                due = json.loads(reply[1]) if _text(reply[0]) == "due" else None
+                overdue = due is not None and (due["next_ms"] or 0) < now - grace_ms
+                if overdue and not client.exists(lease):
+                    yield game_id, hook_id
+                _settle(client, settle, game_id, hook_id, due, now)
+            if behind:
+                yield game_id, None
+
+
+def _due_members(client: redis.Redis, until_ms: int, page: int) -> Iterator[list[str]]:
+    """Members of every shard's hooks-due index due by `until_ms`, a page per shard at a
+    time: the first page of all 64 shards in one pipeline."""
+    offsets = {shard: 0 for shard in range(SHARDS)}
+    for _ in range(10_000):  # bounded: pages of the shards that have more
+        if not offsets:
+            return
+        pipe = client.pipeline(transaction=False)
+        for shard, offset in offsets.items():
+            pipe.zrangebyscore(hooks_due_key(shard), "-inf", until_ms, start=offset, num=page)
+        replies = pipe.execute()
+        members: list[str] = []
+        more: dict[int, int] = {}
+        for (shard, offset), reply in zip(offsets.items(), replies, strict=True):
+            members += [_text(m) for m in reply]
+            if len(reply) >= page:
+                more[shard] = offset + page
+        yield members
+        offsets = more
+
+
+def _settle(
+    client: redis.Redis,
+    settle: Any,
+    game_id: str,
+    hook_id: str,
+    due: dict[str, Any] | None,
+    now: int,
+) -> None:
+    """Move a hook's index entry to when it next has work, or remove it (see SETTLE_LUA)."""
+    member = hook_member(game_id, hook_id)
+    state, log_key, _ = hook_keys(game_id, hook_id)
+    shard = shard_of(game_id)
+    if not client.hexists(hooks_key(game_id), hook_id):
+        client.zrem(hooks_due_key(index_shard(game_id)), member)  # no such hook (any more)
+    elif shard is not None:
+        scores = game_keys(game_id, SCORES)[0]
+        settle(keys=[state, log_key, scores, hooks_due_key(shard)], args=[member, now])
+    else:
+        # A game from before the indexes, put in a shard by the backfill: its entry is in
+        # another slot than its keys, so this is not atomic with the game's writes (a
+        # concurrent change is seen by the next sweep at the latest).
+        progress = int(_text(client.hget(state, "progress") or b"0"))
+        index = hooks_due_key(index_shard(game_id))
+        if progress < store_len(client, game_id):
+            return
+        if due is not None:
+            client.zadd(index, {member: due["next_ms"] or now})
+        else:
+            client.zrem(index, member)
+
+
+def store_len(client: redis.Redis, game_id: str) -> int:
+    """The last score seq of a game (its score stream is never trimmed)."""
+    return int(cast(Any, client.xlen(game_keys(game_id, SCORES)[0])))
 
 
 def _text(value: Any) -> str:

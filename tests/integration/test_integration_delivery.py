@@ -21,6 +21,7 @@ from eventstore.schemas import to_new
 from eventstore.score_stream import score_events
 from services.command.hooks import Webhooks
 from services.redis_store import RedisEventStore
+from services.redis_store.keys import derived_game_id
 from services.scoring.webhooks import (
     Answer,
     Deliverer,
@@ -43,7 +44,7 @@ def store(redis_client: redis.Redis) -> RedisEventStore:
 def scored_game(store: RedisEventStore, seed: int) -> str:
     """A whole random game with its score stream, as the command service and worker write."""
     _, events = random_game(random.Random(seed), 3)
-    game_id = f"{seed:032x}"
+    game_id = derived_game_id(f"scored-{seed}".encode())  # on a shard slot: indexed
     store.append(game_id, MOVES, [to_new(e) for e in events], expected=0, command_id="c",
                  marker="$seq")  # fmt: skip
     scores = score_events(GameState(), store.read(game_id, MOVES))
