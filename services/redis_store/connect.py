@@ -15,15 +15,39 @@ redis-py's defaults are a design decision we make here, not inherit:
 
 A client is made once per process and role (`shared_client`): a forked child makes its own
 (connections are not fork-safe), everything in one process shares it.
+
+Redis Cluster: `redis+cluster://host:port[,host:port…]` (seed nodes; any reachable one is
+enough, the client learns the others from CLUSTER SLOTS) gives a `redis.cluster.RedisCluster`.
+It keeps one pool per node, so `max_connections` bounds each node's pool (the same
+`BlockingConnectionPool`, same timeouts and names): a process holds at most
+`max_connections` × nodes. Reads go to primaries only (no `read_from_replicas`: the event
+store reads what it just wrote). MOVED (a slot moved for good) updates the client's slot map
+and retries on the new owner; ASK (a slot being migrated) sends that one command to the
+importing node; connection errors and CLUSTERDOWN re-read the topology and retry with backoff
+(`CLUSTER_RETRIES`) — so a slot migration is invisible to callers and a primary's failover
+costs the commands sent during it an error, not a wrong answer. Multi-key commands must touch
+one slot (CROSSSLOT otherwise); a non-transactional pipeline is split by node.
+`SCRIPT LOAD` goes to every primary and EVALSHA to the keys' node (NOSCRIPT there → loaded).
+The cluster client is typed as `redis.Redis` for callers (same command methods); code that
+must know the difference asks `is_cluster`.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from typing import cast
 
 import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.retry import Retry
 
+CLUSTER_SCHEME = "redis+cluster://"
+# Cluster-level retries of a command that met a connection error, a timeout or CLUSTERDOWN
+# (each re-reads the topology first): ~0.05+0.1+0.2+… s, enough to ride over a slot
+# migration's hand-over, not to hide a dead primary for longer than a client's own retry.
+CLUSTER_RETRIES = 5
 DEFAULT_SOCKET_TIMEOUT = 5.0  # seconds; a plain command answers in well under 1 ms
 DEFAULT_CONNECT_TIMEOUT = 2.0
 DEFAULT_POOL_TIMEOUT = 5.0  # how long a caller waits for a free connection of its pool
@@ -38,9 +62,31 @@ def connect(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     pool_timeout: float = DEFAULT_POOL_TIMEOUT,
 ) -> redis.Redis:
-    """A new client of `url` whose pool holds at most `max_connections`, named `cc:<role>`."""
+    """A new client of `url` whose pool holds at most `max_connections`, named `cc:<role>`.
+
+    For a `redis+cluster://` URL: a `RedisCluster` whose pool of each node holds at most
+    `max_connections`.
+    """
     if max_connections < 1:
         raise ValueError("max_connections must be at least 1")
+    if is_cluster_url(url):
+        nodes = cluster_nodes(url)
+        (host, port), rest = nodes[0], nodes[1:]
+        cluster = RedisCluster(
+            # The `url` form makes every node's pool a `connection_pool_class` (redis-py
+            # 8.1 builds a plain ConnectionPool per node otherwise); the rest are seeds too.
+            url=f"redis://{host}:{port}/0",
+            startup_nodes=[ClusterNode(h, p) for h, p in rest],
+            connection_pool_class=redis.BlockingConnectionPool,
+            max_connections=max_connections,
+            timeout=pool_timeout,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=connect_timeout,
+            socket_keepalive=True,
+            client_name=client_name(role),
+            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), CLUSTER_RETRIES),
+        )
+        return cast(redis.Redis, cluster)  # same command methods; see the module's docstring
     pool = redis.BlockingConnectionPool.from_url(
         url,
         max_connections=max_connections,
@@ -52,6 +98,30 @@ def connect(
         client_name=client_name(role),
     )
     return redis.Redis(connection_pool=pool)
+
+
+def is_cluster_url(url: str) -> bool:
+    """Whether `url` names a Redis Cluster (`redis+cluster://host:port[,host:port…]`)."""
+    return url.startswith(CLUSTER_SCHEME)
+
+
+def cluster_nodes(url: str) -> list[tuple[str, int]]:
+    """The seed nodes of a `redis+cluster://host:port[,host:port…]` URL."""
+    rest = url[len(CLUSTER_SCHEME) :].split("/", 1)[0].split("?", 1)[0]
+    nodes: list[tuple[str, int]] = []
+    for item in filter(None, rest.split(",")):
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"{url!r}: expected redis+cluster://host:port[,host:port…]")
+        nodes.append((host.strip("[]"), int(port)))
+    if not nodes:
+        raise ValueError(f"{url!r}: expected redis+cluster://host:port[,host:port…]")
+    return nodes
+
+
+def is_cluster(client: object) -> bool:
+    """Whether `client` is a Redis Cluster client (commands are routed by slot)."""
+    return isinstance(client, RedisCluster)
 
 
 def client_name(role: str) -> str:
@@ -95,5 +165,8 @@ def shared_client(
 
 
 def pool_size(client: redis.Redis) -> int:
-    """The most connections `client` may hold at once."""
+    """The most connections `client` may hold at once (per node, for a cluster)."""
+    if is_cluster(client):
+        kwargs = cast(RedisCluster, client).nodes_manager.connection_kwargs
+        return int(kwargs["max_connections"])
     return int(client.connection_pool.max_connections)
