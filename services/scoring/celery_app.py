@@ -4,7 +4,8 @@ Run: ``celery -A services.scoring.celery_app worker --concurrency 2 -Q scoring``
 ``celery -A services.scoring.celery_app beat``. The command service sends
 ``scoring.catch_up(game_id)`` by name (services never import each other) when a move raises
 the game's notification flag; ``scoring.sweep`` runs on beat and re-sends it for every game
-whose moves are not all scored, so a lost notification delays scores but never drops them.
+whose moves are not all scored (read from the 64 shards' unscored indexes, no SCAN:
+services/scoring/sweep.py), so a lost notification delays scores but never drops them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""Find games whose moves are not all scored (their notification was lost or is late)."""
+"""Find games whose moves are not all scored (their notification was lost or is late).
+
+The append script keeps each game in its shard's unscored index (``{<shard tag>}:idx:
+unscored``: game -> time of its first unscored move) from the move append that gets ahead of
+the scoring progress to the progress append that reaches the last move, in the same atomic
+step. The sweep reads the 64 shards' indexes (pipelined): its cost is the games waiting,
+not the games stored. No SCAN.
+"""
 
 from __future__ import annotations
 
@@ -9,28 +16,28 @@ import redis
 
 from eventstore.envelope import MOVES, SCORES
 from services.redis_store import game_keys
+from services.redis_store.indexes import shard_pages
+from services.redis_store.keys import index_shard, shard_of, unscored_key
 
-_PATTERN = game_keys("*", MOVES)[2]  # "{g:*}:marker:moves"
-_PREFIX, _SUFFIX = _PATTERN.split("*")
 log = logging.getLogger(__name__)
 
 
 def unscored_games(client: redis.Redis, page: int = 1_000) -> Iterator[str]:
     """Ids of games whose last move is beyond their scoring progress.
 
-    Walks the move-stream markers with SCAN (incremental: it never blocks Redis for long),
-    comparing each with the score-stream marker a page at a time. On a Redis Cluster, run
-    it against every primary (keys of one game share a slot, so each game is on one node).
+    A game on a shard slot is in its index exactly when it is behind (same script). A game
+    from before the indexes (put there by `services.redis_store.backfill`) is not kept in step
+    by the script: its markers are compared here, and its entry dropped once it is scored.
     """
-    batch: list[str] = []
-    for key in client.scan_iter(match=_PATTERN, count=page):
-        text = key.decode() if isinstance(key, bytes) else str(key)
-        batch.append(text[len(_PREFIX) : -len(_SUFFIX)])
-        if len(batch) >= page:
-            yield from _behind(client, batch)
-            batch = []
-    if batch:
-        yield from _behind(client, batch)
+    for members in shard_pages(client, unscored_key, page):
+        legacy = []
+        for game_id in members:
+            if shard_of(game_id) is None:
+                legacy.append(game_id)
+            else:
+                yield game_id
+        if legacy:
+            yield from _behind(client, legacy)
 
 
 def _behind(client: redis.Redis, games: list[str]) -> Iterator[str]:
@@ -46,6 +53,8 @@ def _behind(client: redis.Redis, games: list[str]) -> Iterator[str]:
             log.warning("game %s: unreadable stream markers, skipped", game_id)
         elif moved > scored:
             yield game_id
+        else:  # scored since the backfill indexed it (not atomic: see the backfill)
+            client.zrem(unscored_key(index_shard(game_id)), game_id)
 
 
 def _number(value: bytes | str | None) -> int | None:

@@ -59,8 +59,8 @@ from eventstore.port import EventStore
 from services.common.webhook_url import Address, RefusedUrl, Target, normalise, resolve
 from services.redis_store import RedisEventStore, game_keys, hook_keys, hooks_key
 from services.redis_store.connect import shared_client
+from services.redis_store.indexes import shard_pages
 from services.redis_store.keys import (
-    SHARDS,
     hook_member,
     hooks_due_key,
     index_shard,
@@ -614,7 +614,7 @@ def stalled(
     look = client.register_script(NEXT_LUA)
     settle = client.register_script(SETTLE_LUA)
     now = _now_ms()
-    for members in _due_members(client, now - grace_ms, page):
+    for members in shard_pages(client, hooks_due_key, page, high=now - grace_ms):
         games: dict[str, list[str]] = {}
         for member in members:
             game_id, hook_id = split_hook_member(member)
@@ -634,27 +634,6 @@ def stalled(
                 _settle(client, settle, game_id, hook_id, due, now)
             if behind:
                 yield game_id, None
-
-
-def _due_members(client: redis.Redis, until_ms: int, page: int) -> Iterator[list[str]]:
-    """Members of every shard's hooks-due index due by `until_ms`, a page per shard at a
-    time: the first page of all 64 shards in one pipeline."""
-    offsets = {shard: 0 for shard in range(SHARDS)}
-    for _ in range(10_000):  # bounded: pages of the shards that have more
-        if not offsets:
-            return
-        pipe = client.pipeline(transaction=False)
-        for shard, offset in offsets.items():
-            pipe.zrangebyscore(hooks_due_key(shard), "-inf", until_ms, start=offset, num=page)
-        replies = pipe.execute()
-        members: list[str] = []
-        more: dict[int, int] = {}
-        for (shard, offset), reply in zip(offsets.items(), replies, strict=True):
-            members += [_text(m) for m in reply]
-            if len(reply) >= page:
-                more[shard] = offset + page
-        yield members
-        offsets = more
 
 
 def _settle(

@@ -25,6 +25,7 @@ from eventstore.schemas import to_engine, to_new
 from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, score_events
 from services.command.app import create_app
 from services.redis_store import RedisEventStore
+from services.redis_store.keys import derived_game_id
 
 from .games import new_game, play
 from .workers import beat, celery_env, running, scored_up_to, wait_scored, worker
@@ -60,7 +61,7 @@ def stored_backlog(store: RedisEventStore, games: int, seed: int) -> list[str]:
     for i in range(games):
         ruleset = Ruleset(farm_scoring=("3rd", "2nd", "1st")[i % 3])
         _, events = random_game(rng, 2 + i % 4, ruleset)
-        game_id = f"{seed:08x}{i:024x}"
+        game_id = derived_game_id(f"backlog-{seed}-{i}".encode())  # on a shard slot
         for start in range(0, len(events), 3):  # roughly a turn per append
             store.append(game_id, MOVES, [to_new(e) for e in events[start : start + 3]],
                          expected=start, command_id=f"c{start}", marker="$seq")  # fmt: skip
@@ -155,14 +156,21 @@ def test_the_sweep_finds_games_behind_and_skips_unreadable_markers(
     redis_client: redis.Redis,
 ) -> None:
     from services.redis_store import game_keys
+    from services.redis_store.keys import index_shard, shard_of, unscored_key
     from services.scoring.sweep import unscored_games
 
+    # Games from before the indexes (ids off the shard slots), indexed by the backfill: the
+    # sweep compares their markers, and drops the entry of one scored since.
     prefix = uuid.uuid4().hex[:8]
     cases = {"behind": ("5", "3"), "done": ("4", "4"), "new": ("2", None), "odd": ("7", "x")}
     for name, (moved, scored) in cases.items():
         game_id = f"{prefix}{name}"
+        assert shard_of(game_id) is None
         redis_client.set(game_keys(game_id, MOVES)[2], moved)
         if scored is not None:
             redis_client.set(game_keys(game_id, SCORES)[2], scored)
+        redis_client.zadd(unscored_key(index_shard(game_id)), {game_id: 1})
     found = {g for g in unscored_games(redis_client, page=2) if g.startswith(prefix)}
     assert found == {f"{prefix}behind", f"{prefix}new"}
+    done = f"{prefix}done"
+    assert redis_client.zscore(unscored_key(index_shard(done)), done) is None
