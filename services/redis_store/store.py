@@ -20,6 +20,8 @@ from eventstore.errors import ConcurrencyError, MarkerConflict, StoreError
 from eventstore.port import ANY, check_append, check_fingerprint
 from eventstore.schemas import upcast
 
+from .cluster_wire import ClusterWire
+from .connect import is_cluster
 from .keys import (
     IN_PROGRESS,
     OVER,
@@ -33,6 +35,7 @@ from .keys import (
     status_key,
     unscored_key,
 )
+from .replication import NotReplicated, evalsha_wait
 from .wire import Wire
 
 # KEYS: stream, command hash, marker key, notification flag key, then the index keys of
@@ -140,12 +143,28 @@ class RedisEventStore:
     The append and the catch-up read, every turn's cost, go through `Wire` (raw replies on
     a bounded pool of its own: ~20 µs less CPU per command, see its docstring); the rest
     through the client. `wire_connections` bounds the wire's pool (default: the client's).
+    On a Redis Cluster client, a `ClusterWire` (one `Wire` per node, routed by key slot).
+    `wait_replicas` > 0: every append is followed by `WAIT wait_replicas wait_ms` on its
+    connection, and one confirmed by fewer replicas raises `NotReplicated` (see
+    replication.py).
     """
 
-    def __init__(self, client: redis.Redis, wire_connections: int | None = None) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        wire_connections: int | None = None,
+        *,
+        wait_replicas: int = 0,
+        wait_ms: int = 100,
+    ) -> None:
         self.client = client
         self._append = client.register_script(APPEND_LUA)  # for its sha
-        self.wire = Wire(client, wire_connections)
+        self.wire: Wire | ClusterWire = (
+            ClusterWire(cast(Any, client), wire_connections)
+            if is_cluster(client)
+            else Wire(client, wire_connections)
+        )
+        self.wait_replicas, self.wait_ms = max(0, wait_replicas), max(0, wait_ms)
 
     def append(
         self,
@@ -177,7 +196,14 @@ class RedisEventStore:
         args += [mode, game_id]
         for event in events:
             args += [event.type, event.version, json.dumps(event.payload, separators=(",", ":"))]
-        reply = self.wire.evalsha(self._append.sha, APPEND_LUA, keys, args)
+        acked = 0
+        if self.wait_replicas:
+            reply, acked = evalsha_wait(
+                self.client, self._append.sha, APPEND_LUA, keys, args,
+                self.wait_replicas, self.wait_ms,
+            )  # fmt: skip
+        else:
+            reply = self.wire.evalsha(self._append.sha, APPEND_LUA, keys, args)
         status, value = (v.decode() if isinstance(v, bytes) else str(v) for v in reply[:2])
         if status == "conflict":
             raise ConcurrencyError(expected, int(value))
@@ -187,7 +213,10 @@ class RedisEventStore:
         if status == "dup":
             check_fingerprint(command_id, stored, fingerprint)
             return AppendResult(first, last, duplicate=True, fingerprint=stored)
-        return AppendResult(first, last, time_ms=now, notify=bool(reply[2]))
+        result = AppendResult(first, last, time_ms=now, notify=bool(reply[2]))
+        if acked < self.wait_replicas:
+            raise NotReplicated(result, acked, self.wait_replicas)
+        return result
 
     def _index_keys(
         self, game_id: str, stream: str, events: Sequence[NewEvent], keys: list[str]

@@ -1,4 +1,6 @@
-"""One contract for every `EventStore` adapter: in-memory and Redis (a real redis-server)."""
+"""One contract for every `EventStore` adapter: in-memory, Redis (a real redis-server) and
+Redis Cluster (3 real primaries started by the tests: each game's keys on the node of its
+slot, reached through the cluster adapter's per-node wires)."""
 
 from __future__ import annotations
 
@@ -21,13 +23,24 @@ from eventstore.errors import (
 from eventstore.port import ANY, InMemoryEventStore
 from eventstore.schemas import to_engine, to_new
 from services.redis_store import RedisEventStore, game_keys
+from services.redis_store.connect import connect, is_cluster
+from tests.redis_cluster import redis_cluster, redis_cluster_url  # noqa: F401
 
 
-@pytest.fixture(params=["memory", "redis"])
-def store(request: pytest.FixtureRequest, redis_client: redis.Redis):
+@pytest.fixture(scope="module")
+def cluster_client(redis_cluster_url: str) -> redis.Redis:  # noqa: F811
+    client = connect(redis_cluster_url, role="contract", max_connections=24)
+    assert is_cluster(client)
+    return client
+
+
+@pytest.fixture(params=["memory", "redis", "cluster"])
+def store(request: pytest.FixtureRequest):
     if request.param == "memory":
         return InMemoryEventStore()
-    return RedisEventStore(redis_client)
+    if request.param == "cluster":
+        return RedisEventStore(request.getfixturevalue("cluster_client"))
+    return RedisEventStore(request.getfixturevalue("redis_client"))
 
 
 def drawn(tile: str = "E") -> NewEvent:
@@ -252,8 +265,30 @@ def test_every_key_of_a_game_shares_one_cluster_hash_tag() -> None:
     assert len(set(keys)) == len(keys)
 
 
-def test_a_flushed_append_script_is_loaded_again(redis_client: redis.Redis) -> None:
-    store = RedisEventStore(redis_client)
-    redis_client.script_flush()
-    result = store.append(new_game(), MOVES, [drawn()], expected=0, command_id="c1")
-    assert (result.first_seq, result.duplicate) == (1, False)
+@pytest.mark.parametrize("kind", ["redis", "cluster"])
+def test_a_flushed_append_script_is_loaded_again(kind: str, request: pytest.FixtureRequest) -> None:
+    client = request.getfixturevalue("redis_client" if kind == "redis" else "cluster_client")
+    store = RedisEventStore(client)
+    store.append(new_game(), MOVES, [drawn()], expected=0, command_id="warm")
+    client.script_flush()  # on a cluster: every primary
+    for i in range(12):  # games on every node: each node loads it again on its NOSCRIPT
+        result = store.append(new_game(), MOVES, [drawn()], expected=0, command_id=f"c{i}")
+        assert (result.first_seq, result.duplicate) == (1, False)
+
+
+def test_games_on_a_cluster_live_on_the_nodes_of_their_slots(
+    cluster_client: redis.Redis,
+    redis_cluster,  # noqa: F811
+) -> None:
+    store = RedisEventStore(cluster_client)
+    games = [new_game() for _ in range(30)]
+    for game in games:
+        store.append(game, MOVES, [drawn(), drawn("F")], expected=0, command_id="c")
+    nodes = set()
+    for game in games:
+        key = game_keys(game, MOVES)[0]
+        port = redis_cluster.port_of_slot(int(cluster_client.keyslot(key)))
+        assert redis_cluster.node_client(port).xlen(key) == 2  # on its slot's primary
+        nodes.add(port)
+        assert [e.seq for e in store.read(game, MOVES)] == [1, 2]
+    assert len(nodes) == 3  # 30 random games cover the 3 primaries
