@@ -37,6 +37,7 @@ from eventstore.errors import CommandReused, ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine, to_new
 from services.common.body import fingerprint
+from services.redis_store.keys import new_game_id
 
 # What a turn costs beyond its append: move events read from the stream to bring a cached state
 # up to date (a cold load reads the whole game). With each game served by one process it stays
@@ -239,7 +240,7 @@ class GameService:
         """Start a game; returns its id and each seat's name and secret token (R2.2)."""
         if not 2 <= len(names) <= 6:
             raise MalformedError("bad_players", "a game has 2 to 6 players", "R1.3")
-        game_id = uuid.uuid4().hex
+        game_id = new_game_id()  # on an index shard's slot (services/redis_store/keys.py)
         seed = secrets.token_hex(16)
         if seat_order is None:  # R2.2 Decision: a random first player, then clockwise
             first = random.Random(seed + ":seats").randrange(len(names))
