@@ -1,10 +1,17 @@
-"""Which games exist, and their players' names, read from Redis without a global index.
+"""Which games exist, and their players' names, read from the sharded indexes (no SCAN).
 
-Games are found by SCAN over the move streams (``{g:*}:moves``); a page's cursor is the
-SCAN cursor plus the last game id returned from that SCAN batch, so a page that ends inside
-a batch resumes right after it. SCAN guarantees that a game present for the whole walk is
-listed (rarely twice, if Redis resizes its table meanwhile). A request does at most
-`max_steps` SCAN calls: a selective filter may return a short page with a cursor to go on.
+`GET /games` lists games newest first from the indexes the append script keeps in the same
+atomic step as each game's writes (services/redis_store/keys.py): by creation time
+(``{<shard>}:idx:games``), by status (``idx:status:<in_progress|over>``) or by player name
+(``idx:player:<name, casefolded>``), each split over 64 shards. A page asks every shard for
+its newest entries after the cursor (one pipelined round trip) and merges them; then one
+pipelined round trip describes the page's games from their streams. So a page costs what it
+returns, whatever the number of games stored. The cursor is the (creation ms, game id) of the
+last game looked at; ties at the same millisecond are ordered by id.
+
+Every listed game is described from its streams (the truth), and the filters are checked
+again on that description: a game from before the indexes (indexed by the backfill, not kept
+in step atomically) is never listed under a status it no longer has.
 
 Names come from the command service's per-game secrets record; only ``names`` is read from
 it: the seed and the token hashes never leave this module.
@@ -15,18 +22,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
 from eventstore.envelope import MOVES, SCORES
 from services.redis_store import game_keys, secrets_key
+from services.redis_store.keys import SHARDS, games_key, player_key, status_key
 
 from .projector import BadParameter
 
 IN_PROGRESS, OVER = "in_progress", "over"
-_PATTERN = game_keys("*", MOVES)[0]  # "{g:*}:moves"
-_PREFIX, _SUFFIX = _PATTERN.split("*")
+Entry = tuple[int, str]  # (creation ms, game id): the order of the list, newest first
 
 
 def _text(value: Any) -> str:
@@ -43,15 +51,17 @@ def _names(raw: Any) -> list[str] | None:
     return [str(n) for n in names] if isinstance(names, list) else None
 
 
-def _encode(scan: int, last: str) -> str:
-    return base64.urlsafe_b64encode(f"{scan}:{last}".encode()).decode().rstrip("=")
+def _encode(after: Entry) -> str:
+    return base64.urlsafe_b64encode(f"v2:{after[0]}:{after[1]}".encode()).decode().rstrip("=")
 
 
-def _decode(cursor: str) -> tuple[int, str]:
+def _decode(cursor: str) -> Entry:
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        scan, _, last = text.partition(":")
-        return int(scan), last
+        version, ms, game_id = text.split(":", 2)
+        if version != "v2" or not game_id:
+            raise ValueError(cursor)
+        return int(ms), game_id
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise BadParameter("bad_cursor", "not a cursor of this list", None) from None
 
@@ -70,30 +80,73 @@ class RedisDirectory:
     def page(
         self, status: str | None, player: str | None, cursor: str | None, limit: int
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """Up to `limit` games matching the filters, and the cursor of the next page (None at
-        the end). `player` matches a player's name exactly, ignoring case."""
-        scan, last = _decode(cursor) if cursor else (0, "")
+        """Up to `limit` games matching the filters, newest first, and the cursor of the next
+        page (None at the end). `player` matches a player's name exactly, ignoring case.
+        A page looks at most `max_steps` batches: a filter on both status and player may
+        return a short page with a cursor to go on."""
+        after = _decode(cursor) if cursor else None
+        key: Callable[[int], str]
+        if player is not None:
+            key = lambda shard: player_key(shard, player)  # noqa: E731
+        elif status is not None:
+            key = lambda shard: status_key(shard, status)  # noqa: E731
+        else:
+            key = games_key
         wanted = player.casefold() if player is not None else None
         out: list[dict[str, Any]] = []
         for _ in range(self.max_steps):
-            next_scan, keys = cast(
-                tuple[int, list[Any]],
-                self.client.scan(scan, match=_PATTERN, count=max(limit, 100), _type="stream"),
-            )
-            ids = sorted({_text(k)[len(_PREFIX) : -len(_SUFFIX)] for k in keys})
-            ids = [game_id for game_id in ids if game_id > last]
-            for game in self._describe(ids):
+            entries, more = self._newest(key, after, limit - len(out))
+            if not entries:
+                return out, None
+            after = entries[-1]
+            described = {g["game_id"]: g for g in self._describe([g for _, g in entries])}
+            for _, game_id in entries:
+                game = described.get(game_id)
+                if game is None:
+                    continue
                 if status is not None and game["status"] != status:
                     continue
                 if wanted is not None and wanted not in [n.casefold() for n in game["players"]]:
                     continue
                 out.append(game)
-                if len(out) == limit:
-                    return out, _encode(scan, game["game_id"])
-            if next_scan == 0:
+            if not more:
                 return out, None
-            scan, last = next_scan, ""
-        return out, _encode(scan, last)
+            if len(out) >= limit:
+                return out, _encode(after)
+        return out, _encode(after) if after else None
+
+    def _newest(
+        self, key: Callable[[int], str], after: Entry | None, count: int
+    ) -> tuple[list[Entry], bool]:
+        """The `count` newest entries of the 64 shards' sets that come after `after`, and
+        whether more may follow. Each shard is asked for its newest from the cursor's
+        millisecond on (inclusive, so entries tied with the cursor are not lost); a shard whose
+        answer is full of such ties is asked again for more (rare: same-millisecond games)."""
+        high = after[0] if after is not None else "+inf"
+        want = {shard: count + 8 for shard in range(SHARDS)}
+        found: dict[int, list[Entry]] = {}
+        full: set[int] = set()
+        for _ in range(20):  # bounded: each round asks the tied shards for 4x more
+            pipe = self.client.pipeline(transaction=False)
+            for shard, num in want.items():
+                pipe.zrange(key(shard), high, "-inf", desc=True, byscore=True, offset=0,
+                            num=num, withscores=True)  # fmt: skip
+            asked, want = want, {}
+            for (shard, num), reply in zip(asked.items(), pipe.execute(), strict=True):
+                entries = [(int(score), _text(member)) for member, score in reply]
+                if after is not None:
+                    entries = [e for e in entries if e < after]
+                found[shard] = entries
+                if len(reply) < num:
+                    full.discard(shard)
+                    continue
+                full.add(shard)
+                if len(entries) < count:  # the answer was mostly ties with the cursor
+                    want[shard] = num * 4
+            if not want:
+                break
+        merged = sorted((e for entries in found.values() for e in entries), reverse=True)
+        return merged[:count], len(merged) > count or bool(full)
 
     def _describe(self, ids: list[str]) -> list[dict[str, Any]]:
         """Status, players, last move and latest totals of each game: one round trip."""
