@@ -1,0 +1,252 @@
+"""Build the cross-game indexes for games written before they existed (a one-off command).
+
+    python -m services.redis_store.backfill [--redis-url URL] [--cursor N] [--node I]
+
+Run it once after upgrading, before traffic. It walks the keyspace once with SCAN (the only
+SCAN left: the services themselves read the indexes) and, for each game's move stream,
+writes the game's entries in its shard's indexes — by creation time, status, player names,
+unscored moves, webhooks with work due — computed from the game's own keys:
+
+- a game whose id is on a shard slot and that is already in its shard's game index was
+  indexed by the append script itself (atomically, from its first event on): left alone;
+- any other game gets its entries in shard `shard_of(id)` (an old id that happens to be on a
+  shard slot: the scripts keep it in step from now on) or, for an id off the shard slots
+  (most games from before), shard ``crc32(id) % 64``. The scripts never write those entries
+  (keys of another slot would fail on a Redis Cluster), so they are NOT atomic with later
+  writes of such a game: the readers check them against the game's streams (the sweep drops
+  a scored game's entry, GET /games describes each game from its streams, the webhook sweep
+  settles a hook's entry), which is why this must run before traffic, not during.
+
+Idempotent (each entry is set to what the game's keys say, so a second run writes the same
+values and adds nothing) and resumable: the progress line on stderr shows the SCAN cursor;
+pass it back with ``--cursor`` (and ``--node`` on a cluster) to go on from there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO, cast
+
+import redis
+
+from eventstore.envelope import MOVES, SCORES
+
+from .connect import connect, is_cluster
+from .indexes import text
+from .keys import (
+    IN_PROGRESS,
+    OVER,
+    game_keys,
+    games_key,
+    hook_keys,
+    hook_member,
+    hooks_due_key,
+    hooks_key,
+    index_shard,
+    player_key,
+    secrets_key,
+    shard_of,
+    status_key,
+    unscored_key,
+)
+
+_PREFIX, _SUFFIX = game_keys("*", MOVES)[0].split("*")  # "{g:" and "}:moves"
+FINAL = ("delivered", "failed")
+
+
+@dataclass
+class Progress:
+    """What a run did so far (printed as one line on stderr)."""
+
+    scanned: int = 0  # keys looked at
+    total: int = 0  # keys in the database(s) when the run started
+    indexed: int = 0  # games whose entries were written
+    skipped: int = 0  # games the append script had indexed already
+    cursor: str = "0"
+    out: TextIO | None = field(default=None, repr=False)
+    _shown: float = 0.0
+
+    def show(self, final: bool = False) -> None:
+        if self.out is None or (not final and time.monotonic() - self._shown < 0.2):
+            return
+        self._shown = time.monotonic()
+        share = min(1.0, self.scanned / self.total) if self.total else 1.0
+        bar = "#" * int(share * 30)
+        self.out.write(
+            f"\r[{bar:<30}] {share:4.0%} {self.scanned:,}/{self.total:,} keys"
+            f" · {self.indexed:,} games indexed, {self.skipped:,} already · cursor {self.cursor}"
+        )
+        if final:
+            self.out.write("\n")
+        self.out.flush()
+
+
+def game_of(key: str) -> str | None:
+    """The game id of a move-stream key, None for any other key."""
+    if key.startswith(_PREFIX) and key.endswith(_SUFFIX):
+        return key[len(_PREFIX) : -len(_SUFFIX)] or None
+    return None
+
+
+def index_game(client: redis.Redis, game_id: str, now_ms: int | None = None) -> bool:
+    """Write one game's index entries from its keys; False if the append script indexed it
+    already (or the game has no move stream)."""
+    shard = index_shard(game_id)
+    if shard_of(game_id) is not None and client.zscore(games_key(shard), game_id) is not None:
+        return False
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    moves, scores = game_keys(game_id, MOVES), game_keys(game_id, SCORES)
+    pipe = client.pipeline(transaction=False)
+    pipe.xrange(moves[0], count=1)
+    pipe.xrevrange(moves[0], count=1)
+    pipe.get(moves[2])
+    pipe.get(scores[2])
+    pipe.get(secrets_key(game_id))
+    pipe.hkeys(hooks_key(game_id))
+    pipe.xlen(scores[0])
+    first, last, moved_raw, scored_raw, secret, hooks, score_len = pipe.execute()
+    if not first:
+        return False
+    created = int(text(first[0][1][b"t"]))
+    over = text(last[0][1][b"type"]) == "GameEnded"
+    writes = client.pipeline(transaction=False)
+    writes.zadd(games_key(shard), {game_id: created})
+    writes.zadd(status_key(shard, OVER if over else IN_PROGRESS), {game_id: created})
+    writes.zrem(status_key(shard, IN_PROGRESS if over else OVER), game_id)
+    for name in _names(secret):
+        writes.zadd(player_key(shard, name), {game_id: created})
+    moved, scored = _number(moved_raw), _number(scored_raw)
+    if moved is not None and scored is not None and moved > scored:
+        behind = cast(list[Any], client.xrange(moves[0], f"{scored + 1}-0", "+", count=1))
+        at = int(text(behind[0][1][b"t"])) if behind else now
+        writes.zadd(unscored_key(shard), {game_id: at})
+    else:
+        writes.zrem(unscored_key(shard), game_id)
+    for hook in hooks:
+        hook_id = text(hook)
+        due = _hook_due(client, game_id, hook_id, int(score_len), now)
+        if due is None:
+            writes.zrem(hooks_due_key(shard), hook_member(game_id, hook_id))
+        else:
+            writes.zadd(hooks_due_key(shard), {hook_member(game_id, hook_id): due})
+    writes.execute()
+    return True
+
+
+def _hook_due(client: redis.Redis, game_id: str, hook_id: str, last: int, now: int) -> int | None:
+    """When a hook next has work (now if behind its score stream, else its head delivery's
+    next_ms), None if it has none."""
+    state, log_key, _ = hook_keys(game_id, hook_id)
+    raw = cast(list[Any], client.hmget(state, ["progress", "head"]))
+    progress, head = (int(text(v)) if v is not None else 0 for v in raw)
+    if progress < last:
+        return now
+    for seq in range(head + 1, progress + 1):
+        entry = client.hget(log_key, str(seq))
+        if entry is None:
+            continue
+        parsed = json.loads(entry)
+        if parsed.get("outcome") not in FINAL:
+            return int(parsed.get("next_ms") or now)
+    return None
+
+
+def _names(raw: Any) -> list[str]:
+    try:
+        names = json.loads(raw).get("names") if raw is not None else None
+    except (ValueError, AttributeError):
+        return []
+    return sorted({str(n).casefold() for n in names}) if isinstance(names, list) else []
+
+
+def _number(value: Any) -> int | None:
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def nodes(client: redis.Redis) -> list[redis.Redis]:
+    """One client per database to SCAN: the primaries of a cluster, else the client."""
+    if not is_cluster(client):
+        return [client]
+    cluster: Any = client
+    primaries = sorted(cluster.get_primaries(), key=lambda n: (n.host, n.port))
+    return [cluster.get_redis_connection(node) for node in primaries]
+
+
+def scan_keys(node: redis.Redis, cursor: int, count: int) -> Iterator[tuple[int, list[str]]]:
+    """(next cursor, keys) per SCAN step from `cursor` until the walk ends."""
+    while True:
+        cursor, keys = cast(tuple[int, list[Any]], node.scan(cursor, count=count))
+        yield cursor, [text(k) for k in keys]
+        if cursor == 0:
+            return
+
+
+def run(
+    client: redis.Redis,
+    cursor: int = 0,
+    node_index: int = 0,
+    count: int = 1000,
+    out: TextIO | None = None,
+) -> Progress:
+    """Index every game found by SCAN (of each node from `node_index`, the first from
+    `cursor`)."""
+    databases = nodes(client)
+    progress = Progress(out=out)
+    progress.total = sum(int(cast(Any, db.dbsize())) for db in databases[node_index:])
+    for i, db in enumerate(databases[node_index:], start=node_index):
+        start = cursor if i == node_index else 0
+        for following, keys in scan_keys(db, start, count):
+            for key in keys:
+                game_id = game_of(key)
+                if game_id is None:
+                    continue
+                if index_game(client, game_id):
+                    progress.indexed += 1
+                else:
+                    progress.skipped += 1
+            progress.scanned += len(keys)
+            node = f" --node {i}" if len(databases) > 1 else ""
+            progress.cursor = f"{following}{node}"
+            progress.show()
+    progress.show(final=True)
+    return progress
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m services.redis_store.backfill",
+        description="Index games written before the cross-game indexes existed (by creation, "
+        "status, player, unscored moves, webhooks due). One-off: run it once after upgrading, "
+        "before traffic. Idempotent; resumable with the cursor shown on stderr.",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0"),
+        help="the event store's Redis (redis:// or redis+cluster://); default $REDIS_URL",
+    )
+    parser.add_argument("--cursor", type=int, default=0, help="SCAN cursor to resume from")
+    parser.add_argument(
+        "--node", type=int, default=0, help="on a cluster: the primary (by index) to resume on"
+    )
+    parser.add_argument("--count", type=int, default=1000, help="SCAN COUNT per step")
+    parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    args = parser.parse_args(argv)
+    client = connect(args.redis_url, role="backfill", max_connections=2)
+    done = run(client, args.cursor, args.node, args.count, None if args.quiet else sys.stderr)
+    print(json.dumps({"indexed": done.indexed, "already_indexed": done.skipped}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
