@@ -19,6 +19,8 @@ from typing import Any
 
 import redis
 
+from services.redis_store.connect import connect
+
 from .config import from_env
 
 KEYS = "{apikeys}:keys"  # one hash tag: the rate limiter's script reads it with a bucket key
@@ -97,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; exit status 1 when a key to revoke does not exist, 2 on bad usage."""
     args = build_parser().parse_args(argv)
     url = args.redis_url or from_env()["REDIS_URL"]
-    keys = ApiKeys(redis.Redis.from_url(url))
+    keys = ApiKeys(connect(url, role="apikeys-cli", max_connections=1))  # a cluster too
     try:
         if args.command == "create":
             key_id, key = keys.create(args.name)

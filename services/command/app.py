@@ -22,6 +22,7 @@ from carcassonne.ruleset import Ruleset
 from services.common.affinity import OWNS_GAME
 from services.common.webapp import Blueprint, checked_game_id, new_app
 from services.redis_store import RedisEventStore
+from services.redis_store.replication import NotReplicated
 
 from . import integration
 from .client import command_client
@@ -182,7 +183,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         notify_ms = app.config["NOTIFY_MS"]
         broker = app.config["BROKER_URL"] or app.config["REDIS_URL"]
         service = GameService(
-            RedisEventStore(client),
+            RedisEventStore(
+                client,
+                wait_replicas=app.config["REDIS_WAIT_REPLICAS"],
+                wait_ms=app.config["REDIS_WAIT_MS"],
+            ),
             RedisSecrets(client),
             cache_size=app.config["STATE_CACHE_SIZE"],
             notify=(
@@ -205,6 +210,17 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     def store_error(exc: redis.RedisError) -> tuple[Response, int]:
         # An append is one script: it happened whole or not at all (the reply may be what
         # was lost). Retrying with the same Idempotency-Key is safe either way.
+        if isinstance(exc, NotReplicated):  # appended, but not yet safe from a failover
+            app.logger.warning("append not replicated: %s", exc)
+            response, status = _error(
+                "not_replicated",
+                "the move was stored but not confirmed by a replica in time; "
+                "retry with the same Idempotency-Key",
+                503,
+                details={"replicas": exc.acked, "wanted": exc.wanted},
+            )
+            response.headers["Retry-After"] = "1"
+            return response, status
         app.logger.warning("event store unavailable: %s", exc)
         response, status = _error("store_unavailable", "the event store is unavailable", 503)
         response.headers["Retry-After"] = "2"

@@ -13,6 +13,10 @@ DEFAULTS: dict[str, Any] = {
     # Redis connections one worker process may hold (its pool; a request waits for a free one).
     # 0 = derived: the process's request threads (GUNICORN_THREADS, 1 for sync workers) + 2.
     "REDIS_MAX_CONNECTIONS": 0,
+    # Failover safety (deploy/README.md, "Redis Cluster"): after each append, WAIT for this many
+    # replicas (0 = off) at most REDIS_WAIT_MS; fewer confirmations answer 503 not_replicated.
+    "REDIS_WAIT_REPLICAS": 0,
+    "REDIS_WAIT_MS": 100,
     "MAX_CONTENT_LENGTH": 16 * 1024,  # bytes; a turn is ~100 bytes, a new game < 1 KiB
     "STATE_CACHE_SIZE": 10_000,  # games whose folded state a worker process keeps
     # Scoring wake-ups: at most one pending per game; a lost one is re-sent after NOTIFY_MS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from inspect import iscoroutinefunction
-from typing import Any
+from typing import Any, cast
 
 import flask_smorest
 import redis
@@ -14,6 +14,7 @@ from marshmallow import Schema
 from webargs.flaskparser import FlaskParser
 
 from carcassonne.errors import GameError
+from services.redis_store.connect import connect, is_cluster_url
 
 from .body import read_json
 from .observability import instrument
@@ -96,14 +97,28 @@ def new_app(
     app.config.update(settings)
     if test_config:
         app.config.update(test_config)
-    # A short timeout for the readiness probe: an unreachable Redis must not hang it.
-    probe = redis.Redis.from_url(
-        app.config["REDIS_URL"], socket_timeout=1, socket_connect_timeout=1
-    )
-    instrument(app, service, {"redis": probe.ping})
+    instrument(app, service, {"redis": _redis_probe(app.config["REDIS_URL"], service)})
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
     return app
+
+
+def _redis_probe(url: str, service: str) -> Callable[[], bool]:
+    """PING for the readiness probe, with a short timeout (an unreachable Redis must not hang
+    it). A cluster's client is made on the first probe (making it asks a node for the slot
+    map, which must not stop the app from starting) and PINGs every node."""
+    if not is_cluster_url(url):
+        return cast(Callable[[], bool], redis.Redis.from_url(
+            url, socket_timeout=1, socket_connect_timeout=1).ping)  # fmt: skip
+    made: list[redis.Redis] = []
+
+    def ping() -> bool:
+        if not made:
+            made.append(connect(url, role=f"{service}:probe", max_connections=1,
+                                socket_timeout=1, connect_timeout=1))  # fmt: skip
+        return bool(made[0].ping())
+
+    return ping

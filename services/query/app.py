@@ -22,7 +22,12 @@ from werkzeug.exceptions import HTTPException
 from carcassonne.errors import GameError
 from services.common.webapp import checked_game_id, new_app
 from services.redis_store import RedisEventStore
-from services.redis_store.connect import blocking_read_timeout, connect, shared_client
+from services.redis_store.connect import (
+    blocking_read_timeout,
+    connect,
+    is_cluster_url,
+    shared_client,
+)
 
 from .config import from_env
 from .directory import RedisDirectory
@@ -41,6 +46,7 @@ from .schemas import (
 from .service import QueryService, to_json
 
 NDJSON = "application/x-ndjson"
+LIVE_CLUSTER_READERS = 96  # per node: the 64 shard slots and some older games' slots
 HTTP_CODES = {
     400: "bad_request",
     404: "not_found",
@@ -218,7 +224,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         live_client = connect(
             config["REDIS_URL"],
             role="query-live",
-            max_connections=1,  # one reader (one `reader_group`) per process
+            # One reader (one `reader_group`) per process; on a cluster one per watched slot,
+            # at most 64 on the index shards' slots (games from before them add one each).
+            max_connections=LIVE_CLUSTER_READERS if is_cluster_url(config["REDIS_URL"]) else 1,
             socket_timeout=blocking_read_timeout(block),
         )
         store = RedisEventStore(views)

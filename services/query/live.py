@@ -16,9 +16,13 @@ nothing appended after them is missed; the reader is woken out of its current BL
 block to run out.
 
 Redis Cluster: one XREAD may only name keys of one hash slot. `reader_group` is the one place
-that decides which reader watches a game: one group today (one reader, one connection); on a
-cluster it returns the game's slot (both streams share the ``{g:<id>}`` tag) and each group
-gets its own reader and connection.
+that decides which reader watches a game: one group on a single Redis (one reader, one
+connection); on a cluster the game's slot (both streams share the ``{g:<id>}`` tag), and each
+slot with watched games gets its own reader, blocking on a connection to that slot's primary
+(new games sit on the 64 index shards' slots: at most 64 readers per process; games from
+before the shards each add one). A slot that moved (MOVED/ASK/TRYAGAIN) makes its reader
+re-read the cluster's topology and block on the new owner; events are then read from the
+tails, so nothing is missed.
 
 A client that went away: each stream's client socket is registered with an epoll set for
 EPOLLRDHUP (peer closed), polled every `watch_interval`; the stream is woken and ends, freeing
@@ -43,10 +47,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
+from redis.crc import key_slot
+from redis.exceptions import AskError, ClusterDownError, TryAgainError
 
 from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import EventStore
 from services.redis_store import game_keys
+from services.redis_store.connect import is_cluster
 
 from .log import READ_BATCH, Cursor, StreamClosed, scored_prefix, sse_event
 
@@ -58,13 +65,10 @@ UNBLOCK_TRIES, UNBLOCK_PAUSE = 100, 0.005  # the waker's CLIENT UNBLOCK, until i
 EPOLLRDHUP = getattr(select, "EPOLLRDHUP", 0x2000)  # the peer closed (Linux); HUP/ERR always
 
 
-def reader_group(game_id: str) -> int:
-    """Which reader watches `game_id` (the keys one XREAD names). One group today.
-
-    On Redis Cluster one XREAD may name keys of a single slot: return the slot of
-    ``game_keys(game_id, MOVES)[0]`` here and every slot with watched games gets a reader.
-    """
-    return 0
+def reader_group(game_id: str, cluster: bool = False) -> int:
+    """Which reader watches `game_id` (the keys one XREAD names): one group on a single
+    Redis; on a cluster (one XREAD may name keys of a single slot) the slot of its keys."""
+    return key_slot(game_keys(game_id, MOVES)[0].encode()) if cluster else 0
 
 
 class _Tail:
@@ -202,6 +206,7 @@ class _Reader:
         self.has_games = threading.Event()
         self.nudged = threading.Event()
         self.rounds = 0  # XREAD replies handled (tests and metrics)
+        self.node: Any = None  # on a cluster: the node the XREAD blocks on (CLIENT UNBLOCK)
 
     def start(self) -> None:
         for target, name in ((self._run, "reader"), (self._wake, "waker")):
@@ -239,6 +244,11 @@ class _Reader:
         except (redis.RedisError, OSError) as exc:
             self.blocking = False
             log.warning("live reader: %s (retrying in %.0f s)", exc, RETRY_SECONDS)
+            if self.hub.cluster and isinstance(
+                exc, (AskError, TryAgainError, ClusterDownError, redis.ConnectionError)
+            ):  # the slot moved or is moving, or its primary failed: ask the cluster again
+                with contextlib.suppress(redis.RedisError):
+                    self.hub.live_client.nodes_manager.initialize()  # type: ignore[attr-defined]
             time.sleep(RETRY_SECONDS)
             return
         self.blocking = False
@@ -259,7 +269,11 @@ class _Reader:
                 ids.append(f"{game.tails[stream].last}-0")
                 owners[key.encode()] = (game, stream)
         block_ms = max(1, int(self.hub.block_seconds * 1000))
-        pool = self.hub.live_client.connection_pool
+        client = self.hub.live_client
+        if self.hub.cluster:  # the primary of this group's slot, as the client knows it now
+            self.node = client.get_node_from_key(keys[0])  # type: ignore[attr-defined]
+            client = client.get_redis_connection(self.node)  # type: ignore[attr-defined]
+        pool = client.connection_pool
         conn = pool.get_connection()
         try:
             # CLIENT ID first, in the same write: the waker needs this connection's id while
@@ -332,12 +346,22 @@ class _Reader:
                 if not stale:
                     break
                 try:
-                    if client_id is not None and self.hub.views.client_unblock(client_id):
+                    if client_id is not None and self._unblock(client_id):
                         break
                 except Exception as exc:  # the block then simply runs out
                     log.warning("live waker: %s", exc)
                     break
                 time.sleep(UNBLOCK_PAUSE)
+
+    def _unblock(self, client_id: int) -> bool:
+        """CLIENT UNBLOCK of the reader's connection (client ids are per node on a cluster)."""
+        views = self.hub.views
+        if not self.hub.cluster:
+            return bool(views.client_unblock(client_id))
+        node = self.node and views.get_node(host=self.node.host, port=self.node.port)  # type: ignore[attr-defined]
+        if not node:
+            return False
+        return bool(views.execute_command("CLIENT UNBLOCK", client_id, target_nodes=node))
 
 
 def _epoll() -> Any:
@@ -427,6 +451,7 @@ class LiveHub:
         self.lock = threading.Lock()
         self.games: dict[str, _Game] = {}
         self.readers: dict[int, _Reader] = {}
+        self.cluster = is_cluster(live_client)  # a reader per slot (see `reader_group`)
         self.watch = _ClientWatch(watch_interval)
         self._pid: int | None = None
 
@@ -447,7 +472,7 @@ class LiveHub:
             game = self.games.get(game_id)
             if game is None:
                 game = self.games[game_id] = _Game(game_id, ends, self.keep)
-                group = reader_group(game_id)
+                group = reader_group(game_id, self.cluster)
                 reader = self.readers.get(group)
                 if reader is None:
                     reader = self.readers[group] = _Reader(self, group)
@@ -468,7 +493,7 @@ class LiveHub:
             game.subscribers.discard(subscription)
             if not game.subscribers and self.games.get(game.game_id) is game:
                 del self.games[game.game_id]
-                reader = self.readers.get(reader_group(game.game_id))
+                reader = self.readers.get(reader_group(game.game_id, self.cluster))
                 if reader is not None:
                     reader.games.pop(game.game_id, None)
 
