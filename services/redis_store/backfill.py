@@ -131,10 +131,11 @@ def index_game(client: redis.Redis, game_id: str, now_ms: int | None = None) -> 
     for hook in hooks:
         hook_id = text(hook)
         due = _hook_due(client, game_id, hook_id, int(score_len), now)
+        member = hook_member(game_id, hook_id)
         if due is None:
-            writes.zrem(hooks_due_key(shard), hook_member(game_id, hook_id))
-        else:
-            writes.zadd(hooks_due_key(shard), {hook_member(game_id, hook_id): due})
+            writes.zrem(hooks_due_key(shard), member)
+        else:  # "now" (behind its scores) keeps an earlier entry: a second run changes nothing
+            writes.zadd(hooks_due_key(shard), {member: due}, lt=due == now)
     writes.execute()
     return True
 
