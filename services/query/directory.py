@@ -119,34 +119,43 @@ class RedisDirectory:
         self, key: Callable[[int], str], after: Entry | None, count: int
     ) -> tuple[list[Entry], bool]:
         """The `count` newest entries of the 64 shards' sets that come after `after`, and
-        whether more may follow. Each shard is asked for its newest from the cursor's
-        millisecond on (inclusive, so entries tied with the cursor are not lost); a shard whose
-        answer is full of such ties is asked again for more (rare: same-millisecond games)."""
+        whether more may follow.
+
+        Each shard is asked for a few more than its share of a page (3 × count / 64 + 8),
+        from the cursor's millisecond on (inclusive: entries tied with the cursor are then
+        dropped here, so none is lost). The merge is only trusted down to the lowest entry
+        read from a shard that may hold more; should a shard hold more than its share of the
+        page (rare) or many ties, only such shards are asked for more. So the work follows
+        the page size, not the number of games in a shard."""
         high = after[0] if after is not None else "+inf"
-        want = {shard: count + 8 for shard in range(SHARDS)}
-        found: dict[int, list[Entry]] = {}
-        full: set[int] = set()
-        for _ in range(20):  # bounded: each round asks the tied shards for 4x more
+        share = -(-count * 3 // SHARDS) + 8
+        fetched: list[Entry] = []
+        floor: dict[int, Entry] = {}  # lowest entry read from a shard that may hold more
+        offset = dict.fromkeys(range(SHARDS), 0)
+        need = dict.fromkeys(range(SHARDS), share)
+        for _ in range(30):  # bounded: each round reads twice as far into the shards asked
             pipe = self.client.pipeline(transaction=False)
-            for shard, num in want.items():
-                pipe.zrange(key(shard), high, "-inf", desc=True, byscore=True, offset=0,
-                            num=num, withscores=True)  # fmt: skip
-            asked, want = want, {}
-            for (shard, num), reply in zip(asked.items(), pipe.execute(), strict=True):
-                entries = [(int(score), _text(member)) for member, score in reply]
-                if after is not None:
-                    entries = [e for e in entries if e < after]
-                found[shard] = entries
-                if len(reply) < num:
-                    full.discard(shard)
-                    continue
-                full.add(shard)
-                if len(entries) < count:  # the answer was mostly ties with the cursor
-                    want[shard] = num * 4
-            if not want:
-                break
-        merged = sorted((e for entries in found.values() for e in entries), reverse=True)
-        return merged[:count], len(merged) > count or bool(full)
+            for shard, num in need.items():
+                pipe.zrange(key(shard), high, "-inf", desc=True, byscore=True,
+                            offset=offset[shard], num=num, withscores=True)  # fmt: skip
+            for (shard, num), reply in zip(need.items(), pipe.execute(), strict=True):
+                read = [(int(score), _text(member)) for member, score in reply]
+                offset[shard] += len(read)
+                fetched += [e for e in read if after is None or e < after]
+                if len(read) < num:
+                    floor.pop(shard, None)
+                else:
+                    floor[shard] = read[-1]
+            merged = sorted(fetched, reverse=True)
+            if not floor:
+                return merged[:count], len(merged) > count
+            bound = max(floor.values())
+            safe = [e for e in merged if e >= bound]
+            if len(safe) >= count:
+                return safe[:count], True
+            last = merged[count - 1] if len(merged) >= count else None
+            need = {s: 2 * share for s, f in floor.items() if last is None or f >= last}
+        return safe[:count], True
 
     def _describe(self, ids: list[str]) -> list[dict[str, Any]]:
         """Status, players, last move and latest totals of each game: one round trip."""
