@@ -169,7 +169,7 @@ class RedisDirectory:
         for i, game_id in enumerate(ids):
             moves, scores, secret = replies[3 * i : 3 * i + 3]
             if not moves:
-                continue  # deleted since the SCAN
+                continue  # indexed, but its stream is gone (deleted by hand)
             entry_id, fields = moves[0]
             last = {_text(k): _text(v) for k, v in fields.items()}
             totals = None
