@@ -14,7 +14,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,9 +58,12 @@ def _apt_install() -> str:
 
 
 @contextmanager
-def nginx(upstreams: dict[str, str], access_log: bool = False) -> Iterator[dict[str, str]]:
+def nginx(
+    upstreams: Mapping[str, str | Sequence[str]], access_log: bool = False
+) -> Iterator[dict[str, str]]:
     """nginx on free loopback ports in front of `upstreams` (service -> gunicorn's host:port,
-    services "command" and/or "query"); yields service -> public base URL."""
+    or a list of them: its instances, each game routed to one; services "command" and/or
+    "query"); yields service -> public base URL."""
     binary, why = find_nginx()
     if binary is None:
         raise RuntimeError(why)
@@ -75,7 +78,8 @@ def nginx(upstreams: dict[str, str], access_log: bool = False) -> Iterator[dict[
     }
     for name, address in upstreams.items():
         values[f"CC_{name.upper()}_LISTEN"] = f"127.0.0.1:{public[name]}"
-        values[f"CC_{name.upper()}_UPSTREAM"] = address
+        servers = [address] if isinstance(address, str) else list(address)
+        values[f"CC_{name.upper()}_SERVERS"] = run.nginx_servers(servers)
     conf = run.render_nginx(prefix / "conf", values, list(upstreams))
     error_log = prefix / "error.log"
     proc = subprocess.Popen(

@@ -15,6 +15,12 @@ worker with a warm shutdown (it finishes the tasks it holds), then Redis with SH
 fsyncs the append-only file). A second Ctrl-C kills everything at once. A part whose runner
 dies (even by SIGKILL) gets SIGTERM from the kernel: nothing outlives it.
 
+With `--cluster` (`make run-cluster`) the event store is a 3-primary Redis Cluster (ports
+REDIS_PORT, +1, +2; cluster bus ports 10000 higher) and the Celery broker a single Redis of its
+own (REDIS_PORT + 3); 2 command and 2 query instances sit behind nginx, which routes each game
+to one instance (deploy/nginx/, a consistent hash of the game id), and 2 worker processes score.
+`--instances`/`--worker-processes` set those counts for a single Redis too.
+
 Tests drive the same `Suite` in-process (tests/integration/test_suite_run.py).
 """
 
@@ -65,6 +71,7 @@ PLACEHOLDER = re.compile(r"\$\{(CC_[A-Z0-9_]+)\}")
 WORKER_READY = re.compile(rb"@\S+ ready\.")
 BEAT_READY = re.compile(rb"beat: Starting\.\.\.")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PRIMARIES = 3  # the embedded Redis Cluster's primaries (--cluster), no replicas
 # Looked up here, not in the forked child, where loading a library could deadlock on a lock
 # another thread of the parent held at fork time.
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -178,6 +185,15 @@ def render_nginx(out: Path, values: Mapping[str, str], sites: Sequence[str]) -> 
     return out / "nginx.conf"
 
 
+def nginx_servers(addresses: Sequence[str]) -> str:
+    """The `server` lines of an upstream (CC_COMMAND_SERVERS, CC_QUERY_SERVERS) for its
+    instances' host:port. An instance that refuses connections is skipped for 5 s (a single
+    server never is: nginx ignores max_fails then)."""
+    if not addresses:
+        raise SuiteError("an upstream needs at least one server")
+    return "\n    ".join(f"server {a} max_fails=1 fail_timeout=5s;" for a in addresses)
+
+
 def nginx_argv(binary: str, prefix: Path, conf: Path, error_log: str = "stderr") -> list[str]:
     """The command that runs nginx in the foreground with everything under `prefix`.
 
@@ -224,6 +240,13 @@ class Part:
     stop_timeout: float = 15.0
     proc: subprocess.Popen[bytes] | None = None
     log_offset: int = 0
+
+    role: str = ""  # what kind of part ("command" for command-1, command-2 …); "" = its name
+
+    @property
+    def kind(self) -> str:
+        """The part's role: its name, or what its instances share."""
+        return self.role or self.name
 
     @property
     def pid(self) -> int:
@@ -411,6 +434,18 @@ class Config:
     sweep_seconds: float = 10.0
     timeout: float = 60.0  # for every part to become healthy
     env: dict[str, str] = field(default_factory=dict)  # extra environment for every part
+    cluster: bool = False  # the event store on a Redis Cluster of `PRIMARIES` started here
+    instances: int = 1  # command and query instances each (more than one: behind nginx)
+    worker_processes: int = 1  # Celery worker processes
+
+    def redis_ports(self) -> list[int]:
+        """The ports of the embedded Redis: the cluster's primaries, or the one Redis."""
+        count = PRIMARIES if self.cluster else 1
+        return [self.redis_port + i for i in range(count)]
+
+    def broker_port(self) -> int:
+        """The embedded broker's port in cluster mode (a Celery broker is a single Redis)."""
+        return self.redis_port + PRIMARIES
 
     @property
     def embedded_redis(self) -> bool:
@@ -418,14 +453,24 @@ class Config:
         return self.redis_url is None
 
     def store_url(self) -> str:
-        """The event store's URL."""
-        return self.redis_url or f"redis://{self.host}:{self.redis_port}/0"
+        """The event store's URL (`redis+cluster://` seeds for the embedded cluster)."""
+        if self.redis_url:
+            return self.redis_url
+        if self.cluster:
+            seeds = ",".join(f"{self.host}:{port}" for port in self.redis_ports())
+            return f"redis+cluster://{seeds}"
+        return f"redis://{self.host}:{self.redis_port}/0"
 
     def broker(self) -> str:
-        """The Celery broker's URL (db 1: the broker's keys stay out of the event store's db)."""
+        """The Celery broker's URL (db 1: the broker's keys stay out of the event store's db;
+        a Redis of its own beside an embedded cluster)."""
         if self.broker_url:
             return self.broker_url
-        return f"redis://{self.host}:{self.redis_port}/1" if self.embedded_redis else ""
+        if not self.embedded_redis:
+            return ""
+        if self.cluster:
+            return f"redis://{self.host}:{self.broker_port()}/0"
+        return f"redis://{self.host}:{self.redis_port}/1"
 
     def with_query(self) -> bool:
         """Whether the query service is part of this run."""
@@ -487,6 +532,15 @@ class Suite:
     def _build(self) -> list[Part]:
         c = self.config
         py = sys.executable
+        if c.instances < 1 or c.worker_processes < 1:
+            raise SuiteError("--instances and --worker-processes must be at least 1")
+        if c.instances > 1 and not self.nginx:
+            raise SuiteError(
+                f"{c.instances} instances of each HTTP service need nginx in front "
+                f"(--no-proxy, or nginx is not installed: {NGINX_INSTALL})"
+            )
+        if c.cluster and not c.embedded_redis:
+            raise SuiteError("--cluster starts its own Redis Cluster: unset REDIS_URL")
 
         def part(
             cls: type[Part],
@@ -496,13 +550,36 @@ class Suite:
             describe: str,
             url: str = "",
             stop_timeout: float = 15.0,
+            role: str = "",
         ) -> Part:
             log, pidfile = c.var / "log" / f"{name}.log", c.var / "run" / f"{name}.pid"
-            return cls(name, argv, self.env(), log, pidfile, check, describe, url, stop_timeout)
+            return cls(
+                name, argv, self.env(), log, pidfile, check, describe, url, stop_timeout, role=role
+            )
+
+        def numbered(role: str, count: int) -> list[str]:
+            return [role] if count == 1 else [f"{role}-{i}" for i in range(1, count + 1)]
 
         parts: list[Part] = []
         store = c.store_url()
-        if c.embedded_redis:
+        if c.cluster:
+            from deploy.local.cluster import node_argv
+
+            for name, port in zip(numbered("redis", PRIMARIES), c.redis_ports(), strict=True):
+                url = f"redis://{c.host}:{port}/0"
+                argv = node_argv(port, c.var / "redis" / str(port), host=c.host, persist=True)
+                note = f"{url}  cluster primary; append-only file in {c.var / 'redis' / str(port)}"
+                parts.append(part(RedisPart, name, argv, _redis_check, note, url, 30.0, "redis"))
+            broker = c.broker()
+            argv = [
+                redis_server_binary(),
+                *("--port", str(c.broker_port()), "--bind", c.host),
+                *("--dir", str(c.var / "broker")),
+                *("--appendonly", "yes", "--save", "", "--daemonize", "no"),
+            ]
+            note = f"{broker}  the Celery broker (a single Redis: Celery cannot use a cluster)"
+            parts.append(part(RedisPart, "broker", argv, _redis_check, note, broker, 30.0, "redis"))
+        elif c.embedded_redis:
             argv = [
                 redis_server_binary(),
                 *("--port", str(c.redis_port), "--bind", c.host, "--dir", str(c.var / "redis")),
@@ -517,39 +594,45 @@ class Suite:
         else:
             note = f"{_safe(store)}  (REDIS_URL: not started here)"
             parts.append(part(ExternalRedis, "redis", [], _redis_check, note, store))
-        upstreams: dict[str, str] = {}  # service -> where its gunicorn listens, behind nginx
-        for name, public in (("command", c.command_port), ("query", c.query_port)):
-            if name == "query" and not c.with_query():
+        upstreams: dict[str, list[str]] = {}  # service -> where its instances listen, behind nginx
+        for role, public in (("command", c.command_port), ("query", c.query_port)):
+            if role == "query" and not c.with_query():
                 continue
-            port = _free_port(c.host) if self.nginx else public
-            base = f"http://{c.host}:{port}"
-            self.public[name] = f"http://{c.host}:{public}"
-            argv = [py, "-m", "gunicorn", "-c", f"deploy/gunicorn/{name}.py"]
-            argv.append(f"services.{name}.wsgi:app")
-            note = "API docs at /docs" if name == "command" else "boards at /games/<id>/board"
-            if self.nginx:
-                upstreams[name] = f"{c.host}:{port}"
-                note = f"{self.public[name]}  {note} (gunicorn on {base}, behind nginx)"
-            else:
-                note = f"{base}  {note}"
-            web = part(Part, name, argv, _http_check, note, base)
-            # Each server merges its workers' metrics in a directory of its own.
-            metrics = str(c.var / "metrics" / name)
-            web.env.update(
-                PORT=str(port), BIND=f"{c.host}:{port}", PROMETHEUS_MULTIPROC_DIR=metrics
-            )
-            parts.append(web)
+            self.public[role] = f"http://{c.host}:{public}"
+            for name in numbered(role, c.instances):
+                port = _free_port(c.host) if self.nginx else public
+                base = f"http://{c.host}:{port}"
+                argv = [py, "-m", "gunicorn", "-c", f"deploy/gunicorn/{role}.py"]
+                argv.append(f"services.{role}.wsgi:app")
+                note = "API docs at /docs" if role == "command" else "boards at /games/<id>/board"
+                if self.nginx:
+                    upstreams.setdefault(role, []).append(f"{c.host}:{port}")
+                    note = f"{self.public[role]}  {note} (gunicorn on {base}, behind nginx)"
+                else:
+                    note = f"{base}  {note}"
+                web = part(Part, name, argv, _http_check, note, base, role=role)
+                # Each server merges its workers' metrics in a directory of its own.
+                metrics = str(c.var / "metrics" / name)
+                web.env.update(
+                    PORT=str(port), BIND=f"{c.host}:{port}", PROMETHEUS_MULTIPROC_DIR=metrics
+                )
+                parts.append(web)
         celery = [py, "-m", "celery", "-A", CELERY_APP]
-        argv = [
-            *celery,
-            *("worker", "-Q", c.worker_queues, "-l", "info", "-n", "worker@%h"),
-            # Threads: one cache of folded games per worker process (see the README).
-            *("--concurrency", str(c.worker_concurrency), "--pool", "threads"),
-            # One worker per broker here: no neighbours to sync with (mingle costs a second).
-            *("--without-mingle", "--without-gossip"),
-        ]
-        note = f"celery, queues {c.worker_queues}, {c.worker_concurrency} threads"
-        parts.append(part(Part, "worker", argv, _log_check(WORKER_READY), note, "", 30.0))
+        names = numbered("worker", c.worker_processes)
+        for name in names:
+            argv = [
+                *celery,
+                *("worker", "-Q", c.worker_queues, "-l", "info", "-n", f"{name}@%h"),
+                # Threads: one cache of folded games per worker process (see the README).
+                *("--concurrency", str(c.worker_concurrency), "--pool", "threads"),
+                # Mingle costs a second at start and nothing here needs it (no revoked tasks
+                # to share); gossip neither.
+                *("--without-mingle", "--without-gossip"),
+            ]
+            note = f"celery, queues {c.worker_queues}, {c.worker_concurrency} threads"
+            parts.append(
+                part(Part, name, argv, _log_check(WORKER_READY), note, "", 30.0, role="worker")
+            )
         argv = [*celery, "beat", "-l", "info", "-s", str(c.var / "beat" / "schedule")]
         note = f"celery beat, sweep every {c.sweep_seconds:g} s"
         parts.append(part(Part, "beat", argv, _log_check(BEAT_READY), note))
@@ -557,7 +640,7 @@ class Suite:
             parts.append(self._nginx_part(part, upstreams))
         return parts
 
-    def _nginx_part(self, part: Callable[..., Part], upstreams: dict[str, str]) -> Part:
+    def _nginx_part(self, part: Callable[..., Part], upstreams: dict[str, list[str]]) -> Part:
         """nginx on the public ports in front of each gunicorn, its files under <var>/nginx."""
         c = self.config
         assert self.nginx is not None
@@ -570,20 +653,23 @@ class Suite:
             "CC_COMMAND_LISTEN": f"{c.host}:{c.command_port}",
             "CC_QUERY_LISTEN": f"{c.host}:{c.query_port}",
         }
-        for name, address in upstreams.items():
-            values[f"CC_{name.upper()}_UPSTREAM"] = address
+        for name, addresses in upstreams.items():
+            values[f"CC_{name.upper()}_SERVERS"] = nginx_servers(addresses)
         prefix = c.var / "nginx"
         conf = prefix / "conf" / "nginx.conf"  # written by `start`, not here (see prepare)
         self._nginx_values = values
         argv = nginx_argv(self.nginx, prefix, conf)
-        ports = ", ".join(f"{self.public[n]} -> {a}" for n, a in upstreams.items())
-        note = f"{self.nginx}: buffering proxy {ports}; config in {prefix / 'conf'}"
+        ports = ", ".join(f"{self.public[n]} -> {' '.join(a)}" for n, a in upstreams.items())
+        routed = " (each game to one instance)" if c.instances > 1 else ""
+        note = f"{self.nginx}: buffering proxy {ports}{routed}; config in {prefix / 'conf'}"
         checked = [self.public[n] + "/healthz" for n in upstreams]
         return part(NginxPart, "nginx", argv, _answers_check(checked), note, "", 15.0)
 
     def prepare(self) -> None:
         """Directories the parts need, and nginx's configuration from the templates."""
-        for d in (self.config.var / "redis", self.config.var / "beat"):
+        dirs = [self.config.var / "redis", self.config.var / "beat", self.config.var / "broker"]
+        dirs += [self.config.var / "redis" / str(port) for port in self.config.redis_ports()]
+        for d in dirs if self.config.cluster else dirs[:2]:
             d.mkdir(parents=True, exist_ok=True)
         if self.nginx:
             sites = [name for name in ("command", "query") if self.has(name)]
@@ -597,11 +683,15 @@ class Suite:
         if self.has("query"):
             wanted.append(("query", c.query_port, "QUERY_PORT"))
         if c.embedded_redis:
-            wanted.append(("redis", c.redis_port, "REDIS_PORT"))
-        for name in ("command", "query"):  # gunicorn's private ports behind nginx
-            if self.nginx and self.has(name):
-                url = self.part(name).url
-                wanted.append((f"{name}'s gunicorn", int(url.rsplit(":", 1)[1]), ""))
+            for i, port in enumerate(c.redis_ports()):
+                wanted.append(("redis", port, "REDIS_PORT"))
+                if c.cluster:  # each node's cluster bus
+                    wanted.append((f"redis cluster bus {i + 1}", port + 10000, "REDIS_PORT"))
+            if c.cluster:
+                wanted.append(("the broker (REDIS_PORT + 3)", c.broker_port(), "REDIS_PORT"))
+        for web in self.parts:  # gunicorn's private ports behind nginx
+            if self.nginx and web.kind in ("command", "query"):
+                wanted.append((f"{web.name}'s gunicorn", int(web.url.rsplit(":", 1)[1]), ""))
         for name, port, var in wanted:
             if port_free(c.host, port):
                 continue
@@ -628,17 +718,49 @@ class Suite:
     def start(self, abort: Callable[[], bool] = lambda: False) -> None:
         """Start every part and wait until each is healthy; raises SuiteError otherwise.
 
-        Redis first (the others connect to it), then the rest at once. On failure the parts
-        already started are left running: call `stop`.
+        Redis first (the others connect to it; a cluster's nodes are made one cluster the
+        first time), then the rest at once. On failure the parts already started are left
+        running: call `stop`.
         """
         self.check_ports()
         self.prepare()
-        redis_part, rest = self.parts[0], self.parts[1:]
-        redis_part.start()
-        self.wait_healthy([redis_part], abort)
+        redis_parts = [p for p in self.parts if p.kind == "redis"]
+        rest = [p for p in self.parts if p.kind != "redis"]
+        for part in redis_parts:
+            part.start()
+        self.wait_healthy(redis_parts, abort)
+        if self.config.cluster:
+            self.form_cluster()
         for part in rest:
             part.start()
         self.wait_healthy(rest, abort)
+
+    def form_cluster(self) -> None:
+        """Make the cluster-mode nodes one cluster (unless they are one already: a run again on
+        the same var directory, whose nodes.conf files remember it), then wait until it is ready."""
+        from deploy.local.cluster import ClusterError, create_cluster, wait_ready
+
+        c = self.config
+        ports = c.redis_ports()
+        start = time.monotonic()
+        client = redis_client(f"redis://{c.host}:{ports[0]}/0")
+        try:
+            info = client.execute_command("CLUSTER INFO")
+        except redis.RedisError as exc:
+            raise SuiteError(f"CLUSTER INFO on {c.host}:{ports[0]}: {exc}") from None
+        finally:
+            client.close()
+        text = info.decode() if isinstance(info, bytes) else str(info)
+        try:
+            if "cluster_slots_assigned:0" in text.split():
+                create_cluster(c.host, ports, 0, timeout=c.timeout)
+                done = "created"
+            else:
+                done = "formed already"
+            wait_ready(c.host, ports, 0, timeout=c.timeout)
+        except ClusterError as exc:
+            raise SuiteError(f"the Redis Cluster on ports {ports}: {exc}") from None
+        self.out(f"  cluster  {done}, ready ({time.monotonic() - start:.1f} s)")
 
     def wait_healthy(
         self, parts: Sequence[Part], abort: Callable[[], bool] = lambda: False
@@ -678,7 +800,7 @@ class Suite:
         """Stop every part in `STOP_ORDER`, gracefully; returns those that had to be killed."""
         killed: list[str] = []
         for names in STOP_ORDER:
-            batch = [p for p in self.parts if p.name in names]
+            batch = [p for p in self.parts if p.kind in names]
             for part in batch:
                 if not self.forced:
                     part.request_stop()
@@ -700,7 +822,7 @@ class Suite:
 
     def describe(self) -> list[str]:
         """The lines `make run` prints: each part and where to find it."""
-        lines = [f"  {p.name:<8} {p.describe}" for p in self.parts]
+        lines = [f"  {p.name:<9} {p.describe}" for p in self.parts]
         if not self.has("query"):
             why = "--no-query" if self.config.query is False else "services/query is missing"
             lines.append(f"  query    not started ({why})")
@@ -789,7 +911,7 @@ def parse_args(
         "--redis-port",
         type=int,
         default=_env_int(environ, "REDIS_PORT", 6390),
-        help="port of the embedded Redis (REDIS_PORT, 6390)",
+        help="port of the embedded Redis (REDIS_PORT, 6390; --cluster: the first primary's)",
     )
     add(
         "--command-port",
@@ -802,6 +924,25 @@ def parse_args(
         type=int,
         default=_env_int(environ, "QUERY_PORT", 8001),
         help="query service port (QUERY_PORT, 8001)",
+    )
+    add(
+        "--cluster",
+        action="store_true",
+        help="the event store on a 3-primary Redis Cluster (ports REDIS_PORT, +1, +2; the "
+        "broker a Redis of its own on REDIS_PORT + 3), 2 instances of each HTTP service and 2 "
+        "worker processes (unless set below)",
+    )
+    add(
+        "--instances",
+        type=int,
+        default=None,
+        help="command and query instances each, behind nginx (1; --cluster: 2)",
+    )
+    add(
+        "--worker-processes",
+        type=int,
+        default=None,
+        help="Celery worker processes (1; --cluster: 2)",
     )
     add("--no-query", action="store_true", help="do not start the query service")
     add(
@@ -855,6 +996,9 @@ def parse_args(
         worker_queues=args.queues,
         sweep_seconds=args.sweep_seconds,
         timeout=args.timeout,
+        cluster=args.cluster,
+        instances=args.instances or (2 if args.cluster else 1),
+        worker_processes=args.worker_processes or (2 if args.cluster else 1),
     )
 
 
