@@ -13,17 +13,24 @@ a lost connection, a slot the map does not cover — is handed to the cluster cl
 which follows the redirection (ASKING on the importing node), re-reads the topology and
 retries with backoff; its reply is given back in Wire's raw form. Only idempotent commands
 come here (the append script is idempotent by command id), so sending one again is safe.
+
+While a slot migrates, a command naming several of its keys (the append script) gets
+TRYAGAIN whenever some of them have moved and others not yet; the cluster client gives up
+after 16 tries (~0.5 s, "TTL exhausted"). A batch of a big slot can take longer, so such a
+command is tried again here for up to `SETTLE_SECONDS` before the error is the caller's.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, cast
 
 from redis.cluster import RedisCluster
 from redis.exceptions import (
     AskError,
     ClusterDownError,
+    ClusterError,
     ConnectionError,
     NoScriptError,
     SlotNotCoveredError,
@@ -43,6 +50,23 @@ _HAND_OVER = (
     ConnectionError,
     TimeoutError,
 )
+
+
+SETTLE_SECONDS = 5.0  # how long a command is retried while its slot is split by a migration
+
+
+def _settled(send: Any) -> Any:
+    """`send()`, tried again while the cluster answers TRYAGAIN/CLUSTERDOWN or gives up on
+    them (ClusterError "TTL exhausted"), for up to `SETTLE_SECONDS`."""
+    deadline, pause = time.monotonic() + SETTLE_SECONDS, 0.02
+    while True:
+        try:
+            return send()
+        except (TryAgainError, ClusterDownError, ClusterError):
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(0.25, pause * 2)
 
 
 def _raw_entries(parsed: Any) -> list[Any]:
@@ -83,7 +107,7 @@ class ClusterWire:
         try:
             return self._wire(str(args[1])).call(*args)
         except _HAND_OVER:
-            reply = self._client.execute_command(*args)
+            reply = _settled(lambda: self._client.execute_command(*args))
             return _raw_entries(reply) if str(args[0]).upper() == "XRANGE" else reply
 
     def evalsha(self, sha: str, script: str, keys: list[str], args: list[Any]) -> Any:
@@ -91,9 +115,12 @@ class ClusterWire:
         try:
             return self._wire(keys[0]).evalsha(sha, script, keys, args)
         except _HAND_OVER:
-            try:
-                return self._client.evalsha(sha, len(keys), *keys, *args)
-            except NoScriptError:
-                # SCRIPT LOAD goes to every primary: a node promoted or added since knows it too.
-                self._client.script_load(script)
-                return cast(Any, self._client.evalsha(sha, len(keys), *keys, *args))
+            return _settled(lambda: self._evalsha(sha, script, keys, args))
+
+    def _evalsha(self, sha: str, script: str, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return self._client.evalsha(sha, len(keys), *keys, *args)
+        except NoScriptError:
+            # SCRIPT LOAD goes to every primary: a node promoted or added since knows it too.
+            self._client.script_load(script)
+            return cast(Any, self._client.evalsha(sha, len(keys), *keys, *args))

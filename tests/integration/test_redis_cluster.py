@@ -1,0 +1,216 @@
+"""The whole suite on a real Redis Cluster (3 primaries started by the tests on free ports):
+the command service under gunicorn, the scoring worker (Celery, broker on a single Redis) and
+the query service, all with REDIS_URL=redis+cluster://…
+
+- full games over HTTP: the worker's finals equal `carcassonne score` of the exported record,
+  and the query service shows them;
+- a live game's slot migrated to another primary while it is played (CLUSTER SETSLOT
+  IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE): every turn is accepted once, none lost,
+  duplicated or refused (MOVED/ASK/TRYAGAIN followed by the clients).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from deploy.local.cluster import Cluster
+from deploy.local.demo import Game, choose, create_game
+from deploy.local.demo import call as http
+from eventstore.envelope import MOVES, SCORES
+from services.redis_store import RedisEventStore, game_keys
+from services.redis_store.connect import connect
+from tests.integration.http_client import ROOT, gunicorn
+from tests.integration.workers import running, wait_scored, worker
+from tests.redis_cluster import redis_cluster, redis_cluster_url  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def suite(
+    redis_cluster_url: str,  # noqa: F811
+    redis_url: str,
+) -> Iterator[dict[str, Any]]:
+    """Command (2 workers), query (1 worker) and a scoring worker on the cluster."""
+    broker = redis_url.rsplit("/", 1)[0] + "/1"  # the broker stays a single Redis
+    env = {"REDIS_URL": redis_cluster_url, "BROKER_URL": broker, "SWEEP_SECONDS": "2"}
+    client = connect(redis_cluster_url, role="test", max_connections=8)
+    with (
+        running(worker(env, name="cw1", queues="scoring,webhooks")),
+        gunicorn("services.command.wsgi:app", "deploy/gunicorn/command.py", env, 2) as command,
+        gunicorn("services.query.wsgi:app", "deploy/gunicorn/query.py", env, 1) as query,
+    ):
+        yield {
+            "command": command,
+            "query": query,
+            "client": client,
+            "store": RedisEventStore(client),
+        }
+
+
+def _turn(
+    command: str,
+    game: Game,
+    rng: random.Random,
+    statuses: list[int],
+    spans: list[tuple[float, float]] | None = None,
+) -> bool:
+    """Play one random legal turn (retrying a 5xx with the same Idempotency-Key, as clients
+    are told to); False once the game is over."""
+    status, view = http(command, "GET", f"/games/{game.game_id}/turn")
+    assert status == 200, view
+    if view["over"]:
+        return False
+    headers = {
+        "Authorization": f"Bearer {game.tokens[int(view['player'])]}",
+        "Idempotency-Key": uuid.uuid4().hex,
+        "If-Match": str(view["seq"]),
+    }
+    move = choose(view, rng, 0.5)
+    start = time.monotonic()
+    for _ in range(20):
+        status, body = http(command, "POST", f"/games/{game.game_id}/turns", move, headers)
+        statuses.append(status)
+        if status < 500:
+            break
+        time.sleep(0.1)
+    assert status == 200, (status, body)
+    if spans is not None:
+        spans.append((start, time.monotonic()))
+    return True
+
+
+def _cli_score(command: str, game_id: str) -> dict[str, Any]:
+    status, record = http(command, "GET", f"/games/{game_id}/record")
+    assert status == 200, record
+    done = subprocess.run(
+        [sys.executable, "-m", "carcassonne.cli", "score", "-"],
+        input=json.dumps(record).encode(),
+        capture_output=True,
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
+    return dict(json.loads(done.stdout))
+
+
+def _check_scored(suite: dict[str, Any], game_id: str) -> None:
+    store = suite["store"]
+    final = store.read(game_id, SCORES)[-1]
+    assert final.type == "GameScored"
+    expected = _cli_score(suite["command"], game_id)
+    assert final.payload["final_scores"] == expected["final_scores"]
+    status, view = http(suite["query"], "GET", f"/games/{game_id}/scores")
+    assert status == 200, view
+    assert [p["score"] for p in view["players"]] == expected["final_scores"]
+
+
+def test_full_games_over_http_on_a_cluster_score_as_the_cli_does(
+    suite: dict[str, Any],
+    redis_cluster: Cluster,  # noqa: F811
+) -> None:
+    rng = random.Random(14)
+    games = [create_game(suite["command"], ["ann", "bob", "cy"][: 2 + i % 2]) for i in range(3)]
+    statuses: list[int] = []
+
+    def play(game: Game) -> None:
+        while _turn(suite["command"], game, random.Random(rng.random()), statuses):
+            pass
+
+    threads = [threading.Thread(target=play, args=(g,)) for g in games]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert set(statuses) == {200}
+    ids = [g.game_id for g in games]
+    wait_scored(suite["client"], suite["store"], ids, timeout=60)
+    for game_id in ids:
+        _check_scored(suite, game_id)
+    client = suite["client"]
+    owners = {redis_cluster.port_of_slot(client.keyslot(game_keys(g, MOVES)[0])) for g in ids}
+    assert owners <= set(redis_cluster.primary_ports())
+
+
+def _node_id(node: redis.Redis) -> str:
+    raw = node.execute_command("CLUSTER", "MYID")
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def _migrate_slot(
+    cluster: Cluster, slot: int, source: int, target: int, between: Callable[[], None]
+) -> None:
+    """Move `slot` from the primary at `source` to the one at `target`, two keys at a time,
+    calling `between()` after each batch (the game goes on while its keys are split: its
+    append script, which names several of them, waits with TRYAGAIN until they are together
+    again; single-key commands follow ASK)."""
+    src, dst = cluster.node_client(source), cluster.node_client(target)
+    src_id, dst_id = _node_id(src), _node_id(dst)
+    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+    for _ in range(1000):
+        keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 2)
+        if not keys:
+            break
+        src.execute_command("MIGRATE", cluster.host, target, "", 0, 5000, "KEYS", *keys)
+        between()
+    for port in cluster.primary_ports():
+        cluster.node_client(port).execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
+
+def test_a_live_games_slot_migrated_while_it_is_played_loses_and_refuses_nothing(
+    suite: dict[str, Any],
+    redis_cluster: Cluster,  # noqa: F811
+) -> None:
+    command, client = suite["command"], suite["client"]
+    game = create_game(command, ["ann", "bob"])
+    statuses: list[int] = []
+    rng = random.Random(5)
+    for _ in range(10):  # under way before the move
+        _turn(command, game, rng, statuses)
+    slot = int(client.keyslot(game_keys(game.game_id, MOVES)[0]))
+    source = redis_cluster.port_of_slot(slot)
+    target = next(p for p in redis_cluster.primary_ports() if p != source)
+    errors: list[BaseException] = []
+    spans: list[tuple[float, float]] = []
+
+    def play() -> None:
+        try:
+            while _turn(command, game, rng, statuses, spans):
+                pass
+        except BaseException as exc:  # reported by the test's thread
+            errors.append(exc)
+
+    player = threading.Thread(target=play)
+    player.start()
+
+    try:
+        begun = time.monotonic()
+        _migrate_slot(redis_cluster, slot, source, target, lambda: time.sleep(0.1))
+        ended = time.monotonic()
+    finally:
+        player.join(timeout=120)
+    assert not errors, errors
+    # Turns were under way while the slot moved (some of them waited for the split to end).
+    assert any(t0 < ended and t1 > begun for t0, t1 in spans)
+    while _turn(command, game, rng, statuses):  # to the end, on the slot's new owner
+        pass
+    assert redis_cluster.port_of_slot(slot) == target
+    assert redis_cluster.node_client(target).exists(game_keys(game.game_id, MOVES)[0])
+    assert set(statuses) == {200}  # no turn refused or failed, retries included
+    store = suite["store"]
+    moves = store.read(game.game_id, MOVES)
+    assert [e.seq for e in moves] == list(range(1, len(moves) + 1))
+    played = sum(1 for e in moves if e.type == "TilePlaced")
+    assert played == len(statuses)  # each accepted turn once: none lost, none twice
+    wait_scored(client, store, [game.game_id], timeout=60)
+    _check_scored(suite, game.game_id)
