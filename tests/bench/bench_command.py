@@ -57,13 +57,12 @@ def prepare_games(base: str, redis_url: str, rng: random.Random, games: int) -> 
     only sends requests. Any difference from the server's game would show as a refused turn
     (the phase asserts every reply is 200).
     """
-    import redis
-
     from services.command.secrets_store import RedisSecrets
     from services.command.service import GameService, MemorySecrets
     from services.redis_store import RedisEventStore
+    from services.redis_store.connect import connect
 
-    client = redis.Redis.from_url(redis_url)
+    client = connect(redis_url, role="bench", max_connections=2)  # a cluster URL too
     store, secrets = RedisEventStore(client), RedisSecrets(client)
     prepared: list[list[Turn]] = []
     for _ in range(games):
