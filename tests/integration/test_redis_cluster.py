@@ -214,3 +214,17 @@ def test_a_live_games_slot_migrated_while_it_is_played_loses_and_refuses_nothing
     assert played == len(statuses)  # each accepted turn once: none lost, none twice
     wait_scored(client, store, [game.game_id], timeout=60)
     _check_scored(suite, game.game_id)
+
+
+def test_the_api_key_cli_works_on_a_cluster_url(redis_cluster_url: str) -> None:  # noqa: F811
+    def cli(*args: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "-m", "services.command.apikeys", "--redis-url", redis_cluster_url,
+             *args],
+            capture_output=True, cwd=ROOT, check=True, timeout=60,
+        )  # fmt: skip
+        return json.loads(done.stdout)
+
+    created = cli("create", "--name", "acme", "--json")
+    assert created["key"].startswith("cck_")
+    assert created["id"] in [k["id"] for k in cli("list", "--json")]

@@ -1,0 +1,23 @@
+"""The `redis+cluster://` URL form of REDIS_URL (services/redis_store/connect.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.redis_store.connect import cluster_nodes, is_cluster_url
+
+
+def test_a_cluster_url_names_its_seed_nodes() -> None:
+    url = "redis+cluster://10.0.0.1:7000,10.0.0.2:7001,[::1]:7002"
+    assert is_cluster_url(url)
+    assert cluster_nodes(url) == [("10.0.0.1", 7000), ("10.0.0.2", 7001), ("::1", 7002)]
+
+
+def test_a_plain_url_is_a_single_redis() -> None:
+    assert not is_cluster_url("redis://127.0.0.1:6390/0")
+
+
+@pytest.mark.parametrize("url", ["redis+cluster://", "redis+cluster://host", "redis+cluster://h:x"])
+def test_a_malformed_cluster_url_is_refused_with_the_expected_form(url: str) -> None:
+    with pytest.raises(ValueError, match=r"redis\+cluster://host:port"):
+        cluster_nodes(url)
