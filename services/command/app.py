@@ -22,6 +22,7 @@ from carcassonne.ruleset import Ruleset
 from services.common.affinity import OWNS_GAME
 from services.common.webapp import Blueprint, checked_game_id, new_app
 from services.redis_store import RedisEventStore
+from services.redis_store.connect import broker_url
 from services.redis_store.replication import NotReplicated
 
 from . import integration
@@ -181,7 +182,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     if service is None:
         client = command_client(app.config)
         notify_ms = app.config["NOTIFY_MS"]
-        broker = app.config["BROKER_URL"] or app.config["REDIS_URL"]
+        broker = broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"])
         service = GameService(
             RedisEventStore(
                 client,

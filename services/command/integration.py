@@ -40,6 +40,7 @@ from eventstore.errors import CommandReused
 from eventstore.schemas import to_engine, to_new
 from services.common.body import fingerprint, read_body
 from services.common.webapp import Blueprint, checked_game_id
+from services.redis_store.connect import broker_url
 from services.redis_store.keys import derived_game_id, new_game_id
 
 from .client import command_client
@@ -95,7 +96,7 @@ class Integration:
 def init_app(app: Flask, api: Api, service: GameService) -> None:
     """Build the integration's parts from the app's settings and register the blueprint."""
     client = command_client(app.config)
-    broker = app.config["BROKER_URL"] or app.config["REDIS_URL"]
+    broker = broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"])
     # NOTIFY_MS=0 means "send the worker nothing, its sweeps find the work": hooks likewise.
     sender = DispatchSender(broker, app.config["WEBHOOK_QUEUE"]) if service.notify else None
     app.extensions["integration"] = Integration(

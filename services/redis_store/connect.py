@@ -105,6 +105,22 @@ def is_cluster_url(url: str) -> bool:
     return url.startswith(CLUSTER_SCHEME)
 
 
+def broker_url(broker: str, redis_url: str) -> str:
+    """The Celery broker: `BROKER_URL`, or the event store's Redis when that is a single one.
+
+    Celery's Redis transport cannot use a cluster, so with `REDIS_URL=redis+cluster://…` the
+    broker must be named: refusing to start says so instead of a transport error later.
+    """
+    if broker:
+        return broker
+    if is_cluster_url(redis_url):
+        raise SystemExit(
+            "BROKER_URL must name a single Redis (redis://host:port/db) when REDIS_URL is a "
+            "Redis Cluster: Celery's broker cannot run on a cluster"
+        )
+    return redis_url
+
+
 def cluster_nodes(url: str) -> list[tuple[str, int]]:
     """The seed nodes of a `redis+cluster://host:port[,host:port…]` URL."""
     rest = url[len(CLUSTER_SCHEME) :].split("/", 1)[0].split("?", 1)[0]

@@ -23,7 +23,7 @@ from prometheus_client import Counter, Histogram, start_http_server
 
 from services.common.observability import REQUEST_ID, setup_logging
 from services.redis_store import RedisEventStore, add_pending, clear_scheduled, take_pending
-from services.redis_store.connect import shared_client
+from services.redis_store.connect import broker_url, shared_client
 
 from . import webhooks  # registers the webhook tasks (dispatch, deliver, sweep)
 from .config import from_env
@@ -34,7 +34,7 @@ QUEUE = "scoring"
 log = logging.getLogger(__name__)
 settings = from_env()
 
-app = Celery("scoring", broker=settings["BROKER_URL"] or settings["REDIS_URL"])
+app = Celery("scoring", broker=broker_url(settings["BROKER_URL"], settings["REDIS_URL"]))
 app.conf.update(
     task_default_queue=QUEUE,
     task_acks_late=True,  # a task is acknowledged when done: a killed worker's task is redone

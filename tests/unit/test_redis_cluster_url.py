@@ -21,3 +21,12 @@ def test_a_plain_url_is_a_single_redis() -> None:
 def test_a_malformed_cluster_url_is_refused_with_the_expected_form(url: str) -> None:
     with pytest.raises(ValueError, match=r"redis\+cluster://host:port"):
         cluster_nodes(url)
+
+
+def test_a_cluster_event_store_needs_a_named_broker() -> None:
+    from services.redis_store.connect import broker_url
+
+    assert broker_url("", "redis://h:1/0") == "redis://h:1/0"
+    assert broker_url("redis://b:2/1", "redis+cluster://h:1") == "redis://b:2/1"
+    with pytest.raises(SystemExit, match="BROKER_URL must name a single Redis"):
+        broker_url("", "redis+cluster://h:1,h:2")
