@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test bench lint clean
+.PHONY: install run run-cluster demo test bench lint clean
 
 install: $(STAMP)
 
@@ -19,6 +19,11 @@ $(STAMP): pyproject.toml
 run: install
 	$(PY) deploy/local/run.py $(RUN_ARGS)
 
+# The same on a 3-primary Redis Cluster (REDIS_PORT, +1, +2; the broker on +3), 2 command and
+# 2 query instances behind nginx (each game routed to one instance), 2 worker processes, beat.
+run-cluster: install
+	$(PY) deploy/local/run.py --cluster $(RUN_ARGS)
+
 # A game between bots through the HTTP API of a running `make run`.
 demo: install
 	$(PY) deploy/local/demo.py $(DEMO_ARGS)
@@ -27,7 +32,7 @@ test: install
 	$(PY) -m pytest
 
 # Every benchmark runs even when an earlier one missed a target; any miss fails `make bench`.
-BENCHES := engine redis_client command scoring thirdparty live proxy webhooks indexes
+BENCHES := engine redis_client command scoring thirdparty live proxy webhooks indexes instances
 
 bench: install
 	@status=0; for b in $(BENCHES); do \
