@@ -42,6 +42,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -506,8 +507,8 @@ class Suite:
         raise KeyError(name)
 
     def has(self, name: str) -> bool:
-        """Whether this run has a part of that name."""
-        return any(part.name == name for part in self.parts)
+        """Whether this run has a part of that name or role ("command": any instance)."""
+        return any(name in (part.name, part.kind) for part in self.parts)
 
     def url(self, name: str) -> str:
         """Where clients reach a part: an HTTP service's public base URL (nginx's when it runs),
@@ -563,8 +564,7 @@ class Suite:
         parts: list[Part] = []
         store = c.store_url()
         if c.cluster:
-            from deploy.local.cluster import node_argv
-
+            node_argv = _cluster_module().node_argv
             for name, port in zip(numbered("redis", PRIMARIES), c.redis_ports(), strict=True):
                 url = f"redis://{c.host}:{port}/0"
                 argv = node_argv(port, c.var / "redis" / str(port), host=c.host, persist=True)
@@ -738,8 +738,7 @@ class Suite:
     def form_cluster(self) -> None:
         """Make the cluster-mode nodes one cluster (unless they are one already: a run again on
         the same var directory, whose nodes.conf files remember it), then wait until it is ready."""
-        from deploy.local.cluster import ClusterError, create_cluster, wait_ready
-
+        cluster = _cluster_module()
         c = self.config
         ports = c.redis_ports()
         start = time.monotonic()
@@ -750,15 +749,16 @@ class Suite:
             raise SuiteError(f"CLUSTER INFO on {c.host}:{ports[0]}: {exc}") from None
         finally:
             client.close()
-        text = info.decode() if isinstance(info, bytes) else str(info)
+        if isinstance(info, bytes):  # redis-py parses it into a dict; a raw reply is text
+            info = dict(line.split(":", 1) for line in info.decode().split() if ":" in line)
         try:
-            if "cluster_slots_assigned:0" in text.split():
-                create_cluster(c.host, ports, 0, timeout=c.timeout)
+            if int(info.get("cluster_slots_assigned", 0)) == 0:
+                cluster.create_cluster(c.host, ports, 0, timeout=c.timeout)
                 done = "created"
             else:
                 done = "formed already"
-            wait_ready(c.host, ports, 0, timeout=c.timeout)
-        except ClusterError as exc:
+            cluster.wait_ready(c.host, ports, 0, timeout=c.timeout)
+        except cluster.ClusterError as exc:
             raise SuiteError(f"the Redis Cluster on ports {ports}: {exc}") from None
         self.out(f"  cluster  {done}, ready ({time.monotonic() - start:.1f} s)")
 
@@ -823,6 +823,8 @@ class Suite:
     def describe(self) -> list[str]:
         """The lines `make run` prints: each part and where to find it."""
         lines = [f"  {p.name:<9} {p.describe}" for p in self.parts]
+        if self.config.cluster:
+            lines.insert(0, f"  event store {self.config.store_url()} (every part's REDIS_URL)")
         if not self.has("query"):
             why = "--no-query" if self.config.query is False else "services/query is missing"
             lines.append(f"  query    not started ({why})")
@@ -836,6 +838,16 @@ class Suite:
             if self.config.proxy:
                 lines.append(f"           to put the proxy in front: {NGINX_INSTALL}")
         return lines
+
+
+def _cluster_module() -> Any:
+    """deploy/local/cluster.py (the cluster's nodes and their creation), also when this file
+    runs as a script (`make run-cluster`), where the repository is not on sys.path."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import deploy.local.cluster
+
+    return deploy.local.cluster
 
 
 def _redis_check(part: Part) -> bool:
