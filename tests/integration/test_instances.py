@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import redis
 
+from carcassonne.errors import GameError
 from carcassonne.state import GameState
 from eventstore.envelope import MOVES, SCORES
 from eventstore.score_stream import GAME_SCORED, score_events
@@ -267,3 +268,48 @@ def test_a_worker_process_killed_mid_catch_up_leaves_every_score_event_exactly_o
         expected = [(e.type, e.payload) for e in score_events(GameState(), moves)]
         actual = [(e.type, e.payload) for e in stack.store.read(game_id, SCORES)]
         assert actual == expected
+
+
+class CountingRedisStore(RedisEventStore):
+    """The cluster adapter, counting the events each read returns (XRANGE entries)."""
+
+    events_read = 0
+
+    def read(self, game_id: str, stream: str, after: int = 0, limit: int | None = None) -> Any:
+        found = super().read(game_id, stream, after, limit)
+        self.events_read += len(found)
+        return found
+
+
+def test_a_stale_instance_whose_append_is_refused_reads_only_the_missing_events(
+    stack: Stack,
+) -> None:
+    """Two instances' services on the cluster: one plays 20 turns, the other cached the game
+    and is then one turn behind. It decides that turn again on its stale state (trusting its
+    cache, as a game's owner does): the append is refused, and it reads exactly the events
+    after its cached sequence (not the game from 0) before refusing the turn by the rules."""
+    from services.command.secrets_store import RedisSecrets
+    from services.command.service import GameService
+
+    store = CountingRedisStore(stack.client)
+    secrets = RedisSecrets(stack.client)
+    stale, other = GameService(store, secrets), GameService(store, secrets)
+    game_id, tokens = _new_game(stack.proxy)
+    rng = random.Random(8)
+    for _ in range(20):
+        view = other.turn_view(game_id)
+        spot = rng.choice(view["placements"])
+        other.play_turn(
+            game_id, tokens[view["player"]], spot["x"], spot["y"], spot["rotation"], None
+        )
+    stale.load(game_id)
+    cached_seq = store.last_seq(game_id, MOVES)
+    view = other.turn_view(game_id)
+    spot = view["placements"][0]
+    turn = (tokens[view["player"]], spot["x"], spot["y"], spot["rotation"], None)
+    other.play_turn(game_id, *turn)
+    missing = store.last_seq(game_id, MOVES) - cached_seq
+    before = store.events_read
+    with pytest.raises(GameError):
+        stale.play_turn(game_id, *turn, trust_cache=True)
+    assert store.events_read - before == missing < cached_seq
