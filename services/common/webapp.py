@@ -5,21 +5,56 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from inspect import iscoroutinefunction
+from pathlib import Path
 from typing import Any, cast
 
+import flask
 import flask_smorest
 import redis
 from flask import Flask, Request
+from flask_cors import CORS
 from marshmallow import Schema
 from webargs.flaskparser import FlaskParser
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from carcassonne.errors import GameError
 from services.redis_store.connect import connect, is_cluster_url
 
 from .body import read_json
 from .observability import instrument
+from .settings import from_env
 
 GAME_ID = re.compile(r"[0-9a-f]{32}")  # what the command service's uuid4().hex ids look like
+
+# Swagger UI's files, vendored from a pinned package (static/swagger-ui/SOURCE.md): `/docs`
+# renders with no network and always with the same version.
+SWAGGER_UI_DIR = Path(__file__).parent / "static" / "swagger-ui"
+SWAGGER_UI_URL = "/docs/swagger-ui/"
+
+COMMON_DEFAULTS: dict[str, Any] = {
+    # Browser origins allowed to call the API (CORS), comma-separated, or "*" for any;
+    # "" sends no CORS headers (browsers then refuse cross-origin calls).
+    "CORS_ORIGINS": "",
+}
+# What a browser app may send and read across origins (docs/http.md).
+ORIGIN = re.compile(r"https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?")
+CORS_ALLOW_HEADERS = [
+    "Authorization",
+    "Content-Type",
+    "Idempotency-Key",
+    "If-Match",
+    "If-None-Match",
+    "X-Api-Key",
+    "X-Request-Id",
+]
+CORS_EXPOSE_HEADERS = [
+    "ETag",
+    "Retry-After",
+    "Idempotent-Replayed",
+    "X-Carcassonne-Game-Over",
+    "X-Request-Id",
+    "Allow",
+]
 
 
 class ServiceApp(Flask):
@@ -83,7 +118,8 @@ def new_app(
     test_config: Mapping[str, Any] | None = None,
 ) -> Flask:
     """A Flask app with OpenAPI at /openapi.json and /docs, `settings` then `test_config`
-    applied, and health, readiness (Redis reachable), metrics and request ids."""
+    applied, and health, readiness (Redis reachable), metrics, request ids, CORS
+    (`CORS_ORIGINS`) and an ``Allow`` header on every 405."""
     app = ServiceApp(import_name)
     app.config.update(
         API_TITLE=f"Carcassonne Cloud — {service} service",
@@ -92,18 +128,75 @@ def new_app(
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
         OPENAPI_SWAGGER_UI_PATH="/docs",
-        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
+        OPENAPI_SWAGGER_UI_URL=SWAGGER_UI_URL,
+        # No badge from Swagger's online validator: the page makes no request elsewhere.
+        OPENAPI_SWAGGER_UI_CONFIG={"validatorUrl": None},
     )
+    app.config.update(from_env(COMMON_DEFAULTS))
     app.config.update(settings)
     if test_config:
         app.config.update(test_config)
     instrument(app, service, {"redis": _redis_probe(app.config["REDIS_URL"], service)})
+    app.register_blueprint(
+        flask.Blueprint(
+            "swagger_ui",
+            __name__,
+            static_folder=SWAGGER_UI_DIR,
+            static_url_path=SWAGGER_UI_URL.rstrip("/"),
+        )
+    )
+    _cors(app)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
     return app
+
+
+def _cors(app: Flask) -> None:
+    """CORS headers for the origins in `CORS_ORIGINS` (none when it is empty).
+
+    No credentials mode: a seat's token and an API key travel in headers the app sets, never
+    in cookies, so browsers need no `Access-Control-Allow-Credentials`.
+    """
+    origins = cors_origins(str(app.config.get("CORS_ORIGINS") or ""))
+    if not origins:
+        return
+    CORS(
+        app,
+        origins=origins,
+        allow_headers=CORS_ALLOW_HEADERS,
+        expose_headers=CORS_EXPOSE_HEADERS,
+        max_age=600,  # seconds a browser may reuse a preflight answer
+        vary_header=True,
+    )
+
+
+def cors_origins(raw: str) -> str | list[str]:
+    """`CORS_ORIGINS` read: "*", exact origins (``scheme://host[:port]``), or "" for none.
+
+    Patterns are refused at start-up: flask-cors would take ``https://*.example.com`` as a
+    regular expression that means something else.
+    """
+    raw = raw.strip()
+    if raw in ("", "*"):
+        return raw
+    origins = [o.strip().rstrip("/") for o in raw.split(",") if o.strip()]
+    for origin in origins:
+        if not ORIGIN.fullmatch(origin):
+            raise SystemExit(
+                f"CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port]) or '*'"
+            )
+    return origins
+
+
+def with_allow(exc: HTTPException, response: flask.Response) -> flask.Response:
+    """`response` with the ``Allow`` header a 405 must carry (RFC 9110 15.5.6): an error
+    handler that builds its own JSON body drops the one werkzeug's exception has."""
+    if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+        response.headers["Allow"] = ", ".join(exc.valid_methods)
+    return response
 
 
 def _redis_probe(url: str, service: str) -> Callable[[], bool]:
