@@ -526,6 +526,7 @@ class Suite:
         env["SWEEP_SECONDS"] = str(c.sweep_seconds)
         env["PYTHONUNBUFFERED"] = "1"  # log lines reach the log file as they happen
         env.setdefault("ACCESS_LOG", "-")  # a local run logs every request (into its log file)
+        env.setdefault("CORS_ORIGINS", "*")  # development: a browser app on any origin may call
         if c.web_concurrency is not None:
             env["WEB_CONCURRENCY"] = str(c.web_concurrency)
         return env
@@ -823,6 +824,8 @@ class Suite:
     def describe(self) -> list[str]:
         """The lines `make run` prints: each part and where to find it."""
         lines = [f"  {p.name:<9} {p.describe}" for p in self.parts]
+        cors = self.env()["CORS_ORIGINS"]
+        lines.append(f"  {'cors':<9} CORS_ORIGINS={cors} (browser origins allowed; set to narrow)")
         if self.config.cluster:
             lines.insert(0, f"  event store {self.config.store_url()} (every part's REDIS_URL)")
         if not self.has("query"):
