@@ -24,6 +24,7 @@ from eventstore.port import ANY, InMemoryEventStore
 from eventstore.schemas import to_engine, to_new
 from services.redis_store import RedisEventStore, game_keys
 from services.redis_store.connect import connect, is_cluster
+from services.redis_store.keys import key_slot
 from tests.redis_cluster import redis_cluster, redis_cluster_url  # noqa: F401
 
 
@@ -287,7 +288,7 @@ def test_games_on_a_cluster_live_on_the_nodes_of_their_slots(
     nodes = set()
     for game in games:
         key = game_keys(game, MOVES)[0]
-        port = redis_cluster.port_of_slot(int(cluster_client.keyslot(key)))
+        port = redis_cluster.port_of_slot(key_slot("g:" + game))  # the {g:<id>} tag
         assert redis_cluster.node_client(port).xlen(key) == 2  # on its slot's primary
         nodes.add(port)
         assert [e.seq for e in store.read(game, MOVES)] == [1, 2]

@@ -23,8 +23,9 @@ import redis
 
 from deploy.local.cluster import Cluster, start_cluster
 from eventstore.envelope import MOVES, NewEvent
-from services.redis_store import RedisEventStore, game_keys
+from services.redis_store import RedisEventStore
 from services.redis_store.connect import connect
+from services.redis_store.keys import key_slot
 from services.redis_store.replication import NotReplicated
 
 NODE_TIMEOUT_MS = 1000  # a dead primary is replaced within ~2-3 s
@@ -48,12 +49,12 @@ def drawn(tile: str = "E") -> NewEvent:
 
 def _placed(cluster: Cluster, client: redis.Redis, game: str) -> tuple[int, int]:
     """(primary, its replica) of the game's slot."""
-    primary = cluster.port_of_slot(int(client.keyslot(game_keys(game, MOVES)[0])))
+    primary = cluster.port_of_slot(key_slot("g:" + game))
     return primary, cluster.replicas_of(primary)[0]
 
 
 def _wait_primary(cluster: Cluster, client: redis.Redis, game: str, port: int) -> None:
-    slot = int(client.keyslot(game_keys(game, MOVES)[0]))
+    slot = key_slot("g:" + game)
     deadline = time.monotonic() + 30
     while cluster.port_of_slot(slot) != port:
         assert time.monotonic() < deadline, "the replica was not promoted"
