@@ -20,7 +20,7 @@ from carcassonne.errors import GameError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
 from services.common.affinity import OWNS_GAME
-from services.common.webapp import Blueprint, checked_game_id, new_app
+from services.common.webapp import Blueprint, checked_game_id, new_app, with_allow
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import broker_url
 from services.redis_store.replication import NotReplicated
@@ -79,7 +79,8 @@ class Games(MethodView):
         area = rules.pop("area")
         ruleset = Ruleset(**rules, area=None if area is None else (area["width"], area["height"]))
         names = [p["name"] for p in body["players"]]
-        game_id, players = _service().create_game(names, ruleset, body["seat_order"])
+        ids = [p.get("player_id") for p in body["players"]]
+        game_id, players = _service().create_game(names, ruleset, body["seat_order"], ids)
         return {"game_id": game_id, "players": players, "turn": _service().turn_view(game_id)}
 
 
@@ -108,7 +109,9 @@ class Turns(MethodView):
                 "in": "header",
                 "name": "If-Match",
                 "schema": {"type": "string"},
-                "description": "the sequence the client expects the game to be at",
+                "description": "the sequence the client expects the game to be at: the "
+                'ETag of GET /games/{game_id}/turn or of the board (`"m6"`, `W/"m6"`) or '
+                "the bare number (`6`); otherwise 409 stale_sequence",
             },
         ]
     )
@@ -148,20 +151,49 @@ def _json_response(body: dict[str, Any]) -> Response:
 
 
 def _if_match(value: str | None) -> int | None:
+    """The move sequence an If-Match names, or None for no condition (absent, or ``*``:
+    "any current game", which a game that exists always is).
+
+    Takes the ETag form the views send (``"m6"``; ``W/"m6"`` too, since a proxy that
+    compresses the body weakens the ETag it passes on) and the bare number (``6``, ``"6"``).
+    """
     if value is None:
         return None
-    text = value.strip().strip('"')
-    if not text.isdigit() or len(text) > 12:
-        raise GameError("bad_if_match", "If-Match must be the expected sequence number")
-    return int(text)
+    text = value.strip()
+    if text == "*":
+        return None
+    text = text.removeprefix("W/").strip('"')
+    digits = text[1:] if text.startswith("m") else text
+    if not digits.isdigit() or not digits.isascii() or len(digits) > 12:
+        raise GameError(
+            "bad_if_match",
+            'If-Match must name the expected sequence: an ETag like "m6" or the number 6',
+        )
+    return int(digits)
+
+
+def turn_etag(seq: int) -> str:
+    """The turn view depends on the move stream only: the board's ETag form, ``m<seq>``."""
+    return f"m{seq}"
 
 
 @blp.route("/<game_id>/turn")
 class Turn(MethodView):
     @blp.response(200)
-    def get(self, game_id: str) -> dict[str, Any]:
-        """Whose turn it is, the drawn tile, and every legal placement with its meeple spots."""
-        return _service().turn_view(checked_game_id(game_id))
+    @blp.alt_response(304, description="Not Modified: the If-None-Match ETag is current")
+    def get(self, game_id: str) -> Response:
+        """Whose turn it is, the drawn tile, and every legal placement with its meeple spots.
+
+        Carries an ETag (`"m<seq>"`, also valid as the next turn's If-Match) and answers 304
+        to a matching If-None-Match."""
+        view = _service().turn_view(checked_game_id(game_id))
+        etag = turn_etag(view["seq"])
+        # Weak comparison (RFC 9110 13.1.2): a gzipping proxy hands clients W/"m6".
+        fresh = request.if_none_match.contains_weak(etag)
+        response = Response(status=304) if fresh else _json_response(view)
+        response.set_etag(etag)
+        response.headers["Cache-Control"] = "no-cache"  # always revalidate: turns move on
+        return response
 
 
 def _error(
@@ -241,6 +273,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
                 422,
                 details={"fields": messages.get("json", messages)},
             )
-        return _error(HTTP_CODES.get(status, f"http_{status}"), exc.description or exc.name, status)
+        response, status = _error(
+            HTTP_CODES.get(status, f"http_{status}"), exc.description or exc.name, status
+        )
+        return with_allow(exc, response), status
 
     return app

@@ -169,6 +169,7 @@ def _cors(app: Flask) -> None:
         allow_headers=CORS_ALLOW_HEADERS,
         expose_headers=CORS_EXPOSE_HEADERS,
         max_age=600,  # seconds a browser may reuse a preflight answer
+        send_wildcard=origins == "*",  # "*" itself, not the echoed origin: one cached answer
         vary_header=True,
     )
 

@@ -20,7 +20,7 @@ from flask_smorest import Api, Blueprint
 from werkzeug.exceptions import HTTPException
 
 from carcassonne.errors import GameError
-from services.common.webapp import checked_game_id, new_app
+from services.common.webapp import checked_game_id, new_app, with_allow
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import (
     blocking_read_timeout,
@@ -105,8 +105,11 @@ class Board(MethodView):
     @blp.alt_response(304, description=NOT_MODIFIED["description"])
     def get(self, args: dict[str, Any], game_id: str) -> Response:
         """Placed tiles, meeples, the turn, tiles left, and open features with what they would
-        score if the game ended now; `?at=<move seq>` for the board right after that move."""
-        return _conditional(*_service().board(checked_game_id(game_id), args.get("at")))
+        score if the game ended now; `?at=<move seq>` for the board right after that move,
+        `?turn=<placements>` for the board after that many turns (not both)."""
+        return _conditional(
+            *_service().board(checked_game_id(game_id), args.get("at"), args.get("turn"))
+        )
 
 
 @blp.route("/<game_id>/scores")
@@ -116,8 +119,11 @@ class Scores(MethodView):
     @blp.alt_response(304, description=NOT_MODIFIED["description"])
     def get(self, args: dict[str, Any], game_id: str) -> Response:
         """The score track (R8.1) from the score stream, up to the last move the worker scored
-        (`scored_up_to`); points by category, meeples and every score event, explained."""
-        return _conditional(*_service().scores(checked_game_id(game_id), args.get("at")))
+        (`scored_up_to`); points by category, meeples and every score event, explained;
+        `?at=` and `?turn=` as on the board."""
+        return _conditional(
+            *_service().scores(checked_game_id(game_id), args.get("at"), args.get("turn"))
+        )
 
 
 @blp.route("/<game_id>/events")
@@ -276,6 +282,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
                 422,
                 details={"fields": messages.get("query", messages)},
             )
-        return _error(HTTP_CODES.get(status, f"http_{status}"), exc.description or exc.name, status)
+        resp = _error(HTTP_CODES.get(status, f"http_{status}"), exc.description or exc.name, status)
+        return with_allow(exc, resp)
 
     return app
