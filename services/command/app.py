@@ -214,7 +214,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     if service is None:
         client = command_client(app.config)
         notify_ms = app.config["NOTIFY_MS"]
-        broker = broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"])
         service = GameService(
             RedisEventStore(
                 client,
@@ -224,7 +223,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             RedisSecrets(client),
             cache_size=app.config["STATE_CACHE_SIZE"],
             notify=(
-                CeleryNotifier(broker, client, app.config["NOTIFY_DELAY_MS"], notify_ms)
+                CeleryNotifier(
+                    broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]),
+                    client,
+                    app.config["NOTIFY_DELAY_MS"],
+                    notify_ms,
+                )
                 if notify_ms > 0
                 else None
             ),

@@ -96,9 +96,15 @@ class Integration:
 def init_app(app: Flask, api: Api, service: GameService) -> None:
     """Build the integration's parts from the app's settings and register the blueprint."""
     client = command_client(app.config)
-    broker = broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"])
     # NOTIFY_MS=0 means "send the worker nothing, its sweeps find the work": hooks likewise.
-    sender = DispatchSender(broker, app.config["WEBHOOK_QUEUE"]) if service.notify else None
+    sender = (
+        DispatchSender(
+            broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]),
+            app.config["WEBHOOK_QUEUE"],
+        )
+        if service.notify
+        else None
+    )
     app.extensions["integration"] = Integration(
         service=service,
         limiter=RateLimiter(client, app.config["API_KEY_RATE"], app.config["API_KEY_BURST"]),
@@ -346,7 +352,10 @@ class GameRecord(MethodView):
             wanted = "notation" if best == "text/plain" else "json"
         if request.if_none_match.contains_weak(etag + wanted[0]):
             return Response(status=304)
-        record = record_from_events(to_engine(e) for e in events)
+        seats = _parts().service.secrets.get(game_id) or {}  # names, player ids: seat order
+        record = record_from_events(
+            (to_engine(e) for e in events), seats.get("names"), seats.get("player_ids")
+        )
         if wanted == "notation":
             response = Response(format_record(record), mimetype="text/plain")
         else:
