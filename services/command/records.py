@@ -9,14 +9,16 @@ replay (`carcassonne.record.play_record`), in one pass that also keeps the score
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from carcassonne.errors import GameError, RecordError
 from carcassonne.events import Event, GameEnded
+from carcassonne.explain import explain
 from carcassonne.notation import parse_record
 from carcassonne.record import FORMAT, Record, load_record, play_record
-from carcassonne.scoring import ScoreEvent, ranks
+from carcassonne.scoring import ranks
 from carcassonne.state import OVER, GameState
 from services.common.body import (
     MAX_DEPTH,
@@ -121,28 +123,9 @@ def _action(record: Record, discard: bool) -> str:
     return "returned" if record.ruleset.unplaceable == "return" else "discarded"
 
 
-def explain(scored: ScoreEvent) -> str:
-    """One sentence on a score: the feature, its size, who scored what, and the rule."""
-    tiles = len(scored.tiles)
-    size = f"{tiles} tile{'s' if tiles != 1 else ''}"
-    state = "completed" if scored.complete else "incomplete"
-    if scored.kind == "farm":
-        cities = len(scored.cities)
-        what = f"farm of {size} bordering {cities} completed cit{'y' if cities == 1 else 'ies'}"
-    elif scored.kind == "monastery":
-        what = f"{state} monastery ({size} with its neighbours)"
-    else:
-        what = f"{state} {scored.kind} of {size}"
-        if scored.kind == "city" and scored.pennants:
-            what += f" with {scored.pennants} pennant{'s' if scored.pennants != 1 else ''}"
-    if not scored.winners:
-        return f"{what}: nobody stands in it, no points ({scored.rule})"
-    gained = [f"player {p} +{scored.awarded[p]}" for p in scored.winners]
-    return f"{what}: worth {scored.points}; {', '.join(gained)} ({scored.rule})"
-
-
-def score_body(replayed: Replayed) -> dict[str, Any]:
-    """The answer of `POST /v1/score`: timeline, explained score events, final scoring, result."""
+def score_body(replayed: Replayed, names: Sequence[str] | None = None) -> dict[str, Any]:
+    """The answer of `POST /v1/score`: timeline, explained score events (the engine's
+    `explain`, the same sentence as the CLI and `/scores`), final scoring, result."""
     record, state = replayed.record, replayed.state
     during: list[dict[str, Any]] = []
     final: list[dict[str, Any]] = []
@@ -150,7 +133,7 @@ def score_body(replayed: Replayed) -> dict[str, Any]:
     for scored, index in zip(state.log, replayed.caused_by, strict=True):
         totals = [t + a for t, a in zip(totals, scored.awarded, strict=True)]
         item = scored.to_dict()
-        item.update(index=index, totals=totals, explanation=explain(scored))
+        item.update(index=index, totals=totals, explanation=explain(scored, names))
         (final if scored.final else during).append(item)
     rank, winners = ranks(state.scores)
     ended = next((e.reason for e in reversed(replayed.events) if isinstance(e, GameEnded)), None)

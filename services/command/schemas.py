@@ -15,8 +15,24 @@ class Strict(FastLoadSchema):
         unknown = RAISE
 
 
+PLAYER_ID = validate.Regexp(
+    r"^[!-~]{1,128}$", error="a player_id is 1-128 visible ASCII characters (no spaces)"
+)
+
+
 class PlayerIn(Strict):
-    name = fields.String(required=True, validate=validate.Length(1, 40))
+    name = fields.String(
+        required=True,
+        validate=validate.Length(1, 40),
+        metadata={"description": "unique in the game, ignoring case and surrounding spaces"},
+    )
+    player_id = fields.String(
+        validate=PLAYER_ID,
+        metadata={
+            "description": "optional, opaque: the app's own user id for this player (1-128 "
+            "visible ASCII characters); shown in views and records, `GET /games?player_id=`"
+        },
+    )
 
 
 class AreaIn(Strict):
@@ -49,6 +65,10 @@ class CreateGameIn(Strict):
 class SeatOut(Schema):
     seat = fields.Integer()
     name = fields.String()
+    player_index = fields.Integer(
+        metadata={"description": "the index in the request's `players` of who sits here"}
+    )
+    player_id = fields.String(metadata={"description": "the request's player_id, if given"})
     token = fields.String(metadata={"description": "secret: send as Authorization: Bearer"})
 
 

@@ -235,11 +235,34 @@ class GameService:
 
     # -- commands ---------------------------------------------------------------------
     def create_game(
-        self, names: list[str], ruleset: Ruleset, seat_order: list[int] | None = None
+        self,
+        names: list[str],
+        ruleset: Ruleset,
+        seat_order: list[int] | None = None,
+        player_ids: list[str | None] | None = None,
     ) -> tuple[str, list[dict[str, Any]]]:
-        """Start a game; returns its id and each seat's name and secret token (R2.2)."""
+        """Start a game; returns its id and each seat's name, secret token, the index of the
+        request's player in that seat (`player_index`) and its `player_id` if given (R2.2).
+
+        Two players whose names are the same once trimmed and compared without case are
+        refused (422 `duplicate_player_name`): an app could not tell their seats apart."""
         if not 2 <= len(names) <= 6:
             raise MalformedError("bad_players", "a game has 2 to 6 players", "R1.3")
+        seen: dict[str, int] = {}
+        for index, name in enumerate(names):
+            first_index = seen.setdefault(name.strip().casefold(), index)
+            if first_index != index:
+                raise MalformedError(
+                    "duplicate_player_name",
+                    f"players {first_index} and {index} are both called {name.strip()!r}: "
+                    "names must differ (ignoring case and surrounding spaces)",
+                    None,
+                    name=name,
+                    indexes=[first_index, index],
+                )
+        ids = list(player_ids) if player_ids is not None else [None] * len(names)
+        if len(ids) != len(names):
+            raise MalformedError("bad_player_ids", "one player_id (or null) per player")
         game_id = new_game_id()  # on an index shard's slot (services/redis_store/keys.py)
         seed = secrets.token_hex(16)
         if seat_order is None:  # R2.2 Decision: a random first player, then clockwise
@@ -248,15 +271,17 @@ class GameService:
         elif sorted(seat_order) != list(range(len(names))):
             raise MalformedError("bad_seat_order", "seat_order must list each player once", "R10.2")
         seats = [names[i] for i in seat_order]
+        seat_ids = [ids[i] for i in seat_order]
         tokens = [secrets.token_urlsafe(24) for _ in seats]
-        self.secrets.put(
-            game_id,
-            {
-                "seed": seed,
-                "names": seats,
-                "tokens": {token_hash(t): i for i, t in enumerate(tokens)},
-            },
-        )
+        record: dict[str, Any] = {
+            "seed": seed,
+            "names": seats,
+            "tokens": {token_hash(t): i for i, t in enumerate(tokens)},
+        }
+        if any(i is not None for i in seat_ids):
+            # Beside the names, in seat order: the append script indexes both (GET /games).
+            record["player_ids"] = seat_ids
+        self.secrets.put(game_id, record)
         state = GameState()
         events = self._run(state, StartGame(ruleset, len(seats)))
         events += self._draw_until_placeable(state, seed)
@@ -268,10 +293,17 @@ class GameService:
             command_id="create",
             marker="$seq",
         )  # nothing to score yet: no notification
-        players = [
-            {"seat": i, "name": n, "token": t}
-            for i, (n, t) in enumerate(zip(seats, tokens, strict=True))
-        ]
+        players = []
+        for seat, (index, token) in enumerate(zip(seat_order, tokens, strict=True)):
+            player: dict[str, Any] = {
+                "seat": seat,
+                "name": names[index],
+                "player_index": index,  # which entry of the request's `players` sits here
+                "token": token,
+            }
+            if ids[index] is not None:
+                player["player_id"] = ids[index]
+            players.append(player)
         return game_id, players
 
     def seat_of(self, cached: Cached, token: str | None) -> int:

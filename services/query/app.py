@@ -89,10 +89,17 @@ class Games(MethodView):
     @blp.response(200, GamesOut())
     @blp.alt_response(304, description=NOT_MODIFIED["description"])
     def get(self, args: dict[str, Any]) -> Response:
-        """The games, a page at a time; filter by status (in_progress, over) and player name."""
+        """The games, a page at a time; filter by status (in_progress, over), player name and
+        player id (the app's user id given at creation)."""
         limit = args.get("limit", current_app.config["PAGE_LIMIT"])
         body = to_json(
-            _service().games(args.get("status"), args.get("player"), args.get("cursor"), limit)
+            _service().games(
+                args.get("status"),
+                args.get("player"),
+                args.get("cursor"),
+                limit,
+                args.get("player_id"),
+            )
         )
         etag = "g" + hashlib.sha1(body).hexdigest()[:16]  # no positions: a list spans games
         return _conditional(etag, lambda: body)

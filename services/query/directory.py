@@ -3,7 +3,8 @@
 `GET /games` lists games newest first from the indexes the append script keeps in the same
 atomic step as each game's writes (services/redis_store/keys.py): by creation time
 (``{<shard>}:idx:games``), by status (``idx:status:<in_progress|over>``) or by player name
-(``idx:player:<name, casefolded>``), each split over 64 shards. A page asks every shard for
+(``idx:player:<name, casefolded>``) or by an app's player id (``idx:pid:<id>``), each split
+over 64 shards. A page asks every shard for
 its newest entries after the cursor (one pipelined round trip) and merges them; then one
 pipelined round trip describes the page's games from their streams. So a page costs what it
 returns, whatever the number of games stored. The cursor is the (creation ms, game id) of the
@@ -13,8 +14,8 @@ Every listed game is described from its streams (the truth), and the filters are
 again on that description: a game from before the indexes (indexed by the backfill, not kept
 in step atomically) is never listed under a status it no longer has.
 
-Names come from the command service's per-game secrets record; only ``names`` is read from
-it: the seed and the token hashes never leave this module.
+Names and player ids come from the command service's per-game secrets record; only ``names``
+and ``player_ids`` are read from it: the seed and the token hashes never leave this module.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import redis
 
 from eventstore.envelope import MOVES, SCORES
 from services.redis_store import game_keys, secrets_key
-from services.redis_store.keys import SHARDS, games_key, player_key, status_key
+from services.redis_store.keys import SHARDS, games_key, player_id_key, player_key, status_key
 
 from .projector import BadParameter
 
@@ -42,13 +43,24 @@ def _text(value: Any) -> str:
 
 
 def _names(raw: Any) -> list[str] | None:
+    seats = _seats(raw)
+    return None if seats is None else seats[0]
+
+
+def _seats(raw: Any) -> tuple[list[str], list[str | None]] | None:
+    """Names and player ids (None where not given) of a secrets record, in seat order."""
     if raw is None:
         return None
     try:
-        names = json.loads(raw).get("names")
+        record = json.loads(raw)
+        names, ids = record.get("names"), record.get("player_ids")
     except (ValueError, AttributeError):
         return None
-    return [str(n) for n in names] if isinstance(names, list) else None
+    if not isinstance(names, list):
+        return None
+    if not isinstance(ids, list) or len(ids) != len(names):
+        ids = [None] * len(names)
+    return [str(n) for n in names], [None if i is None else str(i) for i in ids]
 
 
 def _encode(after: Entry) -> str:
@@ -77,16 +89,28 @@ class RedisDirectory:
         """The players' names in seat order, if the game has a secrets record."""
         return _names(self.client.get(secrets_key(game_id)))
 
+    def seats(self, game_id: str) -> tuple[list[str], list[str | None]] | None:
+        """The players' names and player ids (None where not given), in seat order."""
+        return _seats(self.client.get(secrets_key(game_id)))
+
     def page(
-        self, status: str | None, player: str | None, cursor: str | None, limit: int
+        self,
+        status: str | None,
+        player: str | None,
+        cursor: str | None,
+        limit: int,
+        player_id: str | None = None,
     ) -> tuple[list[dict[str, Any]], str | None]:
         """Up to `limit` games matching the filters, newest first, and the cursor of the next
-        page (None at the end). `player` matches a player's name exactly, ignoring case.
-        A page looks at most `max_steps` batches: a filter on both status and player may
-        return a short page with a cursor to go on."""
+        page (None at the end). `player` matches a player's name exactly, ignoring case;
+        `player_id` an app's player id exactly (its own index, `idx:pid:<id>`).
+        A page looks at most `max_steps` batches: a filter on more than one of status,
+        player and player id may return a short page with a cursor to go on."""
         after = _decode(cursor) if cursor else None
         key: Callable[[int], str]
-        if player is not None:
+        if player_id is not None:
+            key = lambda shard: player_id_key(shard, player_id)  # noqa: E731
+        elif player is not None:
             key = lambda shard: player_key(shard, player)  # noqa: E731
         elif status is not None:
             key = lambda shard: status_key(shard, status)  # noqa: E731
@@ -107,6 +131,8 @@ class RedisDirectory:
                 if status is not None and game["status"] != status:
                     continue
                 if wanted is not None and wanted not in [n.casefold() for n in game["players"]]:
+                    continue
+                if player_id is not None and player_id not in game["player_ids"]:
                     continue
                 out.append(game)
             if not more:
@@ -177,11 +203,14 @@ class RedisDirectory:
                 data = {_text(k): _text(v) for k, v in scores[0][1].items()}["data"]
                 payload = json.loads(data)
                 totals = payload.get("final_scores", payload.get("totals"))
+            seats = _seats(secret)
+            names, player_ids = seats if seats is not None else ([], [])
             out.append(
                 {
                     "game_id": game_id,
                     "status": OVER if last["type"] == "GameEnded" else IN_PROGRESS,
-                    "players": _names(secret) or [],
+                    "players": names,
+                    "player_ids": player_ids,
                     "seq": int(_text(entry_id).split("-", 1)[0]),
                     "updated_ms": int(last["t"]),
                     "scores": totals,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from carcassonne.errors import GameError
-from carcassonne.events import Event
+from carcassonne.events import Event, TilePlaced
 from carcassonne.state import GameState
 from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import EventStore
@@ -29,6 +29,8 @@ from eventstore.schemas import to_engine
 from eventstore.score_stream import FEATURE_SCORED  # noqa: F401  (registers score schemas)
 
 Names = Callable[[str], "list[str] | None"]
+# A game's seats: names and the apps' player ids (None where not given), in seat order.
+Seats = Callable[[str], "tuple[list[str], list[str | None]] | None"]
 
 
 class NotFound(GameError):
@@ -53,6 +55,7 @@ class Position:
     progress: int
     scores: tuple[StoredEvent, ...]
     names: tuple[str, ...] | None
+    player_ids: tuple[str | None, ...] | None = None  # the app's user id of each seat, if set
 
 
 @dataclass
@@ -61,11 +64,13 @@ class _Entry:
     state: GameState = field(default_factory=GameState)
     seq: int = 0
     events: list[Event] = field(default_factory=list)  # events[i] is move i + 1
+    placements: list[int] = field(default_factory=list)  # seq of each TilePlaced (`at_turn`)
     snapshots: dict[int, GameState] = field(default_factory=dict)  # move -> state after it
     scores: tuple[StoredEvent, ...] = ()
     score_seq: int = 0
     progress: int = 0
     names: tuple[str, ...] | None = None
+    player_ids: tuple[str | None, ...] | None = None
     cursor: tuple[int, GameState] | None = None  # the last past state built (stepping is cheap)
 
 
@@ -79,9 +84,11 @@ class Projector:
         cache_size: int = 2_000,
         snapshot_every: int = 16,
         replay_games: int = 100,
+        seats: Seats | None = None,
     ) -> None:
         self.store = store
         self.names = names
+        self.seats = seats  # preferred to `names` when given: names and player ids at once
         self.cache_size = max(1, cache_size)
         self.snapshot_every = max(1, snapshot_every)
         self.replay_games = max(1, replay_games)
@@ -112,27 +119,68 @@ class Projector:
         with entry.lock:
             return self._now(game_id, entry)
 
+    def position(self, game_id: str, at: int | None = None, turn: int | None = None) -> Position:
+        """The game now, right after move `at`, or after `turn` placements (`at_turn`); at
+        most one of `at` and `turn` (422 `at_and_turn`)."""
+        if at is not None and turn is not None:
+            raise BadParameter(
+                "at_and_turn",
+                "give at (a move's seq) or turn (placements done), not both",
+                None,
+                at=at,
+                turn=turn,
+            )
+        if turn is not None:
+            return self.at_turn(game_id, turn)
+        if at is not None:
+            return self.at(game_id, at)
+        return self.current(game_id)
+
+    def at_turn(self, game_id: str, turn: int) -> Position:
+        """The game after `turn` placements (R3: a turn places one tile; a discarded or
+        returned tile, R4.4/R10.4, is no turn): every move up to the draw of the next
+        placement's tile, so the view shows whose turn is next and the tile they drew.
+        `turn=0` is the game as created; the last turn includes `GameEnded`."""
+        entry = self._entry(game_id)
+        with entry.lock:
+            now = self._now(game_id, entry)
+            placements = entry.placements
+            if not 0 <= turn <= len(placements):
+                raise BadParameter(
+                    "turn_out_of_range",
+                    f"turn must be a number of placements of this game: 0-{len(placements)}",
+                    None,
+                    turn=turn,
+                    last_turn=len(placements),
+                )
+            at = placements[turn] - 1 if turn < len(placements) else now.seq
+            return self._at(game_id, entry, now, at)
+
     def at(self, game_id: str, at: int) -> Position:
         """The game as it stood right after move `at` (scores of the moves up to it)."""
         entry = self._entry(game_id)
         with entry.lock:
-            now = self._now(game_id, entry)
-            if not 1 <= at <= now.seq:
-                raise BadParameter(
-                    "at_out_of_range",
-                    f"at must be a move of this game: 1-{now.seq}",
-                    None,
-                    at=at,
-                    last_seq=now.seq,
-                )
-            if at == now.seq:
-                return now
-            state = self._state_at(entry, at)
+            return self._at(game_id, entry, self._now(game_id, entry), at)
+
+    def _at(self, game_id: str, entry: _Entry, now: Position, at: int) -> Position:
+        """The position right after move `at`; `entry`'s lock is held and `now` just read.
+        (Lock order: entry, then the cache's lock in `_holds_snapshots`, as in `_forget`.)"""
+        if not 1 <= at <= now.seq:
+            raise BadParameter(
+                "at_out_of_range",
+                f"at must be a move of this game: 1-{now.seq}",
+                None,
+                at=at,
+                last_seq=now.seq,
+            )
+        if at == now.seq:
+            return now
+        state = self._state_at(entry, at)
         self._holds_snapshots(game_id, entry)
         progress = min(at, now.progress)
         scores = tuple(e for e in now.scores if e.payload["move"] <= progress)
         score_seq = scores[-1].seq if scores else 0
-        return Position(game_id, at, state, score_seq, progress, scores, now.names)
+        return Position(game_id, at, state, score_seq, progress, scores, now.names, now.player_ids)
 
     # -- catching up ------------------------------------------------------------------
     def _now(self, game_id: str, entry: _Entry) -> Position:
@@ -149,12 +197,17 @@ class Projector:
             entry.progress,
             entry.scores,
             entry.names,
+            entry.player_ids,
         )
 
     def _catch_up(self, game_id: str, entry: _Entry) -> None:
         fresh = self.store.read(game_id, MOVES, after=entry.seq)
         if fresh:
-            if entry.seq == 0 and self.names is not None:
+            if entry.seq == 0 and self.seats is not None:
+                seats = self.seats(game_id)
+                if seats is not None:
+                    entry.names, entry.player_ids = tuple(seats[0]), tuple(seats[1])
+            elif entry.seq == 0 and self.names is not None:
                 found = self.names(game_id)
                 entry.names = None if found is None else tuple(found)
             state = entry.state.copy()  # readers may still hold the old state
@@ -162,6 +215,8 @@ class Projector:
                 event = to_engine(stored)
                 state.apply(event)
                 entry.events.append(event)
+                if isinstance(event, TilePlaced):
+                    entry.placements.append(stored.seq)
             entry.state, entry.seq = state, fresh[-1].seq
         # The marker first: the worker sets it in the same atomic append as the events, so
         # every score event of a move up to it is already in the stream when it is read.

@@ -16,7 +16,19 @@ CURSOR = validate.Regexp(r"^\d{1,15}-\d{1,15}$", error='a cursor is "<move seq>-
 class AtArgs(Schema):
     at = fields.Integer(
         validate=validate.Range(1, 10**12),
-        metadata={"description": "show the view as it stood right after this move (seq)"},
+        metadata={
+            "description": "show the view as it stood right after this move (its seq in the "
+            "move stream; at=1 is GameStarted, at=2 the first draw). Not with `turn` (422 "
+            "at_and_turn)"
+        },
+    )
+    turn = fields.Integer(
+        validate=validate.Range(0, 10**6),
+        metadata={
+            "description": "show the view after this many placements (turn=0: the game as "
+            "created); it includes the draws that followed, so `turn` names the next player "
+            "and their tile. A discarded or returned tile is no turn. Not with `at`"
+        },
     )
 
 
@@ -40,16 +52,29 @@ class LiveArgs(Schema):
     )
 
 
+PLAYER_ID = validate.Regexp(
+    r"^[!-~]{1,128}$", error="a player_id is 1-128 visible ASCII characters (no spaces)"
+)
+
+
 class GamesArgs(Schema):
     status = fields.String(validate=validate.OneOf(["in_progress", "over"]))
     player = fields.String(validate=validate.Length(1, 40))
+    player_id = fields.String(
+        validate=PLAYER_ID,
+        metadata={"description": "games with a seat of this player id (exact match)"},
+    )
     cursor = fields.String(validate=validate.Length(1, 200))
     limit = fields.Integer(validate=validate.Range(1, MAX_LIMIT))
+
+
+PLAYER_ID_OUT = {"description": "the app's user id given for this seat at creation, or null"}
 
 
 class SeatOut(Schema):
     seat = fields.Integer()
     name = fields.String()
+    player_id = fields.String(allow_none=True, metadata=PLAYER_ID_OUT)
     score = fields.Integer()
     supply = fields.Integer()
 
@@ -94,6 +119,7 @@ class BoardOut(Schema):
     ruleset = fields.Dict()
     players = fields.List(fields.Nested(SeatOut))
     turn = fields.Nested(TurnOut, allow_none=True)
+    tiles_placed = fields.Integer(metadata={"description": "placements so far (`?turn=`)"})
     tiles_left = fields.Integer()
     discarded = fields.List(fields.String())
     tiles = fields.List(fields.Nested(TileOut))
@@ -112,6 +138,7 @@ class TrackOut(Schema):
 class ScorePlayerOut(Schema):
     seat = fields.Integer()
     name = fields.String()
+    player_id = fields.String(allow_none=True, metadata=PLAYER_ID_OUT)
     score = fields.Integer()
     track = fields.Nested(TrackOut)
     meeples = fields.Dict(metadata={"description": "supply and on_board, as of move `seq`"})
@@ -143,6 +170,9 @@ class GameSummaryOut(Schema):
     game_id = fields.String()
     status = fields.String()
     players = fields.List(fields.String())
+    player_ids = fields.List(
+        fields.String(allow_none=True), metadata={"description": "per seat; null: not given"}
+    )
     seq = fields.Integer()
     updated_ms = fields.Integer()
     scores = fields.List(fields.Integer(), allow_none=True)

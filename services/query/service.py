@@ -29,8 +29,16 @@ class Directory(Protocol):
     def names(self, game_id: str) -> list[str] | None:
         """The players' names in seat order, if known."""
 
+    def seats(self, game_id: str) -> tuple[list[str], list[str | None]] | None:
+        """The players' names and player ids (None where not given) in seat order."""
+
     def page(
-        self, status: str | None, player: str | None, cursor: str | None, limit: int
+        self,
+        status: str | None,
+        player: str | None,
+        cursor: str | None,
+        limit: int,
+        player_id: str | None = None,
     ) -> tuple[list[dict[str, Any]], str | None]:
         """A page of game summaries and the next page's cursor (None at the end)."""
 
@@ -59,26 +67,31 @@ class QueryService:
         self.waiter = waiter if waiter is not None else PollingWaiter(store)
         self.hub = hub  # live streams fed by one reader per process (else `waiter` each)
         names = directory.names if directory is not None else None
-        self.projector = Projector(store, names, cache_size, snapshot_every, replay_games)
+        seats = directory.seats if directory is not None else None
+        self.projector = Projector(
+            store, names, cache_size, snapshot_every, replay_games, seats=seats
+        )
         self._views: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
         self._views_size = view_cache_size
         self._lock = threading.Lock()
 
     # -- board and scores ---------------------------------------------------------------
-    def position(self, game_id: str, at: int | None = None) -> Position:
-        """The game now, or right after move `at`."""
-        if at is None:
-            return self.projector.current(game_id)
-        return self.projector.at(game_id, at)
+    def position(self, game_id: str, at: int | None = None, turn: int | None = None) -> Position:
+        """The game now, right after move `at`, or after `turn` placements (not both)."""
+        return self.projector.position(game_id, at, turn)
 
-    def board(self, game_id: str, at: int | None = None) -> tuple[str, Callable[[], bytes]]:
+    def board(
+        self, game_id: str, at: int | None = None, turn: int | None = None
+    ) -> tuple[str, Callable[[], bytes]]:
         """The board view's ETag and a function that renders it (called unless a 304 will do)."""
-        pos = self.position(game_id, at)
+        pos = self.position(game_id, at, turn)
         return self._view(pos, "board", board_etag(pos), board_view)
 
-    def scores(self, game_id: str, at: int | None = None) -> tuple[str, Callable[[], bytes]]:
+    def scores(
+        self, game_id: str, at: int | None = None, turn: int | None = None
+    ) -> tuple[str, Callable[[], bytes]]:
         """The score view's ETag and a function that renders it."""
-        pos = self.position(game_id, at)
+        pos = self.position(game_id, at, turn)
         return self._view(pos, "scores", scores_etag(pos), scores_view)
 
     def _view(
@@ -169,10 +182,15 @@ class QueryService:
 
     # -- the games list -----------------------------------------------------------------
     def games(
-        self, status: str | None, player: str | None, cursor: str | None, limit: int
+        self,
+        status: str | None,
+        player: str | None,
+        cursor: str | None,
+        limit: int,
+        player_id: str | None = None,
     ) -> dict[str, Any]:
-        """A page of games, filtered by status and player name."""
+        """A page of games, filtered by status, player name and player id."""
         if self.directory is None:
             return {"games": [], "next": None}
-        games, following = self.directory.page(status, player, cursor, limit)
+        games, following = self.directory.page(status, player, cursor, limit, player_id)
         return {"games": games, "next": following}

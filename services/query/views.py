@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from carcassonne.explain import explain, seat_name
 from carcassonne.projection import farms_if_ended, open_features, projected_scores
 from carcassonne.state import NEW, OVER
 from carcassonne.track import track_position
@@ -16,7 +17,13 @@ CATEGORIES = {"road": "roads", "city": "cities", "monastery": "monasteries", "fa
 
 def player_name(names: tuple[str, ...] | None, seat: int) -> str:
     """A seat's name, or "player N" when the game's names are unknown."""
-    return names[seat] if names is not None and seat < len(names) else f"player {seat}"
+    return seat_name(names, seat)
+
+
+def player_id(pos: Position, seat: int) -> str | None:
+    """The app's user id of a seat, if it was given at creation."""
+    ids = pos.player_ids
+    return ids[seat] if ids is not None and seat < len(ids) else None
 
 
 def board_etag(pos: Position) -> str:
@@ -52,12 +59,14 @@ def board_view(pos: Position) -> dict[str, Any]:
             {
                 "seat": p,
                 "name": player_name(pos.names, p),
+                "player_id": player_id(pos, p),
                 "score": state.scores[p],
                 "supply": state.supply[p],
             }
             for p in range(state.players)
         ],
         "turn": turn,
+        "tiles_placed": state.turn,  # placements done: what `?turn=` counts
         "tiles_left": state.bag_size,
         "discarded": list(state.discarded),
         "tiles": [
@@ -113,6 +122,7 @@ def scores_view(pos: Position) -> dict[str, Any]:
             {
                 "seat": p,
                 "name": player_name(pos.names, p),
+                "player_id": player_id(pos, p),
                 "score": totals[p],
                 "track": _track(totals[p]),
                 "meeples": {"supply": state.supply[p], "on_board": on_board[p]},
@@ -130,30 +140,3 @@ def _track(score: int) -> dict[str, Any]:
     where = track_position(score).to_dict()
     del where["score"]  # already beside it
     return where
-
-
-def explain(payload: dict[str, Any], names: tuple[str, ...] | None = None) -> str:
-    """One sentence for a score event: what was scored, under which rule, for whom."""
-    kind = payload["kind"]
-    size = len(payload["tiles"])
-    if kind == "farm":
-        cities = len(payload.get("cities", []))
-        plural = "y" if cities == 1 else "ies"
-        what = f"farm of {size} tiles bordering {cities} completed cit{plural}"
-    elif kind == "monastery":
-        what = f"monastery with {size - 1} of 8 neighbouring tiles"
-    else:
-        what = f"{kind} of {size} tile{'s' if size != 1 else ''}"
-        if payload["pennants"]:
-            what += f" with {payload['pennants']} pennant{'s' if payload['pennants'] > 1 else ''}"
-    when = "completed" if payload["complete"] else "at the end of the game"
-    winners = payload["winners"]
-    if not winners:
-        whom = "nobody stood in it: no points"
-    else:
-        who = " and ".join(player_name(names, p) for p in winners)
-        points = payload["points"]
-        whom = f"{points} point{'' if points == 1 else 's'} to {who}"
-        if any(payload["awarded"][p] != payload["points"] for p in winners):
-            whom += " (awarded " + ", ".join(str(a) for a in payload["awarded"]) + ")"
-    return f"{what}, {when} ({payload['rule']}): {whom}"

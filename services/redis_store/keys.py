@@ -156,6 +156,12 @@ def player_key(shard: int, name: str) -> str:
     return _itag(shard) + ":idx:player:" + name.casefold()
 
 
+def player_id_key(shard: int, player_id: str) -> str:
+    """Sorted set: games with a seat of this player id (an app's opaque user id, compared
+    exactly) -> creation time (ms)."""
+    return _itag(shard) + ":idx:pid:" + player_id
+
+
 def hooks_due_key(shard: int) -> str:
     """Sorted set: "<game>:<hook>" -> when (ms) the webhook sweep should look at the hook
     (it has dispatches or deliveries to make); absent once everything is delivered."""

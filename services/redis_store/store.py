@@ -29,6 +29,7 @@ from .keys import (
     games_key,
     hooks_due_key,
     hooks_key,
+    player_id_key,
     player_key,
     secrets_key,
     shard_of,
@@ -40,7 +41,8 @@ from .wire import Wire
 
 # KEYS: stream, command hash, marker key, notification flag key, then the index keys of
 #       the game's shard (services/redis_store/keys.py; none for a game off the shard slots):
-#       moves: unscored, scores marker, games, status in_progress, status over, player…;
+#       moves: unscored, scores marker, games, status in_progress, status over, player…,
+#       player id…;
 #       scores: unscored, moves marker, moves stream, webhooks hash, hooks due.
 # ARGV: expected seq (-1 = any), command id, time ms, marker ("" = none, "$seq" = last seq),
 #       expected marker ("" = no check, else "=" .. value), notification ms (0 = none),
@@ -244,18 +246,26 @@ class RedisEventStore:
             status_key(shard, OVER),
         ]
         if events and events[0].type == "GameStarted":
-            # A game's names are not in its events: the command service writes them to the
-            # game's secrets record before its first append (and never changes them).
-            keys += sorted({player_key(shard, name) for name in self._names(game_id)})
+            # A game's names and player ids are not in its events: the command service
+            # writes them to the game's secrets record before its first append (and never
+            # changes them).
+            names, ids = self._seats(game_id)
+            keys += sorted({player_key(shard, name) for name in names})
+            keys += sorted({player_id_key(shard, pid) for pid in ids})
         return "m"
 
-    def _names(self, game_id: str) -> list[str]:
+    def _seats(self, game_id: str) -> tuple[list[str], list[str]]:
+        """The names and the (given) player ids of a game's secrets record."""
         raw = self.client.get(secrets_key(game_id))
         try:
-            names = json.loads(raw).get("names") if raw is not None else None
+            record = json.loads(raw) if raw is not None else {}
+            names, ids = record.get("names"), record.get("player_ids")
         except (ValueError, AttributeError):
-            return []
-        return [str(n) for n in names] if isinstance(names, list) else []
+            return [], []
+        return (
+            [str(n) for n in names] if isinstance(names, list) else [],
+            [str(i) for i in ids if i is not None] if isinstance(ids, list) else [],
+        )
 
     def read(
         self, game_id: str, stream: str, after: int = 0, limit: int | None = None

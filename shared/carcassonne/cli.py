@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .errors import GameError, RecordError
+from .export import looks_like_export, record_from_export
 from .notation import format_record, parse_record
 from .record import Record, load_record, record_from_events, replay, score_report
 from .render import render_board, render_scores
@@ -48,7 +50,8 @@ class Progress:
 
 
 def read_record(path: str) -> Record:
-    """Load a record from a JSON file (or `-` for stdin); the notation is accepted too."""
+    """Load a record from a JSON file (or `-` for stdin); the notation and a game's NDJSON
+    export (`/games/{id}/events?format=ndjson`) are accepted too."""
     try:
         if path == "-":
             text = sys.stdin.read()
@@ -61,6 +64,8 @@ def read_record(path: str) -> Record:
         raise SystemExit(_fail(f"{path}: not UTF-8 text")) from exc
     if text.lstrip().startswith("carcassonne-record/"):
         return parse_record(text)
+    if looks_like_export(text):  # GET /games/{id}/events?format=ndjson, saved to a file
+        return record_from_export(text)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -85,7 +90,8 @@ def _error_text(exc: GameError) -> str:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Print the scores and every score explanation of a record as JSON."""
-    report = score_report(replay(read_record(args.record)))
+    record = read_record(args.record)
+    report = score_report(replay(record), record.names)
     del report["ranks"], report["winners"]
     print(json.dumps(report, indent=2 if args.pretty else None))
     return 0
@@ -167,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    score = sub.add_parser("score", help="score a game record (JSON or notation)")
+    score = sub.add_parser(
+        "score", help="score a game record (JSON, notation, or a game's NDJSON event export)"
+    )
     score.add_argument("record", help="path to the record, or - for stdin")
     score.add_argument("--pretty", action="store_true", help="indent the JSON")
     score.set_defaults(func=cmd_score)
@@ -194,13 +202,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; exit status 2 on a malformed or illegal record."""
+    """Run the CLI; exit status 2 on a malformed or illegal record.
+
+    A reader that closes the pipe early (`carcassonne score x.json | head -1`) ends the
+    command quietly with status 0: what was asked for was read, nothing went wrong here."""
     args = build_parser().parse_args(argv)
     try:
         result: Any = args.func(args)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
     except GameError as exc:
         return _fail(_error_text(exc))
+    except BrokenPipeError:
+        _silence_stdout()
+        return 0
     return int(result)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter flushes it once more at exit, and that
+    write to the closed pipe would print a second BrokenPipeError."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no real file (a test's capture): nothing to do
+        pass
 
 
 if __name__ == "__main__":

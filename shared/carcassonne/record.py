@@ -7,7 +7,7 @@ it checks every turn against the rules and reports the first illegal one by inde
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -26,6 +26,7 @@ from .events import (
     meeple_from_dict,
     meeple_to_dict,
 )
+from .explain import explain
 from .game import decide
 from .ruleset import Ruleset
 from .scoring import ranks
@@ -62,21 +63,69 @@ class Turn:
 
 @dataclass(frozen=True)
 class Record:
-    """A whole game: ruleset, players and turns (the start tile is fixed by R2.1)."""
+    """A whole game: ruleset, players and turns (the start tile is fixed by R2.1); optionally
+    the players' names and the apps' player ids, in seat order (a record without them is as
+    valid as before: both keys are optional in `carcassonne-record/1`)."""
 
     ruleset: Ruleset
     players: int
     turns: tuple[Turn, ...]
+    names: tuple[str, ...] | None = None
+    player_ids: tuple[str | None, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as `carcassonne-record/1` JSON."""
-        return {
+        out: dict[str, Any] = {
             "format": FORMAT,
             "ruleset": self.ruleset.to_dict(),
             "players": self.players,
             "start": {"tile": self.ruleset.tiles.start, "x": 0, "y": 0, "rotation": 0},
             "turns": [t.to_dict() for t in self.turns],
         }
+        if self.names is not None:
+            out["names"] = list(self.names)
+        if self.player_ids is not None:
+            out["player_ids"] = list(self.player_ids)
+        return out
+
+
+MAX_NAME = 40  # R1.3's players, as the command service takes them
+MAX_PLAYER_ID = 128
+
+
+def valid_player_id(value: Any) -> bool:
+    """An app's opaque user id: 1-128 visible ASCII characters (no spaces or controls)."""
+    return (
+        isinstance(value, str)
+        and 1 <= len(value) <= MAX_PLAYER_ID
+        and all("!" <= c <= "~" for c in value)
+    )
+
+
+def _seat_names(value: Any, players: int) -> tuple[str, ...]:
+    if (
+        not isinstance(value, list)
+        or len(value) != players
+        or not all(isinstance(n, str) and 1 <= len(n.strip()) <= MAX_NAME for n in value)
+    ):
+        raise MalformedError(
+            "bad_names", f"names must list {players} names of 1-{MAX_NAME} characters", "R1.3"
+        )
+    return tuple(n.strip() for n in value)
+
+
+def _seat_ids(value: Any, players: int) -> tuple[str | None, ...]:
+    if (
+        not isinstance(value, list)
+        or len(value) != players
+        or not all(v is None or valid_player_id(v) for v in value)
+    ):
+        raise MalformedError(
+            "bad_player_ids",
+            f"player_ids must list {players} ids (1-{MAX_PLAYER_ID} visible ASCII characters) "
+            "or nulls, in seat order",
+        )
+    return tuple(value)
 
 
 def _int(data: dict[str, Any], key: str, low: int, high: int) -> int:
@@ -116,7 +165,8 @@ def load_record(data: Any) -> Record:
             raise MalformedError("bad_record", "a record must be a JSON object")
         if data.get("format") != FORMAT:
             raise MalformedError("bad_format", f"format must be {FORMAT!r}")
-        extra = set(data) - {"format", "ruleset", "players", "start", "turns"}
+        extra = set(data) - {"format", "ruleset", "players", "start", "turns", "names"}
+        extra -= {"player_ids"}
         if extra:
             raise MalformedError("bad_record", f"unknown record keys: {sorted(extra)}")
         ruleset = Ruleset.from_dict(data.get("ruleset", {}))
@@ -133,6 +183,9 @@ def load_record(data: Any) -> Record:
             raise MalformedError("bad_record", "turns must be a list")
         if len(turns) > MAX_TURNS:
             raise MalformedError("too_many_turns", f"a record holds at most {MAX_TURNS} turns")
+        names = None if data.get("names") is None else _seat_names(data["names"], players)
+        ids = data.get("player_ids")
+        player_ids = None if ids is None else _seat_ids(ids, players)
     except GameError as exc:
         raise RecordError(None, exc) from exc
     parsed = []
@@ -143,7 +196,7 @@ def load_record(data: Any) -> Record:
             # The first bad turn is the one reported: an earlier illegal turn wins.
             record_events(Record(ruleset, players, tuple(parsed)))
             raise RecordError(index, exc) from exc
-    return Record(ruleset, players, tuple(parsed))
+    return Record(ruleset, players, tuple(parsed), names, player_ids)
 
 
 class Step(NamedTuple):
@@ -199,15 +252,16 @@ def replay(record: Record) -> GameState:
     return state
 
 
-def score_report(state: GameState) -> dict[str, Any]:
-    """Final scores, scores before final scoring, ranks, winners and every explanation."""
+def score_report(state: GameState, names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Final scores, scores before final scoring, ranks, winners and every explanation (each
+    score event with its sentence, `explain.explain`, naming seats by `names` when known)."""
     rank, winners = ranks(state.scores)
     return {
         "final_scores": list(state.scores),
         "scores_before_final": list(state.scores_before_final or state.scores),
         "ranks": list(rank),
         "winners": list(winners),
-        "events": [s.to_dict() for s in state.log],
+        "events": [{**s.to_dict(), "explanation": explain(s, names)} for s in state.log],
     }
 
 
@@ -216,8 +270,13 @@ def score_record(record: Record) -> dict[str, Any]:
     return score_report(replay(record))
 
 
-def record_from_events(events: Iterable[Event]) -> Record:
-    """The record of a game from its events (for export and replay elsewhere)."""
+def record_from_events(
+    events: Iterable[Event],
+    names: Sequence[str] | None = None,
+    player_ids: Sequence[str | None] | None = None,
+) -> Record:
+    """The record of a game from its events (for export and replay elsewhere), with the
+    seats' names and player ids when given (kept only if there is one per seat)."""
     ruleset, players, turns = Ruleset(), 2, []
     for event in events:
         match event:
@@ -227,4 +286,10 @@ def record_from_events(events: Iterable[Event]) -> Record:
                 turns.append(Turn(event.tile, event.x, event.y, event.rotation, event.meeple))
             case TileDiscarded() | TileReturned():
                 turns.append(Turn(event.tile, discard=True))
-    return Record(ruleset, players, tuple(turns))
+    return Record(
+        ruleset,
+        players,
+        tuple(turns),
+        tuple(names) if names is not None and len(names) == players else None,
+        tuple(player_ids) if player_ids is not None and len(player_ids) == players else None,
+    )
