@@ -11,7 +11,7 @@ from carcassonne.errors import GameError
 from carcassonne.ruleset import Ruleset
 from eventstore.envelope import MOVES, StoredEvent
 from eventstore.port import InMemoryEventStore
-from services.command.service import GameService, MemorySecrets
+from services.command.service import CHECKPOINT_EVENTS, GameService, MemorySecrets
 
 
 class CountingStore(InMemoryEventStore):
@@ -104,3 +104,28 @@ def test_a_stale_instance_whose_append_was_refused_lands_its_turn_after_reading_
         assert fresh.state.snapshot() == played.state.snapshot()
         return
     pytest.fail("no seed gave the same tile to play on both states")
+
+
+def test_a_turn_changes_the_cached_state_in_place_and_a_refusal_rewinds_it_from_memory() -> None:
+    """The owner plays past several checkpoints (no copy per turn); another instance then
+    appends; the owner's trusted turn is refused and its state rebuilt from the checkpoint:
+    the stream is read only after the cached sequence, and the state equals a fold."""
+    stale, other, store, game_id, tokens = _instances()
+    loaded_seq = stale.load(game_id).seq
+    _play(stale, game_id, tokens, 40, random.Random(11))  # ~80 events > CHECKPOINT_EVENTS
+    entry = stale._cache[game_id]
+    assert entry.base is not None and entry.base is not entry.state
+    assert len(entry.since) < CHECKPOINT_EVENTS  # a newer checkpoint was taken on the way
+    assert loaded_seq < entry.base_seq <= entry.seq
+    cached_seq = store.last_seq(game_id, MOVES)
+    view = other.turn_view(game_id)
+    spot = view["placements"][0]
+    turn = (tokens[view["player"]], spot["x"], spot["y"], spot["rotation"], None)
+    other.play_turn(game_id, *turn)
+    missing = store.last_seq(game_id, MOVES) - cached_seq
+    before = store.events_read
+    with pytest.raises(GameError):
+        stale.play_turn(game_id, *turn, trust_cache=True)  # the other player's turn now
+    assert store.events_read - before == missing
+    fresh = GameService(store, stale.secrets).load(game_id)
+    assert stale.load(game_id).state.snapshot() == fresh.state.snapshot()
