@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 from typing import Any, TypeVar, cast
@@ -33,6 +33,7 @@ from flask_smorest import Api
 from marshmallow import RAISE, Schema, fields, validate
 
 from carcassonne.errors import GameError
+from carcassonne.events import with_seats
 from carcassonne.notation import format_record
 from carcassonne.record import record_from_events
 from eventstore.envelope import MOVES
@@ -219,8 +220,13 @@ def import_game(
     names: list[str],
     key_id: str,
     idempotency_key: str | None = None,
+    player_ids: Sequence[str | None] | None = None,
 ) -> Imported:
     """Store a checked record as a new game in one conditional append.
+
+    Its `GameStarted` names the seats and carries the record's `player_ids` (the log says who
+    played); the secrets record holds the same names and ids, which the append script indexes
+    (`GET /games?player=`, `?player_id=`) as it does a created game's.
 
     With an `idempotency_key` the game's id is derived from (API key, key) and the request's
     fingerprint is bound to it twice, both atomically: in the secrets record (written only if
@@ -232,12 +238,14 @@ def import_game(
     request = import_fingerprint(key_id, replayed, names) if idempotency_key else ""
     game_id = import_game_id(key_id, idempotency_key) if idempotency_key else new_game_id()
     imported: dict[str, Any] = {"key_id": key_id, "time_ms": int(time.time() * 1000)}
-    secrets = {
+    secrets: dict[str, Any] = {
         "names": names,
         "seed": None,  # the record came with its draws: there is no seed to reveal
         "tokens": {},  # no seat can play
         "imported": imported,
     }
+    if player_ids is not None and any(i is not None for i in player_ids):
+        secrets["player_ids"] = list(player_ids)  # seat order, as a created game's
     # Written first: once the move stream exists the game is listed, names and all. If the
     # append fails, this record alone names no game (every reader starts from the stream).
     if not idempotency_key:
@@ -251,7 +259,7 @@ def import_game(
         result = service.store.append(
             game_id,
             MOVES,
-            [to_new(e) for e in replayed.events],
+            [to_new(e) for e in with_seats(replayed.events, names, player_ids)],
             expected=0,
             command_id=IMPORT_COMMAND,
             marker="$seq",  # moves up to here wait to be scored: the worker's sweep sees it too
@@ -285,6 +293,15 @@ IDEMPOTENCY_KEY = {
 }
 
 
+def _imported_seat(seat: int, name: str, ids: Sequence[str | None] | None) -> dict[str, Any]:
+    """A seat of an import's answer: its `player_id` only when the record gave one (as the
+    seats of a created game)."""
+    out: dict[str, Any] = {"seat": seat, "name": name}
+    if ids is not None and ids[seat] is not None:
+        out["player_id"] = ids[seat]
+    return out
+
+
 @blp.route("/games/import")
 class Import(MethodView):
     @authenticated
@@ -300,10 +317,14 @@ class Import(MethodView):
     def post(self) -> Response:
         """Store a record as a game: scored by the worker, viewable, exportable; not playable."""
         record, extra = read_record(_record_body(), request.mimetype, extra=("names",))
-        names = player_names(extra.get("names"), record.players)
+        given = extra.get("names")  # JSON: a top-level key
+        if given is None and record.names is not None:
+            given = list(record.names)  # the notation: its header
+        names = player_names(given, record.players)
+        ids = record.player_ids
         replayed = replay_record(record)
         key = idempotency_key()
-        done = import_game(_parts().service, replayed, names, g.api_key["id"], key)
+        done = import_game(_parts().service, replayed, names, g.api_key["id"], key, ids)
         game_id, state = done.game_id, replayed.state
         response = _json(
             {
@@ -312,7 +333,7 @@ class Import(MethodView):
                 "playable": False,
                 "note": NOT_PLAYABLE,
                 "seq": done.seq,
-                "players": [{"seat": i, "name": n} for i, n in enumerate(names)],
+                "players": [_imported_seat(i, n, ids) for i, n in enumerate(names)],
                 "final_scores": list(state.scores),
                 "links": {
                     "record": f"/games/{game_id}/record",

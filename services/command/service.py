@@ -27,6 +27,7 @@ from carcassonne.events import (
     PlayTurn,
     StartGame,
     meeple_to_dict,
+    with_seats,
 )
 from carcassonne.game import actions, decide, is_unplaceable
 from carcassonne.ruleset import Ruleset
@@ -324,6 +325,7 @@ class GameService:
         self.secrets.put(game_id, record)
         state = GameState()
         events = self._run(state, StartGame(ruleset, len(seats)))
+        events = with_seats(events, seats, seat_ids)  # the log itself says who sits where
         events += self._draw_until_placeable(state, seed)
         self.store.append(
             game_id,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from carcassonne.errors import GameError
-from carcassonne.events import Event, TilePlaced
+from carcassonne.events import Event, GameStarted, TilePlaced
 from carcassonne.state import GameState
 from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import EventStore
@@ -203,13 +203,7 @@ class Projector:
     def _catch_up(self, game_id: str, entry: _Entry) -> None:
         fresh = self.store.read(game_id, MOVES, after=entry.seq)
         if fresh:
-            if entry.seq == 0 and self.seats is not None:
-                seats = self.seats(game_id)
-                if seats is not None:
-                    entry.names, entry.player_ids = tuple(seats[0]), tuple(seats[1])
-            elif entry.seq == 0 and self.names is not None:
-                found = self.names(game_id)
-                entry.names = None if found is None else tuple(found)
+            first = entry.seq == 0
             state = entry.state.copy()  # readers may still hold the old state
             for stored in fresh:
                 event = to_engine(stored)
@@ -218,6 +212,8 @@ class Projector:
                 if isinstance(event, TilePlaced):
                     entry.placements.append(stored.seq)
             entry.state, entry.seq = state, fresh[-1].seq
+            if first:
+                self._seat(game_id, entry)
         # The marker first: the worker sets it in the same atomic append as the events, so
         # every score event of a move up to it is already in the stream when it is read.
         raw = self.store.marker(game_id, SCORES)
@@ -232,6 +228,21 @@ class Projector:
                 entry.scores += tuple(added)
                 entry.score_seq = added[-1].seq
             entry.progress = progress
+
+    def _seat(self, game_id: str, entry: _Entry) -> None:
+        """The seats' names and player ids: those the game's `GameStarted` logged (schema
+        version 2), else — a game stored before the log named its seats — the directory's
+        (the secrets record), read once per cached game."""
+        started = entry.events[0] if entry.events else None
+        if isinstance(started, GameStarted) and started.names is not None:
+            entry.names, entry.player_ids = started.names, started.player_ids
+        elif self.seats is not None:
+            seats = self.seats(game_id)
+            if seats is not None:
+                entry.names, entry.player_ids = tuple(seats[0]), tuple(seats[1])
+        elif self.names is not None:
+            found = self.names(game_id)
+            entry.names = None if found is None else tuple(found)
 
     def _state_at(self, entry: _Entry, at: int) -> GameState:
         """The state after move `at` < entry.seq, replayed from the nearest kept state; the

@@ -7,7 +7,8 @@ Score explanations are not events of the move stream: `evolve` derives them (`sc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import MalformedError
@@ -20,10 +21,24 @@ from .tiles import CITY, FIELD, MONASTERY, ROAD, Meeple
 
 @dataclass(frozen=True)
 class GameStarted:
-    """A game began with this ruleset and player count; the start tile is on (0,0) (R2.1)."""
+    """A game began with this ruleset and player count; the start tile is on (0,0) (R2.1).
+
+    Optionally the seats' names and the apps' player ids, in seat order, so that the log
+    alone says who played. `names` is all or nothing: a name per seat, or None (unknown: a
+    game stored before names were logged). `player_ids` is None when no seat has one (a tuple
+    of Nones is made None). Both are labels outside the rules: `decide` never writes them (the
+    service adds them, `with_seats`), and they take no part in comparing events, so a game's
+    stored events equal the engine's decisions; compare `names` itself where it matters.
+    """
 
     ruleset: Ruleset
     players: int
+    names: tuple[str, ...] | None = field(default=None, compare=False)
+    player_ids: tuple[str | None, ...] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.player_ids is not None and all(i is None for i in self.player_ids):
+            object.__setattr__(self, "player_ids", None)
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,25 @@ class GameEnded:
 
 
 Event = GameStarted | TileDrawn | TilePlaced | TileDiscarded | TileReturned | GameEnded
+
+
+def with_seats(
+    events: list[Event],
+    names: Sequence[str] | None,
+    player_ids: Sequence[str | None] | None = None,
+) -> list[Event]:
+    """`events` with their `GameStarted` (if any) naming the seats: the log then says who
+    played. `decide` never names seats (the rules do not need names): the caller adds them."""
+    return [
+        replace(
+            e,
+            names=None if names is None else tuple(names),
+            player_ids=None if player_ids is None else tuple(player_ids),
+        )
+        if isinstance(e, GameStarted)
+        else e
+        for e in events
+    ]
 
 # -------------------------------------------------------------------------- commands
 
@@ -165,8 +199,11 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     """An event as a JSON object with its `type`."""
     body: dict[str, Any]
     match event:
-        case GameStarted(ruleset, players):
+        case GameStarted(ruleset, players, names, ids):
+            # Without names or ids the engine's form is unchanged: `players` is the count.
             body = {"ruleset": ruleset.to_dict(), "players": players}
+            if names is not None or ids is not None:
+                body["players"] = seats_to_list(players, names, ids)
         case TilePlaced(player, tile, x, y, rotation, meeple):
             body = {
                 "player": player,
@@ -181,6 +218,43 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     return {"type": type(event).__name__, **body}
 
 
+def seats_to_list(
+    players: int, names: tuple[str, ...] | None, ids: tuple[str | None, ...] | None
+) -> list[dict[str, str | None]]:
+    """The seats as `GameStarted`'s list form: ``[{"name", "player_id"}…]`` in seat order,
+    null where unknown (the stored event's schema version 2, shared/eventstore/schemas.py)."""
+    return [
+        {
+            "name": names[seat] if names is not None and seat < len(names) else None,
+            "player_id": ids[seat] if ids is not None and seat < len(ids) else None,
+        }
+        for seat in range(players)
+    ]
+
+
+def _seats_from(value: Any) -> tuple[int, tuple[str, ...] | None, tuple[str | None, ...] | None]:
+    """`GameStarted`'s players: a count, or one ``{"name", "player_id"}`` per seat (either
+    may be null or left out). Names count only if every seat has one (all or nothing)."""
+    if type(value) is int:
+        if not MIN_PLAYERS <= value <= MAX_PLAYERS:
+            raise MalformedError("bad_players", "players must be 2-6", "R1.3")
+        return value, None, None
+    if not isinstance(value, list) or not MIN_PLAYERS <= len(value) <= MAX_PLAYERS:
+        raise MalformedError("bad_players", "players must be 2-6 (a count or seats)", "R1.3")
+    names: list[Any] = []
+    ids: list[Any] = []
+    for seat in value:
+        if not isinstance(seat, dict) or not set(seat) <= {"name", "player_id"}:
+            raise MalformedError("bad_players", "a seat is an object with name and player_id")
+        name, pid = seat.get("name"), seat.get("player_id")
+        if not (name is None or isinstance(name, str)) or not (pid is None or isinstance(pid, str)):
+            raise MalformedError("bad_players", "a seat's name and player_id are strings or null")
+        names.append(name)
+        ids.append(pid)
+    known = tuple(names) if all(n is not None for n in names) else None
+    return len(value), known, tuple(ids)
+
+
 _SIMPLE: dict[str, type] = {
     "TileDrawn": TileDrawn, "TileDiscarded": TileDiscarded, "TileReturned": TileReturned,
     "GameEnded": GameEnded,
@@ -193,10 +267,8 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     kind = data.pop("type", None)
     try:
         if kind == "GameStarted":
-            players = data["players"]
-            if type(players) is not int or not MIN_PLAYERS <= players <= MAX_PLAYERS:
-                raise MalformedError("bad_players", "players must be 2-6", "R1.3")
-            return GameStarted(Ruleset.from_dict(data["ruleset"]), players)
+            players, names, ids = _seats_from(data["players"])
+            return GameStarted(Ruleset.from_dict(data["ruleset"]), players, names, ids)
         if kind == "TilePlaced":
             meeple = meeple_from_dict(data.pop("meeple", None))
             return TilePlaced(meeple=meeple, **data)

@@ -1,4 +1,4 @@
-"""A compact text notation for turns and whole records (as UCI and PGN are for chess).
+r"""A compact text notation for turns and whole records (as UCI and PGN are for chess).
 
 Turn: ``TILE ROTATION @ X , Y [: SPOT]``, e.g. ``Q1@0,-1``, ``I2@0,1:E`` (meeple in the city
 on the east edge), ``E2@-1,-1:NNW`` (farmer), ``B0@1,0:M`` (monk); a discard is ``C-``.
@@ -9,14 +9,25 @@ Record: a header line, then the turns separated by white space; ``#`` starts a c
 
     carcassonne-record/1 base players=2 farmers=on farm=3rd incomplete=on
     Q1@0,-1 I2@0,1:E E2@-1,-1:NNW
+
+The header may end with the seats' names and the apps' player ids, in seat order, as the
+JSON record's ``names`` and ``player_ids`` (both optional; a header without them reads as
+before). Each value is a JSON array written without spaces between items, so a name may
+hold spaces, quotes, ``#`` or ``=`` (JSON escapes them: ``\"``, ``\\``; characters that
+are not printable, line separators included, are written ``\uXXXX``). An old parser refuses
+a header with names (unknown option); this one reads both::
+
+    carcassonne-record/1 base players=2 … names=["Ann","Bob \"the\" #1"] player_ids=["u-1",null]
 """
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from .errors import MalformedError
-from .record import FORMAT, Record, Turn
+from .record import FORMAT, Record, Turn, seat_ids, seat_names
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS, Ruleset
 from .tiles import KINDS, MONASTERY, Meeple, TileType, parse_tile
 from .tilesets import SPECS
@@ -94,6 +105,10 @@ def format_record(record: Record, per_line: int = 10) -> str:
         head.append(f"unplaceable={rules.unplaceable}")
     if rules.area is not None:
         head.append(f"area={rules.area[0]}x{rules.area[1]}")
+    if record.names is not None:
+        head.append("names=" + _json_list(record.names))
+    if record.player_ids is not None:
+        head.append("player_ids=" + _json_list(record.player_ids))
     turns = [format_turn(t) for t in record.turns]
     lines = [" ".join(head)] + [
         " ".join(turns[i : i + per_line]) for i in range(0, len(turns), per_line)
@@ -101,22 +116,83 @@ def format_record(record: Record, per_line: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _json_list(values: Any) -> str:
+    """A list as compact JSON on one line: non-ASCII letters kept, anything not printable
+    (controls, U+2028 and other line breaks `splitlines` would cut at) escaped."""
+    text = json.dumps(list(values), ensure_ascii=False, separators=(",", ":"))
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # beyond the BMP: a UTF-16 surrogate pair, as JSON spells it
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+_LISTS = ("names=", "player_ids=")  # options whose value is a JSON array
+
+
+def _header_words(line: str) -> tuple[list[str], dict[str, Any]]:
+    """The header's words up to a `#` comment, and the JSON arrays of `_LISTS` options by
+    name (a `#` or a space inside them is part of a name)."""
+    words: list[str] = []
+    lists: dict[str, Any] = {}
+    decoder, i, size = json.JSONDecoder(), 0, len(line)
+    while i < size:
+        if line[i].isspace():
+            i += 1
+            continue
+        if line[i] == "#":
+            break
+        key = next((k for k in _LISTS if line.startswith(k, i)), None)
+        if key is not None:
+            try:
+                value, i = decoder.raw_decode(line, i + len(key))
+            except (ValueError, RecursionError):
+                example = f'{key}["Ann","Bob"]'
+                raise MalformedError(
+                    "bad_notation", f"{key[:-1]} must be a JSON array, e.g. {example}"
+                ) from None
+            if key in lists:
+                raise MalformedError("bad_notation", f"a header option is given twice: {key}")
+            lists[key] = value
+            if i < size and not line[i].isspace() and line[i] != "#":
+                raise MalformedError("bad_notation", f"a space must follow {key[:-1]}'s list")
+            continue
+        end = i
+        while end < size and not line[end].isspace() and line[end] != "#":
+            end += 1
+        words.append(line[i:end])
+        i = end
+    return words, lists
+
+
+def _header_and_turns(text: str) -> tuple[str, list[str]]:
+    """The header line (the first with anything but a comment) and the turns' lines."""
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if line.split("#", 1)[0].strip():
+            turns = [t.split("#", 1)[0].strip() for t in lines[index + 1 :]]
+            return line.strip(), [t for t in turns if t]
+    raise MalformedError("bad_notation", "empty record")
+
+
 _ON_OFF = {"on": True, "off": False}
 
 
 def parse_record(text: str) -> Record:
-    """Read a record written by `format_record`."""
-    lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
-    lines = [line for line in lines if line]
-    if not lines:
-        raise MalformedError("bad_notation", "empty record")
-    fmt, *words = lines[0].split()
+    """Read a record written by `format_record` (with or without the seats' names)."""
+    header, turn_lines = _header_and_turns(text)
+    words, lists = _header_words(header)
+    fmt, *words = words or [""]
     if fmt != FORMAT or not words:
         raise MalformedError("bad_notation", f"a record starts with '{FORMAT} TILESET'")
     tileset, pairs = words[0], [w.partition("=")[::2] for w in words[1:]]
     options = dict(pairs)
-    if len(options) != len(pairs):
-        raise MalformedError("bad_notation", f"a header option is given twice: {lines[0]!r}")
+    if len(options) != len(pairs) or set(options) & {k[:-1] for k in lists}:
+        raise MalformedError("bad_notation", f"a header option is given twice: {header!r}")
     try:
         area = None
         if "area" in options:
@@ -134,10 +210,18 @@ def parse_record(text: str) -> Record:
         )
         players = int(options.pop("players"))
     except (KeyError, ValueError) as exc:
-        raise MalformedError("bad_notation", f"bad record header: {lines[0]!r}") from exc
+        raise MalformedError("bad_notation", f"bad record header: {header!r}") from exc
     if options:
         raise MalformedError("bad_notation", f"unknown header options: {sorted(options)}")
     if not MIN_PLAYERS <= players <= MAX_PLAYERS:
         raise MalformedError("bad_players", "players must be 2 to 6", "R1.3")
-    turns = tuple(parse_turn(word) for line in lines[1:] for word in line.split())
-    return Record(ruleset, players, turns)
+    names = lists.get("names=")
+    ids = lists.get("player_ids=")
+    turns = tuple(parse_turn(word) for line in turn_lines for word in line.split())
+    return Record(
+        ruleset,
+        players,
+        turns,
+        None if names is None else seat_names(names, players),
+        None if ids is None else seat_ids(ids, players),
+    )

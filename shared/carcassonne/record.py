@@ -25,6 +25,7 @@ from .events import (
     TileReturned,
     meeple_from_dict,
     meeple_to_dict,
+    with_seats,
 )
 from .explain import explain
 from .game import decide
@@ -102,7 +103,7 @@ def valid_player_id(value: Any) -> bool:
     )
 
 
-def _seat_names(value: Any, players: int) -> tuple[str, ...]:
+def seat_names(value: Any, players: int) -> tuple[str, ...]:
     if (
         not isinstance(value, list)
         or len(value) != players
@@ -114,7 +115,7 @@ def _seat_names(value: Any, players: int) -> tuple[str, ...]:
     return tuple(n.strip() for n in value)
 
 
-def _seat_ids(value: Any, players: int) -> tuple[str | None, ...]:
+def seat_ids(value: Any, players: int) -> tuple[str | None, ...]:
     if (
         not isinstance(value, list)
         or len(value) != players
@@ -183,9 +184,9 @@ def load_record(data: Any) -> Record:
             raise MalformedError("bad_record", "turns must be a list")
         if len(turns) > MAX_TURNS:
             raise MalformedError("too_many_turns", f"a record holds at most {MAX_TURNS} turns")
-        names = None if data.get("names") is None else _seat_names(data["names"], players)
+        names = None if data.get("names") is None else seat_names(data["names"], players)
         ids = data.get("player_ids")
-        player_ids = None if ids is None else _seat_ids(ids, players)
+        player_ids = None if ids is None else seat_ids(ids, players)
     except GameError as exc:
         raise RecordError(None, exc) from exc
     parsed = []
@@ -223,6 +224,9 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
         started = run(StartGame(record.ruleset, record.players))
     except GameError as exc:
         raise RecordError(None, exc) from exc
+    if record.names is not None or record.player_ids is not None:
+        # The log says who played, as the record does (`record_from_events` reads it back).
+        started = with_seats(started, record.names, record.player_ids)
     yield Step(None, None, started)
     for index, turn in enumerate(record.turns):
         player = state.current
@@ -276,12 +280,16 @@ def record_from_events(
     player_ids: Sequence[str | None] | None = None,
 ) -> Record:
     """The record of a game from its events (for export and replay elsewhere), with the
-    seats' names and player ids when given (kept only if there is one per seat)."""
+    seats' names and player ids (kept only if there is one per seat): those its `GameStarted`
+    logged, else the `names` and `player_ids` given (a game logged before names were, whose
+    names are kept beside the log)."""
     ruleset, players, turns = Ruleset(), 2, []
     for event in events:
         match event:
             case GameStarted():
                 ruleset, players = event.ruleset, event.players
+                names = event.names if event.names is not None else names
+                player_ids = event.player_ids if event.player_ids is not None else player_ids
             case TilePlaced():
                 turns.append(Turn(event.tile, event.x, event.y, event.rotation, event.meeple))
             case TileDiscarded() | TileReturned():

@@ -11,7 +11,7 @@ from typing import Any
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
-from carcassonne.events import Event, event_from_dict, event_to_dict
+from carcassonne.events import Event, event_from_dict, event_to_dict, seats_to_list
 from carcassonne.geometry import EDGES, HALF_EDGES
 
 from .envelope import NewEvent, StoredEvent
@@ -47,6 +47,22 @@ class MeepleSchema(_Strict):
 class GameStartedV1(_Strict):
     ruleset = fields.Nested(RulesetSchema, required=True)
     players = fields.Integer(required=True, strict=True, validate=validate.Range(2, 6))
+
+
+class SeatV2(_Strict):
+    """A seat of GameStarted v2: the player's name and the app's player id, each null when
+    unknown (every seat of an upcast v1 game; the id of a seat created without one)."""
+
+    name = fields.String(required=True, allow_none=True, validate=validate.Length(1, 40))
+    player_id = fields.String(required=True, allow_none=True, validate=validate.Length(1, 128))
+
+
+class GameStartedV2(_Strict):
+    """Version 2 lists the seats (names and player ids, seat order) where v1 had a count:
+    a replay viewer holding only the log can say who played."""
+
+    ruleset = fields.Nested(RulesetSchema, required=True)
+    players = fields.List(fields.Nested(SeatV2), required=True, validate=validate.Length(2, 6))
 
 
 class TileDrawnV1(_Strict):
@@ -91,6 +107,7 @@ class AnyPayload(FastLoadSchema):
 
 SCHEMAS: dict[tuple[str, int], Schema] = {
     ("GameStarted", 1): GameStartedV1(),
+    ("GameStarted", 2): GameStartedV2(),
     ("TileDrawn", 1): TileDrawnV1(),
     ("TilePlaced", 1): TilePlacedV1(),
     ("TilePlaced", 2): TilePlacedV2(),
@@ -110,8 +127,18 @@ def _rot_to_rotation(payload: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _count_to_seats(payload: dict[str, Any]) -> dict[str, Any]:
+    """GameStarted v1 -> v2: a v1 game logged no names (the secrets record has them, outside
+    the log), so each seat's name and player id are null: readers fall back to the secrets
+    record for such a game (the query service, `GET /games/{id}/record`)."""
+    out = dict(payload)
+    out["players"] = seats_to_list(out["players"], None, None)
+    return out
+
+
 UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
     ("TilePlaced", 1): _rot_to_rotation,
+    ("GameStarted", 1): _count_to_seats,
 }
 
 
@@ -166,6 +193,8 @@ def to_new(event: Event) -> NewEvent:
     """
     data = event_to_dict(event)
     event_type = data.pop("type")
+    if event_type == "GameStarted" and type(data["players"]) is int:
+        data["players"] = seats_to_list(data["players"], None, None)  # v2 lists the seats
     return NewEvent(event_type, CURRENT[event_type], data)
 
 
