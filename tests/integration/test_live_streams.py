@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from services.command.app import create_app as create_command_app
 from services.query.log import format_cursor, page
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import client_name
+from tests.redis_server import start_redis
 
 from .games import new_game, play
 from .http_client import gunicorn
@@ -29,9 +31,25 @@ CAP = 20  # live streams per process on the capped server
 
 
 @pytest.fixture(scope="module")
-def env(redis_url: str) -> Iterator[dict[str, str]]:
+def live_redis_url() -> Iterator[str]:
+    """A redis-server of this module's own: the connection counts below are the query
+    servers' alone (other tests' in-process apps hold `cc:query` connections on the shared one)."""
+    proc, url, workdir = start_redis()
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def redis_client(live_redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(live_redis_url)
+
+
+@pytest.fixture(scope="module")
+def env(live_redis_url: str) -> Iterator[dict[str, str]]:
     raise_fd_limit()
-    environment = celery_env(redis_url)
+    environment = celery_env(live_redis_url)
     with running(worker(environment)):
         yield environment
 
