@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run run-cluster demo test bench lint clean
+.PHONY: install run run-cluster demo test bench lint openapi clean
 
 install: $(STAMP)
 
@@ -32,7 +32,7 @@ test: install
 	$(PY) -m pytest
 
 # Every benchmark runs even when an earlier one missed a target; any miss fails `make bench`.
-BENCHES := engine redis_client command scoring thirdparty live proxy webhooks indexes instances cluster
+BENCHES := engine redis_client command scoring thirdparty live proxy webhooks indexes hotspots instances cluster
 
 bench: install
 	@status=0; for b in $(BENCHES); do \
@@ -41,6 +41,11 @@ bench: install
 	done; \
 	if [ $$status -ne 0 ]; then echo "make bench: a target was missed (see MISSED above)"; fi; \
 	exit $$status
+
+# docs/openapi.json: the whole API's one document, rebuilt from both services' schemas
+# (tests/integration/test_openapi.py fails when the served document and the file differ).
+openapi: install
+	$(PY) -m services.common.openapi
 
 lint: install
 	$(PY) -m ruff check shared services tests deploy
