@@ -12,7 +12,6 @@ from typing import Any
 import redis
 from flask import Flask, Response, current_app, jsonify, request
 from flask.views import MethodView
-from flask_smorest import Api
 from prometheus_client import Counter
 from werkzeug.exceptions import HTTPException
 
@@ -20,6 +19,7 @@ from carcassonne.errors import GameError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
 from services.common.affinity import OWNS_GAME
+from services.common.openapi import ContractApi
 from services.common.webapp import Blueprint, checked_game_id, new_app, with_allow
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import broker_url
@@ -29,7 +29,8 @@ from . import integration
 from .client import command_client
 from .config import from_env
 from .notify import CeleryNotifier
-from .schemas import CreatedGameOut, CreateGameIn, TurnIn, TurnOut
+from .schemas import CreatedGame, CreateGameIn, TurnIn, TurnView
+from .schemas import TurnResult as TurnResultOut
 from .secrets_store import RedisSecrets
 from .service import GameService, TurnResult
 
@@ -68,7 +69,7 @@ def _next(result: TurnResult) -> dict[str, Any]:
 @blp.route("")
 class Games(MethodView):
     @blp.arguments(CreateGameIn())
-    @blp.response(201, CreatedGameOut())
+    @blp.response(201, CreatedGame())
     def post(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a game: returns its id and one secret token per player.
 
@@ -87,16 +88,9 @@ class Games(MethodView):
 @blp.route("/<game_id>/turns")
 class Turns(MethodView):
     @blp.arguments(TurnIn())
-    @blp.response(200, TurnOut())
+    @blp.response(200, TurnResultOut())
     @blp.doc(
         parameters=[
-            {
-                "in": "header",
-                "name": "Authorization",
-                "required": True,
-                "schema": {"type": "string"},
-                "description": "Bearer <player token>",
-            },
             {
                 "in": "header",
                 "name": "Idempotency-Key",
@@ -134,7 +128,7 @@ class Turns(MethodView):
         )
         if not result.replayed:
             EVENTS_APPENDED.labels("moves").inc(len(result.events))
-        # Encoded here rather than dumped through `TurnOut` (which documents it): the body is
+        # Encoded here rather than dumped through `TurnResult` (which documents it): the body is
         # built from plain values already, and the schema dump cost ~15% of a turn's CPU.
         return _json_response(
             {
@@ -179,7 +173,7 @@ def turn_etag(seq: int) -> str:
 
 @blp.route("/<game_id>/turn")
 class Turn(MethodView):
-    @blp.response(200)
+    @blp.response(200, TurnView())
     @blp.alt_response(304, description="Not Modified: the If-None-Match ETag is current")
     def get(self, game_id: str) -> Response:
         """Whose turn it is, the drawn tile, and every legal placement with its meeple spots.
@@ -235,7 +229,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             notify_ms=notify_ms,
         )
     app.extensions["game_service"] = service
-    api = Api(app)
+    api = ContractApi(app)  # /openapi.json: the whole API's one document
     api.register_blueprint(blp)
     integration.init_app(app, api, service)  # /v1/score, import, export, webhooks
 

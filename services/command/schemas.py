@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import RAISE, ValidationError, fields, validate, validates_schema
 
 from carcassonne.geometry import EDGES, HALF_EDGES
 from eventstore.fastload import FastLoadSchema
+from services.common.schemas import (
+    Closed,
+    Event,
+    ExplainedScore,
+    Meeple,
+    Ruleset,
+    StrictBoolean,
+    ints,
+)
 
 COORD = validate.Range(-10_000, 10_000)
 
@@ -42,9 +51,9 @@ class AreaIn(Strict):
 
 class RulesetIn(Strict):
     tileset = fields.String(load_default="base", validate=validate.OneOf(["base", "demo"]))
-    farmers = fields.Boolean(load_default=True, truthy={True}, falsy={False})
+    farmers = StrictBoolean(load_default=True)
     farm_scoring = fields.String(load_default="3rd", validate=validate.OneOf(["3rd", "2nd", "1st"]))
-    incomplete_score = fields.Boolean(load_default=True, truthy={True}, falsy={False})
+    incomplete_score = StrictBoolean(load_default=True)
     meeples = fields.Integer(strict=True, validate=validate.Range(0, 99), load_default=None)
     unplaceable = fields.String(
         load_default="discard", validate=validate.OneOf(["discard", "return"])
@@ -56,26 +65,61 @@ class CreateGameIn(Strict):
     players = fields.List(fields.Nested(PlayerIn), required=True, validate=validate.Length(2, 6))
     ruleset = fields.Nested(RulesetIn, load_default=lambda: RulesetIn().load({}))
     seat_order = fields.List(
-        fields.Integer(strict=True),
+        fields.Integer(strict=True, validate=validate.Range(0, 5)),
         load_default=None,
-        metadata={"description": "indexes into players, first to move first"},
+        validate=validate.Length(2, 6),
+        metadata={
+            "description": "indexes into players, each once, first to move first "
+            "(default: a random first player, then in request order); else 422 bad_seat_order"
+        },
     )
 
 
-class SeatOut(Schema):
-    seat = fields.Integer()
-    name = fields.String()
+class Seat(Closed):
+    seat = fields.Integer(required=True, metadata={"description": "0 moves first"})
+    name = fields.String(required=True)
     player_index = fields.Integer(
-        metadata={"description": "the index in the request's `players` of who sits here"}
+        required=True,
+        metadata={"description": "the index in the request's `players` of who sits here"},
     )
     player_id = fields.String(metadata={"description": "the request's player_id, if given"})
-    token = fields.String(metadata={"description": "secret: send as Authorization: Bearer"})
+    token = fields.String(
+        required=True, metadata={"description": "secret: send as Authorization: Bearer <token>"}
+    )
 
 
-class CreatedGameOut(Schema):
-    game_id = fields.String()
-    players = fields.List(fields.Nested(SeatOut))
-    turn = fields.Dict()
+class Placement(Closed):
+    """A legal placement of the drawn tile and the meeple spots it allows."""
+
+    x = fields.Integer(required=True)
+    y = fields.Integer(required=True)
+    rotation = fields.Integer(required=True, validate=validate.Range(0, 3))
+    meeples = fields.List(fields.Nested(Meeple), required=True)
+
+
+class TurnView(Closed):
+    """Whose turn it is, the drawn tile and every legal placement (GET /games/{id}/turn)."""
+
+    game_id = fields.String(required=True)
+    seq = fields.Integer(required=True, metadata={"description": "the last move (If-Match)"})
+    over = fields.Boolean(required=True)
+    player = fields.Integer(required=True, allow_none=True, metadata={"description": "seat"})
+    player_name = fields.String(required=True, allow_none=True)
+    tile = fields.String(required=True, allow_none=True, metadata={"description": "drawn"})
+    tiles_left = fields.Integer(required=True)
+    scores = ints(required=True, metadata={"description": "per seat"})
+    supply = ints(required=True, metadata={"description": "meeples in hand per seat"})
+    placements = fields.List(fields.Nested(Placement), required=True)
+    seed = fields.String(
+        allow_none=True,
+        metadata={"description": "the draw seed, revealed when the game ends (null: imported)"},
+    )
+
+
+class CreatedGame(Closed):
+    game_id = fields.String(required=True)
+    players = fields.List(fields.Nested(Seat), required=True, metadata={"description": "seats"})
+    turn = fields.Nested(TurnView, required=True)
 
 
 class MeepleIn(Strict):
@@ -103,15 +147,126 @@ class TurnIn(Strict):
     meeple = fields.Nested(MeepleIn, allow_none=True, load_default=None)
 
 
-class TurnOut(Schema):
-    seq = fields.Integer()
-    replayed = fields.Boolean()
-    events = fields.List(fields.Dict())
-    next = fields.Dict(metadata={"description": "next player and their drawn tile"})
+class Next(Closed):
+    """Who moves next and the tile they drew; when the game is over, the final scores."""
+
+    over = fields.Boolean(required=True)
+    player = fields.Integer(required=True, allow_none=True)
+    tile = fields.String(required=True, allow_none=True)
+    tiles_left = fields.Integer(metadata={"description": "while the game goes on"})
+    scores = ints(metadata={"description": "final scores, when over"})
 
 
-class ErrorOut(Schema):
-    code = fields.String()
-    message = fields.String()
-    rule = fields.String(allow_none=True)
-    details = fields.Dict()
+class TurnResult(Closed):
+    """What a turn appended (the move stream's events) and what comes next."""
+
+    seq = fields.Integer(required=True, metadata={"description": "the game's last move now"})
+    replayed = fields.Boolean(
+        required=True, metadata={"description": "true: an Idempotency-Key retry, nothing new"}
+    )
+    events = fields.List(fields.Nested(Event), required=True)
+    next = fields.Nested(Next, required=True)
+
+
+class TimelineTurn(Closed):
+    index = fields.Integer(required=True, metadata={"description": "the record's turn"})
+    player = fields.Integer(required=True)
+    tile = fields.String(required=True)
+    action = fields.String(
+        required=True, validate=validate.OneOf(["placed", "discarded", "returned"])
+    )
+    scores = ints(required=True, metadata={"description": "totals after this turn"})
+
+
+class ScoredItem(ExplainedScore):
+    index = fields.Integer(
+        required=True, allow_none=True, metadata={"description": "the turn that scored it"}
+    )
+    totals = ints(required=True)
+
+
+class ScoreResult(Closed):
+    """POST /v1/score: every turn's scores, every score explained, final scoring, result."""
+
+    format = fields.String(required=True)
+    players = fields.Integer(required=True)
+    ruleset = fields.Nested(Ruleset, required=True)
+    turns = fields.Integer(required=True)
+    tiles_placed = fields.Integer(required=True)
+    ended = fields.String(required=True, allow_none=True)
+    timeline = fields.List(fields.Nested(TimelineTurn), required=True)
+    events = fields.List(fields.Nested(ScoredItem), required=True)
+    final_scoring = fields.List(fields.Nested(ScoredItem), required=True)
+    scores_before_final = ints(required=True)
+    final_scores = ints(required=True)
+    ranks = ints(required=True)
+    winners = ints(required=True)
+
+
+class ImportedSeat(Closed):
+    seat = fields.Integer(required=True)
+    name = fields.String(required=True)
+    player_id = fields.String(metadata={"description": "the record's player_id, if given"})
+
+
+class ImportLinks(Closed):
+    record = fields.String(required=True)
+    webhooks = fields.String(required=True)
+
+
+class ImportedGame(Closed):
+    game_id = fields.String(required=True)
+    imported = fields.Boolean(required=True)
+    playable = fields.Boolean(required=True)
+    note = fields.String(required=True)
+    seq = fields.Integer(required=True)
+    players = fields.List(fields.Nested(ImportedSeat), required=True)
+    final_scores = ints(required=True)
+    links = fields.Nested(ImportLinks, required=True)
+
+
+class Webhook(Closed):
+    hook_id = fields.String(required=True)
+    game_id = fields.String(required=True)
+    url = fields.String(required=True, metadata={"description": "as stored (normalised)"})
+    events = fields.List(fields.String(), required=True)
+    backlog = fields.Integer(required=True, metadata={"description": "score events so far"})
+    created_ms = fields.Integer(required=True)
+    deliveries = fields.String(required=True, metadata={"description": "the delivery log"})
+    signature = fields.String(required=True)
+
+
+class Attempt(Closed):
+    attempt = fields.Integer(required=True)
+    at_ms = fields.Integer(required=True)
+    ms = fields.Integer(required=True)
+    status = fields.Integer(required=True, allow_none=True)
+    error = fields.String()
+
+
+class Delivery(Closed):
+    delivery = fields.String(required=True)
+    seq = fields.Integer(required=True)
+    event = fields.String(required=True)
+    created_ms = fields.Integer(required=True)
+    deadline_ms = fields.Integer(required=True)
+    outcome = fields.String(
+        required=True, validate=validate.OneOf(["pending", "retrying", "delivered", "failed"])
+    )
+    tries = fields.Integer(required=True)
+    attempts = fields.List(fields.Nested(Attempt), required=True)
+    next_ms = fields.Integer(required=True, allow_none=True)
+    status = fields.Integer(required=True, allow_none=True)
+    delivered_ms = fields.Integer()
+
+
+class Deliveries(Closed):
+    game_id = fields.String(required=True)
+    hook_id = fields.String(required=True)
+    url = fields.String(required=True)
+    dispatched_up_to = fields.Integer(required=True)
+    score_seq = fields.Integer(required=True)
+    deliveries = fields.List(fields.Nested(Delivery), required=True)
+    next = fields.Integer(
+        required=True, allow_none=True, metadata={"description": "`after` of the next page"}
+    )

@@ -16,10 +16,11 @@ from typing import Any
 import redis
 from flask import Flask, Response, current_app, request
 from flask.views import MethodView
-from flask_smorest import Api, Blueprint
+from flask_smorest import Blueprint
 from werkzeug.exceptions import HTTPException
 
 from carcassonne.errors import GameError
+from services.common.openapi import ContractApi
 from services.common.webapp import checked_game_id, new_app, with_allow
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import (
@@ -33,16 +34,9 @@ from .config import from_env
 from .directory import RedisDirectory
 from .live import LiveHub
 from .log import parse_cursor
-from .schemas import (
-    AtArgs,
-    BoardOut,
-    EventsArgs,
-    EventsOut,
-    GamesArgs,
-    GamesOut,
-    LiveArgs,
-    ScoresOut,
-)
+from .schemas import AtArgs, EventsArgs, EventsPage, GamesArgs, GamesPage, LiveArgs
+from .schemas import Board as BoardOut
+from .schemas import Scores as ScoresOut
 from .service import QueryService, to_json
 
 NDJSON = "application/x-ndjson"
@@ -86,7 +80,7 @@ def _conditional(etag: str, render: Callable[[], bytes]) -> Response:
 @blp.route("")
 class Games(MethodView):
     @blp.arguments(GamesArgs(), location="query")
-    @blp.response(200, GamesOut())
+    @blp.response(200, GamesPage())
     @blp.alt_response(304, description=NOT_MODIFIED["description"])
     def get(self, args: dict[str, Any]) -> Response:
         """The games, a page at a time; filter by status (in_progress, over), player name and
@@ -136,7 +130,7 @@ class Scores(MethodView):
 @blp.route("/<game_id>/events")
 class Events(MethodView):
     @blp.arguments(EventsArgs(), location="query")
-    @blp.response(200, EventsOut())
+    @blp.response(200, EventsPage())
     @blp.alt_response(304, description=NOT_MODIFIED["description"])
     def get(self, args: dict[str, Any], game_id: str) -> Response:
         """The merged log of moves and score events after a cursor, a page at a time; NDJSON
@@ -160,14 +154,8 @@ class Events(MethodView):
 class Live(MethodView):
     @blp.arguments(LiveArgs(), location="query")
     @blp.doc(
-        parameters=[
-            {
-                "in": "header",
-                "name": "Last-Event-ID",
-                "schema": {"type": "string"},
-                "description": "resume after this event id (a cursor)",
-            }
-        ],
+        # Last-Event-ID is added by services/common/openapi.py: a `parameters` list here
+        # would replace the query parameters @blp.arguments documents.
         responses={
             "200": {
                 "description": "text/event-stream: `move` and `score` events, id = cursor",
@@ -260,7 +248,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         )
     app.extensions["query_service"] = service
     app.extensions["live_slots"] = threading.BoundedSemaphore(app.config["SSE_MAX_STREAMS"])
-    api = Api(app)
+    api = ContractApi(app)  # /openapi.json: the whole API's one document
     api.register_blueprint(blp)
 
     @app.errorhandler(GameError)

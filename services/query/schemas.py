@@ -9,6 +9,17 @@ from __future__ import annotations
 
 from marshmallow import Schema, fields, validate
 
+from services.common.schemas import (
+    FEATURES,
+    Closed,
+    Event,
+    ExplainedScore,
+    Ruleset,
+    ScoreEvent,
+    ints,
+    position,
+)
+
 MAX_LIMIT = 1_000
 CURSOR = validate.Regexp(r"^\d{1,15}-\d{1,15}$", error='a cursor is "<move seq>-<score seq>"')
 
@@ -71,120 +82,170 @@ class GamesArgs(Schema):
 PLAYER_ID_OUT = {"description": "the app's user id given for this seat at creation, or null"}
 
 
-class SeatOut(Schema):
-    seat = fields.Integer()
-    name = fields.String()
-    player_id = fields.String(allow_none=True, metadata=PLAYER_ID_OUT)
-    score = fields.Integer()
-    supply = fields.Integer()
+class BoardSeat(Closed):
+    seat = fields.Integer(required=True)
+    name = fields.String(required=True)
+    player_id = fields.String(required=True, allow_none=True, metadata=PLAYER_ID_OUT)
+    score = fields.Integer(required=True)
+    supply = fields.Integer(required=True, metadata={"description": "meeples in hand"})
 
 
-class TurnOut(Schema):
-    player = fields.Integer()
-    name = fields.String()
-    tile = fields.String(allow_none=True)
-
-
-class TileOut(Schema):
-    tile = fields.String()
-    x = fields.Integer()
-    y = fields.Integer()
-    rotation = fields.Integer()
-
-
-class MeepleOut(Schema):
-    player = fields.Integer()
-    x = fields.Integer()
-    y = fields.Integer()
-    feature = fields.String()
-    spot = fields.String(metadata={"description": "edge N E S W, half-edge NNW…WNW, monastery"})
-
-
-class OpenFeatureOut(Schema):
-    kind = fields.String()
-    tiles = fields.List(fields.List(fields.Integer()))
-    pennants = fields.Integer()
-    missing = fields.Integer(metadata={"description": "open edges; a monastery: empty squares"})
-    meeples = fields.List(fields.Integer())
-    if_ended = fields.Dict(
-        allow_none=True, metadata={"description": "its R7.2 score explanation if it ended now"}
+class BoardTurn(Closed):
+    player = fields.Integer(required=True)
+    name = fields.String(required=True)
+    tile = fields.String(
+        required=True, allow_none=True, metadata={"description": "null between placement and draw"}
     )
 
 
-class BoardOut(Schema):
-    game_id = fields.String()
-    seq = fields.Integer(metadata={"description": "the last move this view reflects"})
-    phase = fields.String()
-    over = fields.Boolean()
-    ruleset = fields.Dict()
-    players = fields.List(fields.Nested(SeatOut))
-    turn = fields.Nested(TurnOut, allow_none=True)
-    tiles_placed = fields.Integer(metadata={"description": "placements so far (`?turn=`)"})
-    tiles_left = fields.Integer()
-    discarded = fields.List(fields.String())
-    tiles = fields.List(fields.Nested(TileOut))
-    meeples = fields.List(fields.Nested(MeepleOut))
-    open_features = fields.List(fields.Nested(OpenFeatureOut))
-    farms_if_ended = fields.List(fields.Dict())
-    scores_if_ended = fields.List(fields.Integer())
+class PlacedTile(Closed):
+    tile = fields.String(required=True)
+    x = fields.Integer(required=True)
+    y = fields.Integer(required=True)
+    rotation = fields.Integer(required=True, validate=validate.Range(0, 3))
 
 
-class TrackOut(Schema):
-    space = fields.Integer()
-    laps = fields.Integer()
-    point_tiles = fields.List(fields.Integer())
+class PlacedMeeple(Closed):
+    player = fields.Integer(required=True)
+    x = fields.Integer(required=True)
+    y = fields.Integer(required=True)
+    feature = fields.String(required=True, validate=validate.OneOf(FEATURES))
+    spot = fields.String(
+        required=True, metadata={"description": "edge N E S W, half-edge NNW…WNW, monastery"}
+    )
 
 
-class ScorePlayerOut(Schema):
-    seat = fields.Integer()
-    name = fields.String()
-    player_id = fields.String(allow_none=True, metadata=PLAYER_ID_OUT)
-    score = fields.Integer()
-    track = fields.Nested(TrackOut)
-    meeples = fields.Dict(metadata={"description": "supply and on_board, as of move `seq`"})
-    points = fields.Dict(metadata={"description": "roads, cities, monasteries, farms"})
-    rank = fields.Integer(allow_none=True)
+class OpenFeature(Closed):
+    kind = fields.String(required=True, validate=validate.OneOf(["road", "city", "monastery"]))
+    tiles = fields.List(position(), required=True)
+    pennants = fields.Integer(required=True)
+    missing = fields.Integer(
+        required=True, metadata={"description": "open edges; a monastery: empty squares"}
+    )
+    meeples = ints(required=True, metadata={"description": "per seat"})
+    if_ended = fields.Nested(
+        ScoreEvent,
+        required=True,
+        allow_none=True,
+        metadata={"description": "its R7.2 score if the game ended now (null: no meeple)"},
+    )
 
 
-class ScoresOut(Schema):
-    game_id = fields.String()
-    seq = fields.Integer()
-    scored_up_to = fields.Integer(metadata={"description": "the last move the worker scored"})
-    unscored_moves = fields.Integer()
-    score_seq = fields.Integer()
-    over = fields.Boolean()
-    players = fields.List(fields.Nested(ScorePlayerOut))
-    events = fields.List(fields.Dict())
-    result = fields.Dict(allow_none=True)
+class Board(Closed):
+    """GET /games/{id}/board."""
+
+    game_id = fields.String(required=True)
+    seq = fields.Integer(required=True, metadata={"description": "the last move it reflects"})
+    phase = fields.String(required=True, validate=validate.OneOf(["new", "draw", "place", "over"]))
+    over = fields.Boolean(required=True)
+    ruleset = fields.Nested(Ruleset, required=True)
+    players = fields.List(fields.Nested(BoardSeat), required=True)
+    turn = fields.Nested(BoardTurn, required=True, allow_none=True)
+    tiles_placed = fields.Integer(
+        required=True, metadata={"description": "placements so far (`?turn=`)"}
+    )
+    tiles_left = fields.Integer(required=True)
+    discarded = fields.List(fields.String(), required=True)
+    tiles = fields.List(
+        fields.Nested(PlacedTile), required=True, metadata={"description": "in order"}
+    )
+    meeples = fields.List(fields.Nested(PlacedMeeple), required=True)
+    open_features = fields.List(fields.Nested(OpenFeature), required=True)
+    farms_if_ended = fields.List(fields.Nested(ScoreEvent), required=True)
+    scores_if_ended = ints(required=True)
 
 
-class EventsOut(Schema):
-    game_id = fields.String()
-    after = fields.String()
-    next = fields.String()
-    more = fields.Boolean()
-    items = fields.List(fields.Dict())
+class Track(Closed):
+    space = fields.Integer(required=True, validate=validate.Range(0, 49))
+    laps = fields.Integer(required=True)
+    point_tiles = ints(required=True, metadata={"description": "50 or 100 each (R8.1)"})
 
 
-class GameSummaryOut(Schema):
-    game_id = fields.String()
-    status = fields.String()
-    players = fields.List(fields.String())
+class MeepleCount(Closed):
+    supply = fields.Integer(required=True)
+    on_board = fields.Integer(required=True)
+
+
+class Points(Closed):
+    roads = fields.Integer(required=True)
+    cities = fields.Integer(required=True)
+    monasteries = fields.Integer(required=True)
+    farms = fields.Integer(required=True)
+
+
+class ScoreSeat(Closed):
+    seat = fields.Integer(required=True)
+    name = fields.String(required=True)
+    player_id = fields.String(required=True, allow_none=True, metadata=PLAYER_ID_OUT)
+    score = fields.Integer(required=True)
+    track = fields.Nested(Track, required=True)
+    meeples = fields.Nested(MeepleCount, required=True, metadata={"description": "as of `seq`"})
+    points = fields.Nested(Points, required=True)
+    rank = fields.Integer(required=True, allow_none=True, metadata={"description": "once over"})
+
+
+class StoredScore(ExplainedScore):
+    seq = fields.Integer(required=True, metadata={"description": "in the score stream"})
+    move = fields.Integer(required=True, metadata={"description": "the move that scored it"})
+    totals = ints(metadata={"description": "each seat's total after it"})
+
+
+class GameResult(Closed):
+    move = fields.Integer(required=True)
+    final_scores = ints(required=True)
+    scores_before_final = ints(required=True)
+    ranks = ints(required=True)
+    winners = ints(required=True)
+
+
+class Scores(Closed):
+    """GET /games/{id}/scores."""
+
+    game_id = fields.String(required=True)
+    seq = fields.Integer(required=True)
+    scored_up_to = fields.Integer(
+        required=True, metadata={"description": "the last move the worker scored"}
+    )
+    unscored_moves = fields.Integer(required=True)
+    score_seq = fields.Integer(required=True)
+    over = fields.Boolean(required=True)
+    players = fields.List(fields.Nested(ScoreSeat), required=True)
+    events = fields.List(fields.Nested(StoredScore), required=True)
+    result = fields.Nested(GameResult, required=True, allow_none=True)
+
+
+class LogItem(Event):
+    cursor = fields.String(required=True, metadata={"description": "the cursor after it"})
+
+
+class EventsPage(Closed):
+    """GET /games/{id}/events: the merged log, a page at a time."""
+
+    game_id = fields.String(required=True)
+    after = fields.String(required=True)
+    next = fields.String(required=True, metadata={"description": "`after` of the next page"})
+    more = fields.Boolean(required=True)
+    items = fields.List(fields.Nested(LogItem), required=True)
+
+
+class GameSummary(Closed):
+    game_id = fields.String(required=True)
+    status = fields.String(required=True, validate=validate.OneOf(["in_progress", "over"]))
+    players = fields.List(fields.String(), required=True, metadata={"description": "names"})
     player_ids = fields.List(
-        fields.String(allow_none=True), metadata={"description": "per seat; null: not given"}
+        fields.String(allow_none=True),
+        required=True,
+        metadata={"description": "per seat; null: not given"},
     )
-    seq = fields.Integer()
-    updated_ms = fields.Integer()
-    scores = fields.List(fields.Integer(), allow_none=True)
+    seq = fields.Integer(required=True)
+    updated_ms = fields.Integer(required=True)
+    scores = ints(required=True, allow_none=True)
 
 
-class GamesOut(Schema):
-    games = fields.List(fields.Nested(GameSummaryOut))
-    next = fields.String(allow_none=True)
+class GamesPage(Closed):
+    """GET /games: newest first."""
 
-
-class ErrorOut(Schema):
-    code = fields.String()
-    message = fields.String()
-    rule = fields.String(allow_none=True)
-    details = fields.Dict()
+    games = fields.List(fields.Nested(GameSummary), required=True)
+    next = fields.String(
+        required=True, allow_none=True, metadata={"description": "`cursor` of the next page"}
+    )

@@ -17,6 +17,10 @@ from tests.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 __all__ = ["ROOT", "call", "free_port", "gunicorn"]
+# Set by tests/integration/conftest.py: every answer is checked against docs/openapi.json
+# (benchmarks, which import this module without it, pay nothing for it).
+VALIDATE = False
+SERVICES: set[str] = set()  # base URLs of the services' own apps (not test doubles)
 
 
 def call(
@@ -39,6 +43,10 @@ def call(
         payload = resp.read()
     finally:
         conn.close()
+    if VALIDATE and base in SERVICES:
+        from tests.integration.openapi_client import check_raw
+
+        check_raw(base, method, path, sent, data, resp.status, resp.getheaders(), payload)
     try:
         return resp.status, json.loads(payload) if payload else None
     except json.JSONDecodeError:
@@ -82,8 +90,11 @@ def gunicorn(
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"gunicorn for {app} did not start")
             time.sleep(0.1)
+        if app.startswith("services."):
+            SERVICES.add(base)
         yield base
     finally:
+        SERVICES.discard(base)
         proc.terminate()
         try:
             proc.wait(timeout=15)

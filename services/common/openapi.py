@@ -1,0 +1,377 @@
+"""One OpenAPI document for the whole public API, served by both services at /openapi.json.
+
+Each service's operations come from its blueprints (flask-smorest, from the marshmallow
+schemas); `document()` registers both services' blueprints on bare apps (no Redis, no
+settings), merges the two specs and adds what the decorators do not say: operationIds for
+generated clients, every error status an operation can answer (all in the one error shape,
+`services.common.schemas.Error`), response headers, the non-JSON media types and the
+security schemes (`bearerAuth`: a seat's token; `apiKey`: `X-Api-Key`).
+
+`docs/openapi.json` is this document, checked in (`make openapi` writes it; a test fails
+when the two drift). The integration tests validate every response against it
+(tests/integration/openapi_client.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import flask
+import flask_smorest
+
+from .schemas import Error
+
+DOC_FILE = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+OPENAPI_VERSION = "3.1.0"
+TITLE = "Carcassonne Cloud"
+DESCRIPTION = """\
+The whole public API of Carcassonne Cloud: the command service (create and play games,
+score, import and export records, webhooks) and the query service (boards, scores, event log,
+live streams, game lists). Both serve this same document at `/openapi.json`.
+
+Every error, 4xx or 5xx, is `{"code", "message", "rule", "details"}` (schema `Error`) with a
+stable `code`. A method a path does not take answers 405 with an `Allow` header. A seat plays
+with its token (`Authorization: Bearer <token>`, from the created game); third parties send
+their API key as `X-Api-Key`. Views carry an ETag and answer 304 to a matching If-None-Match.
+"""
+
+JSON = "application/json"
+NDJSON = "application/x-ndjson"
+TEXT = "text/plain"
+SSE = "text/event-stream"
+
+
+def _header(description: str, example: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    if example is not None:
+        schema["example"] = example
+    return {"description": description, "schema": schema}
+
+
+# Sent every time on the responses that declare them (`required`), but Idempotent-Replayed.
+HEADERS: dict[str, dict[str, Any]] = {
+    "ETag": _header(
+        "the version of this view: send it as If-None-Match (304 when current); a move "
+        'sequence ETag ("m6") is also a turn\'s If-Match',
+        '"m6"',
+    ),
+    "Cache-Control": _header("no-cache: always revalidate (views move with the game)"),
+    "Retry-After": {
+        "description": "seconds to wait before retrying",
+        "schema": {"type": "string", "pattern": "^[0-9]+$", "example": "2"},
+    },
+    "X-Carcassonne-Game-Over": {
+        "description": "whether the exported game has ended",
+        "schema": {"type": "string", "enum": ["true", "false"]},
+    },
+    "Idempotent-Replayed": {
+        "description": "present when this answer repeats the first request's with the same "
+        "Idempotency-Key (nothing new was stored)",
+        "schema": {"type": "string", "enum": ["true"]},
+    },
+    "Vary": _header("Accept: the representation depends on it"),
+}
+
+# Error responses, by status: every one has the `Error` body; the codes are the ones the
+# services send (stable, machine-readable).
+ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
+    400: (
+        "BadRequest",
+        "the body cannot be read: invalid_json, json_too_deep, "
+        "incomplete_body, invalid_notation, bad_if_match, bad_idempotency_key",
+        (),
+    ),
+    401: (
+        "Unauthorized",
+        "missing credentials: missing_token (no Bearer token), missing_api_key",
+        (),
+    ),
+    403: (
+        "Forbidden",
+        "bad_token (not a seat of this game, or not the seat to move), "
+        "bad_api_key (unknown or revoked), not_playable",
+        (),
+    ),
+    404: ("NotFound", "game_not_found, hook_not_found", ()),
+    406: ("NotAcceptable", "no representation matches the Accept header", ()),
+    409: (
+        "Conflict",
+        "the game moved on: stale_sequence (If-Match), game_over, "
+        "not_your_turn and other refusals of the game's state",
+        (),
+    ),
+    413: ("PayloadTooLarge", "body_too_large", ()),
+    415: (
+        "UnsupportedMediaType",
+        "unsupported_media_type: no Content-Type or another one (details.expected, details.got)",
+        (),
+    ),
+    422: (
+        "UnprocessableContent",
+        "the body or query does not match the schema "
+        "(invalid_body, invalid_query: details.fields), or breaks a rule (the code, the "
+        "rule, and for records details.index: the first bad turn)",
+        (),
+    ),
+    429: (
+        "TooManyRequests",
+        "rate_limited: this API key's rate limit is used up",
+        ("Retry-After",),
+    ),
+    503: (
+        "ServiceUnavailable",
+        "store_unavailable, not_replicated (retry with the same Idempotency-Key), too_many_streams",
+        ("Retry-After",),
+    ),
+}
+NOT_MODIFIED = "NotModified"
+
+
+@dataclass(frozen=True)
+class Op:
+    """What the document says of one operation beyond its decorators."""
+
+    operation_id: str
+    errors: tuple[int, ...]
+    security: str | None = None  # "bearerAuth" or "apiKey"
+    headers: dict[int, tuple[str, ...]] = field(default_factory=dict)  # success headers
+    media: dict[int, dict[str, Any]] = field(default_factory=dict)  # more media types
+    not_modified: bool = False
+    parameters: tuple[dict[str, Any], ...] = ()  # beside the ones the decorators document
+
+
+BODY = (400, 413, 415, 422)  # every JSON body: unreadable, too large, wrong type, invalid
+OPERATIONS: dict[tuple[str, str], Op] = {
+    # The command service.
+    ("post", "/games"): Op("createGame", (*BODY, 503)),
+    ("post", "/games/{game_id}/turns"): Op(
+        "playTurn", (*BODY, 401, 403, 404, 409, 503), security="bearerAuth"
+    ),
+    ("get", "/games/{game_id}/turn"): Op(
+        "getTurn", (404, 503), headers={200: ("ETag", "Cache-Control")}, not_modified=True
+    ),
+    ("post", "/v1/score"): Op("scoreRecord", (*BODY, 401, 403, 429, 503), security="apiKey"),
+    ("post", "/games/import"): Op(
+        "importGame",
+        (*BODY, 401, 403, 429, 503),
+        security="apiKey",
+        headers={201: ("Idempotent-Replayed",)},
+    ),
+    ("get", "/games/{game_id}/record"): Op(
+        "exportRecord",
+        (404, 422, 503),
+        headers={200: ("ETag", "X-Carcassonne-Game-Over", "Vary")},
+        media={200: {TEXT: {"schema": {"type": "string", "description": "the notation"}}}},
+        not_modified=True,
+    ),
+    ("post", "/games/{game_id}/webhooks"): Op(
+        "registerWebhook", (*BODY, 401, 403, 404, 429, 503), security="apiKey"
+    ),
+    ("get", "/games/{game_id}/webhooks/{hook_id}/deliveries"): Op(
+        "listDeliveries", (401, 403, 404, 422, 429, 503), security="apiKey"
+    ),
+    # The query service.
+    ("get", "/games"): Op(
+        "listGames", (422, 503), headers={200: ("ETag", "Cache-Control")}, not_modified=True
+    ),
+    ("get", "/games/{game_id}/board"): Op(
+        "getBoard", (404, 422, 503), headers={200: ("ETag", "Cache-Control")}, not_modified=True
+    ),
+    ("get", "/games/{game_id}/scores"): Op(
+        "getScores", (404, 422, 503), headers={200: ("ETag", "Cache-Control")}, not_modified=True
+    ),
+    ("get", "/games/{game_id}/events"): Op(
+        "getEvents",
+        (404, 422, 503),
+        media={
+            200: {
+                NDJSON: {
+                    "schema": {
+                        "type": "array",
+                        "items": {"$ref": "#/components/schemas/LogItem"},
+                        "description": "JSON Lines: one LogItem per line, in log order "
+                        "(the whole log unless `limit` is given)",
+                    }
+                }
+            }
+        },
+        not_modified=True,
+    ),
+    ("get", "/games/{game_id}/live"): Op(
+        "streamLive",
+        (404, 422, 503),
+        parameters=(
+            {
+                "in": "header",
+                "name": "Last-Event-ID",
+                "schema": {"type": "string", "pattern": r"^\d{1,15}-\d{1,15}$"},
+                "description": "resume after this event id (a cursor; wins over `after`)",
+            },
+        ),
+    ),
+}
+
+
+class SpecApi(flask_smorest.Api):
+    """flask-smorest's Api with the services' error schema in place of its default one."""
+
+    ERROR_SCHEMA = Error
+
+
+class ContractApi(SpecApi):
+    """The services' Api: /openapi.json serves the one combined document."""
+
+    def _openapi_json(self) -> flask.Response:
+        return flask.current_app.response_class(document_json(), mimetype=JSON)
+
+
+def _service_spec(title: str, blueprints: list[flask_smorest.Blueprint]) -> dict[str, Any]:
+    app = flask.Flask(f"openapi-{title}")
+    app.config.update(
+        API_TITLE=title,
+        API_VERSION="1",
+        OPENAPI_VERSION=OPENAPI_VERSION,
+        OPENAPI_URL_PREFIX=None,  # nothing served: the spec is all we want of this app
+    )
+    api = SpecApi(app)
+    for blp in blueprints:
+        api.register_blueprint(blp)
+    return dict(api.spec.to_dict())
+
+
+def service_specs() -> list[dict[str, Any]]:
+    """Each service's own spec, as its decorators make it."""
+    from services.command import app as command_app
+    from services.command import integration
+    from services.query import app as query_app
+
+    return [
+        _service_spec("command", [command_app.blp, integration.blp]),
+        _service_spec("query", [query_app.blp]),
+    ]
+
+
+def merge(specs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One spec of several: paths joined by method, components by name (a name that means
+    two different things is an error, not a silent overwrite)."""
+    out: dict[str, Any] = {"paths": {}, "components": {}}
+    for spec in specs:
+        for path, item in spec.get("paths", {}).items():
+            target = out["paths"].setdefault(path, {})
+            for key, value in item.items():
+                if key in target and target[key] != value:
+                    raise ValueError(f"{key} {path} is defined twice")
+                target[key] = value
+        for section, named in spec.get("components", {}).items():
+            target = out["components"].setdefault(section, {})
+            for name, value in named.items():
+                if name in target and target[name] != value:
+                    raise ValueError(f"components/{section}/{name} differs between services")
+                target[name] = value
+    return out
+
+
+def _error_response(status: int) -> dict[str, Any]:
+    _, description, headers = ERRORS[status]
+    response: dict[str, Any] = {
+        "description": description,
+        "content": {JSON: {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+    if headers:
+        response["headers"] = {h: {"$ref": f"#/components/headers/{h}"} for h in headers}
+    return response
+
+
+def annotate(spec: dict[str, Any]) -> dict[str, Any]:
+    """The merged spec with `OPERATIONS` applied; every operation must have an entry."""
+    doc = copy.deepcopy(spec)
+    components = doc["components"]
+    components["responses"] = {name: _error_response(s) for s, (name, _, _) in ERRORS.items()}
+    components["responses"][NOT_MODIFIED] = {
+        "description": "Not Modified: the If-None-Match ETag is current",
+        "headers": {"ETag": {"$ref": "#/components/headers/ETag"}},
+    }
+    components["headers"] = {
+        name: {**header, "required": name != "Idempotent-Replayed"}
+        for name, header in HEADERS.items()
+    }
+    components["securitySchemes"] = {
+        "bearerAuth": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "a seat's secret token, from the players of the created game",
+        },
+        "apiKey": {"type": "apiKey", "in": "header", "name": "X-Api-Key"},
+    }
+    seen = set()
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            if method == "parameters":
+                continue
+            op = OPERATIONS.get((method, path))
+            if op is None:
+                raise ValueError(f"{method.upper()} {path} is not described in OPERATIONS")
+            seen.add((method, path))
+            _describe(operation, op)
+    missing = set(OPERATIONS) - seen
+    if missing:
+        raise ValueError(f"OPERATIONS names operations that do not exist: {sorted(missing)}")
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {"title": TITLE, "version": "1", "description": DESCRIPTION},
+        "paths": doc["paths"],
+        "components": components,
+    }
+
+
+def _describe(operation: dict[str, Any], op: Op) -> None:
+    operation["operationId"] = op.operation_id
+    responses = operation["responses"]
+    responses.pop("default", None)  # every status the operation answers is listed instead
+    for status in op.errors:
+        responses[str(status)] = {"$ref": f"#/components/responses/{ERRORS[status][0]}"}
+    if op.not_modified:
+        responses["304"] = {"$ref": f"#/components/responses/{NOT_MODIFIED}"}
+    for status, names in op.headers.items():
+        responses[str(status)]["headers"] = {
+            h: {"$ref": f"#/components/headers/{h}"} for h in names
+        }
+    for status, media in op.media.items():
+        responses[str(status)].setdefault("content", {}).update(media)
+    if op.security is not None:
+        operation["security"] = [{op.security: []}]
+    # Credentials are security schemes, not header parameters.
+    operation["parameters"] = [
+        p
+        for p in operation.get("parameters", [])
+        if not (p.get("in") == "header" and p.get("name") in ("Authorization", "X-Api-Key"))
+    ] + list(op.parameters)
+    if not operation["parameters"]:
+        del operation["parameters"]
+
+
+@cache
+def document() -> dict[str, Any]:
+    """The whole public API's OpenAPI document (built once per process)."""
+    return annotate(merge(service_specs()))
+
+
+@cache
+def document_json() -> str:
+    """`document()` as served and as checked in (`docs/openapi.json`)."""
+    return json.dumps(document(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> None:
+    """`python -m services.common.openapi`: write docs/openapi.json (`make openapi`)."""
+    DOC_FILE.write_text(document_json(), encoding="utf-8")
+    print(f"wrote {DOC_FILE}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""Marshmallow schemas both services' OpenAPI documents share: the error body, the engine's
+JSON forms (ruleset, meeple, event, score explanation) and records.
+
+They describe bodies the services encode themselves (plain dicts, for speed); the contract
+tests (tests/integration/openapi_client.py) hold every real response to them. Output schemas
+are closed (`unknown = RAISE` becomes `additionalProperties: false`), so a key the code adds
+without documenting it fails those tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marshmallow import RAISE, Schema, ValidationError, fields, validate
+
+from carcassonne.geometry import EDGES, HALF_EDGES
+
+FEATURES = ["road", "city", "field", "monastery"]
+SCORED_KINDS = ["road", "city", "monastery", "farm"]
+RULE = validate.Regexp(r"^R\d+(\.\d+)*$")
+
+
+class StrictBoolean(fields.Boolean):
+    """A JSON boolean and nothing else: marshmallow's `truthy={True}` still takes 1 and 0
+    (``1 in {True}``), which the document's `type: boolean` does not allow."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
+        if type(value) is not bool:
+            raise ValidationError("Not a valid boolean.")
+        return value
+
+
+class Closed(Schema):
+    """An output schema: exactly these keys (`additionalProperties: false` in the document)."""
+
+    class Meta:
+        unknown = RAISE
+
+
+def ints(**kwargs: Any) -> fields.List:
+    """A list of integers (scores per seat, supplies, coordinates)."""
+    return fields.List(fields.Integer(), **kwargs)
+
+
+def position(**kwargs: Any) -> fields.List:
+    """A board square as ``[x, y]``."""
+    return fields.List(fields.Integer(), validate=validate.Length(2, 2), **kwargs)
+
+
+class Error(Closed):
+    """Every error the services answer (4xx and 5xx), with a stable machine-readable `code`."""
+
+    code = fields.String(
+        required=True, metadata={"description": "stable, machine-readable", "example": "not_found"}
+    )
+    message = fields.String(required=True, metadata={"description": "for people"})
+    rule = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "the rule broken (RULES.md, R1…R11), or null", "example": "R4.2"},
+    )
+    details = fields.Dict(
+        required=True,
+        metadata={"description": "more about this error (e.g. `fields` of an invalid body)"},
+    )
+
+
+class Area(Closed):
+    width = fields.Integer(required=True, validate=validate.Range(1, 1000))
+    height = fields.Integer(required=True, validate=validate.Range(1, 1000))
+
+
+class Ruleset(Closed):
+    """A game's ruleset as recorded (the optional house rules only when not the default)."""
+
+    tileset = fields.String(required=True, validate=validate.OneOf(["base", "demo"]))
+    farmers = fields.Boolean(required=True)
+    farm_scoring = fields.String(required=True, validate=validate.OneOf(["3rd", "2nd", "1st"]))
+    incomplete_score = fields.Boolean(required=True)
+    meeples = fields.Integer(validate=validate.Range(0, 99))
+    unplaceable = fields.String(validate=validate.OneOf(["discard", "return"]))
+    area = fields.Nested(Area)
+
+
+class Meeple(Closed):
+    """A meeple in the record's vocabulary: a road or city names an `edge`, a farmer a
+    `half_edge`, a monk neither."""
+
+    feature = fields.String(required=True, validate=validate.OneOf(FEATURES))
+    edge = fields.String(validate=validate.OneOf(EDGES))
+    half_edge = fields.String(validate=validate.OneOf(HALF_EDGES))
+
+
+class Event(Closed):
+    """A stored event: its envelope and payload (the payload's keys depend on `type`)."""
+
+    game_id = fields.String(required=True)
+    stream = fields.String(required=True, validate=validate.OneOf(["moves", "scores"]))
+    seq = fields.Integer(required=True, metadata={"description": "1-based, in its stream"})
+    type = fields.String(
+        required=True,
+        validate=validate.OneOf(
+            [
+                "GameStarted",
+                "TileDrawn",
+                "TilePlaced",
+                "TileDiscarded",
+                "TileReturned",
+                "GameEnded",
+                "FeatureScored",
+                "GameScored",
+            ]
+        ),
+    )
+    version = fields.Integer(required=True, metadata={"description": "the payload's schema"})
+    time_ms = fields.Integer(required=True)
+    command_id = fields.String(required=True)
+    payload = fields.Dict(
+        required=True,
+        metadata={
+            "description": "GameStarted: ruleset, players, names?, player_ids?; TileDrawn: "
+            "tile; TilePlaced: player, tile, x, y, rotation, meeple; TileDiscarded and "
+            "TileReturned: player, tile; GameEnded: reason; FeatureScored: a ScoreEvent "
+            "and `move`; GameScored: move, final_scores, scores_before_final, ranks, winners"
+        },
+    )
+
+
+class ScoreEvent(Closed):
+    """A score explanation (R6 during play, R7 at the end): what scored, for whom, by which
+    rule. A farm lists the completed `cities` it supplies."""
+
+    kind = fields.String(required=True, validate=validate.OneOf(SCORED_KINDS))
+    rule = fields.String(required=True, metadata={"example": "R6.2"})
+    final = fields.Boolean(required=True, metadata={"description": "scored at the end (R7)"})
+    turn = fields.Integer(required=True, metadata={"description": "placements done when scored"})
+    complete = fields.Boolean(required=True)
+    tiles = fields.List(position(), required=True)
+    pennants = fields.Integer(required=True)
+    meeples = ints(required=True, metadata={"description": "per seat"})
+    winners = ints(required=True, metadata={"description": "seats with the majority"})
+    points = fields.Integer(required=True)
+    awarded = ints(required=True, metadata={"description": "points per seat"})
+    returned = ints(metadata={"description": "meeples returned per seat"})
+    cities = fields.List(fields.List(position()), metadata={"description": "farms only"})
+
+
+class ExplainedScore(ScoreEvent):
+    """A score event with its sentence (one explanation function: carcassonne.explain)."""
+
+    explanation = fields.String(required=True)
+
+
+class StartTile(Closed):
+    tile = fields.String(required=True)
+    x = fields.Integer(required=True, validate=validate.OneOf([0]))
+    y = fields.Integer(required=True, validate=validate.OneOf([0]))
+    rotation = fields.Integer(required=True, validate=validate.OneOf([0]))
+
+
+class RecordTurn(Closed):
+    """A record's turn: a placement (x, y, rotation, meeple), or `{"tile", "discard": true}`."""
+
+    tile = fields.String(required=True, validate=validate.Length(1, 8))
+    x = fields.Integer(validate=validate.Range(-10_000, 10_000))
+    y = fields.Integer(validate=validate.Range(-10_000, 10_000))
+    rotation = fields.Integer(validate=validate.Range(0, 3))
+    meeple = fields.Nested(Meeple, allow_none=True)
+    discard = fields.Boolean()
+
+
+class Record(Closed):
+    """A `carcassonne-record/1` game record (README "Game records")."""
+
+    format = fields.String(required=True, validate=validate.OneOf(["carcassonne-record/1"]))
+    ruleset = fields.Nested(Ruleset, metadata={"description": "default: the base game"})
+    players = fields.Integer(required=True, validate=validate.Range(2, 6))
+    start = fields.Nested(StartTile, metadata={"description": "always the start tile at 0,0"})
+    turns = fields.List(fields.Nested(RecordTurn), required=True)
+    names = fields.List(
+        fields.String(validate=validate.Length(1, 40)),
+        allow_none=True,
+        metadata={"description": "in seat order"},
+    )
+    player_ids = fields.List(
+        fields.String(allow_none=True),
+        allow_none=True,
+        metadata={"description": "the apps' user ids in seat order (null: not given)"},
+    )

@@ -1,0 +1,23 @@
+"""Every integration test is a contract test: each HTTP response it gets, from an app's test
+client or a real server (`http_client.call`), is validated against docs/openapi.json."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from flask import Flask
+
+from tests.integration import http_client
+from tests.integration.openapi_client import ValidatingClient
+
+
+@pytest.fixture(scope="package", autouse=True)
+def contract_checked() -> Iterator[None]:
+    """Package scope: in force before any fixture of these tests makes a client, and only
+    for them (the unit tests keep Flask's own client)."""
+    before = Flask.test_client_class, http_client.VALIDATE
+    Flask.test_client_class = ValidatingClient
+    http_client.VALIDATE = True
+    yield
+    Flask.test_client_class, http_client.VALIDATE = before

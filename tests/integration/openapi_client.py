@@ -1,0 +1,141 @@
+"""Contract checks: every HTTP response the integration tests get is validated against the
+published document (docs/openapi.json) with openapi-core — status, media type, body schema and
+required headers. A mismatch fails the test that made the request.
+
+`ValidatingClient` is Flask's test client with the check; tests/integration/conftest.py makes
+it every app's test client and turns it on for `http_client.call` (real gunicorn servers).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from flask.testing import FlaskClient
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from openapi_core import Config, OpenAPI
+from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+from openapi_core.templating.paths.exceptions import OperationNotFound, PathNotFound
+from werkzeug import Request, Response
+from werkzeug.test import EnvironBuilder, TestResponse
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+# Served by both services but not part of the API the document describes.
+OPERATIONAL = ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs")
+STREAMS = ("text/event-stream",)
+SERVICE_APPS = {"game_service", "query_service"}  # what the services' apps carry
+
+
+class ContractError(AssertionError):
+    """A response the document does not allow."""
+
+
+def _ndjson(raw: bytes, **_: Any) -> list[Any]:
+    """JSON Lines, read as the list of its values (the document's schema for it)."""
+    return [json.loads(line) for line in raw.splitlines() if line.strip()]
+
+
+@cache
+def contract() -> OpenAPI:
+    config = Config(extra_media_type_deserializers={"application/x-ndjson": _ndjson})
+    return OpenAPI.from_dict(json.loads(DOC.read_text(encoding="utf-8")), config=config)
+
+
+@cache
+def _error_validator() -> Draft202012Validator:
+    doc = json.loads(DOC.read_text(encoding="utf-8"))
+    return Draft202012Validator({**doc["components"]["schemas"]["Error"], "$defs": {}})
+
+
+class _StreamResponse(WerkzeugOpenAPIResponse):
+    """A live stream's response: its status, type and headers are checked, not its body (it
+    is read by the test itself, and may never end)."""
+
+    @property
+    def data(self) -> bytes:
+        return b""
+
+
+class _SentRequest(WerkzeugOpenAPIRequest):
+    """The request of a response already answered: its body was read by the app (and only
+    responses are checked here), so it is not read again."""
+
+    @property
+    def body(self) -> bytes | None:
+        return None
+
+
+def check(request: Request, response: Response) -> None:
+    """Raise `ContractError` unless `response` is what the document allows for `request`."""
+    path = request.path
+    if path.startswith(OPERATIONAL) or request.method in ("OPTIONS", "HEAD"):
+        return
+    wrapped_response = (
+        _StreamResponse(response)
+        if response.mimetype in STREAMS
+        else WerkzeugOpenAPIResponse(response)
+    )
+    try:
+        contract().validate_response(_SentRequest(request), wrapped_response)
+    except (PathNotFound, OperationNotFound):
+        # A path or method outside the API: only the error shape applies (404 or 405).
+        _check_undocumented(request, response)
+    except Exception as exc:
+        body = response.get_data(as_text=True)[:600] if response.mimetype not in STREAMS else ""
+        raise ContractError(
+            f"{request.method} {request.full_path.rstrip('?')} -> {response.status_code} "
+            f"{response.mimetype}: {type(exc).__name__}: {_causes(exc) or exc}\n{body}"
+        ) from exc
+
+
+def _causes(exc: BaseException) -> str:
+    parts = []
+    for err in getattr(exc, "schema_errors", None) or []:
+        parts.append(f"{list(err.absolute_path)}: {err.message}")
+    cause = exc.__cause__
+    if cause is not None and cause is not exc:
+        parts.append(_causes(cause) or repr(cause)[:300])
+    return "; ".join(parts)
+
+
+def _check_undocumented(request: Request, response: Response) -> None:
+    where = f"{request.method} {request.path} -> {response.status_code}"
+    if response.status_code not in (404, 405):
+        raise ContractError(f"{where}: not in the document")
+    if response.status_code == 405 and "Allow" not in response.headers:
+        raise ContractError(f"{where}: a 405 without Allow")
+    if response.mimetype != "application/json":
+        raise ContractError(f"{where}: error as {response.mimetype}")
+    errors = [e.message for e in _error_validator().iter_errors(response.get_json())]
+    if errors:
+        raise ContractError(f"{where}: not the error shape: {errors}")
+
+
+class ValidatingClient(FlaskClient):
+    """Flask's test client; every response of a service's app is checked against the
+    document (`check`)."""
+
+    def open(self, *args: Any, **kwargs: Any) -> TestResponse:
+        response = super().open(*args, **kwargs)
+        if SERVICE_APPS & set(self.application.extensions):  # not a test double
+            check(response.request, response)
+        return response
+
+
+def check_raw(
+    base: str,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes | None,
+    status: int,
+    response_headers: list[tuple[str, str]],
+    payload: bytes,
+) -> None:
+    """`check` for a request made over a socket (tests/integration/http_client.py)."""
+    environ = EnvironBuilder(
+        path=path, base_url=base, method=method, headers=list(headers.items()), data=body
+    ).get_environ()
+    check(Request(environ), Response(payload, status=status, headers=response_headers))

@@ -1,0 +1,141 @@
+"""The published document (docs/openapi.json) is what both services serve, is a valid OpenAPI
+3.1 document that describes every operation fully, and the contract checker that holds every
+integration test's responses to it can fail (issue 15, "Every operation fully described")."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import flask
+import pytest
+from flask import Flask
+from openapi_spec_validator import validate
+
+from services.command.app import create_app as create_command_app
+from services.common.openapi import DOC_FILE, OPERATIONS, document_json
+from services.query.app import create_app as create_query_app
+from tests.integration.openapi_client import ContractError, ValidatingClient
+
+# Free-form objects the document keeps on purpose: an error's details (they depend on the
+# code) and a stored event's payload (its keys depend on the type: described in words).
+FREE_FORM = {("Error", "details"), ("Event", "payload"), ("LogItem", "payload")}
+
+
+@pytest.fixture(scope="module")
+def command(redis_url: str) -> Flask:
+    return create_command_app({"REDIS_URL": redis_url, "BROKER_URL": redis_url})
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    return dict(json.loads(DOC_FILE.read_text(encoding="utf-8")))
+
+
+def test_both_services_serve_the_checked_in_document(command: Flask, redis_url: str) -> None:
+    query = create_query_app({"REDIS_URL": redis_url})
+    on_file = DOC_FILE.read_text(encoding="utf-8")
+    assert document_json() == on_file, (
+        "docs/openapi.json is out of date: run `make openapi` and commit it"
+    )
+    for app in (command, query):
+        reply = app.test_client().get("/openapi.json")
+        assert reply.status_code == 200
+        assert reply.get_json() == json.loads(on_file)
+
+
+def test_the_document_is_valid_openapi_3_1(doc: dict[str, Any]) -> None:
+    assert doc["openapi"] == "3.1.0"
+    validate(doc)
+
+
+def test_every_operation_is_fully_described(doc: dict[str, Any]) -> None:
+    ids = []
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            if method == "parameters":
+                continue
+            where = f"{method.upper()} {path}"
+            ids.append(op["operationId"])
+            assert "default" not in op["responses"], where
+            success = [s for s in op["responses"] if s.startswith("2")]
+            assert success, where
+            for status in success:
+                content = op["responses"][status]["content"]
+                assert content, where
+                for media in content.values():
+                    assert media["schema"] not in ({}, {"type": "object"}), (where, status)
+            for status, response in op["responses"].items():
+                if status.startswith(("4", "5")):
+                    ref = response["$ref"].rsplit("/", 1)[-1]
+                    schema = doc["components"]["responses"][ref]["content"]["application/json"]
+                    assert schema["schema"] == {"$ref": "#/components/schemas/Error"}, where
+            header_params = {p["name"] for p in op.get("parameters", []) if p["in"] == "header"}
+            assert not header_params & {"Authorization", "X-Api-Key"}, where
+    assert len(ids) == len(set(ids)) == len(OPERATIONS)
+    assert {"createGame", "playTurn", "getTurn", "getBoard", "getScores", "listGames"} <= set(ids)
+    assert doc["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    assert doc["components"]["securitySchemes"]["apiKey"]["name"] == "X-Api-Key"
+    assert doc["paths"]["/games/{game_id}/turns"]["post"]["security"] == [{"bearerAuth": []}]
+
+
+def test_the_error_schema_is_the_one_the_services_send(doc: dict[str, Any]) -> None:
+    error = doc["components"]["schemas"]["Error"]
+    assert error["properties"]["code"]["type"] == "string"
+    assert error["properties"]["rule"]["type"] == ["string", "null"]
+    assert set(error["required"]) == {"code", "message", "rule", "details"}
+    assert error["additionalProperties"] is False
+
+
+def test_no_free_form_objects_where_the_shape_is_known(doc: dict[str, Any]) -> None:
+    for name, schema in doc["components"]["schemas"].items():
+        for prop, value in schema.get("properties", {}).items():
+            if value.get("type") == "object" and "properties" not in value:
+                assert (name, prop) in FREE_FORM, f"{name}.{prop} is a free-form object"
+            items = value.get("items", {})
+            if items.get("type") == "object" and "properties" not in items:
+                raise AssertionError(f"{name}.{prop} is a list of free-form objects")
+
+
+@pytest.mark.parametrize("flag", [0, 1, "true", None])
+@pytest.mark.parametrize("key", ["farmers", "incomplete_score"])
+def test_ruleset_booleans_are_json_booleans(command: Flask, key: str, flag: Any) -> None:
+    # Finding of issue 15: 0 and 1 were taken as false and true (marshmallow's truthy={True}
+    # holds 1, since 1 == True), which the document's `type: boolean` does not allow.
+    body = {"players": [{"name": "ann"}, {"name": "bob"}], "ruleset": {key: flag}}
+    reply = command.test_client().post("/games", json=body)
+    assert reply.status_code == 422, reply.get_json()
+    assert reply.get_json()["details"]["fields"]["ruleset"][key]
+
+
+def test_ruleset_booleans_true_and_false_are_taken(command: Flask) -> None:
+    body = {
+        "players": [{"name": "ann"}, {"name": "bob"}],
+        "ruleset": {"farmers": False, "incomplete_score": True},
+    }
+    reply = command.test_client().post("/games", json=body)
+    assert reply.status_code == 201, reply.get_json()
+
+
+def test_the_contract_check_fails_on_a_response_the_document_does_not_allow() -> None:
+    app = flask.Flask("liar")
+    app.test_client_class = ValidatingClient
+    app.extensions["query_service"] = None  # checked as a service's app
+    game = "0" * 32
+
+    @app.get("/games/<game_id>/turn")
+    def turn(game_id: str) -> Any:
+        return {"player": "nobody"}  # not a TurnView
+
+    @app.get("/games/<game_id>/board")
+    def board(game_id: str) -> Any:
+        return {"code": 404, "message": "no"}, 404  # flask-smorest's old error shape
+
+    @app.get("/games/<game_id>/scores")
+    def scores(game_id: str) -> Any:
+        return {"code": "teapot", "message": "", "rule": None, "details": {}}, 418
+
+    client = app.test_client()
+    for path in ("turn", "board", "scores"):
+        with pytest.raises(ContractError):
+            client.get(f"/games/{game}/{path}")
