@@ -40,6 +40,7 @@ from eventstore.envelope import MOVES
 from eventstore.errors import CommandReused
 from eventstore.schemas import to_engine, to_new
 from services.common.body import fingerprint, read_body
+from services.common.schemas import Record
 from services.common.webapp import Blueprint, checked_game_id
 from services.redis_store.connect import broker_url
 from services.redis_store.keys import derived_game_id, new_game_id
@@ -55,6 +56,8 @@ from .records import (
     replay_record,
     score_body,
 )
+from .schemas import Deliveries as DeliveriesOut
+from .schemas import ImportedGame, ScoreResult, Webhook
 from .service import (
     AuthError,
     Forbidden,
@@ -112,9 +115,6 @@ def init_app(app: Flask, api: Api, service: GameService) -> None:
         hooks=Webhooks(client, service.store, sender, app.config["WEBHOOK_ALLOW_PRIVATE"]),
         max_bytes=app.config["RECORD_MAX_BYTES"],
     )
-    api.spec.components.security_scheme(
-        "ApiKey", {"type": "apiKey", "in": "header", "name": API_KEY}
-    )
     api.register_blueprint(blp)
 
 
@@ -170,18 +170,18 @@ RECORD_BODY = {
     "required": True,
     "description": "a `carcassonne-record/1` record (JSON), or its notation as text/plain",
     "content": {
-        "application/json": {"schema": {"type": "object"}},
+        "application/json": {"schema": Record},
         "text/plain": {"schema": {"type": "string"}},
     },
 }
-SECURITY: list[dict[str, list[str]]] = [{"ApiKey": []}]
+SECURITY: list[dict[str, list[str]]] = [{"apiKey": []}]
 
 
 @blp.route("/v1/score")
 class Score(MethodView):
     @authenticated  # outermost: the key is checked before the body is read
     @blp.doc(security=SECURITY, requestBody=RECORD_BODY)
-    @blp.response(200)
+    @blp.response(200, ScoreResult())
     def post(self) -> Response:
         """Score a record: timeline, every score explained, final scoring, totals, winners."""
         record, _ = read_record(_record_body(), request.mimetype)
@@ -313,7 +313,7 @@ class Import(MethodView):
         },
         parameters=[IDEMPOTENCY_KEY],
     )
-    @blp.response(201)
+    @blp.response(201, ImportedGame())
     def post(self) -> Response:
         """Store a record as a game: scored by the worker, viewable, exportable; not playable."""
         record, extra = read_record(_record_body(), request.mimetype, extra=("names",))
@@ -360,7 +360,7 @@ class RecordArgs(Schema):
 @blp.route("/games/<game_id>/record")
 class GameRecord(MethodView):
     @blp.arguments(RecordArgs(), location="query")
-    @blp.response(200)
+    @blp.response(200, Record())
     def get(self, args: dict[str, Any], game_id: str) -> Response:
         """Any stored game as a record (a game in progress: the turns played so far)."""
         events = _parts().service.store.read(checked_game_id(game_id), MOVES)
@@ -404,7 +404,7 @@ class Hooks(MethodView):
     @authenticated
     @blp.doc(security=SECURITY)
     @blp.arguments(WebhookIn())
-    @blp.response(201)
+    @blp.response(201, Webhook())
     def post(self, body: dict[str, Any], game_id: str) -> Response:
         """Deliver every score event of this game (from the first) and its result to a URL."""
         hooks = _parts().hooks
@@ -430,7 +430,7 @@ class Deliveries(MethodView):
     @authenticated
     @blp.doc(security=SECURITY)
     @blp.arguments(DeliveriesArgs(), location="query")
-    @blp.response(200)
+    @blp.response(200, DeliveriesOut())
     def get(self, args: dict[str, Any], game_id: str, hook_id: str) -> Response:
         """A hook's deliveries in score-event order: attempts, status codes, times, outcome."""
         page = _parts().hooks.deliveries(
