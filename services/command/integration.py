@@ -372,7 +372,9 @@ class GameRecord(MethodView):
             best = request.accept_mimetypes.best_match(["application/json", "text/plain"])
             wanted = "notation" if best == "text/plain" else "json"
         if request.if_none_match.contains_weak(etag + wanted[0]):
-            return Response(status=304)
+            not_modified = Response(status=304)
+            not_modified.set_etag(etag + wanted[0])  # a 304 carries its ETag (RFC 9110 15.4.5)
+            return not_modified
         seats = _parts().service.secrets.get(game_id) or {}  # names, player ids: seat order
         record = record_from_events(
             (to_engine(e) for e in events), seats.get("names"), seats.get("player_ids")
