@@ -142,7 +142,12 @@ def parse_json(raw: bytes, max_depth: int = MAX_DEPTH) -> Any:
     except UnicodeDecodeError:
         raise BodyError("invalid_json", "the request body is not UTF-8 text") from None
     try:
-        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        data = json.loads(
+            text,
+            parse_float=_number,
+            parse_constant=_no_constant,
+            object_pairs_hook=_unique_keys,
+        )
     except RecursionError:  # the C decoder gives up at the interpreter's recursion limit
         _too_deep(max_depth)
     except BodyError:
@@ -155,6 +160,16 @@ def parse_json(raw: bytes, max_depth: int = MAX_DEPTH) -> Any:
     if _SURROGATE_ESCAPE.search(raw):  # rare: only then look at every string
         _check_surrogates(data)
     return data
+
+
+def _number(text: str) -> float | int:
+    """A JSON number written with a fraction or an exponent. One with an integral value
+    (``2.0``, ``2e0``) is the integer it equals: JSON Schema, and so the published document,
+    counts it as an integer, and a client's JSON library may write it so."""
+    value = float(text)
+    if value.is_integer() and abs(value) <= 2**53:  # exact in a double, so exactly that int
+        return int(value)
+    return value
 
 
 def _no_constant(name: str) -> NoReturn:

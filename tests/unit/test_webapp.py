@@ -106,6 +106,14 @@ def test_plain_json_parses_scalars_included() -> None:
         check_depth([nested])
 
 
+def test_integral_numbers_with_a_fraction_or_exponent_are_integers() -> None:
+    # Found by schemathesis (issue 15): `"width": 302.0` is an integer to JSON Schema and so
+    # to the document, but was refused as "Not a valid integer" by the strict schemas.
+    parsed = parse_json(b'{"a": 302.0, "b": -2e0, "c": 1E2, "d": 2.5, "e": 1e300, "f": -0.0}')
+    assert parsed == {"a": 302, "b": -2, "c": 100, "d": 2.5, "e": 1e300, "f": 0}
+    assert [type(parsed[k]) for k in "abcdef"] == [int, int, int, float, float, int]
+
+
 def test_canonical_json_and_fingerprints() -> None:
     assert canonical({"b": 1, "a": [1, "é"]}) == b'{"a":[1,"\\u00e9"],"b":1}'
     assert fingerprint("post", "/p", {"a": 1, "b": 2}) == fingerprint(
