@@ -1,0 +1,24 @@
+"""The contract tests' suite: one per package (starting it costs a few seconds)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from tests.contract.stack import Stack, new_game, play, running_stack
+
+
+@pytest.fixture(scope="package")
+def stack(redis_url: str) -> Iterator[Stack]:
+    """Both services, a scoring worker, an API key, and games to aim requests at: `live` (3
+    players, a few turns in), `over` (2 players, played to the end)."""
+    with running_stack(redis_url) as running:
+        rng = random.Random(15)
+        live = new_game(running.command, ["ann", "bob", "cy"])
+        play(running.command, live, rng, turns=5)
+        over = new_game(running.command, ["dee", "eve"])
+        play(running.command, over, rng)
+        running.games.update(live=live, over=over)
+        yield running

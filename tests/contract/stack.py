@@ -1,0 +1,102 @@
+"""The suite the contract tests run against: both services under gunicorn with their deploy
+configs, a real scoring worker, a private Redis, and games made and played over HTTP."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from services.command.apikeys import ApiKeys
+from tests.integration.http_client import call, gunicorn
+from tests.integration.workers import celery_env, running, worker
+
+COMMAND = ("services.command.wsgi:app", "deploy/gunicorn/command.py")
+QUERY = ("services.query.wsgi:app", "deploy/gunicorn/query.py")
+
+
+@dataclass
+class Game:
+    """A game made for the tests: its id and each seat's token."""
+
+    game_id: str
+    tokens: dict[int, str]
+
+
+@dataclass
+class Stack:
+    command: str  # base URLs
+    query: str
+    redis_url: str
+    api_key: str
+    games: dict[str, Game] = field(default_factory=dict)
+
+
+@contextmanager
+def running_stack(redis_url: str) -> Iterator[Stack]:
+    """Both services (2 command workers with game affinity, 1 gevent query worker), a scoring
+    worker, and an API key; everything stopped afterwards."""
+    env = celery_env(redis_url)
+    command_env = {
+        **env,
+        "API_KEY_RATE": "0",  # no rate limit: the fuzzer would spend its examples on 429s
+        "NOTIFY_DELAY_MS": "0",
+    }
+    query_env = {"REDIS_URL": redis_url, "SSE_MAX_SECONDS": "0.5", "SSE_HEARTBEAT_SECONDS": "0.2"}
+    client = redis.Redis.from_url(redis_url)
+    key_id, key = ApiKeys(client).create("contract-tests")
+    with ExitStack() as stack:
+        command = stack.enter_context(gunicorn(*COMMAND, command_env, workers=2))
+        query = stack.enter_context(gunicorn(*QUERY, query_env, workers=1))
+        stack.enter_context(running(worker(env, name="contract")))
+        try:
+            yield Stack(command, query, redis_url, key)
+        finally:
+            ApiKeys(client).revoke(key_id)
+            client.close()
+
+
+def new_game(base: str, names: list[str], ruleset: dict[str, Any] | None = None) -> Game:
+    """A game with its seats in the order of `names`."""
+    body: dict[str, Any] = {
+        "players": [{"name": n} for n in names],
+        "seat_order": list(range(len(names))),
+    }
+    if ruleset is not None:
+        body["ruleset"] = ruleset
+    status, created = call(base, "POST", "/games", body)
+    assert status == 201, created
+    return Game(created["game_id"], {p["seat"]: p["token"] for p in created["players"]})
+
+
+def play(base: str, game: Game, rng: random.Random, turns: int | None = None) -> dict[str, Any]:
+    """Legal turns from GET /turn's placements (all of them by default); the last turn view."""
+    for played in range(1_000):  # bounded: a game has at most 72 draws
+        status, view = call(base, "GET", f"/games/{game.game_id}/turn")
+        assert status == 200, view
+        if view["over"] or (turns is not None and played >= turns):
+            return dict(view)
+        place = rng.choice(view["placements"])
+        meeple = rng.choice([None, *place["meeples"]])
+        body = {"x": place["x"], "y": place["y"], "rotation": place["rotation"], "meeple": meeple}
+        auth = {"Authorization": f"Bearer {game.tokens[view['player']]}"}
+        status, result = call(base, "POST", f"/games/{game.game_id}/turns", body, auth)
+        assert status == 200, result
+    raise AssertionError("the game did not end")
+
+
+def wait_scored(query: str, game_id: str, timeout: float = 60) -> dict[str, Any]:
+    """The scores view once the worker has scored every move and the game's end."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, scores = call(query, "GET", f"/games/{game_id}/scores")
+        if status == 200 and scores["over"] and scores["result"] and not scores["unscored_moves"]:
+            return dict(scores)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"game {game_id} not scored: {status} {scores}")
+        time.sleep(0.05)
