@@ -52,7 +52,12 @@ from .wire import Wire
 # returns it whole and the caller compares fingerprints (a duplicate appends nothing either way).
 APPEND_LUA = """
 local done = redis.call('HGET', KEYS[2], ARGV[2])
-if done then return {'dup', done} end
+if done then
+  -- Written again (same value) so the reply is followed by a write of this connection's:
+  -- a WAIT after it then confirms that the command's events reached the replicas too.
+  redis.call('HSET', KEYS[2], ARGV[2], done)
+  return {'dup', done}
+end
 local seq = redis.call('XLEN', KEYS[1])  -- never trimmed: the length is the last seq
 local expected = tonumber(ARGV[1])
 if expected >= 0 and expected ~= seq then return {'conflict', tostring(seq)} end
@@ -133,6 +138,15 @@ def _seq(entry_id: str | bytes) -> int:
     return int(text.split("-", 1)[0])
 
 
+# KEYS: command hash. ARGV: command id. Its value, written again (a write of this connection
+# that a WAIT after it can count: the command's own events were replicated before it).
+CONFIRM_LUA = """
+local done = redis.call('HGET', KEYS[1], ARGV[1])
+if done then redis.call('HSET', KEYS[1], ARGV[1], done) end
+return done
+"""
+
+
 def _parse_done(value: str) -> tuple[int, int, str]:
     """(first, last, fingerprint) of a command hash value."""
     first, last, *rest = value.split(":", 2)
@@ -161,6 +175,7 @@ class RedisEventStore:
     ) -> None:
         self.client = client
         self._append = client.register_script(APPEND_LUA)  # for its sha
+        self._confirm = client.register_script(CONFIRM_LUA)
         self.wire: Wire | ClusterWire = (
             ClusterWire(cast(Any, client), wire_connections)
             if is_cluster(client)
@@ -214,8 +229,9 @@ class RedisEventStore:
         first, last, stored = _parse_done(value)
         if status == "dup":
             check_fingerprint(command_id, stored, fingerprint)
-            return AppendResult(first, last, duplicate=True, fingerprint=stored)
-        result = AppendResult(first, last, time_ms=now, notify=bool(reply[2]))
+            result = AppendResult(first, last, duplicate=True, fingerprint=stored)
+        else:
+            result = AppendResult(first, last, time_ms=now, notify=bool(reply[2]))
         if acked < self.wait_replicas:
             raise NotReplicated(result, acked, self.wait_replicas)
         return result
@@ -307,13 +323,25 @@ class RedisEventStore:
         return value.decode() if isinstance(value, bytes) else value
 
     def command_result(self, game_id: str, stream: str, command_id: str) -> AppendResult | None:
-        """See `EventStore.command_result`."""
-        value = self.client.hget(game_keys(game_id, stream)[1], command_id)
+        """See `EventStore.command_result`. With `wait_replicas`, a found command is
+        confirmed on the replicas first (`NotReplicated` otherwise): a retry answered from
+        it must not report a write that a failover could still lose."""
+        key = game_keys(game_id, stream)[1]
+        if self.wait_replicas:
+            value, acked = evalsha_wait(
+                self.client, self._confirm.sha, CONFIRM_LUA, [key], [command_id],
+                self.wait_replicas, self.wait_ms,
+            )  # fmt: skip
+        else:
+            value, acked = self.client.hget(key, command_id), 0
         if value is None:
             return None
         text = value.decode() if isinstance(value, bytes) else str(value)
         first, last, stored = _parse_done(text)
-        return AppendResult(first, last, duplicate=True, fingerprint=stored)
+        result = AppendResult(first, last, duplicate=True, fingerprint=stored)
+        if acked < self.wait_replicas:
+            raise NotReplicated(result, acked, self.wait_replicas)
+        return result
 
     def clear_notify(self, game_id: str, stream: str) -> None:
         """See `EventStore.clear_notify`."""
