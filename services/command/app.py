@@ -7,6 +7,7 @@ leaves in one JSON shape: ``{"code", "message", "rule", "details"}`` with a stab
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import redis
@@ -102,7 +103,8 @@ class Turns(MethodView):
             {
                 "in": "header",
                 "name": "If-Match",
-                "schema": {"type": "string"},
+                # What `_if_match` takes: `*`, the ETag (weak too) or the number, quoted or not.
+                "schema": {"type": "string", "pattern": r'^\s*(\*|(W/)?"*m?[0-9]{1,12}"*)\s*$'},
                 "description": "the sequence the client expects the game to be at: the "
                 'ETag of GET /games/{game_id}/turn or of the board (`"m6"`, `W/"m6"`) or '
                 "the bare number (`6`); otherwise 409 stale_sequence",
@@ -216,6 +218,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             ),
             RedisSecrets(client),
             cache_size=app.config["STATE_CACHE_SIZE"],
+            # Turns change cached states in place only when one thread serves the process.
+            in_place=int(os.environ.get("GUNICORN_THREADS", "1")) <= 1,
             notify=(
                 CeleryNotifier(
                     broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]),

@@ -215,9 +215,17 @@ class GameService:
         cache_size: int = 10_000,
         notify: Callable[[str], None] | None = None,
         notify_ms: int = 2_000,
+        in_place: bool = True,
     ) -> None:
         """`notify(game_id)` wakes the scoring worker; it is called at most once per game per
-        `notify_ms` (the store's notification flag), and only after a successful append."""
+        `notify_ms` (the store's notification flag), and only after a successful append.
+
+        `in_place`: a turn changes the cached state itself (no copy per turn), which is only
+        safe when one thread serves this process's requests (gunicorn's sync worker, the
+        default): a view on another thread could be reading the state meanwhile. With
+        request threads (`GUNICORN_THREADS` > 1) pass False: a turn then works on a copy.
+        """
+        self.in_place = in_place
         self.store = store
         self.secrets = secrets_store
         self.notify = notify
@@ -244,8 +252,9 @@ class GameService:
             if found is None:
                 raise NotFound("game_not_found", f"no game {game_id}")
             cached = Cached(GameState(), 0, found)
-        # A state at sequence 0 is new here (the cache holds none): nobody else holds it.
-        cached = self._caught_up(game_id, cached, own=take or cached.seq == 0)
+        # A state at sequence 0 is new here; a taken one is ours alone when one thread runs.
+        own = (take and self.in_place) or cached.seq == 0
+        cached = self._caught_up(game_id, cached, own=own)
         if cached.seq == 0:
             raise NotFound("game_not_found", f"no game {game_id}")
         if not take:
@@ -418,7 +427,7 @@ class GameService:
                 # A refusal may come from a cached state that is behind the stream (or be a
                 # retry of a turn already played): check first.
                 if not checked:
-                    cached, checked = self._caught_up(game_id, cached, own=True), True
+                    cached, checked = self._caught_up(game_id, cached, own=self.in_place), True
                     continue
                 self.keep(game_id, cached)
                 raise
@@ -426,8 +435,11 @@ class GameService:
             # if the append is refused (another process appended meanwhile), the state at the
             # cached sequence is rebuilt from its checkpoint in memory and catches up from
             # that sequence (XRANGE after it), never from 0.
-            cached.checkpoint()
-            state = cached.state
+            if self.in_place:
+                cached.checkpoint()
+                state = cached.state
+            else:
+                state = cached.state.copy()  # other threads may be reading `cached.state`
             for event in events:
                 state.apply(event)
             events += self._draw_until_placeable(state, cached.secrets["seed"])
@@ -453,13 +465,19 @@ class GameService:
                         "stale_sequence", "the game moved on; reload and retry", None
                     ) from None
                 # Another process won: catch up from our sequence and decide again.
-                cached, checked = self._caught_up(game_id, cached.rewound(), own=True), True
+                cached, checked = (
+                    self._caught_up(game_id, self._before_turn(cached, state), own=self.in_place),
+                    True,
+                )
                 continue
             if result.duplicate:
                 # This command id is in the stream already: our own append, retried after its
                 # first reply was lost, or a client's retry with the same Idempotency-Key that
                 # got there first. Either way the answer is what was stored for it.
-                cached, checked = self._caught_up(game_id, cached.rewound(), own=True), True
+                cached, checked = (
+                    self._caught_up(game_id, self._before_turn(cached, state), own=self.in_place),
+                    True,
+                )
                 self.keep(game_id, cached)
                 replay = self._replayed(game_id, cached, command_id, request)
                 if replay is not None:
@@ -477,6 +495,11 @@ class GameService:
                 self.notify(game_id)
             return TurnResult(stored, state, result.last_seq)
         raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
+
+    @staticmethod
+    def _before_turn(cached: Cached, state: GameState) -> Cached:
+        """`cached` as it was before a turn ran ahead on `state` (rebuilt if in place)."""
+        return cached.rewound() if state is cached.state else cached
 
     def _take(self, game_id: str) -> Cached | None:
         """Remove a game's cached state from the cache, to be changed in place."""

@@ -4,6 +4,7 @@ after it), never from 0 — also when its conditional append was refused (issue 
 from __future__ import annotations
 
 import random
+import threading
 
 import pytest
 
@@ -129,3 +130,47 @@ def test_a_turn_changes_the_cached_state_in_place_and_a_refusal_rewinds_it_from_
     assert store.events_read - before == missing
     fresh = GameService(store, stale.secrets).load(game_id)
     assert stale.load(game_id).state.snapshot() == fresh.state.snapshot()
+
+
+def test_with_request_threads_a_turn_never_changes_a_state_a_view_is_reading() -> None:
+    """Review finding: with GUNICORN_THREADS > 1 a view read the cached state while a turn on
+    another thread changed it in place (dictionary changed size during iteration: a 500, and
+    a state caught up twice). With `in_place=False` a turn works on a copy."""
+    store, secrets = CountingStore(), MemorySecrets()
+    service = GameService(store, secrets, in_place=False)
+    game_id, seats = service.create_game(["ann", "bob"], Ruleset(), seat_order=[0, 1])
+    tokens = [s["token"] for s in seats]
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def view() -> None:
+        while not done.is_set():
+            try:
+                service.turn_view(game_id)
+            except BaseException as exc:  # pragma: no cover - what the test looks for
+                errors.append(exc)
+                return
+
+    readers = [threading.Thread(target=view) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    try:
+        _play(service, game_id, tokens, 40, random.Random(3))
+    finally:
+        done.set()
+        for reader in readers:
+            reader.join(timeout=10)
+    assert errors == []
+    fresh = GameService(store, secrets).load(game_id)
+    assert service.load(game_id).state.snapshot() == fresh.state.snapshot()
+
+
+def test_the_command_service_changes_states_in_place_only_with_one_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from services.command.app import create_app
+
+    for threads, in_place in (("1", True), ("4", False)):
+        monkeypatch.setenv("GUNICORN_THREADS", threads)
+        app = create_app({"REDIS_URL": "redis://127.0.0.1:1/0", "NOTIFY_MS": 0})
+        assert app.extensions["game_service"].in_place is in_place
