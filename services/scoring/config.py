@@ -25,7 +25,7 @@ DEFAULTS: dict[str, Any] = {
     # queue; start a worker with `-Q webhooks` (or `-Q scoring,webhooks`) so slow receivers
     # never delay scoring.
     "WEBHOOK_QUEUE": "webhooks",
-    "WEBHOOK_TIMEOUT": 5.0,  # seconds per connect, send and status-line read of a POST
+    "WEBHOOK_TIMEOUT": 5.0,  # seconds a POST may take, whole: connect, send, status line
     # A delivery is retried for this long after its event was dispatched: a receiver down
     # for less misses nothing.
     "WEBHOOK_RETRY_SECONDS": 86_400.0,

@@ -34,6 +34,7 @@ Key layout: see services/command/hooks.py; the names come from `services.redis_s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import http.client
@@ -364,6 +365,14 @@ class PinnedHTTPSConnection(http.client.HTTPSConnection):
         self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
 
 
+def _cut(conn: http.client.HTTPConnection) -> None:
+    """End a connection's blocked reads and writes (from the watchdog's thread)."""
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):  # closed already
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 class HttpPoster:
     """POSTs a delivery: the URL's host is resolved once, every address checked (unless
     `allow_private`), and the connection made to a checked address. No proxy from the
@@ -387,13 +396,21 @@ class HttpPoster:
         except OSError as exc:  # the name does not resolve now: retried
             return Answer(None, f"resolve: {type(exc).__name__}: {exc}"[:300])
         conn = self.connection(target, addresses)
+        # The socket timeout bounds each read, not the attempt: a receiver that drips its
+        # status line a byte at a time would hold the thread (and its hook's lease) for
+        # minutes. A watchdog cuts the connection once the whole attempt has had `timeout`.
+        watchdog = threading.Timer(self.timeout, _cut, args=(conn,))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             conn.request("POST", target.path, body=body, headers=headers)
             response = conn.getresponse()
             return Answer(int(response.status))
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            return Answer(None, f"{type(exc).__name__}: {exc}"[:300])
+            cut = " (attempt cut at its deadline)" if not watchdog.is_alive() else ""
+            return Answer(None, f"{type(exc).__name__}: {exc}{cut}"[:300])
         finally:
+            watchdog.cancel()
             conn.close()
 
     def connection(self, target: Target, addresses: list[Address]) -> http.client.HTTPConnection:

@@ -12,6 +12,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -350,3 +351,39 @@ def test_https_checks_the_certificate_against_the_host_name(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_receiver_that_drips_its_status_line_is_cut_at_the_attempts_deadline() -> None:
+    """Review finding: the socket timeout bounded each read, so a receiver sending one byte
+    of its status line every 0.5 s held the thread for a minute (past the hook's lease and
+    the broker's visibility timeout). The whole attempt now ends at `timeout`."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def drip() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            for byte in b"HTTP/1.1 200 OK" + b"X" * 500:
+                if stop.wait(0.5):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=drip, daemon=True)
+    thread.start()
+    poster = HttpPoster(timeout=1.0, allow_private=True)
+    started = time.monotonic()
+    try:
+        answer = poster(f"http://127.0.0.1:{port}/hook", b"{}", {"Content-Type": "text/plain"})
+    finally:
+        stop.set()
+        server.close()
+    elapsed = time.monotonic() - started
+    assert answer.status is None and "deadline" in (answer.error or "")
+    assert elapsed < 3.0, elapsed  # the old code took one read timeout per byte: ~60 s
