@@ -41,6 +41,7 @@ EVENTS = ("FeatureScored", "GameScored")
 # the hook's index member, now (ms). The new hook has the game's score events so far to
 # dispatch: due now, in the same step (the sweep sends the dispatch if ours is lost).
 REGISTER_LUA = """
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 if KEYS[2] then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3]) end
 return 1
@@ -117,10 +118,6 @@ class Webhooks:
         secret = check_secret(secret)
         if self.store.last_seq(game_id, MOVES) == 0:
             raise NotFound("game_not_found", f"no game {game_id}")
-        if self.client.hlen(hooks_key(game_id)) >= MAX_HOOKS_PER_GAME:
-            raise BadWebhook(
-                "too_many_webhooks", f"a game has at most {MAX_HOOKS_PER_GAME} webhooks"
-            )
         hook_id = "h_" + secrets.token_hex(8)
         config = {
             "id": hook_id,
@@ -131,10 +128,22 @@ class Webhooks:
         }
         shard = shard_of(game_id)  # None: a game from before the indexes (backfill's)
         due = [hooks_due_key(shard)] if shard is not None else []
-        self._register(
+        # The limit is checked in the script that adds the hook: two registrations at once
+        # cannot both take the last place (the limit bounds every score event's fan-out).
+        added = self._register(
             keys=[hooks_key(game_id), *due],
-            args=[hook_id, json.dumps(config), hook_member(game_id, hook_id), config["created_ms"]],
+            args=[
+                hook_id,
+                json.dumps(config),
+                hook_member(game_id, hook_id),
+                config["created_ms"],
+                MAX_HOOKS_PER_GAME,
+            ],
         )
+        if not added:
+            raise BadWebhook(
+                "too_many_webhooks", f"a game has at most {MAX_HOOKS_PER_GAME} webhooks"
+            )
         if self.dispatch is not None:
             self.dispatch(game_id)  # deliver the score events already in the stream
         return {

@@ -12,6 +12,7 @@ import json
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from carcassonne import cli
+from carcassonne.errors import GameError
 from carcassonne.notation import format_record, parse_record
 from carcassonne.record import load_record, record_from_events
 from carcassonne.ruleset import Ruleset
@@ -31,7 +33,7 @@ from eventstore.schemas import to_engine
 from services.command import apikeys
 from services.command.apikeys import ApiKeys
 from services.command.app import create_app
-from services.redis_store import RedisEventStore
+from services.redis_store import RedisEventStore, hooks_key
 
 from .games import new_game, play
 from .http_client import ROOT, call, gunicorn
@@ -372,3 +374,31 @@ def test_v1_score_under_gunicorn(redis_url: str, key: str) -> None:
         big = b" " * (300 * 1024)
         status, body = call(base, "POST", "/v1/score", raw=big, headers={"X-Api-Key": key})
         assert (status, body["code"]) == (413, "body_too_large")
+
+
+def test_concurrent_registrations_never_pass_the_hook_limit(app: Flask, client, key) -> None:
+    """Review finding: the limit was read (HLEN) before the script added the hook, so two
+    registrations at once could both take the last place. 30 at once: exactly 10 stored."""
+    record, _ = golden(GOLDEN[0])
+    game_id = post(client, "/games/import", key, json=record)[1]["game_id"]
+    hooks = app.extensions["integration"].hooks
+    gate = threading.Barrier(30)
+    outcomes: list[str] = []
+
+    def register() -> None:
+        gate.wait(timeout=10)
+        try:
+            hooks.register(game_id, "http://127.0.0.1:9/in", "s" * 16, "k_test")
+            outcomes.append("added")
+        except GameError as refused:
+            outcomes.append(refused.code)
+
+    threads = [threading.Thread(target=register) for _ in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(set(outcomes)) == ["added", "too_many_webhooks"]
+    assert outcomes.count("added") == 10
+    stored = app.extensions["integration"].hooks.client.hlen(hooks_key(game_id))
+    assert stored == 10
