@@ -209,8 +209,9 @@ OPERATIONS: dict[tuple[str, str], Op] = {
             {
                 "in": "header",
                 "name": "Last-Event-ID",
-                "schema": {"type": "string", "pattern": r"^\d{1,15}-\d{1,15}$"},
-                "description": "resume after this event id (a cursor; wins over `after`)",
+                "schema": {"type": "string", "pattern": r"^(\d{1,15}-\d{1,15})?$"},
+                "description": "resume after this event id (a cursor; wins over `after`; "
+                "empty: none)",
             },
         ),
     ),
@@ -291,6 +292,7 @@ def annotate(spec: dict[str, Any]) -> dict[str, Any]:
     """The merged spec with `OPERATIONS` applied; every operation must have an entry."""
     doc = copy.deepcopy(spec)
     components = doc["components"]
+    components["schemas"]["RecordTurn"] = _record_turn(components["schemas"]["RecordTurn"])
     components["responses"] = {name: _error_response(s) for s, (name, _, _) in ERRORS.items()}
     components["responses"][NOT_MODIFIED] = {
         "description": "Not Modified: the If-None-Match ETag is current",
@@ -327,6 +329,26 @@ def annotate(spec: dict[str, Any]) -> dict[str, Any]:
         "paths": doc["paths"],
         "components": components,
     }
+
+
+def _record_turn(flat: dict[str, Any]) -> dict[str, Any]:
+    """A record's turn as the two shapes `carcassonne.record.turn_from_dict` reads: a placement
+    (x, y and rotation required) or a discard (only `tile` and `"discard": true`). marshmallow
+    describes one flat object with every key optional."""
+    props = flat["properties"]
+    placement = {
+        "type": "object",
+        "properties": {**props, "discard": {"type": "boolean", "enum": [False]}},
+        "required": ["tile", "x", "y", "rotation"],
+        "additionalProperties": False,
+    }
+    discard = {
+        "type": "object",
+        "properties": {"tile": props["tile"], "discard": {"type": "boolean", "enum": [True]}},
+        "required": ["tile", "discard"],
+        "additionalProperties": False,
+    }
+    return {"description": flat.get("description", ""), "oneOf": [placement, discard]}
 
 
 def _describe(operation: dict[str, Any], op: Op) -> None:

@@ -51,6 +51,40 @@ HTTP_CODES = {
 
 blp = Blueprint("games", __name__, url_prefix="/games", description="Views of games (read only)")
 NOT_MODIFIED = {"description": "Not Modified: the If-None-Match ETag is current"}
+# One event of a live stream as an EventSource reads it (services/query/log.py writes them).
+SSE_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["move", "score", "end"]},
+        "id": {
+            "type": "string",
+            "pattern": r"^\d{1,15}-\d{1,15}$",
+            "description": "the cursor after it: a reconnect sends it as Last-Event-ID",
+        },
+        "data": {
+            "type": "string",
+            "description": "JSON: a LogItem (`move`, `score`), or why the stream ends (`end`)",
+            "contentMediaType": "application/json",
+            "contentSchema": {
+                "oneOf": [
+                    {"$ref": "#/components/schemas/LogItem"},
+                    {
+                        "type": "object",
+                        "properties": {
+                            "game_id": {"type": "string"},
+                            "cursor": {"type": "string"},
+                            "reason": {"type": "string", "enum": ["game_scored"]},
+                        },
+                        "required": ["game_id", "cursor", "reason"],
+                        "additionalProperties": False,
+                    },
+                ]
+            },
+        },
+        "retry": {"type": "integer", "minimum": 0, "description": "reconnect delay (ms)"},
+    },
+    "additionalProperties": False,
+}
 
 
 class TooBusy(GameError):
@@ -159,7 +193,7 @@ class Live(MethodView):
         responses={
             "200": {
                 "description": "text/event-stream: `move` and `score` events, id = cursor",
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                "content": {"text/event-stream": {"schema": SSE_EVENT}},
             },
             "422": {
                 "description": "`bad_cursor`, or `cursor_beyond_log`: the cursor is "
