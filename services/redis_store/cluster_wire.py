@@ -98,8 +98,11 @@ class ClusterWire:
             with self._lock:
                 entry = self._wires.get(node.name)
                 if entry is None or entry[0] is not node_client:
+                    old = entry
                     entry = (node_client, Wire(node_client, self._size))
                     self._wires[node.name] = entry
+                    if old is not None:
+                        old[1].close()  # the replaced client's sockets are not left open
         return entry[1]
 
     def call(self, *args: Any) -> Any:

@@ -78,6 +78,19 @@ class Wire:
         except queue.Empty:
             raise ConnectionError(f"no free connection within {self._wait} s") from None
 
+    def close(self) -> None:
+        """Close the idle connections' sockets (a wire being replaced). They stay on the list
+        and reconnect if used again; one in a command now is left to its caller."""
+        idle: list[AbstractConnection] = []
+        while True:
+            try:
+                idle.append(self._free.get_nowait())
+            except queue.Empty:
+                break
+        for conn in idle:
+            conn.disconnect()
+            self._free.put(conn)
+
     def call(self, *args: Any) -> Any:
         """Send one command and return its raw reply (a Redis error reply raises)."""
         for attempt in (1, 2):

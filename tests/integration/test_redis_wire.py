@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import time
 
 import pytest
 import redis
@@ -132,3 +133,18 @@ def test_a_forked_process_does_not_share_the_parents_socket(redis_url: str) -> N
     assert id(parent_conn) not in child_conns  # the child took a connection of its own
     assert wire._free.queue == [parent_conn]
     assert wire.call("PING") == b"PONG"  # the parent's connection still answers in order
+
+
+def test_close_disconnects_the_idle_connections(redis_url: str) -> None:
+    client = connect(redis_url, role="wire-close", max_connections=2)
+    admin = redis.Redis.from_url(redis_url)
+    wire = Wire(client, max_connections=2)
+    wire.call("PING")
+    name = client_name("wire-close") + ":wire"
+    assert len(held(admin, name)) == 1
+    wire.close()
+    deadline = time.monotonic() + 5
+    while held(admin, name) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert held(admin, name) == []
+    assert wire.call("PING") == b"PONG"  # still usable: it makes a new connection
