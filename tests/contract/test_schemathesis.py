@@ -1,0 +1,227 @@
+"""schemathesis against both services (issue 15, "Proof that it is true"): every operation of
+docs/openapi.json is fuzzed on real gunicorn servers (deploy configs) with every check —
+no server error, status codes, content types, body schemas and headers as documented, data
+the document rejects rejected — and must give 0 failures.
+
+Bounded and reproducible: a fixed seed, derandomized generation, MAX_EXAMPLES per operation
+and phase. Requests are aimed at real resources: a path's `game_id` is mostly one of the
+stack's games (a live one and a finished one; some stay random, for the 404s), a turn is sent
+with the token of the seat whose turn it is, and the API key is a real one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter, defaultdict
+from typing import Any
+
+import pytest
+import schemathesis
+from schemathesis import Case
+from schemathesis.specs.openapi.checks import allow_header_conformance
+
+from services.common.openapi import DOC_FILE
+from tests.contract.stack import Stack
+from tests.integration.http_client import call
+
+MAX_EXAMPLES = int(os.environ.get("CONTRACT_MAX_EXAMPLES", "50"))
+SEED = 15
+# Which service answers each operation (both serve the same document).
+COMMAND_OPS = {
+    "createGame",
+    "playTurn",
+    "getTurn",
+    "scoreRecord",
+    "importGame",
+    "exportRecord",
+    "registerWebhook",
+    "listDeliveries",
+}
+QUERY_OPS = {"listGames", "getBoard", "getScores", "getEvents", "streamLive"}
+
+
+def _config(base_url: str, stack: Stack) -> schemathesis.Config:
+    live = stack.games["live"]
+    return schemathesis.Config.from_dict(
+        {
+            "base-url": base_url,
+            "seed": SEED,
+            "generation": {
+                "max-examples": MAX_EXAMPLES,
+                "deterministic": True,
+                "mode": "all",  # valid data and data the document rejects
+                "database": "none",  # nothing kept between runs: each run the same
+            },
+            "checks": {
+                "enabled": True,
+                # A request the document allows may still break a game rule or name what
+                # does not exist: 409/422 are judged by `well_formed_is_understood` instead.
+                "positive_data_acceptance": {
+                    "expected-statuses": ["2xx", "401", "403", "404", "409", "422"]
+                },
+            },
+            "continue-on-failure": True,
+            "auth": {
+                "openapi": {
+                    "apiKey": {"api_key": stack.api_key},
+                    "bearerAuth": {"bearer": live.tokens[0]},
+                }
+            },
+            "request-timeout": 10,
+            "max-stream-events": 3,
+        }
+    )
+
+
+def _schema(stack: Stack, base_url: str) -> Any:
+    return schemathesis.openapi.from_path(str(DOC_FILE), config=_config(base_url, stack))
+
+
+@pytest.fixture(scope="module")
+def command_schema(stack: Stack) -> Any:
+    return _schema(stack, stack.command)
+
+
+@pytest.fixture(scope="module")
+def query_schema(stack: Stack) -> Any:
+    return _schema(stack, stack.query)
+
+
+def test_every_operation_is_fuzzed() -> None:
+    doc = json.loads(DOC_FILE.read_text(encoding="utf-8"))
+    ids = {
+        op["operationId"]
+        for item in doc["paths"].values()
+        for method, op in item.items()
+        if method != "parameters"
+    }
+    assert ids == COMMAND_OPS | QUERY_OPS
+
+
+def _pick(case: Case, choices: int) -> int:
+    """A choice that depends only on the generated case (so a derandomized run repeats)."""
+    digest = hashlib.sha256(repr(case.path_parameters).encode()).digest()
+    return digest[0] % choices
+
+
+def aim(case: Case, stack: Stack) -> None:
+    """Point a generated request at the stack's games; a turn goes with the current seat's
+    token (the fuzzer's body is then judged by the rules, not refused at the door)."""
+    params = case.path_parameters
+    if not params or "game_id" not in params:
+        return
+    which = _pick(case, 4)
+    if which == 3:
+        return  # a random id: 404
+    game = stack.games["over" if which == 2 else "live"]
+    params["game_id"] = game.game_id
+    if case.operation.definition.raw.get("operationId") == "playTurn":
+        status, view = call(stack.command, "GET", f"/games/{game.game_id}/turn")
+        headers = case.headers
+        sent = "" if headers is None else headers.get("Authorization", "")
+        if status == 200 and view["player"] is not None and sent.startswith("Bearer "):
+            assert headers is not None
+            headers["Authorization"] = f"Bearer {game.tokens[view['player']]}"
+
+
+# The lazy schema's filters are the ones that count (a fixture's own are replaced).
+# Refusals of a request the document allows that are about its meaning, not its shape: a
+# game rule (those carry their R-number in `rule`) or what the document cannot say.
+SEMANTIC = {
+    "at_and_turn",  # `at` and `turn` both given: each is valid alone
+    "bad_cursor",  # a cursor is opaque: only the service knows which strings it made
+    "bad_notation",  # a record in notation: its grammar is prose, not a schema
+    "bad_player_ids",  # a record's player_ids: one per seat (`players` of the same record)
+    "bad_webhook_url",  # the URL policy: http(s), a host an HTTP client reads the same way
+    "duplicate_player_name",  # names differ ignoring case and spaces (uniqueItems is exact)
+    "at_out_of_range",  # `at` or `turn` beyond the game's end: it depends on the game
+    "turn_out_of_range",
+    "idempotency_key_reused",  # the key was sent before with another request
+    "cursor_beyond_log",  # a well-formed cursor past the end of this game's log
+}
+# `GET /games` is the query service's and `POST /games` the command service's: each answers
+# 405/OPTIONS with its own methods, so the document's union of both is not either one's Allow.
+SHARED_PATHS = {"/games"}
+
+
+def _cross_field(error: dict[str, Any]) -> bool:
+    """A rule between fields of one object, which the document leaves flat (a oneOf would
+    give generated clients a union per meeple): which of `edge`/`half_edge` a meeple's
+    feature takes (invalid_body: the object's `_schema` error)."""
+    if error.get("code") != "invalid_body":
+        return False
+    leaves: list[Any] = [error.get("details", {}).get("fields")]
+    keys: list[str] = []
+    while leaves:
+        node = leaves.pop()
+        if isinstance(node, dict):
+            keys.extend(k for k, v in node.items() if not isinstance(v, dict))
+            leaves.extend(v for v in node.values() if isinstance(v, dict))
+    return bool(keys) and all(k == "_schema" for k in keys)
+
+
+def well_formed_is_understood(ctx: Any, response: Any, case: Case) -> bool | None:
+    """A request made from the document's schemas is never refused as malformed: a 4xx to
+    one must name a rule or a meaning the document cannot express (`SEMANTIC`)."""
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive:
+        return None
+    if response.status_code not in (400, 409, 413, 415, 422):
+        return None
+    error = response.json()
+    if error.get("rule") or error.get("code") in SEMANTIC or _cross_field(error):
+        return None
+    raise AssertionError(
+        f"a request the document allows was refused: {response.status_code} {error}"
+    )
+
+
+# Requests made, by operation and status (printed at the end: the run's figures).
+SEEN: dict[str, Counter[int]] = defaultdict(Counter)
+
+
+def validate(case: Case) -> None:
+    excluded = []
+    if case.path in SHARED_PATHS:
+        excluded.append(allow_header_conformance)
+    try:
+        response = case.call_and_validate(
+            additional_checks=[well_formed_is_understood], excluded_checks=excluded
+        )
+    except Exception as exc:
+        SEEN[case.operation.label][getattr(exc, "status_code", 0)] += 1
+        raise
+    SEEN[case.operation.label][response.status_code] += 1
+
+
+command = schemathesis.pytest.from_fixture("command_schema").include(
+    operation_id=sorted(COMMAND_OPS)
+)
+query = schemathesis.pytest.from_fixture("query_schema").include(operation_id=sorted(QUERY_OPS))
+
+
+@command.parametrize()
+def test_command_service(case: Case, stack: Stack) -> None:
+    aim(case, stack)
+    validate(case)
+
+
+@query.parametrize()
+def test_query_service(case: Case, stack: Stack) -> None:
+    aim(case, stack)
+    validate(case)
+
+
+def test_every_operation_was_exercised(capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs after the fuzzing above (pytest keeps file order): prints what was sent and
+    holds every operation to a share of it."""
+    with capsys.disabled():
+        total = sum(sum(statuses.values()) for statuses in SEEN.values())
+        print(f"\nschemathesis: {total} requests, seed {SEED}, {MAX_EXAMPLES} examples")
+        for label, statuses in sorted(SEEN.items()):
+            shown = " ".join(f"{code}x{n}" for code, n in sorted(statuses.items()))
+            print(f"  {label:52} {sum(statuses.values()):5}  {shown}")
+    assert len(SEEN) == len(COMMAND_OPS | QUERY_OPS)
+    assert all(sum(statuses.values()) >= MAX_EXAMPLES for statuses in SEEN.values()), SEEN
