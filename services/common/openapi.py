@@ -83,7 +83,7 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     400: (
         "BadRequest",
         "the body cannot be read: invalid_json, json_too_deep, "
-        "incomplete_body, invalid_notation, bad_if_match, bad_idempotency_key",
+        "incomplete_body, invalid_notation",
         (),
     ),
     401: (
@@ -115,7 +115,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "UnprocessableContent",
         "the body or query does not match the schema "
         "(invalid_body, invalid_query: details.fields), or breaks a rule (the code, the "
-        "rule, and for records details.index: the first bad turn)",
+        "rule, and for records details.index: the first bad turn); bad_if_match and "
+        "bad_idempotency_key for those headers, idempotency_key_reused",
         (),
     ),
     429: (
