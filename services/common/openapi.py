@@ -82,8 +82,7 @@ HEADERS: dict[str, dict[str, Any]] = {
 ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     400: (
         "BadRequest",
-        "the body cannot be read: invalid_json, json_too_deep, "
-        "incomplete_body, invalid_notation",
+        "the body cannot be read: invalid_json, json_too_deep, incomplete_body, invalid_notation",
         (),
     ),
     401: (

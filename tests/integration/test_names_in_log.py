@@ -61,7 +61,7 @@ def uid(label: str) -> str:
 
 def first_event(redis_client: redis.Redis, game_id: str) -> dict[str, Any]:
     """The game's first move as stored (the raw stream entry, not upcast)."""
-    entries = redis_client.xrange(f"{{g:{game_id}}}:moves", count=1)
+    entries: Any = redis_client.xrange(f"{{g:{game_id}}}:moves", count=1)
     fields = {k.decode(): v.decode() for k, v in entries[0][1].items()}
     return {"type": fields["type"], "version": int(fields["v"]), **json.loads(fields["data"])}
 

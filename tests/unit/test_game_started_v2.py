@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import pytest
 
@@ -164,7 +165,7 @@ def test_a_record_with_names_logs_them_and_reads_them_back_from_the_log() -> Non
     events = record_events(record)
     assert seats(events[0]) == (2, ("Ann", "Bob"), (None, "u"))
     assert record_from_events(events) == record  # from the log alone
-    stored = [to_engine_of(to_new(e)) for e in events]
+    stored: list[Any] = [to_engine_of(to_new(e)) for e in events]
     assert record_from_events(stored) == record
 
 
@@ -260,7 +261,7 @@ def test_a_bad_notation_name_reaches_the_record_error_shape() -> None:
 
 def test_the_query_views_prefer_the_logged_names() -> None:
     store = _stored_game(to_new(NAMED))
-    directory = (["secret", "names", "here"], ["x", "y", "z"])
+    directory: tuple[list[str], list[str | None]] = (["secret", "names", "here"], ["x", "y", "z"])
     projector = Projector(store, seats=lambda _: directory)
     view = board_view(projector.current("g"))
     assert [(p["name"], p["player_id"]) for p in view["players"]] == [
