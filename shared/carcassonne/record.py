@@ -175,7 +175,10 @@ def load_record(data: Any) -> Record:
         if type(players) is not int or not 2 <= players <= 6:
             raise MalformedError("bad_players", "players must be an integer from 2 to 6", "R1.3")
         start = data.get("start", {"tile": ruleset.tiles.start, "x": 0, "y": 0, "rotation": 0})
-        if start != {"tile": ruleset.tiles.start, "x": 0, "y": 0, "rotation": 0}:
+        # Integers, not merely equal to 0: false and 0.0 compare equal to it in Python.
+        if start != {"tile": ruleset.tiles.start, "x": 0, "y": 0, "rotation": 0} or any(
+            type(start[key]) is not int for key in ("x", "y", "rotation")
+        ):
             raise MalformedError(
                 "bad_start", f"the start tile is {ruleset.tiles.start} at 0,0 unrotated", "R2.1"
             )
