@@ -7,6 +7,8 @@ from marshmallow import RAISE, ValidationError, fields, validate, validates_sche
 from carcassonne.geometry import EDGES, HALF_EDGES
 from eventstore.fastload import FastLoadSchema
 from services.common.schemas import (
+    EDGE,
+    HALF_EDGE,
     Closed,
     Event,
     ExplainedScore,
@@ -123,11 +125,14 @@ class CreatedGame(Closed):
 
 
 class MeepleIn(Strict):
+    """A turn's meeple: which of `edge`/`half_edge` it takes is
+    services.common.schemas.MEEPLE_RULE (checked by `one_spot`)."""
+
     feature = fields.String(
         required=True, validate=validate.OneOf(["road", "city", "field", "monastery"])
     )
-    edge = fields.String(validate=validate.OneOf(EDGES))
-    half_edge = fields.String(validate=validate.OneOf(HALF_EDGES))
+    edge = fields.String(validate=validate.OneOf(EDGES), metadata=EDGE)
+    half_edge = fields.String(validate=validate.OneOf(HALF_EDGES), metadata=HALF_EDGE)
 
     @validates_schema
     def one_spot(self, data: dict[str, object], **_: object) -> None:

@@ -24,7 +24,8 @@ from typing import Any
 import flask
 import flask_smorest
 
-from .schemas import Error
+from . import openapi_examples as ex
+from .schemas import MEEPLE_RULE, Error
 
 DOC_FILE = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 OPENAPI_VERSION = "3.1.0"
@@ -38,12 +39,32 @@ Every error, 4xx or 5xx, is `{"code", "message", "rule", "details"}` (schema `Er
 stable `code`. A method a path does not take answers 405 with an `Allow` header. A seat plays
 with its token (`Authorization: Bearer <token>`, from the created game); third parties send
 their API key as `X-Api-Key`. Views carry an ETag and answer 304 to a matching If-None-Match.
+
+Two services, two base URLs: each operation names its own in `servers` (`commandUrl`, default
+http://localhost:8000; `queryUrl`, default http://localhost:8001) and says which service
+serves it. One path may be served by both: `POST /games` (create) is the command service's,
+`GET /games` (list) the query service's, and each answers only its own method there (405 with
+its `Allow` otherwise).
 """
 
 JSON = "application/json"
 NDJSON = "application/x-ndjson"
 TEXT = "text/plain"
 SSE = "text/event-stream"
+
+# Each service's base URL (operation `servers`): what `make run` serves, overridable.
+SERVICES: dict[str, dict[str, Any]] = {
+    "command": {
+        "url": "{commandUrl}",
+        "description": "the command service: create and play games, records, webhooks",
+        "variables": {"commandUrl": {"default": "http://localhost:8000"}},
+    },
+    "query": {
+        "url": "{queryUrl}",
+        "description": "the query service: boards, scores, event log, live streams, game lists",
+        "variables": {"queryUrl": {"default": "http://localhost:8001"}},
+    },
+}
 
 
 def _header(description: str, example: str | None = None) -> dict[str, Any]:
@@ -143,24 +164,47 @@ class Op:
     media: dict[int, dict[str, Any]] = field(default_factory=dict)  # more media types
     not_modified: bool = False
     parameters: tuple[dict[str, Any], ...] = ()  # beside the ones the decorators document
+    request: dict[str, Any] = field(default_factory=dict)  # request body example by media type
+    examples: dict[int, Any] = field(default_factory=dict)  # JSON success body example by status
 
 
 BODY = (400, 413, 415, 422)  # every JSON body: unreadable, too large, wrong type, invalid
 OPERATIONS: dict[tuple[str, str], Op] = {
     # The command service.
-    ("post", "/games"): Op("createGame", (*BODY, 503)),
+    ("post", "/games"): Op(
+        "createGame",
+        (*BODY, 503),
+        request={JSON: ex.CREATE_GAME},
+        examples={201: ex.CREATED_GAME},
+    ),
     ("post", "/games/{game_id}/turns"): Op(
-        "playTurn", (*BODY, 401, 403, 404, 409, 503), security="bearerAuth"
+        "playTurn",
+        (*BODY, 401, 403, 404, 409, 503),
+        security="bearerAuth",
+        request={JSON: ex.TURN},
+        examples={200: ex.TURN_RESULT},
     ),
     ("get", "/games/{game_id}/turn"): Op(
-        "getTurn", (404, 503), headers={200: ("ETag", "Cache-Control")}, not_modified=True
+        "getTurn",
+        (404, 503),
+        headers={200: ("ETag", "Cache-Control")},
+        not_modified=True,
+        examples={200: ex.TURN_VIEW},
     ),
-    ("post", "/v1/score"): Op("scoreRecord", (*BODY, 401, 403, 429, 503), security="apiKey"),
+    ("post", "/v1/score"): Op(
+        "scoreRecord",
+        (*BODY, 401, 403, 429, 503),
+        security="apiKey",
+        request={JSON: ex.RECORD, TEXT: ex.RECORD_NOTATION},
+        examples={200: ex.SCORE_RESULT},
+    ),
     ("post", "/games/import"): Op(
         "importGame",
         (*BODY, 401, 403, 429, 503),
         security="apiKey",
         headers={201: ("Idempotent-Replayed",)},
+        request={JSON: ex.RECORD, TEXT: ex.RECORD_NOTATION},
+        examples={201: ex.IMPORTED_GAME},
     ),
     ("get", "/games/{game_id}/record"): Op(
         "exportRecord",
@@ -168,9 +212,14 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         headers={200: ("ETag", "X-Carcassonne-Game-Over", "Vary")},
         media={200: {TEXT: {"schema": {"type": "string", "description": "the notation"}}}},
         not_modified=True,
+        examples={200: ex.RECORD},
     ),
     ("post", "/games/{game_id}/webhooks"): Op(
-        "registerWebhook", (*BODY, 401, 403, 404, 429, 503), security="apiKey"
+        "registerWebhook",
+        (*BODY, 401, 403, 404, 429, 503),
+        security="apiKey",
+        request={JSON: ex.WEBHOOK_IN},
+        examples={201: ex.WEBHOOK},
     ),
     ("get", "/games/{game_id}/webhooks/{hook_id}/deliveries"): Op(
         "listDeliveries", (401, 403, 404, 422, 429, 503), security="apiKey"
@@ -180,10 +229,18 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         "listGames", (422, 503), headers={200: ("ETag", "Cache-Control")}, not_modified=True
     ),
     ("get", "/games/{game_id}/board"): Op(
-        "getBoard", (404, 422, 503), headers={200: ("ETag", "Cache-Control")}, not_modified=True
+        "getBoard",
+        (404, 422, 503),
+        headers={200: ("ETag", "Cache-Control")},
+        not_modified=True,
+        examples={200: ex.BOARD},
     ),
     ("get", "/games/{game_id}/scores"): Op(
-        "getScores", (404, 422, 503), headers={200: ("ETag", "Cache-Control")}, not_modified=True
+        "getScores",
+        (404, 422, 503),
+        headers={200: ("ETag", "Cache-Control")},
+        not_modified=True,
+        examples={200: ex.SCORES},
     ),
     ("get", "/games/{game_id}/events"): Op(
         "getEvents",
@@ -231,7 +288,22 @@ class ContractApi(SpecApi):
         return flask.current_app.response_class(document_json(), mimetype=JSON)
 
 
-def _service_spec(title: str, blueprints: list[flask_smorest.Blueprint]) -> dict[str, Any]:
+def _service_spec(service: str, blueprints: list[flask_smorest.Blueprint]) -> dict[str, Any]:
+    """One service's spec, each operation naming that service as its server and saying so."""
+    spec = _blueprints_spec(service, blueprints)
+    for item in spec.get("paths", {}).values():
+        for method, operation in item.items():
+            if method == "parameters":
+                continue
+            operation["servers"] = [SERVICES[service]]
+            (name, var), *_ = SERVICES[service]["variables"].items()
+            served = f"Served by the {service} service (`{name}`, default {var['default']})."
+            description = operation.get("description")
+            operation["description"] = f"{description}\n\n{served}" if description else served
+    return spec
+
+
+def _blueprints_spec(title: str, blueprints: list[flask_smorest.Blueprint]) -> dict[str, Any]:
     app = flask.Flask(f"openapi-{title}")
     app.config.update(
         API_TITLE=title,
@@ -281,7 +353,9 @@ def _error_response(status: int) -> dict[str, Any]:
     _, description, headers = ERRORS[status]
     response: dict[str, Any] = {
         "description": description,
-        "content": {JSON: {"schema": {"$ref": "#/components/schemas/Error"}}},
+        "content": {
+            JSON: {"schema": {"$ref": "#/components/schemas/Error"}, "example": ex.ERRORS[status]}
+        },
     }
     if headers:
         response["headers"] = {h: {"$ref": f"#/components/headers/{h}"} for h in headers}
@@ -293,6 +367,8 @@ def annotate(spec: dict[str, Any]) -> dict[str, Any]:
     doc = copy.deepcopy(spec)
     components = doc["components"]
     components["schemas"]["RecordTurn"] = _record_turn(components["schemas"]["RecordTurn"])
+    for meeple in ("Meeple", "MeepleIn"):  # one flat shape; its rule in words (MEEPLE_RULE)
+        components["schemas"][meeple]["description"] = MEEPLE_RULE
     components["responses"] = {name: _error_response(s) for s, (name, _, _) in ERRORS.items()}
     components["responses"][NOT_MODIFIED] = {
         "description": "Not Modified: the If-None-Match ETag is current",
@@ -365,6 +441,10 @@ def _describe(operation: dict[str, Any], op: Op) -> None:
         }
     for status, media in op.media.items():
         responses[str(status)].setdefault("content", {}).update(media)
+    for status, example in op.examples.items():
+        responses[str(status)]["content"][JSON]["example"] = example
+    for media_type, example in op.request.items():
+        operation["requestBody"]["content"][media_type]["example"] = example
     if op.security is not None:
         operation["security"] = [{op.security: []}]
     # Credentials are security schemes, not header parameters.

@@ -82,13 +82,29 @@ class Ruleset(Closed):
     area = fields.Nested(Area)
 
 
+# Which spot key a meeple's feature takes. One flat object with optional keys, not a oneOf
+# of three shapes: generated clients then have one Meeple type to build and read rather than
+# a union per meeple; the rule is stated in the document (openapi.py sets it as Meeple's and
+# MeepleIn's description: a Meta.description would make apispec drop additionalProperties),
+# and the services refuse a body that breaks it (MeepleIn.one_spot).
+MEEPLE_RULE = (
+    "Where a meeple stands, in board directions after rotation. Its `feature` says which "
+    "spot key it takes: a road or city meeple names one `edge` (N, E, S, W) and no "
+    "`half_edge`; a farmer (`field`) names one `half_edge` (NNW … WNW) and no `edge`; a monk "
+    "(`monastery`) names neither. A request that breaks this is refused: 422 invalid_body, "
+    "the object's error under `_schema` in details.fields."
+)
+EDGE = {"description": "road or city only: the edge of the tile (N, E, S, W)"}
+HALF_EDGE = {"description": "field (farmer) only: the half-edge (NNW … WNW)"}
+
+
 class Meeple(Closed):
     """A meeple in the record's vocabulary: a road or city names an `edge`, a farmer a
     `half_edge`, a monk neither."""
 
     feature = fields.String(required=True, validate=validate.OneOf(FEATURES))
-    edge = fields.String(validate=validate.OneOf(EDGES))
-    half_edge = fields.String(validate=validate.OneOf(HALF_EDGES))
+    edge = fields.String(validate=validate.OneOf(EDGES), metadata=EDGE)
+    half_edge = fields.String(validate=validate.OneOf(HALF_EDGES), metadata=HALF_EDGE)
 
 
 class Event(Closed):

@@ -10,7 +10,10 @@ from typing import Any
 import flask
 import pytest
 from flask import Flask
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from openapi_spec_validator import validate
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from services.command.app import create_app as create_command_app
 from services.common.openapi import DOC_FILE, OPERATIONS, document_json
@@ -139,3 +142,90 @@ def test_the_contract_check_fails_on_a_response_the_document_does_not_allow() ->
     for path in ("turn", "board", "scores"):
         with pytest.raises(ContractError):
             client.get(f"/games/{game}/{path}")
+
+
+DOC_URI = "urn:carcassonne-cloud:openapi"
+
+
+def _operations(item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(method, op) for method, op in item.items() if method != "parameters"]
+
+
+def _examples(node: Any, pointer: str = "") -> list[tuple[str, str, Any]]:
+    """Every `example` in the document beside the schema it illustrates: (where, the schema's
+    JSON pointer, the example). Media types, parameters and headers hold `schema` and
+    `example` side by side; a schema's own `example` illustrates that schema."""
+    found: list[tuple[str, str, Any]] = []
+    if isinstance(node, dict):
+        if "example" in node:
+            if "schema" in node:
+                found.append((pointer, f"{pointer}/schema", node["example"]))
+            else:
+                found.append((pointer, pointer, node["example"]))
+        for key, value in node.items():
+            escaped = str(key).replace("~", "~0").replace("/", "~1")
+            found.extend(_examples(value, f"{pointer}/{escaped}"))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found.extend(_examples(value, f"{pointer}/{index}"))
+    return found
+
+
+def test_every_example_validates_against_its_schema(doc: dict[str, Any]) -> None:
+    # The document's schemas are JSON Schema 2020-12 (OpenAPI 3.1's dialect); each example is
+    # checked against the schema at its place, `$ref`s resolved in the whole document.
+    registry: Registry[Any] = Registry().with_resource(
+        DOC_URI, Resource.from_contents(doc, default_specification=DRAFT202012)
+    )
+    examples = _examples(doc)
+    problems = []
+    for where, schema_at, example in examples:
+        validator = Draft202012Validator({"$ref": f"{DOC_URI}#{schema_at}"}, registry=registry)
+        problems += [f"{where}: {e.message}" for e in validator.iter_errors(example)]
+    assert not problems, "\n".join(problems)
+    # Every request body and the main success answers carry one.
+    with_example = {where for where, _, _ in examples}
+    for path, item in doc["paths"].items():
+        for method, op in _operations(item):
+            escaped = path.replace("~", "~0").replace("/", "~1")
+            at = f"/paths/{escaped}/{method}"
+            for media in op.get("requestBody", {}).get("content", {}):
+                assert f"{at}/requestBody/content/{media.replace('/', '~1')}" in with_example
+    main = {
+        "createGame": "201",
+        "playTurn": "200",
+        "getTurn": "200",
+        "scoreRecord": "200",
+        "importGame": "201",
+        "registerWebhook": "201",
+        "getBoard": "200",
+        "getScores": "200",
+    }
+    for item in doc["paths"].values():
+        for _, op in _operations(item):
+            if op["operationId"] in main:
+                media = op["responses"][main[op["operationId"]]]["content"]["application/json"]
+                assert "example" in media, op["operationId"]
+    for response in doc["components"]["responses"].values():
+        if "content" in response:
+            assert "example" in response["content"]["application/json"]
+
+
+def test_the_example_check_can_fail(doc: dict[str, Any]) -> None:
+    broken = json.loads(json.dumps(doc))
+    turn = broken["paths"]["/games/{game_id}/turn"]["get"]["responses"]["200"]
+    turn["content"]["application/json"]["example"]["player"] = "Ann"  # a seat is a number
+    with pytest.raises(AssertionError, match="~1games~1\\{game_id\\}~1turn/get/responses/200"):
+        test_every_example_validates_against_its_schema(broken)
+
+
+def test_each_operation_names_the_service_that_serves_it(doc: dict[str, Any]) -> None:
+    # One path, two services: POST /games creates (command), GET /games lists (query).
+    games = doc["paths"]["/games"]
+    assert games["post"]["servers"][0]["url"] == "{commandUrl}"
+    assert games["get"]["servers"][0]["url"] == "{queryUrl}"
+    assert "Served by the command service" in games["post"]["description"]
+    assert "Served by the query service" in games["get"]["description"]
+    for item in doc["paths"].values():
+        for _, op in _operations(item):
+            assert len(op["servers"]) == 1, op["operationId"]

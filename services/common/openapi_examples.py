@@ -1,0 +1,500 @@
+"""Examples for the OpenAPI document (services/common/openapi.py): real requests and answers,
+captured from a 2-player game played on the services (3 turns; lists shortened), so each is
+what a client sees. tests/integration/test_openapi.py validates every example against its
+schema, and schemathesis sends the request examples to the services (tests/contract).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CREATE_GAME: dict[str, Any] = {
+    "players": [{"name": "Ann", "player_id": "user-1042"}, {"name": "Bob"}],
+    "seat_order": [0, 1],
+    "ruleset": {"tileset": "base", "farmers": True},
+}
+
+CREATED_GAME: dict[str, Any] = {
+    "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "players": [
+        {
+            "name": "Ann",
+            "player_id": "user-1042",
+            "player_index": 0,
+            "seat": 0,
+            "token": "tAs-MnB8Q8geqOhqIE4CY-yxzrHxBG_S",
+        },
+        {"name": "Bob", "player_index": 1, "seat": 1, "token": "N-x_BS0wiXxvUiUjkwqY4jeAskIOJO_c"},
+    ],
+    "turn": {
+        "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+        "over": False,
+        "placements": [
+            {
+                "meeples": [
+                    {"edge": "E", "feature": "road"},
+                    {"feature": "field", "half_edge": "NNW"},
+                    {"feature": "field", "half_edge": "ESE"},
+                ],
+                "rotation": 0,
+                "x": 1,
+                "y": 0,
+            },
+            {
+                "meeples": [
+                    {"edge": "E", "feature": "road"},
+                    {"feature": "field", "half_edge": "ESE"},
+                    {"feature": "field", "half_edge": "NNW"},
+                ],
+                "rotation": 2,
+                "x": 1,
+                "y": 0,
+            },
+        ],
+        "player": 0,
+        "player_name": "Ann",
+        "scores": [0, 0],
+        "seq": 2,
+        "supply": [7, 7],
+        "tile": "U",
+        "tiles_left": 70,
+    },
+}
+
+TURN_VIEW: dict[str, Any] = {
+    "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "seq": 8,
+    "over": False,
+    "player": 1,
+    "player_name": "Bob",
+    "tile": "E",
+    "tiles_left": 67,
+    "scores": [0, 0],
+    "supply": [5, 6],
+    "placements": [
+        {
+            "x": 1,
+            "y": -1,
+            "rotation": 0,
+            "meeples": [{"feature": "city", "edge": "N"}, {"feature": "field", "half_edge": "ENE"}],
+        },
+        {
+            "x": 1,
+            "y": -1,
+            "rotation": 1,
+            "meeples": [{"feature": "city", "edge": "E"}, {"feature": "field", "half_edge": "NNW"}],
+        },
+        {
+            "x": 1,
+            "y": 1,
+            "rotation": 1,
+            "meeples": [{"feature": "city", "edge": "E"}, {"feature": "field", "half_edge": "NNW"}],
+        },
+    ],
+}
+
+TURN: dict[str, Any] = {"x": 0, "y": 1, "rotation": 0, "meeple": {"feature": "road", "edge": "S"}}
+
+TURN_RESULT: dict[str, Any] = {
+    "seq": 8,
+    "replayed": False,
+    "events": [
+        {
+            "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+            "stream": "moves",
+            "seq": 7,
+            "type": "TilePlaced",
+            "version": 2,
+            "time_ms": 1795459614940,
+            "command_id": "f81bc8d683304b4b8ff26432b616ad8a",
+            "payload": {
+                "player": 0,
+                "tile": "V",
+                "x": 0,
+                "y": 1,
+                "rotation": 0,
+                "meeple": {"feature": "road", "edge": "S"},
+            },
+        },
+        {
+            "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+            "stream": "moves",
+            "seq": 8,
+            "type": "TileDrawn",
+            "version": 1,
+            "time_ms": 1795459614940,
+            "command_id": "f81bc8d683304b4b8ff26432b616ad8a",
+            "payload": {"tile": "E"},
+        },
+    ],
+    "next": {"over": False, "player": 1, "tile": "E", "tiles_left": 67},
+}
+
+BOARD: dict[str, Any] = {
+    "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "seq": 8,
+    "phase": "place",
+    "over": False,
+    "ruleset": {
+        "tileset": "base",
+        "farmers": True,
+        "farm_scoring": "3rd",
+        "incomplete_score": True,
+    },
+    "players": [
+        {"seat": 0, "name": "Ann", "player_id": "user-1042", "score": 0, "supply": 5},
+        {"seat": 1, "name": "Bob", "player_id": None, "score": 0, "supply": 6},
+    ],
+    "turn": {"player": 1, "name": "Bob", "tile": "E"},
+    "tiles_placed": 3,
+    "tiles_left": 67,
+    "discarded": [],
+    "tiles": [
+        {"tile": "D", "x": 0, "y": 0, "rotation": 0},
+        {"tile": "U", "x": 1, "y": 0, "rotation": 0},
+        {"tile": "H", "x": 0, "y": -1, "rotation": 0},
+        {"tile": "V", "x": 0, "y": 1, "rotation": 0},
+    ],
+    "meeples": [
+        {"player": 0, "x": 1, "y": 0, "feature": "road", "spot": "E"},
+        {"player": 1, "x": 0, "y": -1, "feature": "city", "spot": "N"},
+        {"player": 0, "x": 0, "y": 1, "feature": "road", "spot": "S"},
+    ],
+    "open_features": [
+        {
+            "kind": "road",
+            "tiles": [[0, 0], [1, 0]],
+            "pennants": 0,
+            "missing": 2,
+            "meeples": [1, 0],
+            "if_ended": {
+                "kind": "road",
+                "rule": "R7.2",
+                "final": True,
+                "turn": 3,
+                "complete": False,
+                "tiles": [[0, 0], [1, 0]],
+                "pennants": 0,
+                "meeples": [1, 0],
+                "winners": [0],
+                "points": 2,
+                "awarded": [2, 0],
+            },
+        },
+        {
+            "kind": "city",
+            "tiles": [[0, -1]],
+            "pennants": 0,
+            "missing": 1,
+            "meeples": [0, 1],
+            "if_ended": {
+                "kind": "city",
+                "rule": "R7.2",
+                "final": True,
+                "turn": 3,
+                "complete": False,
+                "tiles": [[0, -1]],
+                "pennants": 0,
+                "meeples": [0, 1],
+                "winners": [1],
+                "points": 1,
+                "awarded": [0, 1],
+            },
+        },
+        {
+            "kind": "road",
+            "tiles": [[0, 1]],
+            "pennants": 0,
+            "missing": 2,
+            "meeples": [1, 0],
+            "if_ended": {
+                "kind": "road",
+                "rule": "R7.2",
+                "final": True,
+                "turn": 3,
+                "complete": False,
+                "tiles": [[0, 1]],
+                "pennants": 0,
+                "meeples": [1, 0],
+                "winners": [0],
+                "points": 1,
+                "awarded": [1, 0],
+            },
+        },
+    ],
+    "farms_if_ended": [],
+    "scores_if_ended": [3, 1],
+}
+
+SCORES: dict[str, Any] = {
+    "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "seq": 8,
+    "scored_up_to": 8,
+    "unscored_moves": 0,
+    "score_seq": 1,
+    "over": False,
+    "players": [
+        {
+            "seat": 0,
+            "name": "Ann",
+            "player_id": "user-1042",
+            "score": 0,
+            "track": {"space": 0, "laps": 0, "point_tiles": []},
+            "meeples": {"supply": 5, "on_board": 2},
+            "points": {"roads": 0, "cities": 0, "monasteries": 0, "farms": 0},
+            "rank": None,
+        },
+        {
+            "seat": 1,
+            "name": "Bob",
+            "player_id": None,
+            "score": 0,
+            "track": {"space": 0, "laps": 0, "point_tiles": []},
+            "meeples": {"supply": 6, "on_board": 1},
+            "points": {"roads": 0, "cities": 0, "monasteries": 0, "farms": 0},
+            "rank": None,
+        },
+    ],
+    "events": [
+        {
+            "seq": 1,
+            "move": 5,
+            "kind": "city",
+            "rule": "R6.2",
+            "final": False,
+            "turn": 2,
+            "complete": True,
+            "tiles": [[0, -1], [0, 0]],
+            "pennants": 0,
+            "meeples": [0, 0],
+            "winners": [],
+            "points": 4,
+            "awarded": [0, 0],
+            "returned": [0, 0],
+            "totals": [0, 0],
+            "explanation": "city of 2 tiles, completed (R6.2): nobody stood in it: no points",
+        }
+    ],
+    "result": None,
+}
+
+RECORD: dict[str, Any] = {
+    "format": "carcassonne-record/1",
+    "ruleset": {
+        "tileset": "base",
+        "farmers": True,
+        "farm_scoring": "3rd",
+        "incomplete_score": True,
+    },
+    "players": 2,
+    "start": {"tile": "D", "x": 0, "y": 0, "rotation": 0},
+    "turns": [
+        {"tile": "U", "x": 1, "y": 0, "rotation": 0, "meeple": {"feature": "road", "edge": "E"}},
+        {"tile": "H", "x": 0, "y": -1, "rotation": 0, "meeple": {"feature": "city", "edge": "N"}},
+        {"tile": "V", "x": 0, "y": 1, "rotation": 0, "meeple": {"feature": "road", "edge": "S"}},
+    ],
+    "names": ["Ann", "Bob"],
+    "player_ids": ["user-1042", None],
+}
+
+SCORE_RESULT: dict[str, Any] = {
+    "format": "carcassonne-record/1",
+    "players": 2,
+    "ruleset": {
+        "tileset": "base",
+        "farmers": True,
+        "farm_scoring": "3rd",
+        "incomplete_score": True,
+    },
+    "turns": 3,
+    "tiles_placed": 3,
+    "ended": "record ended",
+    "timeline": [
+        {"index": 0, "player": 0, "tile": "U", "action": "placed", "scores": [0, 0]},
+        {"index": 1, "player": 1, "tile": "H", "action": "placed", "scores": [0, 0]},
+        {"index": 2, "player": 0, "tile": "V", "action": "placed", "scores": [0, 0]},
+    ],
+    "events": [
+        {
+            "kind": "city",
+            "rule": "R6.2",
+            "final": False,
+            "turn": 2,
+            "complete": True,
+            "tiles": [[0, -1], [0, 0]],
+            "pennants": 0,
+            "meeples": [0, 0],
+            "winners": [],
+            "points": 4,
+            "awarded": [0, 0],
+            "returned": [0, 0],
+            "index": 1,
+            "totals": [0, 0],
+            "explanation": "city of 2 tiles, completed (R6.2): nobody stood in it: no points",
+        }
+    ],
+    "final_scoring": [
+        {
+            "kind": "road",
+            "rule": "R7.2",
+            "final": True,
+            "turn": 3,
+            "complete": False,
+            "tiles": [[0, 0], [1, 0]],
+            "pennants": 0,
+            "meeples": [1, 0],
+            "winners": [0],
+            "points": 2,
+            "awarded": [2, 0],
+            "index": None,
+            "totals": [2, 0],
+            "explanation": "road of 2 tiles, incomplete at the end of the game "
+            "(R7.2): 2 points to player 0",
+        },
+        {
+            "kind": "city",
+            "rule": "R7.2",
+            "final": True,
+            "turn": 3,
+            "complete": False,
+            "tiles": [[0, -1]],
+            "pennants": 0,
+            "meeples": [0, 1],
+            "winners": [1],
+            "points": 1,
+            "awarded": [0, 1],
+            "index": None,
+            "totals": [2, 1],
+            "explanation": "city of 1 tile, incomplete at the end of the game (R7.2): "
+            "1 point to player 1",
+        },
+        {
+            "kind": "road",
+            "rule": "R7.2",
+            "final": True,
+            "turn": 3,
+            "complete": False,
+            "tiles": [[0, 1]],
+            "pennants": 0,
+            "meeples": [1, 0],
+            "winners": [0],
+            "points": 1,
+            "awarded": [1, 0],
+            "index": None,
+            "totals": [3, 1],
+            "explanation": "road of 1 tile, incomplete at the end of the game (R7.2): "
+            "1 point to player 0",
+        },
+    ],
+    "scores_before_final": [0, 0],
+    "final_scores": [3, 1],
+    "ranks": [1, 2],
+    "winners": [0],
+}
+
+IMPORTED_GAME: dict[str, Any] = {
+    "game_id": "fb477e38dec8c54cb82c6a61b9a75786",
+    "imported": True,
+    "playable": False,
+    "note": "imported games have no player tokens: they can be viewed, exported and scored, not "
+    "played",
+    "seq": 8,
+    "players": [{"seat": 0, "name": "Ann", "player_id": "user-1042"}, {"seat": 1, "name": "Bob"}],
+    "final_scores": [3, 1],
+    "links": {
+        "record": "/games/fb477e38dec8c54cb82c6a61b9a75786/record",
+        "webhooks": "/games/fb477e38dec8c54cb82c6a61b9a75786/webhooks",
+    },
+}
+
+WEBHOOK_IN: dict[str, Any] = {
+    "url": "https://hooks.example.com/carcassonne",
+    "secret": "5f2b9c0e8a7d4e61b3c2",
+}
+
+WEBHOOK: dict[str, Any] = {
+    "hook_id": "h_b19a5c6325dd2129",
+    "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "url": "https://hooks.example.com/carcassonne",
+    "events": ["FeatureScored", "GameScored"],
+    "backlog": 1,
+    "created_ms": 1795459617994,
+    "deliveries": "/games/ef0ab9789b8f034882fd9142e91879d5/webhooks/h_b19a5c6325dd2129/deliveries",
+    "signature": "X-Carcassonne-Signature: sha256=<HMAC-SHA256(secret, raw body)>",
+}
+
+# The same record in notation (text/plain bodies of /v1/score and /games/import).
+RECORD_NOTATION = (
+    "carcassonne-record/1 base players=2 farmers=on farm=3rd incomplete=on "
+    'names=["Ann","Bob"] player_ids=["user-1042",null]\nU0@1,0:E H0@0,-1:N V0@0,1:S\n'
+)
+
+# One error per status, as the services send them.
+ERRORS: dict[int, dict[str, Any]] = {
+    400: {
+        "code": "invalid_json",
+        "message": "the request body is empty: a JSON value was expected",
+        "rule": None,
+        "details": {},
+    },
+    401: {
+        "code": "missing_token",
+        "message": "send Authorization: Bearer <player token>",
+        "rule": None,
+        "details": {},
+    },
+    403: {
+        "code": "bad_token",
+        "message": "this token belongs to no player of this game",
+        "rule": None,
+        "details": {},
+    },
+    404: {
+        "code": "game_not_found",
+        "message": "no game 00000000000000000000000000000000",
+        "rule": None,
+        "details": {},
+    },
+    406: {
+        "code": "not_acceptable",
+        "message": "this view is application/json or application/x-ndjson",
+        "rule": None,
+        "details": {},
+    },
+    409: {
+        "code": "stale_sequence",
+        "message": "the game is at sequence 8",
+        "rule": None,
+        "details": {"expected": 6, "actual": 8},
+    },
+    413: {
+        "code": "body_too_large",
+        "message": "the request body is at most 65536 bytes",
+        "rule": None,
+        "details": {"limit": 65536},
+    },
+    415: {
+        "code": "unsupported_media_type",
+        "message": "the request body must be sent as application/json (got no Content-Type)",
+        "rule": None,
+        "details": {"expected": "application/json", "got": None},
+    },
+    422: {
+        "code": "square_taken",
+        "message": "a tile already lies on 0,0",
+        "rule": "R4.1",
+        "details": {},
+    },
+    429: {
+        "code": "rate_limited",
+        "message": "this API key's rate limit is used up; retry in 2 s",
+        "rule": None,
+        "details": {"retry_after": 2},
+    },
+    503: {
+        "code": "store_unavailable",
+        "message": "the event store is unavailable",
+        "rule": None,
+        "details": {},
+    },
+}
