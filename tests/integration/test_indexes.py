@@ -23,6 +23,7 @@ import redis
 from carcassonne.record import record_from_events
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
+from deploy.local.run import redis_server_binary
 from eventstore.envelope import MOVES, SCORES
 from eventstore.schemas import to_new
 from services.command.hooks import Webhooks
@@ -270,7 +271,7 @@ def test_a_redis_killed_mid_writes_leaves_no_index_out_of_step(tmp_path) -> None
     fsync always) is SIGKILLed under them, then restarted from its file: every game's index
     entries agree with its keys, whatever was cut."""
     port = free_port()
-    command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+    command = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                "--appendonly", "yes", "--appendfsync", "always",
                "--dir", str(tmp_path)]  # fmt: skip
     url = f"redis://127.0.0.1:{port}/0"
@@ -494,24 +495,35 @@ def test_the_backfill_command_shows_progress_and_resumes(redis_url) -> None:
     assert set(json.loads(ran.stdout)) == {"indexed", "already_indexed"}
 
 
-def test_shard_tags_agree_with_cluster_keyslot() -> None:
-    """CLUSTER KEYSLOT of a cluster-enabled redis-server agrees with the hard-coded slots."""
-    port, workdir = free_port(), tempfile.mkdtemp(prefix="cc-keyslot-")
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-         "--cluster-config-file", f"{workdir}/nodes.conf", "--save", "", "--dir", workdir],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
+def _cluster_enabled_server(workdir: str) -> tuple[subprocess.Popen[bytes], redis.Redis]:
+    """A cluster-enabled redis-server on a free port, answering PING. A port taken between
+    `free_port` and the server's bind makes it exit at once: try another (a CI run lost one)."""
+    for _attempt in range(5):
+        port = free_port()
+        proc = subprocess.Popen(
+            [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
+             "--cluster-enabled", "yes", "--cluster-config-file", f"{workdir}/nodes-{port}.conf",
+             "--save", "", "--dir", workdir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
         client = redis.Redis(port=port)
-        deadline = time.monotonic() + 10
-        while True:
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
             try:
                 client.ping()
-                break
+                return proc, client
             except redis.ConnectionError:
-                assert time.monotonic() < deadline
                 time.sleep(0.02)
+        proc.kill()
+        proc.wait(timeout=10)
+    raise AssertionError("no cluster-enabled redis-server could be started")
+
+
+def test_shard_tags_agree_with_cluster_keyslot() -> None:
+    """CLUSTER KEYSLOT of a cluster-enabled redis-server agrees with the hard-coded slots."""
+    workdir = tempfile.mkdtemp(prefix="cc-keyslot-")
+    proc, client = _cluster_enabled_server(workdir)
+    try:
         for i, tag in enumerate(SHARD_TAGS):
             assert client.execute_command("CLUSTER", "KEYSLOT", f"{{{tag}}}:idx:games") == (
                 shard_slot(i)
