@@ -95,7 +95,7 @@ class Turns(MethodView):
             {
                 "in": "header",
                 "name": "Idempotency-Key",
-                "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+                "schema": integration.IDEMPOTENCY_KEY_SCHEMA,
                 "description": "makes a retry safe: the same key (per seat) with the same "
                 "body answers the original result and appends nothing; with another body "
                 "422 idempotency_key_reused",

@@ -283,10 +283,18 @@ def idempotency_key() -> str | None:
     return key
 
 
+# What `idempotency_key` accepts: 1-128 visible ASCII characters (spaces inside only: HTTP
+# strips them at the ends), for the document and the clients generated from it.
+IDEMPOTENCY_KEY_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 128,
+    "pattern": "^[!-~]([ -~]*[!-~])?$",
+}
 IDEMPOTENCY_KEY = {
     "in": "header",
     "name": "Idempotency-Key",
-    "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+    "schema": IDEMPOTENCY_KEY_SCHEMA,
     "description": "makes a retry safe: the same key (per API key) with the same record "
     "answers the game the first request made; with another record 422 "
     "idempotency_key_reused",
