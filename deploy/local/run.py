@@ -1142,8 +1142,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             + ". Try `make demo`; Ctrl-C stops everything."
         )
         supervisor = Supervisor(suite)
+        parent = os.getppid()
         while not stops:
             supervisor.tick()
+            if os.getppid() != parent:
+                # `make` was killed (it does not pass SIGTERM on to its children): stop
+                # rather than leave the whole suite running with nobody to stop it.
+                say("the process that started this one (make) is gone: stopping")
+                break
             time.sleep(0.2)
     except Interrupted:
         pass

@@ -78,6 +78,15 @@ def gone(pgid: int) -> bool:
     return False
 
 
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def supervise(worker: run.Part, suite: run.Suite) -> None:
     """Restart the worker if it exited, as Docker Compose and Kubernetes would.
 
@@ -424,3 +433,53 @@ def test_a_part_that_keeps_dying_is_restarted_ever_more_slowly_then_given_up(
     # Restart n comes at least pause(n) after the one before died: 0.2, 0.4, 0.8 s.
     assert [supervisor.pause(n) for n in (2, 3, 4)] == [0.2, 0.4, 0.8]
     assert all(gap >= supervisor.pause(n) for gap, n in zip(gaps, (2, 3, 4), strict=True)), gaps
+
+
+def test_make_run_stops_when_make_is_killed(tmp_path: Path) -> None:
+    """`make` does not pass SIGTERM on to its children: killing it used to leave the runner
+    and every part running with nobody to stop them. The runner now notices its parent is
+    gone and stops everything cleanly."""
+    var = tmp_path / "var"
+    c = config(var)
+    out, runner_pid = tmp_path / "out.log", tmp_path / "runner.pid"
+    args = [
+        *(sys.executable, str(RUN_PY), "--var", str(var), "--timeout", "40"),
+        *("--redis-port", str(c.redis_port), "--command-port", str(c.command_port)),
+        *("--query-port", str(c.query_port), "--web-concurrency", "1", "--concurrency", "1"),
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "BROKER_URL")}
+    # A shell stands in for make: the runner is its child, as under `make run`.
+    script = 'out=$1; pidfile=$2; shift 2; "$@" >"$out" 2>&1 & echo $! >"$pidfile"; wait'
+    shell = subprocess.Popen(
+        ["sh", "-c", script, "sh", str(out), str(runner_pid), *args],
+        cwd=run.ROOT,
+        env=env,
+        start_new_session=True,
+    )
+    pids: dict[str, int] = {}
+    runner = 0
+    try:
+        deadline = time.monotonic() + 60
+        while "all healthy" not in (out.read_text() if out.exists() else ""):
+            assert time.monotonic() < deadline and shell.poll() is None, out.read_text()
+            time.sleep(0.1)
+        runner = int(runner_pid.read_text())
+        pids = {p.stem: int(p.read_text()) for p in (var / "run").glob("*.pid")}
+        assert set(pids) == expected_parts()
+        os.kill(shell.pid, signal.SIGKILL)  # make killed: the runner is left to itself
+        shell.wait(timeout=10)
+        deadline = time.monotonic() + STOP
+        while running(runner) or not all(gone(pgid) for pgid in pids.values()):
+            assert time.monotonic() < deadline, "the suite outlived the process that ran it"
+            time.sleep(0.1)
+        text = out.read_text()
+        assert "is gone: stopping" in text and text.rstrip().endswith("stopped"), text
+        assert not list((var / "run").glob("*.pid"))
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+        if runner and running(runner):
+            os.kill(runner, signal.SIGKILL)
+        for pgid in pids.values():
+            if not gone(pgid):
+                os.killpg(pgid, signal.SIGKILL)
