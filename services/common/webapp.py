@@ -22,6 +22,7 @@ from services.redis_store.connect import connect, is_cluster_url
 
 from .body import read_json
 from .observability import instrument
+from .openapi import OPENAPI_VERSION
 from .settings import from_env
 
 GAME_ID = re.compile(r"[0-9a-f]{32}")  # what the command service's uuid4().hex ids look like
@@ -124,7 +125,7 @@ def new_app(
     app.config.update(
         API_TITLE=f"Carcassonne Cloud — {service} service",
         API_VERSION="1",
-        OPENAPI_VERSION="3.0.3",
+        OPENAPI_VERSION=OPENAPI_VERSION,  # the one document's (served in place of the app's)
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
         OPENAPI_SWAGGER_UI_PATH="/docs",

@@ -13,7 +13,6 @@ because every move is replayed by the engine anyway when the record is scored.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from .errors import GameError, MalformedError
 from .events import Event, GameStarted, event_from_dict
@@ -41,8 +40,6 @@ def record_from_export(text: str) -> Record:
     `GameStarted` when it carries them). `MalformedError` `bad_export` names the first bad
     line; the turns themselves are checked when the record is replayed."""
     events: list[Event] = []
-    names: list[str] | None = None
-    player_ids: list[str | None] | None = None
     game_id, last = None, 0
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -71,9 +68,7 @@ def record_from_export(text: str) -> Record:
             raise _bad(number, f"move {seq} follows move {last}: moves are missing")
         last = seq
         payload = dict(payload)
-        if data["type"] == "GameStarted":
-            names, player_ids = _seats(number, payload)
-        elif data["type"] == "TilePlaced" and "rot" in payload:  # schema version 1
+        if data["type"] == "TilePlaced" and "rot" in payload:  # schema version 1
             payload["rotation"] = payload.pop("rot")
         try:
             event = event_from_dict({**payload, "type": data["type"]})
@@ -84,16 +79,4 @@ def record_from_export(text: str) -> Record:
         events.append(event)
     if not events:
         raise MalformedError("bad_export", "the export holds no moves")
-    return record_from_events(events, names, player_ids)
-
-
-def _seats(number: int, payload: dict[str, Any]) -> tuple[Any, Any]:
-    """Take the seats' names and ids out of a GameStarted payload (schema version 2)."""
-    names, ids = payload.pop("names", None), payload.pop("player_ids", None)
-    if names is not None and not (
-        isinstance(names, list) and all(isinstance(n, str) for n in names)
-    ):
-        raise _bad(number, "GameStarted names must be a list of strings")
-    if ids is not None and not isinstance(ids, list):
-        raise _bad(number, "GameStarted player_ids must be a list")
-    return names, ids
+    return record_from_events(events)  # names and ids: the GameStarted's own
