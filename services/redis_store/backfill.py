@@ -38,7 +38,7 @@ import redis
 from eventstore.envelope import MOVES, SCORES
 
 from .connect import connect, is_cluster
-from .indexes import text
+from .indexes import marker_number, text
 from .keys import (
     IN_PROGRESS,
     OVER,
@@ -121,7 +121,7 @@ def index_game(client: redis.Redis, game_id: str, now_ms: int | None = None) -> 
     writes.zrem(status_key(shard, IN_PROGRESS if over else OVER), game_id)
     for name in _names(secret):
         writes.zadd(player_key(shard, name), {game_id: created})
-    moved, scored = _number(moved_raw), _number(scored_raw)
+    moved, scored = marker_number(moved_raw), marker_number(scored_raw)
     if moved is not None and scored is not None and moved > scored:
         behind = cast(list[Any], client.xrange(moves[0], f"{scored + 1}-0", "+", count=1))
         at = int(text(behind[0][1][b"t"])) if behind else now
@@ -164,15 +164,6 @@ def _names(raw: Any) -> list[str]:
     except (ValueError, AttributeError):
         return []
     return sorted({str(n).casefold() for n in names}) if isinstance(names, list) else []
-
-
-def _number(value: Any) -> int | None:
-    if value is None:
-        return 0
-    try:
-        return int(value)
-    except ValueError:
-        return None
 
 
 def nodes(client: redis.Redis) -> list[redis.Redis]:

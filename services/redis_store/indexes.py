@@ -20,6 +20,17 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def marker_number(value: Any) -> int | None:
+    """A stream marker's value as a sequence: 0 when there is none, None when it is not a
+    number (not written by our services)."""
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
 def shard_pages(
     client: redis.Redis,
     key: Callable[[int], str],

@@ -16,7 +16,7 @@ import redis
 
 from eventstore.envelope import MOVES, SCORES
 from services.redis_store import game_keys
-from services.redis_store.indexes import shard_pages
+from services.redis_store.indexes import marker_number, shard_pages
 from services.redis_store.keys import index_shard, shard_of, unscored_key
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def _behind(client: redis.Redis, games: list[str]) -> Iterator[str]:
         pipe.get(game_keys(game_id, SCORES)[2])
     values = pipe.execute()
     for i, game_id in enumerate(games):
-        moved, scored = _number(values[2 * i]), _number(values[2 * i + 1])
+        moved, scored = marker_number(values[2 * i]), marker_number(values[2 * i + 1])
         if moved is None or scored is None:
             # Not written by our services: one odd game must not stop the sweep of the rest.
             log.warning("game %s: unreadable stream markers, skipped", game_id)
@@ -55,12 +55,3 @@ def _behind(client: redis.Redis, games: list[str]) -> Iterator[str]:
             yield game_id
         else:  # scored since the backfill indexed it (not atomic: see the backfill)
             client.zrem(unscored_key(index_shard(game_id)), game_id)
-
-
-def _number(value: bytes | str | None) -> int | None:
-    if value is None:
-        return 0
-    try:
-        return int(value)
-    except ValueError:
-        return None
