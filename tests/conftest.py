@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
 import redis
 
-from tests.redis_server import start_redis
+from tests.redis_server import private_redis
 
 
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """URL of a redis-server started for this test session, on its own port and directory."""
-    proc, url, workdir = start_redis()
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
-    shutil.rmtree(workdir, ignore_errors=True)
+    with private_redis() as url:
+        yield url
 
 
 @pytest.fixture

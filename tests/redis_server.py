@@ -3,10 +3,13 @@ never touches the machine's own Redis (one already listens on 6379 here)."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import redis
 
@@ -42,3 +45,16 @@ def start_redis() -> tuple[subprocess.Popen[bytes], str, str]:
                 proc.kill()
                 raise RuntimeError("a private redis-server did not start") from None
             time.sleep(0.05)
+
+
+@contextmanager
+def private_redis() -> Iterator[str]:
+    """A private redis-server for a `with` block (a fixture's life): its URL; stopped and its
+    directory removed afterwards."""
+    proc, url, workdir = start_redis()
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -55,7 +55,7 @@ from services.scoring.scorer import Scorer
 from services.scoring.sweep import unscored_games
 from services.scoring.webhooks import Answer, Deliverer, Dispatcher, stalled
 from tests.integration.index_data import write_finished_games
-from tests.redis_server import free_port, start_redis
+from tests.redis_server import free_port, private_redis
 
 SECRET = "s" * 32
 
@@ -325,11 +325,8 @@ def test_a_redis_killed_mid_writes_leaves_no_index_out_of_step(tmp_path) -> None
 @pytest.fixture(scope="module")
 def lone_redis() -> Iterator[str]:
     """A Redis of this module's own: commands are counted on it (INFO commandstats)."""
-    proc, url, workdir = start_redis()
-    yield url
-    proc.kill()
-    proc.wait(timeout=10)
-    shutil.rmtree(workdir, ignore_errors=True)
+    with private_redis() as url:
+        yield url
 
 
 HANDSHAKE = {"cmdstat_info", "cmdstat_config", "cmdstat_client", "cmdstat_client|setinfo",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +19,7 @@ from services.command.app import create_app as create_command_app
 from services.query.log import format_cursor, page
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import client_name
-from tests.redis_server import start_redis
+from tests.redis_server import private_redis
 
 from .games import new_game, play
 from .http_client import gunicorn
@@ -34,11 +33,8 @@ CAP = 20  # live streams per process on the capped server
 def live_redis_url() -> Iterator[str]:
     """A redis-server of this module's own: the connection counts below are the query
     servers' alone (other tests' in-process apps hold `cc:query` connections on the shared one)."""
-    proc, url, workdir = start_redis()
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
-    shutil.rmtree(workdir, ignore_errors=True)
+    with private_redis() as url:
+        yield url
 
 
 @pytest.fixture
