@@ -43,6 +43,24 @@ def _play(
         )
 
 
+def _raced_turn(
+    stale: GameService, other: GameService, store: CountingStore, game_id: str, tokens: list[str]
+) -> tuple[int, int, GameError]:
+    """The other instance plays the current turn; the stale one, trusting its cache, then
+    plays the very same turn: refused (the other player's turn now). Returns (events the
+    other appended, events the stale one read to catch up, the refusal)."""
+    cached_seq = store.last_seq(game_id, MOVES)
+    view = other.turn_view(game_id)
+    spot = view["placements"][0]
+    turn = (tokens[view["player"]], spot["x"], spot["y"], spot["rotation"], None)
+    other.play_turn(game_id, *turn)
+    missing = store.last_seq(game_id, MOVES) - cached_seq
+    before = store.events_read
+    with pytest.raises(GameError) as info:
+        stale.play_turn(game_id, *turn, trust_cache=True)
+    return missing, store.events_read - before, info.value
+
+
 def _instances() -> tuple[GameService, GameService, CountingStore, str, list[str]]:
     """Two command instances (two processes' services) on one store, a game 20 turns in that
     both have cached."""
@@ -62,18 +80,11 @@ def test_a_refused_append_of_a_stale_instance_reads_exactly_the_missing_events()
     rules (it is the other player's turn now) with nothing appended."""
     stale, other, store, game_id, tokens = _instances()
     cached_seq = store.last_seq(game_id, MOVES)
-    view = other.turn_view(game_id)
-    spot = view["placements"][0]
-    turn = (tokens[view["player"]], spot["x"], spot["y"], spot["rotation"], None)
-    other.play_turn(game_id, *turn)
-    missing = store.last_seq(game_id, MOVES) - cached_seq
-    before_reads, before_seq = store.events_read, store.last_seq(game_id, MOVES)
-    with pytest.raises(GameError) as info:
-        stale.play_turn(game_id, *turn, trust_cache=True)
-    assert info.value.code in ("not_your_turn", "occupied")
-    assert store.events_read - before_reads == missing  # not the whole game (over 40 events)
+    missing, read, refused = _raced_turn(stale, other, store, game_id, tokens)
+    assert refused.code in ("not_your_turn", "occupied")
+    assert read == missing  # not the whole game (over 40 events)
     assert store.afters[-1] == cached_seq
-    assert store.last_seq(game_id, MOVES) == before_seq
+    assert store.last_seq(game_id, MOVES) == cached_seq + missing  # the refusal appended nothing
 
 
 def test_a_stale_instance_whose_append_was_refused_lands_its_turn_after_reading_the_gap() -> None:
@@ -118,16 +129,8 @@ def test_a_turn_changes_the_cached_state_in_place_and_a_refusal_rewinds_it_from_
     assert entry.base is not None and entry.base is not entry.state
     assert len(entry.since) < CHECKPOINT_EVENTS  # a newer checkpoint was taken on the way
     assert loaded_seq < entry.base_seq <= entry.seq
-    cached_seq = store.last_seq(game_id, MOVES)
-    view = other.turn_view(game_id)
-    spot = view["placements"][0]
-    turn = (tokens[view["player"]], spot["x"], spot["y"], spot["rotation"], None)
-    other.play_turn(game_id, *turn)
-    missing = store.last_seq(game_id, MOVES) - cached_seq
-    before = store.events_read
-    with pytest.raises(GameError):
-        stale.play_turn(game_id, *turn, trust_cache=True)  # the other player's turn now
-    assert store.events_read - before == missing
+    missing, read, _ = _raced_turn(stale, other, store, game_id, tokens)
+    assert read == missing
     fresh = GameService(store, stale.secrets).load(game_id)
     assert stale.load(game_id).state.snapshot() == fresh.state.snapshot()
 
