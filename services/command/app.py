@@ -79,7 +79,10 @@ class Games(MethodView):
         tokens would need them stored in the clear, for anyone who sends the same key."""
         rules = dict(body["ruleset"])
         area = rules.pop("area")
-        ruleset = Ruleset(**rules, area=None if area is None else (area["width"], area["height"]))
+        if area is not None:
+            rules["area"] = (area["width"], area["height"])
+            rules["border_closes"] = area["border_closes"]
+        ruleset = Ruleset(**rules)
         names = [p["name"] for p in body["players"]]
         ids = [p.get("player_id") for p in body["players"]]
         game_id, players = _service().create_game(names, ruleset, body["seat_order"], ids)

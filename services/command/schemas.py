@@ -49,6 +49,10 @@ class PlayerIn(Strict):
 class AreaIn(Strict):
     width = fields.Integer(required=True, strict=True, validate=validate.Range(1, 1000))
     height = fields.Integer(required=True, strict=True, validate=validate.Range(1, 1000))
+    border_closes = StrictBoolean(
+        load_default=False,
+        metadata={"description": "R10.5 variant: a road or city edge facing the border is closed"},
+    )
 
 
 class RulesetIn(Strict):
@@ -61,6 +65,13 @@ class RulesetIn(Strict):
         load_default="discard", validate=validate.OneOf(["discard", "return"])
     )
     area = fields.Nested(AreaIn, load_default=None)
+    hole_extra_turn = StrictBoolean(
+        load_default=False,
+        metadata={
+            "description": "R10.6: filling a hole (tiles on all four sides) grants "
+            "another turn, once per turn"
+        },
+    )
 
 
 class CreateGameIn(Strict):

@@ -68,6 +68,7 @@ class Error(Closed):
 class Area(Closed):
     width = fields.Integer(required=True, validate=validate.Range(1, 1000))
     height = fields.Integer(required=True, validate=validate.Range(1, 1000))
+    border_closes = fields.Boolean(metadata={"description": "R10.5 variant; left out when off"})
 
 
 class Ruleset(Closed):
@@ -80,6 +81,7 @@ class Ruleset(Closed):
     meeples = fields.Integer(validate=validate.Range(0, 99))
     unplaceable = fields.String(validate=validate.OneOf(["discard", "return"]))
     area = fields.Nested(Area)
+    hole_extra_turn = fields.Boolean(metadata={"description": "R10.6; left out when off"})
 
 
 # Which spot key a meeple's feature takes. One flat object with optional keys, not a oneOf

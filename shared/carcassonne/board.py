@@ -68,9 +68,11 @@ class Placed:
 class Board:
     """Tiles, features and frontier of one game; mutated in place by `place`."""
 
-    __slots__ = ("bounds", "feats", "frontier", "monasteries", "parent", "tiles")
+    __slots__ = ("bounds", "closes", "feats", "frontier", "monasteries", "parent", "tiles")
 
-    def __init__(self, bounds: tuple[int, int, int, int] | None = None) -> None:
+    def __init__(
+        self, bounds: tuple[int, int, int, int] | None = None, closes: bool = False
+    ) -> None:
         self.tiles: dict[Pos, Placed] = {}
         self.parent: list[int] = []
         self.feats: list[Feature | None] = []
@@ -78,10 +80,11 @@ class Board:
         self.frontier: dict[Pos, str] = {}
         self.monasteries: dict[Pos, int] = {}
         self.bounds = bounds
+        self.closes = closes  # R10.5 variant: an edge facing the border counts as matched
 
     def copy(self) -> Board:
         """An independent copy; tiles and orientations are immutable and shared."""
-        twin = Board(self.bounds)
+        twin = Board(self.bounds, self.closes)
         twin.tiles = dict(self.tiles)
         twin.parent = list(self.parent)
         twin.feats = [f.copy() if f is not None else None for f in self.feats]
@@ -150,7 +153,11 @@ class Board:
             npos = (x + dx, y + dy)
             nb = tiles.get(npos)
             if nb is None:
-                self._constrain(npos, d ^ 2, orient.edges[d])
+                kind = orient.edges[d]
+                if not self._constrain(npos, d ^ 2, kind) and self.closes and kind in "RC":
+                    feat = feats[find(base + my_slots[d])]
+                    assert feat is not None
+                    feat.open -= 1  # R10.5 variant: the border closes this road or city edge
                 continue
             their_slots = nb.orientation.slot_segment
             nbase = nb.base
@@ -166,12 +173,14 @@ class Board:
                     feat.open -= 2
         return base
 
-    def _constrain(self, pos: Pos, edge: int, kind: str) -> None:
-        """Record that the empty square `pos` must show `kind` on `edge`."""
+    def _constrain(self, pos: Pos, edge: int, kind: str) -> bool:
+        """Record that the empty square `pos` must show `kind` on `edge`; False if `pos` is
+        off the table (R10.5), where no tile will ever come."""
         if not self.in_bounds(pos):
-            return
+            return False
         key = self.frontier.get(pos, "....")
         self.frontier[pos] = key[:edge] + kind + key[edge + 1 :]
+        return True
 
     # -- completion -------------------------------------------------------------------
     def completed_by(self, pos: Pos) -> list[int]:
@@ -197,6 +206,12 @@ class Board:
             if not feat.done and self.neighbours((x + dx, y + dy)) == 8:
                 done.append(node)
         return done
+
+    def is_hole(self, pos: Pos) -> bool:
+        """Whether the squares on all four sides of `pos` hold tiles (R10.6)."""
+        tiles = self.tiles
+        x, y = pos
+        return all((x + dx, y + dy) in tiles for dx, dy in DELTA)
 
     def neighbours(self, pos: Pos) -> int:
         """How many of the 8 squares around `pos` hold a tile."""

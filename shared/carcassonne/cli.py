@@ -108,9 +108,19 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Play random legal games and report throughput."""
-    ruleset = Ruleset(
-        tileset=args.tileset, farmers=not args.no_farmers, farm_scoring=args.farm_scoring
-    )
+    if args.ruleset is not None:
+        try:
+            data = json.loads(args.ruleset)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            return _fail("--ruleset must be a JSON object, e.g. '{\"hole_extra_turn\": true}'")
+        # The recorded ruleset as a whole: keys it leaves out take the ruleset's defaults.
+        ruleset = Ruleset.from_dict(data)
+    else:
+        ruleset = Ruleset(
+            tileset=args.tileset, farmers=not args.no_farmers, farm_scoring=args.farm_scoring
+        )
     rng = random.Random(args.seed)
     progress = Progress(args.games)
     times = []
@@ -191,6 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--tileset", choices=sorted(TILESETS), default="base")
     sim.add_argument("--farm-scoring", choices=FARM_EDITIONS, default="3rd")
     sim.add_argument("--no-farmers", action="store_true")
+    sim.add_argument(
+        "--ruleset",
+        default=None,
+        help="the whole ruleset as recorded JSON (replaces --tileset, --farm-scoring and "
+        "--no-farmers), e.g. '{\"hole_extra_turn\": true}'",
+    )
     sim.add_argument("--json", action="store_true", help="print one JSON line")
     sim.set_defaults(func=cmd_simulate)
 

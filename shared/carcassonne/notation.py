@@ -10,6 +10,9 @@ Record: a header line, then the turns separated by white space; ``#`` starts a c
     carcassonne-record/1 base players=2 farmers=on farm=3rd incomplete=on
     Q1@0,-1 I2@0,1:E E2@-1,-1:NNW
 
+House rules that are on add header options: ``area=5x5`` (R10.5) and ``border=closes`` (its
+variant), ``hole=extra`` (R10.6).
+
 The header may end with the seats' names and the apps' player ids, in seat order, as the
 JSON record's ``names`` and ``player_ids`` (both optional; a header without them reads as
 before). Each value is a JSON array written without spaces between items, so a name may
@@ -105,6 +108,10 @@ def format_record(record: Record, per_line: int = 10) -> str:
         head.append(f"unplaceable={rules.unplaceable}")
     if rules.area is not None:
         head.append(f"area={rules.area[0]}x{rules.area[1]}")
+    if rules.border_closes:
+        head.append("border=closes")
+    if rules.hole_extra_turn:
+        head.append("hole=extra")
     if record.names is not None:
         head.append("names=" + _json_list(record.names))
     if record.player_ids is not None:
@@ -180,6 +187,8 @@ def _header_and_turns(text: str) -> tuple[str, list[str]]:
 
 
 _ON_OFF = {"on": True, "off": False}
+# Header options of the house rules, each with its default spelt out (R10.5 variant, R10.6).
+_CHOICE = {"border": {"open": False, "closes": True}, "hole": {"none": False, "extra": True}}
 
 
 def parse_record(text: str) -> Record:
@@ -207,6 +216,8 @@ def parse_record(text: str) -> Record:
             meeples=None if meeples is None else int(meeples),
             unplaceable=options.pop("unplaceable", "discard"),
             area=area,
+            border_closes=_CHOICE["border"][options.pop("border", "open")],
+            hole_extra_turn=_CHOICE["hole"][options.pop("hole", "none")],
         )
         players = int(options.pop("players"))
     except (KeyError, ValueError) as exc:

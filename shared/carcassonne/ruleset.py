@@ -25,6 +25,8 @@ class Ruleset:
     meeples: int | None = None  # per player; None: the tile set's number (7, or 5 in the demo)
     unplaceable: str = "discard"  # "return" is house rule R10.4
     area: tuple[int, int] | None = None  # (width, height) around the start tile, R10.5
+    border_closes: bool = False  # R10.5 variant: the table border closes roads and cities
+    hole_extra_turn: bool = False  # R10.6: filling a hole grants another turn
 
     def __post_init__(self) -> None:
         if self.tileset not in TILESETS:
@@ -45,7 +47,11 @@ class Ruleset:
             w, h = self.area
             if not all(type(v) is int and 1 <= v <= 1000 for v in (w, h)):
                 raise MalformedError("bad_area", "area must be two integers 1-1000", "R10.5")
-        for name in ("farmers", "incomplete_score"):
+        if self.border_closes is True and self.area is None:
+            raise MalformedError(
+                "border_without_area", "border_closes needs a bounded table (area)", "R10.5"
+            )
+        for name in ("farmers", "incomplete_score", "border_closes", "hole_extra_turn"):
             if type(getattr(self, name)) is not bool:
                 raise MalformedError("bad_ruleset", f"{name} must be true or false")
 
@@ -83,6 +89,10 @@ class Ruleset:
             out["unplaceable"] = self.unplaceable
         if self.area is not None:
             out["area"] = {"width": self.area[0], "height": self.area[1]}
+            if self.border_closes:
+                out["area"]["border_closes"] = True
+        if self.hole_extra_turn:
+            out["hole_extra_turn"] = True
         return out
 
     @classmethod
@@ -98,6 +108,7 @@ class Ruleset:
             "meeples",
             "unplaceable",
             "area",
+            "hole_extra_turn",
         }
         extra = set(data) - known
         if extra:
@@ -108,7 +119,15 @@ class Ruleset:
                 raise MalformedError("bad_ruleset", f"{key} must be a string")
         area = data.get("area")
         if area is not None:
-            if not isinstance(area, dict) or set(area) != {"width", "height"}:
-                raise MalformedError("bad_area", 'area must be {"width": W, "height": H}', "R10.5")
+            if not isinstance(area, dict) or not (
+                {"width", "height"} <= set(area) <= {"width", "height", "border_closes"}
+            ):
+                raise MalformedError(
+                    "bad_area",
+                    'area must be {"width": W, "height": H} (and optionally "border_closes")',
+                    "R10.5",
+                )
             kwargs["area"] = (area["width"], area["height"])
+            if "border_closes" in area:
+                kwargs["border_closes"] = area["border_closes"]
         return cls(**kwargs)

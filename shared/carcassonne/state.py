@@ -49,6 +49,7 @@ class GameState:
         "discarded",
         "drawn",
         "drawn_count",
+        "extra_turn",
         "log",
         "meeples",
         "next_meeple",
@@ -81,6 +82,7 @@ class GameState:
         self.meeples: dict[int, MeepleOnBoard] = {}
         self.next_meeple = 0
         self.turn = 0  # tiles placed after the start tile
+        self.extra_turn = False  # the player to move is on a turn granted by R10.6
 
     def copy(self) -> GameState:
         """An independent copy (immutable parts shared)."""
@@ -114,7 +116,7 @@ class GameState:
         self.ruleset = e.ruleset
         self.tiles = e.ruleset.tiles
         self.players = e.players
-        self.board = Board(e.ruleset.bounds())
+        self.board = Board(e.ruleset.bounds(), e.ruleset.border_closes)
         start = self.tiles.types[self.tiles.start]
         self.board.place(start, (0, 0), 0)  # R2.1: at the origin, unrotated
         self.bag = self.tiles.bag()
@@ -151,6 +153,11 @@ class GameState:
             self._score_completed(root)
         self.drawn = None
         self.phase = DRAW
+        if self.ruleset.hole_extra_turn and not self.extra_turn and board.is_hole(pos):
+            # R10.6 Decision: once per turn, not chained: the extra turn's own hole grants none.
+            self.extra_turn = True
+            return
+        self.extra_turn = False
         self.current = (self.current + 1) % self.players
 
     def _score_completed(self, root: int) -> None:
@@ -214,6 +221,7 @@ class GameState:
             "drawn": self.drawn,
             "discarded": list(self.discarded),
             "current": self.current,
+            "extra_turn": self.extra_turn,
             "supply": list(self.supply),
             "scores": list(self.scores),
             "scores_before_final": self.scores_before_final,

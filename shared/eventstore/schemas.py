@@ -26,14 +26,24 @@ class _Strict(FastLoadSchema):
         unknown = RAISE
 
 
+class AreaSchema(_Strict):
+    width = fields.Integer(required=True, strict=True)
+    height = fields.Integer(required=True, strict=True)
+    border_closes = fields.Boolean(truthy={True}, falsy={False})  # R10.5 variant
+
+
 class RulesetSchema(_Strict):
+    """A ruleset as `Ruleset.to_dict` writes it. The optional rules are optional keys of the
+    same version: an event without them is an older game that played without them."""
+
     tileset = fields.String(required=True, validate=validate.OneOf(["base", "demo"]))
     farmers = fields.Boolean(required=True, truthy={True}, falsy={False})
     farm_scoring = fields.String(required=True, validate=validate.OneOf(["3rd", "2nd", "1st"]))
     incomplete_score = fields.Boolean(required=True, truthy={True}, falsy={False})
     meeples = fields.Integer(strict=True, validate=validate.Range(0, 99))
     unplaceable = fields.String(validate=validate.OneOf(["discard", "return"]))
-    area = fields.Dict(keys=fields.String(), values=fields.Integer(strict=True))
+    area = fields.Nested(AreaSchema)
+    hole_extra_turn = fields.Boolean(truthy={True}, falsy={False})  # R10.6
 
 
 class MeepleSchema(_Strict):

@@ -52,7 +52,7 @@ def ids(paths: list[Path]) -> list[str]:
 
 
 def test_golden_set_is_complete():
-    assert 6 <= len(HAND) <= 10, "6-10 hand-verified games"
+    assert 6 <= len(HAND) <= 16, "6-16 hand-verified games"
     assert len(REGRESSION) == 2
     for path in FILES:
         data = read(path)
@@ -77,6 +77,7 @@ def test_golden_set_covers_the_required_cases():
     assert any(t.discard for r in records for t in r.turns)
     assert any(r.ruleset.area is not None for r in records)
     assert any(r.ruleset.unplaceable == "return" for r in records)
+    assert any(r.ruleset.hole_extra_turn for r in records)
 
 
 @pytest.mark.parametrize("path", FILES, ids=ids(FILES))
