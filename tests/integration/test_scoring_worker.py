@@ -80,6 +80,7 @@ def test_games_played_through_the_command_service_are_scored_by_a_worker(
         {"farm_scoring": "1st"},
         {"tileset": "demo", "farm_scoring": "2nd", "unplaceable": "return"},
         {"farmers": False, "incomplete_score": False},
+        {"area": {"width": 7, "height": 7, "border_closes": True}, "hole_extra_turn": True},
     ]
     games = []
     with running(worker(env)):
