@@ -96,6 +96,7 @@ HEADERS: dict[str, dict[str, Any]] = {
         "schema": {"type": "string", "enum": ["true"]},
     },
     "Vary": _header("Accept: the representation depends on it"),
+    "Server-Timing": _header("the view's own time in the server, in milliseconds", "view;dur=1.52"),
 }
 
 # Error responses, by status: every one has the `Error` body; the codes are the ones the
@@ -235,6 +236,12 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         not_modified=True,
         examples={200: ex.BOARD},
     ),
+    ("get", "/games/{game_id}/board.svg"): Op(
+        "getBoardSvg",
+        (404, 422, 503),
+        headers={200: ("ETag", "Cache-Control", "Server-Timing")},
+        not_modified=True,
+    ),
     ("get", "/games/{game_id}/scores"): Op(
         "getScores",
         (404, 422, 503),
@@ -322,10 +329,11 @@ def service_specs() -> list[dict[str, Any]]:
     from services.command import app as command_app
     from services.command import integration
     from services.query import app as query_app
+    from services.query import pictures
 
     return [
         _service_spec("command", [command_app.blp, integration.blp]),
-        _service_spec("query", [query_app.blp]),
+        _service_spec("query", [query_app.blp, pictures.boards]),
     ]
 
 

@@ -30,6 +30,7 @@ from services.redis_store.connect import (
     shared_client,
 )
 
+from . import pictures
 from .config import from_env
 from .directory import RedisDirectory
 from .live import LiveHub
@@ -284,6 +285,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["live_slots"] = threading.BoundedSemaphore(app.config["SSE_MAX_STREAMS"])
     api = ContractApi(app)  # /openapi.json: the whole API's one document
     api.register_blueprint(blp)
+    api.register_blueprint(pictures.boards)
 
     @app.errorhandler(GameError)
     def game_error(exc: GameError) -> Response:

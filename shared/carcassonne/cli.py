@@ -18,10 +18,12 @@ from typing import Any, TextIO
 from .errors import GameError, RecordError
 from .export import looks_like_export, record_from_export
 from .notation import format_record, parse_record
-from .record import Record, load_record, record_from_events, replay, score_report
+from .record import Record, load_record, play_record, record_from_events, replay, score_report
 from .render import render_board, render_scores
 from .ruleset import FARM_EDITIONS, Ruleset
 from .simulate import random_game
+from .state import GameState
+from .svg import board_svg
 from .tilesets import TILESETS
 
 EXIT_BAD_INPUT = 2
@@ -97,12 +99,34 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def state_at_turn(record: Record, turn: int | None) -> GameState:
+    """The record's game after `turn` placements (the end by default), as `?turn=` shows it."""
+    state = GameState()
+    for _ in play_record(record, state):
+        if turn is not None and state.turn == turn:
+            return state
+    if turn is not None and state.turn != turn:
+        raise SystemExit(_fail(f"--turn {turn}: this game has turns 0-{state.turn}"))
+    return state
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    """Print the final board of a record as text, with the scores."""
+    """Print the board of a record as text, with the scores; or draw it as SVG (`--svg`)."""
     record = read_record(args.record)
-    state = replay(record)
-    sys.stdout.write(render_board(state))
-    sys.stdout.write(render_scores(state))
+    state = state_at_turn(record, args.turn)
+    if args.svg is None:
+        sys.stdout.write(render_board(state))
+        sys.stdout.write(render_scores(state))
+        return 0
+    picture = board_svg(state, args.open)
+    if args.svg == "-":
+        sys.stdout.write(picture)
+        return 0
+    try:
+        with open(args.svg, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(picture)
+    except OSError as exc:
+        return _fail(f"cannot write {args.svg}: {exc.strerror}")
     return 0
 
 
@@ -169,6 +193,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _turn(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("a turn is a whole number") from exc
+    if not 0 <= value <= 10**6:
+        raise argparse.ArgumentTypeError("a turn is a number of placements: 0 or more")
+    return value
+
+
 def _players(text: str) -> int:
     value = int(text)
     if not 2 <= value <= 6:
@@ -190,8 +224,13 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--pretty", action="store_true", help="indent the JSON")
     score.set_defaults(func=cmd_score)
 
-    show = sub.add_parser("show", help="print a record's final board as text")
+    show = sub.add_parser("show", help="print a record's board as text, or draw it as SVG")
     show.add_argument("record", help="path to the record, or - for stdin")
+    show.add_argument("--svg", metavar="FILE", help="write the board as SVG to FILE (- for stdout)")
+    show.add_argument(
+        "--turn", type=_turn, default=None, help="the board after this many placements (0: start)"
+    )
+    show.add_argument("--open", action="store_true", help="with --svg: outline open features")
     show.set_defaults(func=cmd_show)
 
     sim = sub.add_parser("simulate", help="play random legal games and report throughput")

@@ -37,9 +37,16 @@ def _ndjson(raw: bytes, **_: Any) -> list[Any]:
     return [json.loads(line) for line in raw.splitlines() if line.strip()]
 
 
+def _text(raw: bytes, **_: Any) -> str:
+    """An SVG picture (image/svg+xml): text, checked as the document's string."""
+    return raw.decode("utf-8")
+
+
 @cache
 def contract() -> OpenAPI:
-    config = Config(extra_media_type_deserializers={"application/x-ndjson": _ndjson})
+    config = Config(
+        extra_media_type_deserializers={"application/x-ndjson": _ndjson, "image/svg+xml": _text}
+    )
     return OpenAPI.from_dict(json.loads(DOC.read_text(encoding="utf-8")), config=config)
 
 
