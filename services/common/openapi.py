@@ -81,7 +81,10 @@ HEADERS: dict[str, dict[str, Any]] = {
         'sequence ETag ("m6") is also a turn\'s If-Match',
         '"m6"',
     ),
-    "Cache-Control": _header("no-cache: always revalidate (views move with the game)"),
+    "Cache-Control": _header(
+        "no-cache: always revalidate (views move with the game); the tile catalog: "
+        "public, max-age=86400 (versioned data)"
+    ),
     "Retry-After": {
         "description": "seconds to wait before retrying",
         "schema": {"type": "string", "pattern": "^[0-9]+$", "example": "2"},
@@ -118,7 +121,7 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "bad_api_key (unknown or revoked), not_playable",
         (),
     ),
-    404: ("NotFound", "game_not_found, hook_not_found", ()),
+    404: ("NotFound", "game_not_found, hook_not_found, tileset_not_found", ()),
     406: ("NotAcceptable", "no representation matches the Accept header", ()),
     409: (
         "Conflict",
@@ -242,6 +245,20 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         headers={200: ("ETag", "Cache-Control", "Server-Timing")},
         not_modified=True,
     ),
+    ("get", "/tilesets"): Op(
+        "listTilesets",
+        (),
+        headers={200: ("ETag", "Cache-Control")},
+        not_modified=True,
+        examples={200: ex.TILESETS},
+    ),
+    ("get", "/tilesets/{name}"): Op(
+        "getTileset",
+        (404,),
+        headers={200: ("ETag", "Cache-Control")},
+        not_modified=True,
+        examples={200: ex.TILESET},
+    ),
     ("get", "/games/{game_id}/scores"): Op(
         "getScores",
         (404, 422, 503),
@@ -333,7 +350,7 @@ def service_specs() -> list[dict[str, Any]]:
 
     return [
         _service_spec("command", [command_app.blp, integration.blp]),
-        _service_spec("query", [query_app.blp, pictures.boards]),
+        _service_spec("query", [query_app.blp, pictures.boards, pictures.tilesets]),
     ]
 
 

@@ -286,6 +286,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     api = ContractApi(app)  # /openapi.json: the whole API's one document
     api.register_blueprint(blp)
     api.register_blueprint(pictures.boards)
+    api.register_blueprint(pictures.tilesets)
 
     @app.errorhandler(GameError)
     def game_error(exc: GameError) -> Response:

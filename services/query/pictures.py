@@ -14,24 +14,26 @@ from typing import Any
 from flask import Response, current_app, request
 from flask.views import MethodView
 from flask_smorest import Blueprint
-from marshmallow import fields
 
+from carcassonne.catalog import catalog_index, tileset_catalog
+from carcassonne.errors import GameError
 from carcassonne.svg import DRAWING_VERSION, board_svg
 from services.common.webapp import checked_game_id
 
-from .schemas import AtArgs
-from .service import QueryService
+from .picture_schemas import BoardSvgArgs, TilesetIndex, TilesetOut
+from .service import QueryService, to_json
 
 SVG = "image/svg+xml"
+CATALOG_MAX_AGE = 86_400  # a day: the data changes only with a release, and its ETag says so
 
 boards = Blueprint("pictures", __name__, url_prefix="/games", description="Pictures of games (SVG)")
+tilesets = Blueprint("tilesets", __name__, url_prefix="/tilesets", description="The tile catalog")
 
 
-class BoardSvgArgs(AtArgs):
-    open = fields.Boolean(
-        load_default=False,
-        metadata={"description": "outline the open (incomplete) roads, cities and monasteries"},
-    )
+class TilesetNotFound(GameError):
+    """No tile set of that name."""
+
+    status = 404
 
 
 def _service() -> QueryService:
@@ -73,3 +75,41 @@ class BoardPicture(MethodView):
         # The view's own time (projection + drawing), for benchmarks and browser dev tools.
         resp.headers["Server-Timing"] = f"view;dur={(time.perf_counter() - started) * 1000:.2f}"
         return resp
+
+
+def _catalog_response(data: dict[str, Any]) -> Response:
+    body: bytes = _encoded(data["version"], data)
+    return _conditional(
+        data["version"], body, "application/json", f"public, max-age={CATALOG_MAX_AGE}"
+    )
+
+
+_ENCODED: dict[str, bytes] = {}  # version -> JSON: the catalog never changes in a process
+
+
+def _encoded(version: str, data: dict[str, Any]) -> bytes:
+    body = _ENCODED.get(version)
+    if body is None:
+        body = _ENCODED[version] = to_json(data)
+    return body
+
+
+@tilesets.route("")
+class Tilesets(MethodView):
+    @tilesets.response(200, TilesetIndex())
+    def get(self) -> Response:
+        """The tile sets in brief (size, tile types, version) and the seat colour palette."""
+        return _catalog_response(catalog_index())
+
+
+@tilesets.route("/<name>")
+class Tileset(MethodView):
+    @tilesets.response(200, TilesetOut())
+    def get(self, name: str) -> Response:
+        """Every tile type of a set: count, edges, segments, the meeple spots in tile
+        coordinates, and an SVG drawing: enough to draw tiles and highlight spots. Cache it:
+        the `version` (its ETag) changes only with the data."""
+        data = tileset_catalog(name)
+        if data is None:
+            raise TilesetNotFound("tileset_not_found", f"no tile set {name[:40]!r}", None)
+        return _catalog_response(data)

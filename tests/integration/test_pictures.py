@@ -186,3 +186,59 @@ def test_only_get(server, game) -> None:
     game_id, _ = game
     status, body = http_client.call(server, "POST", f"/games/{game_id}/board.svg", {})
     assert status == 405 and body["code"] == "method_not_allowed"
+
+
+# -- the tile catalog ------------------------------------------------------------------------
+
+
+def test_the_catalog_lists_the_sets_and_is_cacheable(server) -> None:
+    resp = fetch(server, "/tilesets")
+    assert resp.status == 200
+    index = json.loads(resp.body)
+    assert {s["name"] for s in index["tilesets"]} >= {"base", "demo"}
+    assert resp.getheader("Cache-Control") == "public, max-age=86400"
+    assert resp.getheader("ETag") == f'"{index["version"]}"'
+    again = fetch(server, "/tilesets", {"If-None-Match": resp.getheader("ETag") or ""})
+    assert again.status == 304 and again.body == b""
+
+
+@pytest.mark.parametrize("name", ["base", "demo"])
+def test_a_set_with_every_tile_drawn(server, name) -> None:
+    resp = fetch(server, f"/tilesets/{name}")
+    assert resp.status == 200
+    data = json.loads(resp.body)
+    assert data["name"] == name and resp.getheader("ETag") == f'"{data["version"]}"'
+    assert sum(t["count"] for t in data["tiles"]) == data["size"]
+    for tile in data["tiles"]:
+        root = ET.fromstring(tile["svg"])
+        segs = [e for e in root.iter() if "seg" in (e.get("class") or "").split()]
+        assert len(segs) == len(tile["segments"])
+    index = json.loads(fetch(server, "/tilesets").body)
+    assert {s["name"]: s["version"] for s in index["tilesets"]}[name] == data["version"]
+    etag = resp.getheader("ETag") or ""
+    assert fetch(server, f"/tilesets/{name}", {"If-None-Match": etag}).status == 304
+    assert fetch(server, f"/tilesets/{name}", {"If-None-Match": f"W/{etag}"}).status == 304
+    assert fetch(server, f"/tilesets/{name}", {"If-None-Match": '"other"'}).status == 200
+
+
+@pytest.mark.parametrize(
+    "name", ["nope", "BASE", "base%00", "%ff%fe", "x" * 3000, "base%20", "base.json", "%3Cb%3E"]
+)
+def test_an_unknown_set_is_404_tileset_not_found(server, name) -> None:
+    resp = fetch(server, f"/tilesets/{name}")
+    assert resp.status == 404
+    body = error(resp)
+    assert body["code"] == "tileset_not_found"
+    assert len(body["message"]) < 100
+
+
+def test_a_path_beyond_a_set_is_plain_404(server) -> None:
+    for path in ("/tilesets/..%2F..%2Fetc%2Fpasswd", "/tilesets/base/D", "/tilesets/base/"):
+        resp = fetch(server, path)
+        assert resp.status == 404
+        assert error(resp)["code"] in ("not_found", "tileset_not_found")
+
+
+def test_the_catalog_is_read_only(server) -> None:
+    status, body = http_client.call(server, "PUT", "/tilesets/base", {})
+    assert status == 405 and body["code"] == "method_not_allowed"
