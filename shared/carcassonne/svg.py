@@ -21,23 +21,25 @@ XMLNS = "http://www.w3.org/2000/svg"
 PALETTE: tuple[str, ...] = ("#d7263d", "#1f5fbf", "#f2c230", "#1e8c3a", "#222222", "#9b4dca")
 PALETTE_NAMES: tuple[str, ...] = ("red", "blue", "yellow", "green", "black", "purple")
 MARGIN = 10
-DRAWING_VERSION = 1  # part of every picture's ETag: bump it when the drawing changes
+DRAWING_VERSION = 2  # part of every picture's ETag: bump it when the drawing changes
 
 # Presentation attributes (not a stylesheet) so that a fragment looks right wherever it is
 # pasted, and a page's CSS still wins over them to highlight a feature.
 PAINT = {
     "field": 'fill="#a3c86a"',
     "road": 'fill="none" stroke="#f4efdc" stroke-width="9" stroke-linejoin="round"',
-    "city": 'fill="#c98b4b" stroke="#6b4423" stroke-width="1.5"',
+    "city": 'fill="#c98b4b"',
     "monastery": 'fill="#efe1bf" stroke="#6b4423" stroke-width="1.5"',
 }
 GROUND = 'fill="#a3c86a" stroke="#7fa04e" stroke-width="0.5"'
 PENNANT = 'fill="#2a5db0" stroke="#ffffff" stroke-width="1.2"'
 JUNCTION_PAINT = 'fill="#8a7a5a"'
+WALL = 'fill="none" stroke="#6b4423" stroke-width="2"'
 MEEPLE_D = (
     "M0,-9C3,-9 4,-6 3,-4L9,-2C11,-1 10,2 8,2L5,2L8,9L2,9L0,5L-2,9L-8,9L-5,2L-8,2"
     "C-10,2 -11,-1 -9,-2L-3,-4C-4,-6 -3,-9 0,-9Z"
 )
+FARMER = ' transform="rotate(-90)"'  # a farmer lies in its field
 OPEN_PAINT = 'fill="none" stroke="#fff200" stroke-width="3" stroke-dasharray="6 4"'
 LAST_PAINT = 'fill="none" stroke="#ff3b30" stroke-width="4"'
 
@@ -53,10 +55,15 @@ def _tile_parts(tile: TileType, rotation: int, feature_of: Iterable[str] | None)
     ids = list(feature_of) if feature_of is not None else None
     parts = [f'<rect class="ground" width="{SIZE}" height="{SIZE}" {GROUND}/>']
     shields: list[tuple[int, int]] = []
+    walls = []
     for index, seg in art.segments:
         tag = f'data-feature="{ids[index]}"' if ids is not None else f'data-segment="{index}"'
         parts.append(f'<path class="seg seg-{seg.kind}" {tag} d="{seg.d}" {PAINT[seg.kind]}/>')
         shields.extend(seg.pennants)
+        if seg.wall:
+            walls.append(seg.wall)
+    if walls:  # the cities' inner edges, not the tile's border: joined cities look whole
+        parts.append(f'<path class="wall" d="{"".join(walls)}" {WALL}/>')
     if art.junction:
         parts.append(f'<path class="junction" d="{JUNCTION}" {JUNCTION_PAINT}/>')
     for x, y in shields:
@@ -147,8 +154,8 @@ def board_svg(state: GameState, outline_open: bool = False) -> str:
             f'<g class="meeple" data-player="{meeple.player}" data-x="{x}" data-y="{y}" '
             f'data-spot="{meeple.meeple.spot}" data-feature="{ids[_find(parent, meeple.node)]}" '
             f'transform="translate({x * SIZE + px} {y * SIZE + py})">'
-            f'<path d="{MEEPLE_D}" fill="{player_colour(meeple.player)}" stroke="#000000" '
-            f'stroke-width="1.2"/></g>'
+            f'<path d="{MEEPLE_D}"{FARMER if meeple.meeple.feature == FIELD else ""} '
+            f'fill="{player_colour(meeple.player)}" stroke="#000000" stroke-width="1.2"/></g>'
         )
     out.append("</svg>\n")
     return "".join(out)

@@ -159,11 +159,15 @@ def _field_d(halves: list[int]) -> str:
     return "".join(parts)
 
 
-def _road_d(edges: list[int]) -> str:
+def _road_d(edges: list[int], runs_on: bool) -> str:
     """Legs from each edge's midpoint to the centre (where a junction, a monastery or the
-    other leg meets it)."""
+    other leg meets it). A lone dead end with nothing in the middle (`runs_on`) goes on
+    towards the opposite edge, under whatever feature it ends at (a city, CFR)."""
     cx, cy = CENTRE
     first, *rest = edges
+    if runs_on and not rest:
+        (x, y), (ox, oy) = EDGE_MID[first], EDGE_MID[first ^ 2]
+        return f"M{x},{y}L{ox + (cx - ox) * 2 // 5},{oy + (cy - oy) * 2 // 5}"
     out = f"M{EDGE_MID[first][0]},{EDGE_MID[first][1]}L{cx},{cy}"
     for index, edge in enumerate(rest):
         x, y = EDGE_MID[edge]
@@ -178,6 +182,7 @@ class SegmentArt:
     kind: str
     d: str
     pennants: tuple[Point, ...]
+    wall: str = ""  # a city's inner edge (its curves), stroked apart from the tile's border
 
 
 @dataclass(frozen=True)
@@ -191,20 +196,32 @@ class TileArt:
 PAINT_ORDER = {FIELD: 0, ROAD: 1, CITY: 2, MONASTERY: 3}
 
 
-def _segment_art(orient: Orientation, index: int) -> SegmentArt:
+def _wall_d(steps: Steps) -> str:
+    """The curved steps of a city outline alone, each from where the outline stood."""
+    out, here = [], (0, 0)
+    for cmd, pts in steps:
+        if cmd in "QC":
+            out.append(f"M{here[0]},{here[1]}{cmd}" + " ".join(f"{x},{y}" for x, y in pts))
+        here = pts[-1]
+    return "".join(out)
+
+
+def _segment_art(orient: Orientation, index: int, dead_ends: int) -> SegmentArt:
     seg = orient.segments[index]
     edges = [s for s in seg.slots if s < HALF_BASE]
     if seg.kind == FIELD:
         return SegmentArt(FIELD, _field_d([s - HALF_BASE for s in seg.slots]), ())
     if seg.kind == ROAD:
-        return SegmentArt(ROAD, _road_d(edges), ())
+        runs_on = dead_ends == 1 and orient.monastery < 0
+        return SegmentArt(ROAD, _road_d(edges, runs_on), ())
     if seg.kind == MONASTERY:
         return SegmentArt(MONASTERY, _d(MONASTERY_STEPS), ())
     shape, turns = city_shape(tuple(edges))
     at = turn_point(PENNANT_AT[shape], turns)
     # Several pennants on one segment (none in the base set) sit side by side.
     shields = tuple((at[0] + 14 * i, at[1]) for i in range(seg.pennants))
-    return SegmentArt(CITY, _d(_turn(SHAPES[shape], turns)), shields)
+    outline = _turn(SHAPES[shape], turns)
+    return SegmentArt(CITY, _d(outline), shields, _wall_d(outline))
 
 
 @cache
@@ -214,7 +231,7 @@ def tile_art(tile: TileType, rotation: int) -> TileArt:
     dead_ends = sum(1 for s in orient.segments if s.kind == ROAD and s.n_edges == 1)
     junction = dead_ends >= 3
     order = sorted(range(len(orient.segments)), key=lambda i: PAINT_ORDER[orient.segments[i].kind])
-    return TileArt(tuple((i, _segment_art(orient, i)) for i in order), junction)
+    return TileArt(tuple((i, _segment_art(orient, i, dead_ends)) for i in order), junction)
 
 
 def spot_point(orient: Orientation, spot: str) -> Point:
