@@ -65,6 +65,12 @@ class RulesetIn(Strict):
         load_default="discard", validate=validate.OneOf(["discard", "return"])
     )
     area = fields.Nested(AreaIn, load_default=None)
+    river = StrictBoolean(
+        load_default=False,
+        metadata={
+            "description": "R9.1 The River: the spring starts, river tiles first, the lake last"
+        },
+    )
     hole_extra_turn = StrictBoolean(
         load_default=False,
         metadata={

@@ -29,7 +29,7 @@ from carcassonne.events import (
     meeple_to_dict,
     with_seats,
 )
-from carcassonne.game import actions, decide, is_unplaceable
+from carcassonne.game import actions, decide, drawable, is_unplaceable
 from carcassonne.ruleset import Ruleset
 from carcassonne.state import DRAW, OVER, GameState
 from carcassonne.tiles import Meeple
@@ -530,7 +530,8 @@ class GameService:
         """Draw for the next player; a tile that fits nowhere is discarded or returned (R4.4)."""
         events: list[Event] = []
         while state.phase == DRAW and state.bag_size:
-            tile = draw_tile(seed, state.drawn_count, state.bag)  # every draw has its own index
+            # every draw has its own index; the river's tiles come first (R9.1, `drawable`)
+            tile = draw_tile(seed, state.drawn_count, drawable(state))
             events += self._run(state, DrawTile(tile))
             if is_unplaceable(state):
                 events += self._run(state, DiscardTile(state.current))

@@ -82,6 +82,7 @@ class Ruleset(Closed):
     unplaceable = fields.String(validate=validate.OneOf(["discard", "return"]))
     area = fields.Nested(Area)
     hole_extra_turn = fields.Boolean(metadata={"description": "R10.6; left out when off"})
+    river = fields.Boolean(metadata={"description": "R9.1 The River; left out when off"})
 
 
 # Which spot key a meeple's feature takes. One flat object with optional keys, not a oneOf

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .board import Pos
 from .errors import IllegalMoveError, MalformedError, OutOfTurnError
 from .events import (
     Command,
@@ -28,8 +29,9 @@ from .events import (
 )
 from .geometry import DELTA, EDGES
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS
-from .state import DRAW, NEW, OVER, PLACE, GameState
+from .state import DRAW, NEW, OVER, PLACE, GameState, river_turn
 from .tiles import FIELD, Meeple, Orientation, TileType
+from .tilesets import LAKE
 
 Placement = tuple[int, int, int]  # x, y, rotation
 Action = tuple[int, int, int, Meeple | None]
@@ -64,6 +66,8 @@ def placements(state: GameState, tile: str | None = None) -> list[Placement]:
     if name is None:
         return []
     ttype = state.tiles.types[name]
+    if ttype.river:
+        return river_placements(state, ttype)
     out: list[Placement] = []
     for (x, y), key in state.board.frontier.items():
         for rotation in ttype.rotations_for(key):
@@ -77,12 +81,62 @@ def is_unplaceable(state: GameState, tile: str | None = None) -> bool:
     if name is None:
         return False
     ttype = state.tiles.types[name]
+    if ttype.river:
+        return not river_placements(state, ttype)
     return not any(ttype.rotations_for(key) for key in state.board.frontier.values())
 
 
 def nothing_placeable(state: GameState) -> bool:
     """Whether no tile left in the bag fits anywhere (R10.4 Decision: the game then ends)."""
     return all(is_unplaceable(state, name) for name in state.bag)
+
+
+def river_placements(state: GameState, ttype: TileType) -> list[Placement]:
+    """R9.1: a river tile goes only where the river ends, continuing it: edges match (R4.2),
+    it does not turn the way the river last turned (no U-turn), and its own river end leads
+    to an empty square on the table."""
+    end = state.river_end
+    if end is None:
+        return []
+    key = state.board.frontier.get(end)
+    if key is None:
+        return []
+    return [
+        (end[0], end[1], rotation)
+        for rotation in ttype.rotations_for(key)
+        if _river_fault(state, ttype, end, rotation) is None
+    ]
+
+
+def _river_fault(state: GameState, ttype: TileType, pos: Pos, rotation: int) -> str | None:
+    """Why a river tile may not lie at `pos` turned `rotation` (edges already match), or None."""
+    entry = state.river_heading ^ 2
+    outs = [d for d in ttype.river_edges(rotation) if d != entry]
+    if not outs:
+        return None  # the lake ends the river
+    out = outs[0]
+    turn = river_turn(state.river_heading, out)
+    if turn and turn == state.river_turn:
+        return "river_u_turn"
+    dx, dy = DELTA[out]
+    ahead = (pos[0] + dx, pos[1] + dy)
+    if ahead in state.board.tiles or not state.board.in_bounds(ahead):
+        return "river_blocked"
+    return None
+
+
+def drawable(state: GameState) -> dict[str, int]:
+    """The tiles that may be drawn now, with their counts: the whole bag, except that with
+    the river (R9.1) its tiles come first and the lake last of them."""
+    if not state.ruleset.river:
+        return state.bag
+    types = state.tiles.types
+    river = {name: n for name, n in state.bag.items() if types[name].river}
+    if not river:
+        return state.bag
+    if len(river) > 1:
+        river.pop(LAKE, None)
+    return river
 
 
 def meeple_spots(
@@ -116,6 +170,14 @@ def actions(state: GameState) -> list[Action]:
     has_meeple = state.supply[state.current] > 0
     farmers = state.ruleset.farmers
     out: list[Action] = []
+    if ttype.river:  # R9.1: only the river's end, and only the rotations that continue it
+        for x, y, rotation in river_placements(state, ttype):
+            out.append((x, y, rotation, None))
+            if has_meeple:
+                occupied = board.occupied_mask((x, y))
+                for meeple in _free_segments(ttype.orientations[rotation], occupied, farmers):
+                    out.append((x, y, rotation, meeple))
+        return out
     for (x, y), key in board.frontier.items():
         rotations = ttype.rotations_for(key)
         if not rotations:
@@ -186,6 +248,14 @@ def _draw(state: GameState, cmd: DrawTile) -> list[Event]:
         raise IllegalMoveError(
             "tile_not_in_bag", f"no {cmd.tile} tile is left in the bag", "R1.1", tile=cmd.tile
         )
+    if state.ruleset.river and cmd.tile not in drawable(state):
+        if cmd.tile == LAKE:
+            raise IllegalMoveError(
+                "lake_last", "the lake is drawn after every other river tile", "R9.1"
+            )
+        raise IllegalMoveError(
+            "river_first", "the river tiles are drawn before any other tile", "R9.1"
+        )
     return [TileDrawn(cmd.tile)]
 
 
@@ -219,6 +289,10 @@ def _check_placement(state: GameState, ttype: TileType, x: int, y: int, rotation
         raise IllegalMoveError("square_taken", f"a tile already lies on {x},{y}", "R4.1")
     if not board.in_bounds(pos):
         raise IllegalMoveError("out_of_bounds", f"{x},{y} is off the bounded table", "R10.5")
+    if ttype.river and pos != state.river_end:
+        raise IllegalMoveError(
+            "river_not_continued", "a river tile must continue the river's open end", "R9.1"
+        )
     key = board.frontier.get(pos)
     if key is None:
         raise IllegalMoveError("not_adjacent", f"{x},{y} shares no edge with a placed tile", "R4.1")
@@ -233,6 +307,13 @@ def _check_placement(state: GameState, ttype: TileType, x: int, y: int, rotation
                 "R4.2",
                 edge=EDGES[d],
             )
+    fault = _river_fault(state, ttype, pos, rotation) if ttype.river else None
+    if fault == "river_u_turn":
+        raise IllegalMoveError(
+            fault, "the river may not turn the same way twice in a row (no U-turn)", "R9.1"
+        )
+    if fault == "river_blocked":
+        raise IllegalMoveError(fault, "the river would flow into a tile or off the table", "R9.1")
 
 
 def _check_meeple(state: GameState, ttype: TileType, cmd: PlayTurn) -> Meeple:
@@ -268,7 +349,10 @@ def _discard(state: GameState, cmd: DiscardTile) -> list[Event]:
     assert state.drawn is not None
     if not is_unplaceable(state):
         raise IllegalMoveError("tile_fits", f"the {state.drawn} tile fits on the board", "R4.4")
-    if state.ruleset.unplaceable == "return":  # R10.4
+    river = state.tiles.types[state.drawn].river
+    # R9.1 decision: an unplaceable river tile leaves the game even under R10.4: drawn again
+    # it would still fit nowhere, and the river tiles come before all others.
+    if state.ruleset.unplaceable == "return" and not river:  # R10.4
         returned: list[Event] = [TileReturned(cmd.player, state.drawn)]
         if nothing_placeable(state):  # the drawn tile itself was just found unplaceable
             returned.append(GameEnded("no placeable tile left"))

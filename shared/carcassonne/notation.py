@@ -11,7 +11,7 @@ Record: a header line, then the turns separated by white space; ``#`` starts a c
     Q1@0,-1 I2@0,1:E E2@-1,-1:NNW
 
 House rules that are on add header options: ``area=5x5`` (R10.5) and ``border=closes`` (its
-variant), ``hole=extra`` (R10.6).
+variant), ``hole=extra`` (R10.6), ``river=on`` (R9.1).
 
 The header may end with the seats' names and the apps' player ids, in seat order, as the
 JSON record's ``names`` and ``player_ids`` (both optional; a header without them reads as
@@ -33,7 +33,7 @@ from .errors import MalformedError
 from .record import FORMAT, Record, Turn, seat_ids, seat_names
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS, Ruleset
 from .tiles import KINDS, MONASTERY, Meeple, TileType, parse_tile
-from .tilesets import SPECS
+from .tilesets import RIVER_TILES, SPECS
 
 _TURN = re.compile(
     r"(?P<tile>[A-Z]+)(?:(?P<discard>-)|(?P<rot>[0-3])@(?P<x>-?\d{1,5}),(?P<y>-?\d{1,5})"
@@ -42,6 +42,7 @@ _TURN = re.compile(
 _MONK = "M"
 
 _TYPES: dict[str, TileType] = {name: parse_tile(name, 1, spec) for name, (spec, _) in SPECS.items()}
+_TYPES.update(RIVER_TILES)
 
 
 def _inferred(tile: str, rotation: int, spot: str) -> str | None:
@@ -112,6 +113,8 @@ def format_record(record: Record, per_line: int = 10) -> str:
         head.append("border=closes")
     if rules.hole_extra_turn:
         head.append("hole=extra")
+    if rules.river:
+        head.append("river=on")
     if record.names is not None:
         head.append("names=" + _json_list(record.names))
     if record.player_ids is not None:
@@ -218,6 +221,7 @@ def parse_record(text: str) -> Record:
             area=area,
             border_closes=_CHOICE["border"][options.pop("border", "open")],
             hole_extra_turn=_CHOICE["hole"][options.pop("hole", "none")],
+            river=_ON_OFF[options.pop("river", "off")],
         )
         players = int(options.pop("players"))
     except (KeyError, ValueError) as exc:

@@ -31,7 +31,9 @@ def render_board(state: GameState) -> str:
                 continue
             n, e, s, w = tuple(placed.orientation.edges)
             corners = [str(p) for p in owners.get((x, y), [])] + ["+"] * 4
-            label = f"{placed.tile.name}{placed.rotation}"[:3]
+            name = placed.tile.name
+            # River tiles (RIVA…RIVL) show as ~A…~L: "RIV" would hide which one it is.
+            label = f"~{name[3:]}" if placed.tile.river else f"{name}{placed.rotation}"[:3]
             rows[0] += f"{corners[0]}-{n}-{corners[1]}"
             rows[1] += f"{w}{label:^3}{e}"
             rows[2] += f"{corners[2]}-{s}-{corners[3]}"

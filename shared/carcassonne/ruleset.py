@@ -7,7 +7,7 @@ from typing import Any
 
 from .errors import MalformedError
 from .tiles import TileSet
-from .tilesets import TILESETS
+from .tilesets import TILESETS, tile_set
 
 FARM_EDITIONS = ("3rd", "2nd", "1st")  # R7.3 (default), R7.4
 UNPLACEABLE = ("discard", "return")  # R4.4, R10.4
@@ -27,6 +27,7 @@ class Ruleset:
     area: tuple[int, int] | None = None  # (width, height) around the start tile, R10.5
     border_closes: bool = False  # R10.5 variant: the table border closes roads and cities
     hole_extra_turn: bool = False  # R10.6: filling a hole grants another turn
+    river: bool = False  # R9.1 The River: placed first, from the spring to the lake
 
     def __post_init__(self) -> None:
         if self.tileset not in TILESETS:
@@ -47,18 +48,24 @@ class Ruleset:
             w, h = self.area
             if not all(type(v) is int and 1 <= v <= 1000 for v in (w, h)):
                 raise MalformedError("bad_area", "area must be two integers 1-1000", "R10.5")
-        if self.border_closes is True and self.area is None:
-            raise MalformedError(
-                "border_without_area", "border_closes needs a bounded table (area)", "R10.5"
-            )
-        for name in ("farmers", "incomplete_score", "border_closes", "hole_extra_turn"):
+        if self.border_closes is True:
+            if self.area is None:
+                raise MalformedError(
+                    "border_without_area", "border_closes needs a bounded table (area)", "R10.5"
+                )
+            if min(self.area) < 3:
+                # Decision: else the border would close the start tile's features before play.
+                raise MalformedError(
+                    "border_area_too_small", "border_closes needs an area of at least 3x3", "R10.5"
+                )
+        for name in ("farmers", "incomplete_score", "border_closes", "hole_extra_turn", "river"):
             if type(getattr(self, name)) is not bool:
                 raise MalformedError("bad_ruleset", f"{name} must be true or false")
 
     @property
     def tiles(self) -> TileSet:
         """The tile set this ruleset plays with."""
-        return TILESETS[self.tileset]
+        return tile_set(self.tileset, self.river)
 
     @property
     def meeples_per_player(self) -> int:
@@ -93,6 +100,8 @@ class Ruleset:
                 out["area"]["border_closes"] = True
         if self.hole_extra_turn:
             out["hole_extra_turn"] = True
+        if self.river:
+            out["river"] = True
         return out
 
     @classmethod
@@ -109,6 +118,7 @@ class Ruleset:
             "unplaceable",
             "area",
             "hole_extra_turn",
+            "river",
         }
         extra = set(data) - known
         if extra:

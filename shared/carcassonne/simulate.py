@@ -20,6 +20,7 @@ from .events import (
 from .game import actions, nothing_placeable
 from .ruleset import Ruleset
 from .state import OVER, GameState
+from .tilesets import LAKE
 
 
 def random_game(
@@ -44,6 +45,13 @@ def random_game(
     emit(GameStarted(ruleset, players))
     bag = [name for name, n in sorted(state.bag.items()) for _ in range(n)]
     rng.shuffle(bag)
+    if ruleset.river:  # R9.1: the river tiles first, the lake last of them (`bag` pops its end)
+        river = state.tiles.types
+        bag = (
+            [t for t in bag if not river[t].river]
+            + [LAKE]
+            + [t for t in bag if river[t].river and t != LAKE]
+        )
     while bag and state.phase != OVER:
         if max_turns is not None and state.turn >= max_turns:
             break
@@ -51,7 +59,8 @@ def random_game(
         emit(TileDrawn(tile))
         choices = actions(state)
         if not choices:
-            if ruleset.unplaceable == "return":  # R10.4: back into the bag, anywhere
+            # R10.4: back into the bag, anywhere; never a river tile (R9.1, as `decide` does)
+            if ruleset.unplaceable == "return" and not state.tiles.types[tile].river:
                 emit(TileReturned(state.current, tile))
                 bag.insert(rng.randrange(len(bag) + 1), tile)
                 if nothing_placeable(state):

@@ -22,11 +22,20 @@ from .events import (
     TileReturned,
     meeple_to_dict,
 )
+from .geometry import DELTA
 from .ruleset import Ruleset
 from .scoring import ScoreEvent, score_completed, score_farms, score_incomplete
-from .tiles import Meeple, TileSet
+from .tiles import Meeple, TileSet, TileType
 
 NEW, DRAW, PLACE, OVER = "new", "draw", "place", "over"
+
+
+def river_turn(heading: int, out: int) -> int:
+    """How the river turns when it flows in heading `heading` and leaves across edge `out`:
+    0 straight on, +1 right (clockwise), -1 left (R9.1's no-U-turn rule compares these)."""
+    if out == heading:
+        return 0
+    return 1 if out == (heading + 1) % 4 else -1
 
 
 class MeepleOnBoard(NamedTuple):
@@ -55,6 +64,9 @@ class GameState:
         "next_meeple",
         "phase",
         "players",
+        "river_end",
+        "river_heading",
+        "river_turn",
         "ruleset",
         "scores",
         "scores_before_final",
@@ -83,6 +95,11 @@ class GameState:
         self.next_meeple = 0
         self.turn = 0  # tiles placed after the start tile
         self.extra_turn = False  # the player to move is on a turn granted by R10.6
+        # R9.1: the empty square the river must continue into (None: no river, or it ended),
+        # the direction it flows there, and its last turn (+1 right, -1 left, 0 none yet).
+        self.river_end: Pos | None = None
+        self.river_heading = 0
+        self.river_turn = 0
 
     def copy(self) -> GameState:
         """An independent copy (immutable parts shared)."""
@@ -119,6 +136,9 @@ class GameState:
         self.board = Board(e.ruleset.bounds(), e.ruleset.border_closes)
         start = self.tiles.types[self.tiles.start]
         self.board.place(start, (0, 0), 0)  # R2.1: at the origin, unrotated
+        if start.river:  # R9.1: the spring starts the river, flowing east
+            (out,) = start.river_edges(0)
+            self._river_flows((0, 0), out)
         self.bag = self.tiles.bag()
         self.bag_size = sum(self.bag.values())
         self.supply = [e.ruleset.meeples_per_player] * e.players
@@ -149,6 +169,8 @@ class GameState:
             board.feature(node).meeples.append(meeple_id)
             self.supply[e.player] -= 1
         self.turn += 1
+        if tile.river:
+            self._river_placed(tile, pos, e.rotation)
         for root in board.completed_by(pos):
             self._score_completed(root)
         self.drawn = None
@@ -159,6 +181,25 @@ class GameState:
             return
         self.extra_turn = False
         self.current = (self.current + 1) % self.players
+
+    def _river_placed(self, tile: TileType, pos: Pos, rotation: int) -> None:
+        """R9.1: the river now ends on this tile: flows on across its other river edge, or
+        stops here (the lake)."""
+        entry = self.river_heading ^ 2
+        outs = [d for d in tile.river_edges(rotation) if d != entry]
+        if not outs:
+            self.river_end = None
+            return
+        out = outs[0]
+        turn = river_turn(self.river_heading, out)
+        if turn:
+            self.river_turn = turn
+        self._river_flows(pos, out)
+
+    def _river_flows(self, pos: Pos, out: int) -> None:
+        dx, dy = DELTA[out]
+        self.river_end = (pos[0] + dx, pos[1] + dy)
+        self.river_heading = out
 
     def _score_completed(self, root: int) -> None:
         """R6: score a just-completed feature and send its meeples home (R6.6)."""
@@ -222,6 +263,7 @@ class GameState:
             "discarded": list(self.discarded),
             "current": self.current,
             "extra_turn": self.extra_turn,
+            "river_end": self.river_end,
             "supply": list(self.supply),
             "scores": list(self.scores),
             "scores_before_final": self.scores_before_final,

@@ -15,6 +15,9 @@ from .geometry import EDGE_INDEX, EDGES, HALF_BASE, HALF_EDGE_INDEX, HALF_EDGES,
 
 ROAD, CITY, FIELD, MONASTERY = "road", "city", "field", "monastery"
 KINDS = (ROAD, CITY, FIELD, MONASTERY)
+# The river (R9.1) is no feature: it has no segment, takes no meeple and is never scored. A
+# river edge ('I') only has to meet a river edge, and its two halves are fields split by it.
+RIVER, RIVER_EDGE = "river", "I"
 
 
 class Meeple(NamedTuple):
@@ -73,6 +76,7 @@ class TileType:
     edges: str
     segments: tuple[Segment, ...]
     gardens: int = 0  # how many of the `count` copies show a garden (decoration, R1.4)
+    river: bool = False  # a river tile (R9.1): it has river edges ('I')
     orientations: tuple[Orientation, ...] = field(default=(), compare=False, repr=False)
     # frontier key (required edges N E S W, "." = any) -> rotations that fit; a pure memo
     _fits: dict[str, tuple[int, ...]] = field(default_factory=dict, compare=False, repr=False)
@@ -94,6 +98,10 @@ class TileType:
         """Whether the tile shows a monastery."""
         return any(s.kind == MONASTERY for s in self.segments)
 
+    def river_edges(self, rotation: int) -> tuple[int, ...]:
+        """The board edges that carry the river after `rotation` (R9.1)."""
+        return tuple(d for d, e in enumerate(self.orientations[rotation].edges) if e == RIVER_EDGE)
+
     @property
     def pennants(self) -> int:
         """Coats of arms printed on the tile."""
@@ -105,15 +113,20 @@ def parse_tile(name: str, count: int, spec: str, gardens: int = 0) -> TileType:
 
     `spec` is ``"EDGES | seg | seg …"``; a segment is ``city N E``, ``city+ N E`` (with a
     pennant), ``road W E``, ``field ENE WNW -> 0`` (bordering city segment 0, counted among
-    the tile's cities in order) or ``monastery``.
+    the tile's cities in order) or ``monastery``; ``river W E`` names a river tile's river
+    edges (R9.1: the river is no segment).
     """
     head, *parts = [p.strip() for p in spec.split("|")]
     edges = head.replace(" ", "")
     city_locals: list[int] = []
     raw: list[tuple[str, list[str], list[int], int]] = []
+    river_edges: set[int] = set()
     for part in parts:
         body, _, link_text = part.partition("->")
         kind, *spots = body.split()
+        if kind == RIVER:
+            river_edges.update(EDGE_INDEX[w] for w in spots)
+            continue
         pennants = kind.count("+")
         kind = kind.rstrip("+")
         if kind not in KINDS:
@@ -135,17 +148,17 @@ def parse_tile(name: str, count: int, spec: str, gardens: int = 0) -> TileType:
             segments.append(
                 Segment(kind, edges=tuple(EDGE_INDEX[w] for w in words), pennants=pennants)
             )
-    tile = TileType(name, count, edges, tuple(segments), gardens)
-    _check(tile)
+    tile = TileType(name, count, edges, tuple(segments), gardens, river=bool(river_edges))
+    _check(tile, river_edges)
     object.__setattr__(tile, "orientations", tuple(_orient(tile, r) for r in range(4)))
     return tile
 
 
-def _check(tile: TileType) -> None:
+def _check(tile: TileType, river_edges: set[int]) -> None:
     """Reject a table row whose segments contradict its edge string or leave gaps."""
-    if len(tile.edges) != 4 or set(tile.edges) - set("CRF"):
+    if len(tile.edges) != 4 or set(tile.edges) - set("CRFI"):
         raise ValueError(f"tile {tile.name}: bad edge string {tile.edges!r}")
-    derived = ["F"] * 4
+    derived = [RIVER_EDGE if e in river_edges else "F" for e in range(4)]
     halves_seen: list[int] = []
     for seg in tile.segments:
         for e in seg.edges:

@@ -71,6 +71,39 @@ DEMO_COUNTS: dict[str, int] = {
 }  # fmt: skip
 
 
+# The River (R9.1, TILES.md §3): 12 tiles, one of each name. Names are "RIV" and the tile's
+# Wikicarpedia letter, so they cannot be read as a base letter; they are part of the public
+# record format. RIVD/RIVF are the same straight and RIVG/RIVJ the same curve (RIVJ shows the
+# river's garden in the 2nd edition). RIVA is the spring (the start tile), RIVL the lake.
+RIVER_SPECS: dict[str, str] = {
+    "RIVA": "F I F F | river E | field NNW NNE ENE ESE SSE SSW WSW WNW",
+    "RIVB": (
+        "C I R I | city N | road S | river W E"
+        " | field ENE -> 0 | field WNW -> 0 | field ESE SSE | field SSW WSW"
+    ),
+    "RIVC": "C I C I | city N | city S | river W E | field ENE WNW -> 0 | field ESE WSW -> 1",
+    "RIVD": "F I F I | river W E | field WNW NNW NNE ENE | field WSW SSW SSE ESE",
+    "RIVE": "C C I I | city N E | river W S | field WNW SSE -> 0 | field WSW SSW",
+    "RIVF": "F I F I | river W E | field WNW NNW NNE ENE | field WSW SSW SSE ESE",
+    "RIVG": "F F I I | river W S | field WNW NNW NNE ENE ESE SSE | field WSW SSW",
+    "RIVH": (
+        "F I R I | monastery | road S | river W E"
+        " | field WNW NNW NNE ENE | field ESE SSE | field SSW WSW"
+    ),
+    "RIVI": (
+        "R R I I | road N E | river W S | field WNW NNW ESE SSE | field NNE ENE | field WSW SSW"
+    ),
+    "RIVJ": "F F I I | river W S | field WNW NNW NNE ENE ESE SSE | field WSW SSW",
+    "RIVK": (
+        "R I R I | road N S | river W E"
+        " | field WNW NNW | field NNE ENE | field ESE SSE | field SSW WSW"
+    ),
+    "RIVL": "F F F I | river W | field NNW NNE ENE ESE SSE SSW WSW WNW",
+}
+SPRING, LAKE = "RIVA", "RIVL"
+RIVER_TILES = {name: parse_tile(name, 1, spec) for name, spec in RIVER_SPECS.items()}
+
+
 def _build(name: str, counts: dict[str, int], meeples: int, gardens: bool) -> TileSet:
     types: dict[str, TileType] = {}
     for letter, count in counts.items():
@@ -83,3 +116,22 @@ BASE = _build("base", BASE_COUNTS, meeples=7, gardens=True)
 DEMO = _build("demo", DEMO_COUNTS, meeples=5, gardens=False)
 
 TILESETS: dict[str, TileSet] = {BASE.name: BASE, DEMO.name: DEMO}
+
+_COMBINED: dict[tuple[str, bool], TileSet] = {}
+
+
+def tile_set(name: str, river: bool = False) -> TileSet:
+    """The tiles a game plays with: a tile set, with the river added when `river` is on.
+
+    With the river (R9.1) the spring is the start tile, and the set's own start tile is mixed
+    into the normal tiles (TILES.md §3: "mix it into the normal tiles when a bag is used").
+    """
+    base = TILESETS[name]
+    if not river:
+        return base
+    key = (name, river)
+    combined = _COMBINED.get(key)
+    if combined is None:
+        combined = TileSet(name, SPRING, base.meeples, {**base.types, **RIVER_TILES})
+        _COMBINED[key] = combined
+    return combined

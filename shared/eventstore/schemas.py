@@ -44,6 +44,7 @@ class RulesetSchema(_Strict):
     unplaceable = fields.String(validate=validate.OneOf(["discard", "return"]))
     area = fields.Nested(AreaSchema)
     hole_extra_turn = fields.Boolean(truthy={True}, falsy={False})  # R10.6
+    river = fields.Boolean(truthy={True}, falsy={False})  # R9.1
 
 
 class MeepleSchema(_Strict):

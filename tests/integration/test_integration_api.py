@@ -227,7 +227,8 @@ def random_records(count: int, seed: int) -> list[dict[str, Any]]:
     rulesets = [Ruleset(), Ruleset(farm_scoring="1st"), Ruleset(farm_scoring="2nd"),
                 Ruleset(tileset="demo", unplaceable="return"), Ruleset(area=(6, 5), meeples=3),
                 Ruleset(farmers=False, incomplete_score=False),
-                Ruleset(area=(7, 7), border_closes=True, hole_extra_turn=True)]  # fmt: skip
+                Ruleset(area=(7, 7), border_closes=True, hole_extra_turn=True),
+                Ruleset(river=True), Ruleset(tileset="demo", river=True)]  # fmt: skip
     out = []
     for i in range(count):
         _, events = random_game(rng, 2 + i % 5, rulesets[i % len(rulesets)])

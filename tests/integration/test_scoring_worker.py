@@ -81,11 +81,12 @@ def test_games_played_through_the_command_service_are_scored_by_a_worker(
         {"tileset": "demo", "farm_scoring": "2nd", "unplaceable": "return"},
         {"farmers": False, "incomplete_score": False},
         {"area": {"width": 7, "height": 7, "border_closes": True}, "hole_extra_turn": True},
+        {"river": True},
     ]
     games = []
     with running(worker(env)):
         for i, ruleset in enumerate(rulesets):
-            game_id, tokens = new_game(app, [f"p{n}" for n in range(2 + i)], ruleset)
+            game_id, tokens = new_game(app, [f"p{n}" for n in range(2 + i % 5)], ruleset)
             play(app, game_id, tokens, rng)
             games.append(game_id)
         wait_scored(redis_client, store, games)

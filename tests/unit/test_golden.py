@@ -78,6 +78,7 @@ def test_golden_set_covers_the_required_cases():
     assert any(r.ruleset.area is not None for r in records)
     assert any(r.ruleset.unplaceable == "return" for r in records)
     assert any(r.ruleset.hole_extra_turn for r in records)
+    assert any(r.ruleset.river for r in records)
 
 
 @pytest.mark.parametrize("path", FILES, ids=ids(FILES))

@@ -10,6 +10,8 @@ import functools
 import json
 import random
 from collections import Counter
+from dataclasses import replace
+from itertools import pairwise
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -38,8 +40,9 @@ from carcassonne.notation import format_record, format_turn, parse_record, parse
 from carcassonne.record import load_record, record_events, record_from_events, score_record
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
-from carcassonne.state import PLACE, GameState
+from carcassonne.state import PLACE, GameState, river_turn
 from carcassonne.tiles import CITY, FIELD, MONASTERY, ROAD, Meeple
+from carcassonne.tilesets import LAKE
 
 from .samples import fingerprint
 
@@ -53,8 +56,19 @@ rulesets = st.builds(
     unplaceable=st.sampled_from(["discard", "return"]),
     # small tables make unplaceable tiles (R4.4/R10.4) common
     area=st.one_of(st.none(), st.none(), st.sampled_from([(3, 3), (5, 3), (4, 4), (6, 5)])),
+    hole_extra_turn=st.booleans(),
+    river=st.booleans(),
+)
+# R10.5's variant needs a bounded table: on for about half of the bounded ones.
+rulesets = st.builds(
+    lambda rules, closes: replace(rules, border_closes=closes and rules.area is not None),
+    rulesets,
+    st.booleans(),
 )
 games = st.tuples(st.integers(0, 2**32 - 1), st.integers(2, 6), rulesets)
+river_games = st.tuples(
+    st.integers(0, 2**32 - 1), st.integers(2, 6), rulesets.map(lambda r: replace(r, river=True))
+)
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -112,24 +126,25 @@ def test_each_completed_feature_is_scored_exactly_once(game):
     state, _ = play(game)
     board = state.board
     during = [s for s in state.log if not s.final]
-    keys = [(s.kind, frozenset(s.tiles)) for s in during]
-    assert len(keys) == len(set(keys)), "a feature was scored twice during play"
-    done = set()
+    # With R10.5's border closing features, two roads of one tile can each be a whole road:
+    # features are counted, not merely collected.
+    keys = Counter((s.kind, frozenset(s.tiles)) for s in during)
+    done: Counter[tuple[str, frozenset[tuple[int, int]]]] = Counter()
     for feat in board.feats:
         if feat is None:
             continue
         if feat.kind in (ROAD, CITY):
             assert feat.done == (feat.open == 0), "closed roads and cities are done, others not"
             if feat.done:
-                done.add((feat.kind, frozenset(feat.tiles)))
+                done[(feat.kind, frozenset(feat.tiles))] += 1
         elif feat.kind == MONASTERY:
             (pos,) = feat.tiles
             assert feat.done == (board.neighbours(pos) == 8)
             if feat.done:
-                done.add((MONASTERY, frozenset(board.monastery_tiles(pos))))
+                done[(MONASTERY, frozenset(board.monastery_tiles(pos)))] += 1
         if feat.done:
             assert not feat.meeples, "meeples go home from a scored feature (R6.6)"
-    assert set(keys) == done
+    assert keys == done, "each completed feature is scored once during play"
     for s in during:
         assert s.complete and s.returned == s.meeples
         if s.kind == MONASTERY:
@@ -201,8 +216,8 @@ def test_tiles_placed_plus_discarded_equals_tiles_drawn(game):
     if ruleset.unplaceable == "discard":
         assert state.bag_size == 0, "R7.1: the game ends when the bag is empty"
         assert returned == 0
-    else:
-        assert discarded == 0
+    else:  # R9.1 decision: a river tile that fits nowhere is discarded even so
+        assert all(e.tile.startswith("RIV") for e in events if isinstance(e, TileDiscarded))
         assert all(is_unplaceable(state, name) for name in state.bag)
     if ruleset.area is not None:
         bounds = ruleset.bounds()
@@ -211,6 +226,38 @@ def test_tiles_placed_plus_discarded_equals_tiles_drawn(game):
             bounds[0] <= x <= bounds[1] and bounds[2] <= y <= bounds[3]
             for x, y in state.board.tiles
         )
+
+
+@FAST
+@given(river_games)
+def test_the_river_is_legal(game):
+    """R9.1: the river tiles come first, the lake last of them; each placed one continues the
+    river's open end, the river never turns the same way twice in a row, never flows into a
+    tile, and no meeple stands on it (it is no feature)."""
+    state, events = play(game)
+    drawn = [e.tile for e in events if isinstance(e, TileDrawn)]
+    rivers = [t for t in drawn if t.startswith("RIV")]
+    assert drawn[: len(rivers)] == rivers and rivers[-1] == LAKE and len(rivers) == 11
+    now = GameState()
+    turns: list[int] = []
+    for event in events:
+        end, heading = now.river_end, now.river_heading
+        now.apply(event)
+        if not (isinstance(event, TilePlaced) and event.tile.startswith("RIV")):
+            continue
+        assert (event.x, event.y) == end
+        ttype = now.tiles.types[event.tile]
+        outs = [d for d in ttype.river_edges(event.rotation) if d != heading ^ 2]
+        assert heading ^ 2 in ttype.river_edges(event.rotation)
+        if outs:
+            turn = river_turn(heading, outs[0])
+            if turn:
+                turns.append(turn)
+            assert now.river_end is not None and now.river_end not in now.board.tiles
+        else:
+            assert event.tile == LAKE and now.river_end is None
+    assert all(a != b for a, b in pairwise(turns)), turns
+    assert all(f is None or f.kind in (ROAD, CITY, FIELD, MONASTERY) for f in state.board.feats)
 
 
 # ------------------------------------------------------------------- event sourcing

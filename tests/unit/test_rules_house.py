@@ -25,17 +25,17 @@ from .boards import final_state, record, state_after
 
 
 def test_r10_5_border_closes_a_road() -> None:
-    """R10.5 variant, area=3x1 (x -1..1, y 0) with border=closes: `U0@1,0:E` (player 0's
+    """R10.5 variant, area=3x3 (x -1..1) with border=closes: `U0@1,0:E` (player 0's
     thief) and `U0@-1,0` make the road -1..1 whose two ends face the border: closed, so R6.1
     scores it during play, 3 tiles = 3 points. With the plain bound it stays open and only
     the final scoring (R7.2) gives the same 3."""
-    closes = state_after("U0@1,0:E U0@-1,0", opts="area=3x1 border=closes")
+    closes = state_after("U0@1,0:E U0@-1,0", opts="area=3x3 border=closes")
     assert closes.scores == [3, 0]
     assert closes.supply == [7, 7]  # the thief came home (R6.6)
     assert closes.log[0].rule == "R6.1" and closes.log[0].complete
-    plain = state_after("U0@1,0:E U0@-1,0", opts="area=3x1")
+    plain = state_after("U0@1,0:E U0@-1,0", opts="area=3x3")
     assert plain.scores == [0, 0]
-    assert final_state("U0@1,0:E U0@-1,0", opts="area=3x1").scores == [3, 0]
+    assert final_state("U0@1,0:E U0@-1,0", opts="area=3x3").scores == [3, 0]
 
 
 def test_r10_5_border_closes_a_city() -> None:
@@ -62,6 +62,9 @@ def test_r10_5_border_closes_needs_an_area_and_round_trips() -> None:
     with pytest.raises(MalformedError) as info:
         Ruleset(border_closes=True)
     assert info.value.code == "border_without_area"
+    with pytest.raises(MalformedError) as small:  # decision: else the start tile closes
+        Ruleset(area=(5, 1), border_closes=True)
+    assert (small.value.code, small.value.rule) == ("border_area_too_small", "R10.5")
     rules = Ruleset(area=(5, 5), border_closes=True)
     assert rules.to_dict()["area"] == {"width": 5, "height": 5, "border_closes": True}
     assert Ruleset.from_dict(rules.to_dict()) == rules

@@ -1,0 +1,169 @@
+"""R9.1 The River (TILES.md §3): setup, drawing order, continuing the river, no U-turn, no
+meeple on the river, fields split by it, never scored.
+
+Boards are written in notation. With `river=on` the spring RIVA lies at (0,0) unrotated, its
+river leaving east: the river's open end is (1,0). RIVD/RIVF are straights (river W–E at
+rotation 0), RIVG/RIVJ curves (river W–S at rotation 0: entering from the west it turns right,
+to the south).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from carcassonne.events import DiscardTile, DrawTile, PlayTurn, TileDiscarded, TilePlaced
+from carcassonne.game import actions, decide, drawable, placements
+from carcassonne.notation import format_record, parse_record
+from carcassonne.record import load_record, record_from_events, replay
+from carcassonne.ruleset import Ruleset
+from carcassonne.simulate import random_game
+from carcassonne.state import GameState
+from carcassonne.tiles import FIELD, Meeple
+from carcassonne.tilesets import BASE_COUNTS, LAKE, RIVER_SPECS, SPRING
+
+from .boards import fresh, record, record_error, refused, run, state_after
+
+RIVER = "river=on"
+
+
+def test_r9_1_the_spring_replaces_the_start_tile() -> None:
+    """R9.1: the spring lies on (0,0) unrotated, the river's end is east of it; the base start
+    tile D is mixed into the bag (TILES.md §3 decision): 72 base + 11 river tiles to draw."""
+    state = fresh(ruleset=Ruleset(river=True))
+    assert [(pos, p.tile.name, p.rotation) for pos, p in state.board.tiles.items()] == [
+        ((0, 0), SPRING, 0)
+    ]
+    assert state.river_end == (1, 0)
+    assert state.bag_size == 72 + 11
+    assert state.bag["D"] == BASE_COUNTS["D"] == 4
+    assert sorted(n for n in state.bag if n.startswith("RIV")) == sorted(
+        set(RIVER_SPECS) - {SPRING}
+    )
+    assert record("", opts=RIVER).to_dict()["start"] == {
+        "tile": SPRING,
+        "x": 0,
+        "y": 0,
+        "rotation": 0,
+    }
+
+
+def test_r9_1_river_tiles_are_drawn_first_and_the_lake_last() -> None:
+    """R9.1: while river tiles are left only they may be drawn (river_first), and the lake
+    only as the last of them (lake_last)."""
+    state = fresh(ruleset=Ruleset(river=True))
+    assert refused(state, DrawTile("D")).code == "river_first"
+    err = refused(state, DrawTile(LAKE))
+    assert (err.code, err.rule) == ("lake_last", "R9.1")
+    assert LAKE not in drawable(state) and "D" not in drawable(state)
+    assert set(drawable(state)) == set(RIVER_SPECS) - {SPRING, LAKE}
+    assert drawable(fresh()) == fresh().bag  # without the river: the whole bag
+
+
+def test_r9_1_a_river_tile_must_continue_the_open_end() -> None:
+    """R9.1: RIVD (straight) goes only on (1,0), river W–E: rotations 0 and 2 (the same picture
+    turned). Put on (0,1) with its north field against the spring's field it would match
+    every edge, yet it does not continue the river: river_not_continued."""
+    state = state_after("", draw="RIVD", opts=RIVER)
+    assert sorted(placements(state)) == [(1, 0, 0), (1, 0, 2)]
+    err = refused(state, PlayTurn(0, 0, 1, 0))
+    assert (err.code, err.rule) == ("river_not_continued", "R9.1")
+    assert refused(state, PlayTurn(0, 1, 0, 1)).code == "edge_mismatch"  # river N–S: R4.2
+
+
+def test_r9_1_no_u_turn() -> None:
+    """R9.1: RIVG0@2,0 turns right (east to south). At (2,1) the curve may turn left
+    (RIVJ2, out east) but not right again (RIVJ1, out west): river_u_turn. A straight in
+    between does not reset the rule: after RIVD1@2,1, RIVJ1@2,2 is still a second right turn."""
+    state = state_after("RIVD0@1,0 RIVG0@2,0", draw="RIVJ", opts=RIVER)
+    assert state.river_end == (2, 1) and state.river_turn == 1
+    assert sorted(placements(state)) == [(2, 1, 2)]
+    err = refused(state, PlayTurn(0, 2, 1, 1))
+    assert (err.code, err.rule) == ("river_u_turn", "R9.1")
+    err2 = record_error("RIVD0@1,0 RIVG0@2,0 RIVF1@2,1 RIVJ1@2,2", opts=RIVER)
+    assert (err2.index, err2.code) == (3, "river_u_turn")
+    assert state_after("RIVD0@1,0 RIVG0@2,0 RIVF1@2,1 RIVJ2@2,2", opts=RIVER).river_end == (3, 2)
+
+
+def test_r9_1_no_meeple_on_the_river() -> None:
+    """R9.1: on a straight (RIVD) only the two fields take a meeple, never the river: no
+    action names it, and a meeple on the river's edge is refused (no_such_feature, R5.1)."""
+    state = state_after("", draw="RIVD", opts=RIVER)
+    spots = {m for x, y, r, m in actions(state) if (x, y, r) == (1, 0, 0)}
+    assert spots == {None, Meeple(FIELD, "NNW"), Meeple(FIELD, "ESE")}
+    assert refused(state, PlayTurn(0, 1, 0, 0, Meeple("road", "E"))).code == "no_such_feature"
+    # RIVK: a road crosses the river on a bridge: the road (N–S) takes a meeple, the river not.
+    bridge = {s.kind for s in state.tiles.types["RIVK"].orientations[0].segments}
+    assert "river" not in bridge and "road" in bridge
+
+
+def test_r9_1_the_river_splits_fields_as_a_road_does() -> None:
+    """R9.1: a straight's two banks are separate fields. With a farmer on RIVD's north bank
+    (NNW), RIVF's north bank is occupied (R5.3) — the farm runs along the bank — while the
+    banks meet only at the spring (one field, TILES.md §3) and the lake."""
+    ttype = fresh(ruleset=Ruleset(river=True)).tiles.types["RIVD"]
+    fields = [s for s in ttype.orientations[0].segments if s.kind == FIELD]
+    assert len(fields) == 2
+    # North bank farmer on tile 1; tile 2's north bank joins it: no farmer there (R5.3).
+    state = state_after("RIVD0@1,0:NNW", draw="RIVF", opts=RIVER)
+    north = {m for x, y, r, m in actions(state) if (x, y, r) == (2, 0, 0)}
+    assert Meeple(FIELD, "NNW") not in north
+
+
+def test_r9_1_the_river_is_never_scored() -> None:
+    """R9.1: a whole random river game logs no river score; the river is no feature."""
+    state, _ = random_game(random.Random(3), 2, Ruleset(river=True))
+    assert all(f is None or f.kind != "river" for f in state.board.feats)
+    assert all(s.kind != "river" for s in state.log)
+    assert state.river_end is None  # the lake was placed
+
+
+def test_r9_1_a_blocked_river_tile_is_discarded_even_under_r10_4() -> None:
+    """R9.1 with R10.5 area=3x3: after RIVD0@1,0 the river's end is (2,0), off the table, so
+    no river tile fits (river_blocked for one that would lead off it); R9.1 decision: it is
+    discarded, not returned, even with unplaceable=return."""
+    state = state_after("", draw="RIVD", opts=RIVER + " area=3x3 unplaceable=return")
+    assert placements(state) == []
+    assert refused(state, PlayTurn(0, 1, 0, 0)).code == "river_blocked"
+    events = run(state, DiscardTile(0))
+    assert events == [TileDiscarded(0, "RIVD")]
+
+
+def test_r9_1_record_notation_and_json_round_trip() -> None:
+    """R9.1: `river` is recorded in the ruleset (JSON) and as `river=on` (notation); a random
+    river game's record replays to the same state."""
+    rules = Ruleset(river=True)
+    assert rules.to_dict()["river"] is True and "river" not in Ruleset().to_dict()
+    state, events = random_game(random.Random(11), 3, rules)
+    rec = record_from_events(events)
+    assert parse_record(format_record(rec)) == rec
+    assert load_record(rec.to_dict()) == rec
+    assert replay(rec).snapshot() == state.snapshot()
+    assert [e.tile for e in events if isinstance(e, TilePlaced)][10] == LAKE
+
+
+def test_r9_1_the_river_with_the_demo_set() -> None:
+    """R9.1 decision: the river may open a demo game too (5 meeples, its own tiles after)."""
+    state, events = random_game(random.Random(1), 2, Ruleset(tileset="demo", river=True))
+    placed = [e.tile for e in events if isinstance(e, TilePlaced)]
+    assert placed[10] == LAKE and all(t.startswith("RIV") for t in placed[:11])
+    assert state.over and state.supply[0] <= 5
+
+
+def test_r9_1_decide_and_actions_agree_on_river_tiles() -> None:
+    """Every enumerated action for a river tile is accepted by `decide`."""
+    state = state_after("RIVD0@1,0 RIVG0@2,0", draw="RIVB", opts=RIVER)
+    choices = actions(state)
+    assert choices
+    for x, y, rotation, meeple in choices:
+        decide(state, PlayTurn(state.current, x, y, rotation, meeple))
+    assert isinstance(state, GameState)
+
+
+@pytest.mark.parametrize("name", sorted(RIVER_SPECS))
+def test_r9_1_river_tiles_have_two_river_edges_but_spring_and_lake(name: str) -> None:
+    """TILES.md §3: every river tile carries the river across two edges, the spring and the
+    lake across one."""
+    ttype = fresh(ruleset=Ruleset(river=True)).tiles.types[name]
+    assert len(ttype.river_edges(0)) == (1 if name in (SPRING, LAKE) else 2)
