@@ -74,8 +74,11 @@ class CatalogTile(Closed):
     )
     edges = fields.String(
         required=True,
-        validate=validate.Regexp(r"^[CRF]{4}$"),
-        metadata={"description": "N E S W: C city, R road, F field"},
+        validate=validate.Regexp(r"^[CRFI]{4}$"),
+        metadata={
+            "description": "N E S W: C city, R road, F field, I river (R9.1: no segment, "
+            "no meeple; drawn as the svg's `river` path)"
+        },
     )
     segments = fields.List(fields.Nested(CatalogSegment), required=True)
     spots = fields.List(

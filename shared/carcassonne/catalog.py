@@ -18,7 +18,7 @@ from .geometry import EDGES, HALF_EDGES
 from .svg import PALETTE, PALETTE_NAMES, tile_svg
 from .tileart import SIZE, tile_spots
 from .tiles import TileSet, TileType
-from .tilesets import TILESETS
+from .tilesets import CATALOG
 
 
 def palette() -> list[dict[str, Any]]:
@@ -76,7 +76,7 @@ def _set_data(tileset: TileSet) -> dict[str, Any]:
 @cache
 def tileset_catalog(name: str) -> dict[str, Any] | None:
     """The catalog of tile set `name`, or None when there is no such set."""
-    tileset = TILESETS.get(name)
+    tileset = CATALOG.get(name)
     return None if tileset is None else _set_data(tileset)
 
 
@@ -84,7 +84,7 @@ def tileset_catalog(name: str) -> dict[str, Any] | None:
 def catalog_index() -> dict[str, Any]:
     """Every tile set in brief (name, size, number of types, version) and the palette."""
     sets = []
-    for name in TILESETS:
+    for name in CATALOG:
         data = tileset_catalog(name)
         assert data is not None
         sets.append(

@@ -13,7 +13,7 @@ from xml.sax.saxutils import quoteattr
 
 from .board import Board
 from .state import GameState
-from .tileart import JUNCTION, PENNANT_D, SIZE, spot_point, tile_art
+from .tileart import JUNCTION, PENNANT_D, POOL, SIZE, TileArt, spot_point, tile_art
 from .tiles import FIELD, TileType
 
 XMLNS = "http://www.w3.org/2000/svg"
@@ -35,6 +35,8 @@ GROUND = 'fill="#a3c86a" stroke="#7fa04e" stroke-width="0.5"'
 PENNANT = 'fill="#2a5db0" stroke="#ffffff" stroke-width="1.2"'
 JUNCTION_PAINT = 'fill="#8a7a5a"'
 WALL = 'fill="none" stroke="#6b4423" stroke-width="2"'
+RIVER_PAINT = 'fill="none" stroke="#3f8fd2" stroke-width="14" stroke-linecap="butt"'
+POOL_PAINT = 'fill="#3f8fd2"'
 MEEPLE_D = (
     "M0,-9C3,-9 4,-6 3,-4L9,-2C11,-1 10,2 8,2L5,2L8,9L2,9L0,5L-2,9L-8,9L-5,2L-8,2"
     "C-10,2 -11,-1 -9,-2L-3,-4C-4,-6 -3,-9 0,-9Z"
@@ -56,7 +58,11 @@ def _tile_parts(tile: TileType, rotation: int, feature_of: Iterable[str] | None)
     parts = [f'<rect class="ground" width="{SIZE}" height="{SIZE}" {GROUND}/>']
     shields: list[tuple[int, int]] = []
     walls = []
+    river_drawn = not art.river
     for index, seg in art.segments:
+        if not river_drawn and seg.kind != FIELD:  # over the fields, under the bridges
+            parts.extend(_river_parts(art))
+            river_drawn = True
         tag = f'data-feature="{ids[index]}"' if ids is not None else f'data-segment="{index}"'
         parts.append(f'<path class="seg seg-{seg.kind}" {tag} d="{seg.d}" {PAINT[seg.kind]}/>')
         shields.extend(seg.pennants)
@@ -64,10 +70,20 @@ def _tile_parts(tile: TileType, rotation: int, feature_of: Iterable[str] | None)
             walls.append(seg.wall)
     if walls:  # the cities' inner edges, not the tile's border: joined cities look whole
         parts.append(f'<path class="wall" d="{"".join(walls)}" {WALL}/>')
+    if not river_drawn:
+        parts.extend(_river_parts(art))
     if art.junction:
         parts.append(f'<path class="junction" d="{JUNCTION}" {JUNCTION_PAINT}/>')
     for x, y in shields:
         parts.append(f'<path class="pennant" d="M{x},{y}{PENNANT_D}" {PENNANT}/>')
+    return parts
+
+
+def _river_parts(art: TileArt) -> list[str]:
+    """The river (R9.1): no feature, so no data-segment; a pool where it starts or ends."""
+    parts = [f'<path class="river" d="{art.river}" {RIVER_PAINT}/>']
+    if art.pool:
+        parts.append(f'<path class="river-pool" d="{POOL}" {POOL_PAINT}/>')
     return parts
 
 

@@ -109,6 +109,7 @@ MONASTERY_STEPS: Steps = (
     ("L", ((63, 68),)),
 )
 JUNCTION = "M43,43L57,43L57,57L43,57Z"
+POOL = "M50,36L64,50L50,64L36,50Z"  # the spring's source and the lake, around the centre
 
 
 def turn_point(point: Point, quarter_turns: int) -> Point:
@@ -191,6 +192,8 @@ class TileArt:
 
     segments: tuple[tuple[int, SegmentArt], ...]  # (segment index, art), fields first
     junction: bool  # three or more roads end in the middle (a village)
+    river: str = ""  # R9.1: the river's stroke (path data), "" on a tile without one
+    pool: bool = False  # the river starts or ends in the middle (the spring, the lake)
 
 
 PAINT_ORDER = {FIELD: 0, ROAD: 1, CITY: 2, MONASTERY: 3}
@@ -231,7 +234,13 @@ def tile_art(tile: TileType, rotation: int) -> TileArt:
     dead_ends = sum(1 for s in orient.segments if s.kind == ROAD and s.n_edges == 1)
     junction = dead_ends >= 3
     order = sorted(range(len(orient.segments)), key=lambda i: PAINT_ORDER[orient.segments[i].kind])
-    return TileArt(tuple((i, _segment_art(orient, i, dead_ends)) for i in order), junction)
+    river = tile.river_edges(rotation) if tile.river else ()
+    return TileArt(
+        tuple((i, _segment_art(orient, i, dead_ends)) for i in order),
+        junction,
+        _road_d(list(river), False) if river else "",  # edge to centre, as a road runs
+        len(river) == 1,
+    )
 
 
 def spot_point(orient: Orientation, spot: str) -> Point:

@@ -117,6 +117,13 @@ DEMO = _build("demo", DEMO_COUNTS, meeples=5, gardens=False)
 
 TILESETS: dict[str, TileSet] = {BASE.name: BASE, DEMO.name: DEMO}
 
+# The tile catalog's sets: the playable sets and the river on its own (an expansion that joins
+# either, `tile_set`; its `meeples` is 0: it brings none).
+CATALOG: dict[str, TileSet] = {
+    **TILESETS,
+    "river": TileSet("river", SPRING, 0, RIVER_TILES),
+}
+
 _COMBINED: dict[tuple[str, bool], TileSet] = {}
 
 

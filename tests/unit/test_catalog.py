@@ -89,13 +89,15 @@ def test_each_drawing_shows_each_segment_once(name):
 
 def test_versions_name_the_data():
     base, demo = tileset_catalog("base"), tileset_catalog("demo")
-    assert base is not None and demo is not None
+    river = tileset_catalog("river")
+    assert base is not None and demo is not None and river is not None
     assert base["version"] != demo["version"]
     assert len(base["version"]) == 16
     index = catalog_index()
     assert {s["name"]: s["version"] for s in index["tilesets"]} == {
         "base": base["version"],
         "demo": demo["version"],
+        "river": river["version"],
     }
     assert tileset_catalog("nope") is None
 
@@ -114,3 +116,17 @@ def test_the_documented_schema_reads_the_catalog_exactly(name):
     assert TilesetOut().load(data) == data
     index = json.loads(json.dumps(catalog_index()))
     assert TilesetIndex().load(index) == index
+
+
+def test_the_river_is_in_the_catalog_with_its_river_drawn() -> None:
+    """R9.1: the catalog lists the river's 12 tiles (the spring its start); their `I` edges
+    carry no segment and no spot, and each drawing has the river path (a pool on the spring
+    and the lake)."""
+    river = tileset_catalog("river")
+    assert river is not None and river["start"] == "RIVA" and river["size"] == 12
+    for entry in river["tiles"]:
+        assert "I" in entry["edges"]
+        assert all(seg["kind"] != "river" for seg in entry["segments"])
+        assert 'class="river"' in entry["svg"]
+        assert ('class="river-pool"' in entry["svg"]) == (entry["name"] in ("RIVA", "RIVL"))
+    assert "river" in {s["name"] for s in catalog_index()["tilesets"]}
