@@ -34,6 +34,10 @@ if _soft != resource.RLIM_INFINITY and _soft < _wanted:
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(_soft, _new), _hard))
 
 backlog = 2048
+# Request lines up to 8 KB, as nginx in front takes them (its 8k header buffers): a long query
+# string (repeated parameters, cache busters) then gets the service's JSON 4xx or its view,
+# not gunicorn's HTML 414 at 4 KB, which no client of the API is told about.
+limit_request_line = 8190
 keepalive = 5
 timeout = 30  # the gevent worker's heartbeat runs in its own greenlet: a long stream is no hang
 # On shutdown, open streams are cut after this long; clients reconnect with Last-Event-ID.

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from carcassonne.catalog import catalog_index, tileset_catalog
+
+_base_catalog: dict[str, Any] = tileset_catalog("base") or {}
+
 CREATE_GAME: dict[str, Any] = {
     "players": [{"name": "Ann", "player_id": "user-1042"}, {"name": "Bob"}],
     "seat_order": [0, 1],
@@ -500,116 +504,10 @@ ERRORS: dict[int, dict[str, Any]] = {
 }
 
 
-# GET /tilesets and /tilesets/{name} (one tile of the set's 24 shown).
-TILESETS: dict[str, Any] = {
-    "version": "b2f26e5603be96b3",
-    "tilesets": [
-        {
-            "name": "base",
-            "size": 72,
-            "types": 24,
-            "start": "D",
-            "meeples": 7,
-            "version": "d914600b89871eec",
-            "href": "/tilesets/base",
-        },
-        {
-            "name": "demo",
-            "size": 48,
-            "types": 22,
-            "start": "D",
-            "meeples": 5,
-            "version": "554cbfe72538b440",
-            "href": "/tilesets/demo",
-        },
-    ],
-    "palette": [
-        {"seat": 0, "name": "red", "colour": "#d7263d"},
-        {"seat": 1, "name": "blue", "colour": "#1f5fbf"},
-        {"seat": 2, "name": "yellow", "colour": "#f2c230"},
-        {"seat": 3, "name": "green", "colour": "#1e8c3a"},
-        {"seat": 4, "name": "black", "colour": "#222222"},
-        {"seat": 5, "name": "purple", "colour": "#9b4dca"},
-    ],
-}
-
+# GET /tilesets and /tilesets/{name}: the real data (one tile type of the set's 24 shown), so
+# the examples stay true when the tiles or their drawing change (`make openapi` then).
+TILESETS: dict[str, Any] = catalog_index()
 TILESET: dict[str, Any] = {
-    "version": "d914600b89871eec",
-    "name": "base",
-    "start": "D",
-    "meeples": 7,
-    "size": 72,
-    "tile_size": 100,
-    "palette": [
-        {"seat": 0, "name": "red", "colour": "#d7263d"},
-        {"seat": 1, "name": "blue", "colour": "#1f5fbf"},
-        {"seat": 2, "name": "yellow", "colour": "#f2c230"},
-        {"seat": 3, "name": "green", "colour": "#1e8c3a"},
-        {"seat": 4, "name": "black", "colour": "#222222"},
-        {"seat": 5, "name": "purple", "colour": "#9b4dca"},
-    ],
-    "tiles": [
-        {
-            "name": "D",
-            "count": 4,
-            "gardens": 0,
-            "edges": "CRFR",
-            "segments": [
-                {
-                    "index": 0,
-                    "kind": "city",
-                    "edges": ["N"],
-                    "half_edges": [],
-                    "pennants": 0,
-                    "cities": [],
-                },
-                {
-                    "index": 1,
-                    "kind": "road",
-                    "edges": ["E", "W"],
-                    "half_edges": [],
-                    "pennants": 0,
-                    "cities": [],
-                },
-                {
-                    "index": 2,
-                    "kind": "field",
-                    "edges": [],
-                    "half_edges": ["ENE", "WNW"],
-                    "pennants": 0,
-                    "cities": [0],
-                },
-                {
-                    "index": 3,
-                    "kind": "field",
-                    "edges": [],
-                    "half_edges": ["ESE", "SSE", "SSW", "WSW"],
-                    "pennants": 0,
-                    "cities": [],
-                },
-            ],
-            "spots": [
-                {"spot": "N", "kind": "city", "segment": 0, "x": 50, "y": 15},
-                {"spot": "E", "kind": "road", "segment": 1, "x": 75, "y": 50},
-                {"spot": "W", "kind": "road", "segment": 1, "x": 25, "y": 50},
-                {"spot": "ENE", "kind": "field", "segment": 2, "x": 85, "y": 25},
-                {"spot": "ESE", "kind": "field", "segment": 3, "x": 85, "y": 75},
-                {"spot": "SSE", "kind": "field", "segment": 3, "x": 75, "y": 85},
-                {"spot": "SSW", "kind": "field", "segment": 3, "x": 25, "y": 85},
-                {"spot": "WSW", "kind": "field", "segment": 3, "x": 15, "y": 75},
-                {"spot": "WNW", "kind": "field", "segment": 2, "x": 15, "y": 25},
-            ],
-            "svg": '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 100 100" width="100" '
-            'height="100" data-tile="D" data-rotation="0"><rect class="ground" '
-            'width="100" height="100" fill="#a3c86a" stroke="#7fa04e" '
-            'stroke-width="0.5"/><path class="seg seg-field" data-segment="2" '
-            'd="M50,50L100,0L100,50ZM50,50L0,50L0,0Z" fill="#a3c86a"/><path class="seg '
-            'seg-field" data-segment="3" d="M50,50L100,50L100,100L50,100L0,100L0,50Z" '
-            'fill="#a3c86a"/><path class="seg seg-road" data-segment="1" '
-            'd="M100,50L50,50L0,50" fill="none" stroke="#f4efdc" stroke-width="9" '
-            'stroke-linejoin="round"/><path class="seg seg-city" data-segment="0" '
-            'd="M0,0L100,0C70,30 30,30 0,0Z" fill="#c98b4b" stroke="#6b4423" '
-            'stroke-width="1.5"/></svg>',
-        }
-    ],
+    **_base_catalog,
+    "tiles": [t for t in _base_catalog["tiles"] if t["name"] == "D"],
 }
