@@ -283,6 +283,8 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         },
         not_modified=True,
     ),
+    ("get", "/"): Op("viewGames", ()),  # a static page: its script reads /games
+    ("get", "/games/{game_id}/view"): Op("viewGame", (404, 503)),
     ("get", "/games/{game_id}/live"): Op(
         "streamLive",
         (404, 422, 503),
@@ -346,11 +348,11 @@ def service_specs() -> list[dict[str, Any]]:
     from services.command import app as command_app
     from services.command import integration
     from services.query import app as query_app
-    from services.query import pictures
+    from services.query import pages, pictures
 
     return [
         _service_spec("command", [command_app.blp, integration.blp]),
-        _service_spec("query", [query_app.blp, pictures.boards, pictures.tilesets]),
+        _service_spec("query", [query_app.blp, pictures.boards, pictures.tilesets, pages.blp]),
     ]
 
 

@@ -30,7 +30,7 @@ from services.redis_store.connect import (
     shared_client,
 )
 
-from . import pictures
+from . import pages, pictures
 from .config import from_env
 from .directory import RedisDirectory
 from .live import LiveHub
@@ -287,6 +287,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     api.register_blueprint(blp)
     api.register_blueprint(pictures.boards)
     api.register_blueprint(pictures.tilesets)
+    pages.register(app, api)  # the web pages: /, /games/{id}/view, /viewer/…
 
     @app.errorhandler(GameError)
     def game_error(exc: GameError) -> Response:

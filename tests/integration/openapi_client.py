@@ -24,6 +24,7 @@ from werkzeug.test import EnvironBuilder, TestResponse
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 # Served by both services but not part of the API the document describes.
 OPERATIONAL = ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs")
+ASSETS = ("/viewer/",)  # the web pages' scripts and styles (services/query/pages.py): files
 STREAMS = ("text/event-stream",)
 SERVICE_APPS = {"game_service", "query_service"}  # what the services' apps carry
 
@@ -77,7 +78,7 @@ class _SentRequest(WerkzeugOpenAPIRequest):
 def check(request: Request, response: Response) -> None:
     """Raise `ContractError` unless `response` is what the document allows for `request`."""
     path = request.path
-    if path.startswith(OPERATIONAL) or request.method in ("OPTIONS", "HEAD"):
+    if path.startswith(OPERATIONAL + ASSETS) or request.method in ("OPTIONS", "HEAD"):
         return
     wrapped_response = (
         _StreamResponse(response)

@@ -2,33 +2,30 @@
 pinned package, services/common/static/swagger-ui/), and a real headless Chromium with every
 address but loopback cut off lists the operations.
 
-Chromium comes from the system (the Debian package `chromium`). When it is missing and we run
-as root (as CI does), it is installed with apt-get; otherwise the browser test is skipped with
-the reason shown in the summary.
+Chromium comes from the system (the Debian package `chromium`, tests/browser.py): when it is
+missing and we run as root (as CI does), it is installed with apt-get; otherwise the browser
+test is skipped with the reason shown in the summary.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
 import tempfile
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from services.common.webapp import SWAGGER_UI_DIR, SWAGGER_UI_URL
+from tests.browser import CHROMIUM_ARGS, chromium_or_skip
 
 from .http_client import call, gunicorn
 
 PAGE_SITE = "http://127.0.0.1 "  # a network isolation key: the top frame's site, then the frame's
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-_INSTALL_TRIED: list[str] = []  # the outcome of this process's one install attempt
 
 SERVICES = {
     "command": (
@@ -44,53 +41,9 @@ SERVICES = {
 }
 
 
-def _browser() -> str | None:
-    return next((found for name in BROWSERS if (found := shutil.which(name))), None)
-
-
-def find_chromium() -> tuple[str | None, str]:
-    """(the browser binary, "") or (None, why there is none). Installs it once if we may."""
-    found = _browser()
-    if found is not None:
-        return found, ""
-    if _INSTALL_TRIED:
-        return None, _INSTALL_TRIED[0]
-    if os.geteuid() != 0:
-        why = (
-            "chromium is not installed and this is not root "
-            "(CI installs it: apt-get install chromium)"
-        )
-    elif shutil.which("apt-get") is None:
-        why = "chromium is not installed and there is no apt-get to install it"
-    else:
-        why = _apt_install()
-    _INSTALL_TRIED.append(why)
-    found = _browser()
-    return (found, "") if found is not None else (None, why)
-
-
-def _apt_install() -> str:
-    """apt-get install chromium (after apt-get update if that fails); "" or why it failed."""
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
-    done = subprocess.run(install, env=env, capture_output=True, timeout=900)
-    if done.returncode != 0:  # no package lists yet, or stale ones
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600)
-        done = subprocess.run(install, env=env, capture_output=True, timeout=900)
-    if done.returncode == 0 and _browser() is not None:
-        return ""
-    tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
-    return "chromium is not installed and apt-get could not install it: " + " / ".join(tail)
-
-
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    found, why = find_chromium()
-    if found is None:
-        # pytest -q lists skips without their reasons; a warning shows in the summary.
-        warnings.warn(f"headless browser test skipped: {why}", stacklevel=1)
-        pytest.skip(why)
-    return found
+    return chromium_or_skip()
 
 
 @pytest.fixture(scope="module", params=sorted(SERVICES))
@@ -109,12 +62,7 @@ def render_offline(browser: str, url: str) -> tuple[str, list[str]]:
     argv = [
         browser,
         "--headless",
-        "--no-sandbox",  # root in CI; the profile is a throwaway directory
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-extensions",
-        "--disable-background-networking",
-        "--disable-component-update",
+        *CHROMIUM_ARGS,
         f"--user-data-dir={profile}",
         # The network cut: no name resolves and anything not on loopback goes to a dead proxy.
         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",

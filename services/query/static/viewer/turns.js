@@ -1,0 +1,94 @@
+// What the page shows at one turn (a "frame"): the board, the scores and the board picture
+// after N placements, fetched together and kept, so that stepping to a turn already fetched
+// is a swap of DOM nodes, not a request. Neighbouring turns are fetched ahead of time.
+//
+// A frame can still change while the game is played: the latest turn gains moves (the next
+// draw), and any turn's scores gain events while the scoring worker catches up
+// (`unscored_moves` > 0). Such frames are fetched again when the live stream says something
+// happened; the others never change (a past turn of the log is fixed).
+
+import { gamePath, getJSON, getText } from "./api.js";
+
+function parseSvg(text) {
+  const doc = new DOMParser().parseFromString(text, "image/svg+xml");
+  const root = doc.documentElement;
+  if (root.localName !== "svg" || doc.getElementsByTagName("parsererror").length) {
+    throw new Error("the board picture is not SVG");
+  }
+  // Scripts and event handlers never run from it: it is data (and the page's CSP forbids
+  // inline script anyway).
+  for (const bad of root.querySelectorAll("script, foreignObject")) bad.remove();
+  return document.adoptNode(root);
+}
+
+export class Turns {
+  constructor(gameId) {
+    this.base = gamePath(gameId);
+    this.pending = new Map(); // turn -> Promise<frame>
+    this.ready = new Map(); // turn -> frame
+    this.latest = 0; // tiles placed in the game as last seen
+    this.over = false;
+    this.generation = 0; // bumped when changing frames are forgotten
+  }
+
+  /** The latest position: how many turns the game has and whether it is over. */
+  async refreshLatest() {
+    const board = await getJSON(`${this.base}/board`);
+    this.latest = board.tiles_placed;
+    this.over = board.over;
+    return board;
+  }
+
+  /** The frame of `turn`, fetched once. */
+  get(turn) {
+    const done = this.ready.get(turn);
+    if (done) return Promise.resolve(done);
+    let pending = this.pending.get(turn);
+    if (!pending) {
+      pending = this.fetchFrame(turn).finally(() => this.pending.delete(turn));
+      this.pending.set(turn, pending);
+    }
+    return pending;
+  }
+
+  /** The frame of `turn` if it is here already (a step then needs no wait at all). */
+  peek(turn) {
+    return this.ready.get(turn) || null;
+  }
+
+  /** Fetch the turns around `turn` ahead of a step, quietly. */
+  prefetch(turn) {
+    for (const near of [turn + 1, turn - 1, turn + 2]) {
+      if (near >= 0 && near <= this.latest && !this.ready.has(near)) {
+        this.get(near).catch(() => {}); // fetched again when stepped to
+      }
+    }
+  }
+
+  /** Forget the frames that may have changed (see the top of this file). */
+  forgetChanging() {
+    this.generation += 1;
+    this.pending.clear(); // a fetch under way may have read the old state
+    for (const [turn, frame] of this.ready) {
+      if (!this.isFixed(frame)) this.ready.delete(turn);
+    }
+  }
+
+  isFixed(frame) {
+    const boardFixed = frame.turn < this.latest || frame.board.over;
+    return boardFixed && frame.scores.unscored_moves === 0;
+  }
+
+  async fetchFrame(turn) {
+    const generation = this.generation;
+    const query = `?turn=${turn}`;
+    const [board, scores, svgText] = await Promise.all([
+      getJSON(`${this.base}/board${query}`),
+      getJSON(`${this.base}/scores${query}`),
+      getText(`${this.base}/board.svg${query}`),
+    ]);
+    const frame = { turn, board, scores, svg: parseSvg(svgText) };
+    if (generation === this.generation) this.ready.set(turn, frame);
+    return frame;
+  }
+}
