@@ -1,0 +1,167 @@
+"""Game viewer benchmark (`make bench`): the page in headless Chromium on loopback.
+
+One query instance as deployed (gunicorn with deploy/gunicorn/query.py) on a private Redis
+holding a finished 72-tile game (its score stream written by the worker's own code). The
+system Chromium (tests/browser.py) driven by Playwright:
+
+- **load**: open `/games/{id}/view` (the last turn) in a fresh browser context (empty cache)
+  until the board is drawn (the page's `viewer-drawn` mark, after the first paint), `--loads`
+  times. Baseline, same run: opening the board's JSON view (`/games/{id}/board`) the same way,
+  to its load event.
+- **step**: from turn 0 to the end with the → key, a pause between steps as a reader's
+  (`--pause-ms`, the neighbouring turns are fetched meanwhile): key press to the new turn's
+  picture in the page and the next frame. Baseline, same run: one `fetch` of the board view
+  of a turn from the page's script (what a step would cost if it asked the server).
+
+Targets: load p50 ≤ 1 s; step p50 ≤ 50 ms (the worst is printed too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import redis  # noqa: E402
+
+from carcassonne.events import TilePlaced  # noqa: E402
+from carcassonne.ruleset import Ruleset  # noqa: E402
+from carcassonne.simulate import random_game  # noqa: E402
+from services.redis_store import RedisEventStore  # noqa: E402
+from services.scoring.scorer import Scorer  # noqa: E402
+from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.browser import find_chromium, playwright_chromium  # noqa: E402
+from tests.integration.http_client import gunicorn  # noqa: E402
+from tests.redis_server import private_redis  # noqa: E402
+from tests.unit.test_query_games import store_game  # noqa: E402
+
+LOAD_TARGET_MS, STEP_TARGET_MS = 1000.0, 50.0
+GAME_ID = "be9c" + "0" * 28
+
+# In the page: step with the → key `count` times, each timed from the key press to the new
+# turn on screen and the frame after it; a reader's pause between steps.
+STEPS_JS = """async ([count, pause]) => {
+  const frame = () => new Promise((done) => requestAnimationFrame(() => done()));
+  const times = [];
+  for (let i = 0; i < count; i += 1) {
+    const target = String(Number(document.body.dataset.turn) + 1);
+    const start = performance.now();
+    document.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowRight", bubbles: true }));
+    while (document.body.dataset.turn !== target) await frame();
+    await frame();
+    times.push(performance.now() - start);
+    await new Promise((done) => setTimeout(done, pause));
+  }
+  return times;
+}"""
+FETCH_JS = """async ([path, count]) => {
+  const times = [];
+  for (let i = 0; i < count; i += 1) {
+    const start = performance.now();
+    await (await fetch(`${path}?turn=${i % 70}`)).json();
+    times.push(performance.now() - start);
+  }
+  return times;
+}"""
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def summary(values: list[float]) -> str:
+    return (
+        f"p50 {statistics.median(values):7.1f} ms  p90 {pct(values, 90):7.1f} ms  "
+        f"max {max(values):7.1f} ms"
+    )
+
+
+def store_finished_game(url: str, seed: int) -> int:
+    """A finished 72-tile base game in the store, scored; its number of turns."""
+    store = RedisEventStore(redis.Redis.from_url(url))
+    _, events = random_game(random.Random(seed), 3, Ruleset())
+    store_game(store, GAME_ID, events)
+    Scorer(store).catch_up(GAME_ID)
+    return sum(isinstance(e, TilePlaced) for e in events)
+
+
+def load_times(browser: Any, url: str, count: int, drawn: bool) -> list[float]:
+    """ms from navigation start to the board drawn (the viewer) or the load event (JSON)."""
+    times = []
+    for _ in range(count):
+        context = browser.new_context()  # an empty cache each time
+        page = context.new_page()
+        page.goto(url)
+        if drawn:
+            page.wait_for_function(
+                "() => performance.getEntriesByName('viewer-drawn').length > 0", timeout=10_000
+            )
+            took = page.evaluate("() => performance.getEntriesByName('viewer-drawn')[0].startTime")
+        else:
+            took = page.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd")
+        times.append(float(took))
+        context.close()
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--loads", type=int, default=15)
+    parser.add_argument("--pause-ms", type=int, default=150)
+    parser.add_argument("--seed", type=int, default=1616)
+    args = parser.parse_args()
+    chromium, why = find_chromium()
+    if chromium is None:
+        print(f"bench_page: no browser: {why}", file=sys.stderr)
+        return 1
+    with private_redis() as url:
+        turns = store_finished_game(url, args.seed)
+        with (
+            gunicorn(
+                "services.query.wsgi:app",
+                "deploy/gunicorn/query.py",
+                {"REDIS_URL": url},
+                workers=2,
+            ) as base,  # fmt: skip
+            playwright_chromium(chromium) as browser,
+        ):
+            view = f"{base}/games/{GAME_ID}/view"
+            load_times(browser, view, 2, drawn=True)  # warm the service's caches
+            json_loads = load_times(browser, f"{base}/games/{GAME_ID}/board", args.loads, False)
+            page_loads = load_times(browser, view, args.loads, drawn=True)
+
+            page = browser.new_page()
+            page.goto(f"{view}?turn=0")
+            page.wait_for_function("() => document.body.dataset.turn === '0'")
+            time.sleep(args.pause_ms / 1000)
+            steps = page.evaluate(STEPS_JS, [turns, args.pause_ms])
+            fetches = page.evaluate(FETCH_JS, [f"/games/{GAME_ID}/board", 50])
+            tiles = page.evaluate("() => document.querySelectorAll('#board g.tile').length")
+            page.close()
+
+    print(f"game viewer, a finished game of {turns} turns ({tiles} tiles drawn at the end)")
+    print(f"  baseline: JSON board view load  {summary(json_loads)}")
+    load_ok = statistics.median(page_loads) <= LOAD_TARGET_MS
+    print(
+        f"  page load to a drawn board      {summary(page_loads)}  "
+        f"target p50 ≤ {LOAD_TARGET_MS:.0f} ms: {verdict('page load', load_ok)}"
+    )
+    print(f"  baseline: fetch of /board?turn  {summary(fetches)}")
+    step_ok = statistics.median(steps) <= STEP_TARGET_MS
+    print(
+        f"  step one turn ({len(steps):2d} steps)     {summary(steps)}  "
+        f"target p50 ≤ {STEP_TARGET_MS:.0f} ms: {verdict('step', step_ok)}"
+    )
+    return exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
