@@ -26,6 +26,7 @@ from carcassonne.track import SPACES, track_position
 
 NAMES = ("Ada", "Brunel", "Curie", "Darwin", "Euler", "Faraday")
 BOARD_PATH = "/games/{id}/board"  # the query service's board view: the game's URL
+VIEW_PATH = "/games/{id}/view"  # the same game in a browser (services/query/pages.py)
 SCORES_PATH = "/games/{id}/scores"  # the query service's score track
 RETRIES = 8  # a turn is retried (same Idempotency-Key) on a 5xx or a refused connection
 
@@ -325,6 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.write(f"winner: {winners(game.names, scores)}\n")
     if view is not None:
         out.write(f"the game: {args.query_url}{BOARD_PATH.format(id=game.game_id)}\n")
+        out.write(f"watch it: {args.query_url}{VIEW_PATH.format(id=game.game_id)}\n")
     else:
         out.write(
             f"the game: {args.command_url}/games/{game.game_id}/turn "

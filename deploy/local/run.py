@@ -605,7 +605,11 @@ class Suite:
                 base = f"http://{c.host}:{port}"
                 argv = [py, "-m", "gunicorn", "-c", f"deploy/gunicorn/{role}.py"]
                 argv.append(f"services.{role}.wsgi:app")
-                note = "API docs at /docs" if role == "command" else "boards at /games/<id>/board"
+                note = (
+                    "API docs at /docs"
+                    if role == "command"
+                    else "games in a browser at / (each at /games/<id>/view)"
+                )
                 if self.nginx:
                     upstreams.setdefault(role, []).append(f"{c.host}:{port}")
                     note = f"{self.public[role]}  {note} (gunicorn on {base}, behind nginx)"
