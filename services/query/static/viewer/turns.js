@@ -24,11 +24,16 @@ function parseSvg(text) {
 export class Turns {
   constructor(gameId) {
     this.base = gamePath(gameId);
-    this.pending = new Map(); // turn -> Promise<frame>
-    this.ready = new Map(); // turn -> frame
+    this.pending = new Map(); // key(turn) -> Promise<frame>
+    this.ready = new Map(); // key(turn) -> frame
     this.latest = 0; // tiles placed in the game as last seen
     this.over = false;
     this.generation = 0; // bumped when changing frames are forgotten
+    this.open = false; // pictures with the open features outlined (board.svg?open=1)
+  }
+
+  key(turn) {
+    return this.open ? `${turn}+open` : String(turn);
   }
 
   /** The latest position: how many turns the game has and whether it is over. */
@@ -41,25 +46,29 @@ export class Turns {
 
   /** The frame of `turn`, fetched once. */
   get(turn) {
-    const done = this.ready.get(turn);
+    const key = this.key(turn);
+    const done = this.ready.get(key);
     if (done) return Promise.resolve(done);
-    let pending = this.pending.get(turn);
+    let pending = this.pending.get(key);
     if (!pending) {
-      pending = this.fetchFrame(turn).finally(() => this.pending.delete(turn));
-      this.pending.set(turn, pending);
+      const fetching = this.fetchFrame(turn).finally(() => {
+        if (this.pending.get(key) === fetching) this.pending.delete(key);
+      });
+      pending = fetching;
+      this.pending.set(key, pending);
     }
     return pending;
   }
 
   /** The frame of `turn` if it is here already (a step then needs no wait at all). */
   peek(turn) {
-    return this.ready.get(turn) || null;
+    return this.ready.get(this.key(turn)) || null;
   }
 
   /** Fetch the turns around `turn` ahead of a step, quietly. */
   prefetch(turn) {
     for (const near of [turn + 1, turn - 1, turn + 2]) {
-      if (near >= 0 && near <= this.latest && !this.ready.has(near)) {
+      if (near >= 0 && near <= this.latest && !this.ready.has(this.key(near))) {
         this.get(near).catch(() => {}); // fetched again when stepped to
       }
     }
@@ -69,8 +78,8 @@ export class Turns {
   forgetChanging() {
     this.generation += 1;
     this.pending.clear(); // a fetch under way may have read the old state
-    for (const [turn, frame] of this.ready) {
-      if (!this.isFixed(frame)) this.ready.delete(turn);
+    for (const [key, frame] of this.ready) {
+      if (!this.isFixed(frame)) this.ready.delete(key);
     }
   }
 
@@ -81,14 +90,15 @@ export class Turns {
 
   async fetchFrame(turn) {
     const generation = this.generation;
+    const key = this.key(turn);
     const query = `?turn=${turn}`;
     const [board, scores, svgText] = await Promise.all([
       getJSON(`${this.base}/board${query}`),
       getJSON(`${this.base}/scores${query}`),
-      getText(`${this.base}/board.svg${query}`),
+      getText(`${this.base}/board.svg${query}${this.open ? "&open=1" : ""}`),
     ]);
     const frame = { turn, board, scores, svg: parseSvg(svgText) };
-    if (generation === this.generation) this.ready.set(turn, frame);
+    if (generation === this.generation) this.ready.set(key, frame);
     return frame;
   }
 }

@@ -36,11 +36,11 @@ async function go(turn) {
 }
 
 function step(delta) {
-  if (shown === null) return;
-  follow = false;
-  go(shown.turn + delta).catch(failed);
+  if (shown !== null) jump(shown.turn + delta);
 }
 
+/** Show `turn` as the reader asked: reaching the latest turn of a game being played follows
+ * it again, any other turn stops following. */
 function jump(turn) {
   follow = !turns.over && turn >= turns.latest;
   go(turn).catch(failed);
@@ -209,7 +209,8 @@ async function update() {
   await turns.refreshLatest();
   turns.forgetChanging();
   if (follow) await go(turns.latest);
-  else if (shown) await go(shown.turn);
+  else if (shown && !turns.peek(shown.turn)) await go(shown.turn); // it changed: read again
+  else if (shown) renderStepper(shown); // the same turn, in a longer game
   if (turns.over && shown && turns.isFixed(shown)) stopLive();
 }
 
@@ -226,9 +227,10 @@ function wire() {
   $("next").addEventListener("click", () => step(1));
   $("last").addEventListener("click", () => jump(turns.latest));
   $("live").addEventListener("click", () => jump(turns.latest));
-  slider.addEventListener("input", () => {
-    follow = false;
-    go(Number(slider.value)).catch(failed);
+  slider.addEventListener("input", () => jump(Number(slider.value)));
+  $("open").addEventListener("change", () => {
+    turns.open = $("open").checked;
+    if (shown) go(shown.turn).catch(failed);
   });
   $("zoom-in").addEventListener("click", () => board.zoom(1.4));
   $("zoom-out").addEventListener("click", () => board.zoom(1 / 1.4));
