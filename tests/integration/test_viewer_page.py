@@ -181,7 +181,12 @@ def test_a_finished_game_steps_to_turn_30_and_to_the_end(browser, suite, finishe
     wait_turn(page, 30)
     assert page.url.endswith("?turn=30")  # the URL keeps the turn
     check_turn(page, query, game_id, 30)
+    # The open features outlined (board.svg?open=1), and gone again.
+    page.check("#open")
+    page.wait_for_function("() => document.querySelectorAll('#board .open-feature').length > 0")
     shot(page, "viewer-turn-30")
+    page.uncheck("#open")
+    page.wait_for_function("() => !document.querySelector('#board .open-feature')")
 
     page.keyboard.press("End")
     wait_turn(page, last)
