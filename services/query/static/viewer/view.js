@@ -237,7 +237,7 @@ function wire() {
   $("zoom-fit").addEventListener("click", () => board.reset());
   document.addEventListener("keydown", (event) => {
     if (event.altKey || event.ctrlKey || event.metaKey) return;
-    if (event.target instanceof HTMLInputElement) return; // the slider steps by itself
+    if (event.target === slider) return; // the slider steps by itself
     const keys = {
       ArrowLeft: () => step(-1),
       ArrowRight: () => step(1),
