@@ -103,7 +103,7 @@ function renderPlayers(frame) {
       el("span", { class: `dot ${seatClass(seat)}`, "aria-hidden": "true" }),
       el("span", { class: "player-name" }, player.name),
       view.turn && view.turn.player === seat ? el("span", { class: "to-play", title: "to play" }, " ◆") : null,
-      player.rank === 1 ? el("span", { class: "winner", title: "winner (R7.5)" }, " 🏆") : null,
+      player.rank === 1 ? el("span", { class: "winner", title: "winner (R7.5)" }, " ★") : null,
     );
     return el(
       "tr",
