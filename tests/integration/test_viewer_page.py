@@ -104,6 +104,12 @@ def finished(suite: dict[str, str]) -> dict[str, Any]:
     return {"game_id": game_id, "names": names, "scores": scores, "board": board}
 
 
+def rgb(hex_colour: str) -> str:
+    """`#d7263d` as a browser's computed style says it: `rgb(215, 38, 61)`."""
+    red, green, blue = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({red}, {green}, {blue})"
+
+
 def shot(page: Any, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
@@ -197,6 +203,17 @@ def test_a_finished_game_steps_to_turn_30_and_to_the_end(browser, suite, finishe
     ]
     assert any(e["kind"] == "farm" for e in shown["events"])  # final scoring (R7.3)
     assert "Final scores" in page.text_content("#result")
+    # The track's markers wear the colours of the players' meeples on the board.
+    colours = page.evaluate(
+        """() => ({
+        meeples: [...document.querySelectorAll('#board g.meeple')].map(
+            (g) => [g.dataset.player, g.querySelector('[fill]').getAttribute('fill')]),
+        markers: [...document.querySelectorAll('#track .marker')].map(
+            (c) => [c.dataset.seat, getComputedStyle(c).fill]),
+    })"""
+    )
+    markers = dict(colours["markers"])
+    assert colours["meeples"] and all(markers[p] == rgb(fill) for p, fill in colours["meeples"])
     shot(page, "viewer-end")
 
     # The slider, and a turn with scores during play: every event explained and found.
