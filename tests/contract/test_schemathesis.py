@@ -47,6 +47,8 @@ QUERY_OPS = {
     "streamLive",
     "listTilesets",
     "getTileset",
+    "viewGames",
+    "viewGame",
 }
 
 
