@@ -135,7 +135,7 @@ def score_body(replayed: Replayed, names: Sequence[str] | None = None) -> dict[s
         item = scored.to_dict()
         item.update(index=index, totals=totals, explanation=explain(scored, names))
         (final if scored.final else during).append(item)
-    rank, winners = ranks(state.scores)
+    rank, winners = ranks(state.scores, [why is not None for why in state.out])
     ended = next((e.reason for e in reversed(replayed.events) if isinstance(e, GameEnded)), None)
     return {
         "format": FORMAT,

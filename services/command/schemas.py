@@ -78,6 +78,23 @@ class RulesetIn(Strict):
             "another turn, once per turn"
         },
     )
+    turn_seconds = fields.Integer(
+        strict=True,
+        allow_none=True,
+        load_default=None,
+        validate=validate.Range(1, 30 * 86_400),
+        metadata={
+            "description": "seconds a player has for a turn (e.g. 60 live, 86400 "
+            "asynchronous); a turn not played in time is skipped by the server "
+            "(docs/lifecycle.md). Default: no limit"
+        },
+    )
+    max_timeouts = fields.Integer(
+        strict=True,
+        load_default=3,
+        validate=validate.Range(1, 99),
+        metadata={"description": "timed-out turns after which a seat is out of the game"},
+    )
 
 
 class CreateGameIn(Strict):
@@ -129,6 +146,24 @@ class TurnView(Closed):
     scores = ints(required=True, metadata={"description": "per seat"})
     supply = ints(required=True, metadata={"description": "meeples in hand per seat"})
     placements = fields.List(fields.Nested(Placement), required=True)
+    deadline_ms = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "when this turn times out (Unix ms; the TileDrawn event's "
+            "deadline_ms); null without a turn limit or once the game is over"
+        },
+    )
+    out = fields.List(
+        fields.String(allow_none=True, validate=validate.OneOf(["resigned", "timed_out"])),
+        required=True,
+        metadata={"description": "per seat: null while in the game, else why it is out"},
+    )
+    status = fields.String(
+        required=True,
+        validate=validate.OneOf(["in_progress", "over", "abandoned"]),
+        metadata={"description": "abandoned: ended by the server after ABANDON_AFTER idle"},
+    )
     seed = fields.String(
         allow_none=True,
         metadata={"description": "the draw seed, revealed when the game ends (null: imported)"},

@@ -12,6 +12,7 @@ import hashlib
 import random
 import secrets
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,23 +22,22 @@ from prometheus_client import Counter
 
 from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
-    DiscardTile,
-    DrawTile,
     Event,
     PlayTurn,
     StartGame,
     meeple_to_dict,
     with_seats,
 )
-from carcassonne.game import actions, decide, drawable, is_unplaceable
+from carcassonne.game import actions, decide
 from carcassonne.ruleset import Ruleset
-from carcassonne.state import DRAW, OVER, GameState
+from carcassonne.state import OVER, GameState
 from carcassonne.tiles import Meeple
 from eventstore.envelope import MOVES, StoredEvent
 from eventstore.errors import CommandReused, ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine, to_new
 from services.common.body import fingerprint
+from services.common.draws import draw_until_placeable
 from services.redis_store.keys import new_game_id
 
 # What a turn costs beyond its append: move events read from the stream to bring a cached state
@@ -47,6 +47,18 @@ EVENTS_READ = Counter(
     "carcassonne_events_read_total",
     "Move events read from the stream to catch a cached game state up (XRANGE entries)",
 )
+
+
+def status_of(state: GameState) -> str:
+    """A game's status as views and `GET /games?status=` name it."""
+    if state.phase != OVER:
+        return "in_progress"
+    return "abandoned" if state.abandoned else "over"
+
+
+def now_ms() -> int:
+    """The service's clock (Unix ms): deadlines are computed here, never in the engine."""
+    return int(time.time() * 1000)
 
 
 class NotFound(GameError):
@@ -136,18 +148,6 @@ class MemorySecrets:
 def token_hash(token: str) -> str:
     """Tokens are stored hashed: a leaked secrets record does not let anyone play."""
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-def draw_tile(seed: str, draws: int, bag: dict[str, int]) -> str:
-    """The tile for draw number `draws`: uniform over the bag, reproducible from the seed."""
-    rng = random.Random(f"{seed}:{draws}")
-    pool = sorted(bag.items())
-    pick = rng.randrange(sum(n for _, n in pool))
-    for name, count in pool:
-        if pick < count:
-            return name
-        pick -= count
-    raise AssertionError("unreachable: the pick lies inside the bag")
 
 
 # Events a cached game keeps since its last checkpoint before it takes a new one (a copy of
@@ -526,16 +526,10 @@ class GameService:
             state.apply(event)
         return events
 
-    def _draw_until_placeable(self, state: GameState, seed: str) -> list[Event]:
-        """Draw for the next player; a tile that fits nowhere is discarded or returned (R4.4)."""
-        events: list[Event] = []
-        while state.phase == DRAW and state.bag_size:
-            # every draw has its own index; the river's tiles come first (R9.1, `drawable`)
-            tile = draw_tile(seed, state.drawn_count, drawable(state))
-            events += self._run(state, DrawTile(tile))
-            if is_unplaceable(state):
-                events += self._run(state, DiscardTile(state.current))
-        return events
+    @staticmethod
+    def _draw_until_placeable(state: GameState, seed: str) -> list[Event]:
+        """Draw for the next player (R4.4), the turn's clock starting now (a turn limit)."""
+        return draw_until_placeable(state, seed, now_ms())
 
     # -- views ------------------------------------------------------------------------
     def turn_view(self, game_id: str) -> dict[str, Any]:
@@ -561,6 +555,9 @@ class GameService:
                 {"x": x, "y": y, "rotation": r, "meeples": spots}
                 for (x, y, r), spots in options.items()
             ],
+            "deadline_ms": state.deadline_ms,
+            "out": list(state.out),
+            "status": status_of(state),
         }
         if state.phase == OVER:
             view["seed"] = cached.secrets["seed"]  # R2.1 Decision: revealed once the game ends

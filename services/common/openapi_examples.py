@@ -62,6 +62,9 @@ CREATED_GAME: dict[str, Any] = {
         "supply": [7, 7],
         "tile": "U",
         "tiles_left": 70,
+        "deadline_ms": 1_795_000_060_000,
+        "out": [None, None],
+        "status": "in_progress",
     },
 }
 
@@ -75,6 +78,9 @@ TURN_VIEW: dict[str, Any] = {
     "tiles_left": 67,
     "scores": [0, 0],
     "supply": [5, 6],
+    "deadline_ms": 1_795_000_060_000,
+    "out": [None, None],
+    "status": "in_progress",
     "placements": [
         {
             "x": 1,
@@ -139,6 +145,7 @@ BOARD: dict[str, Any] = {
     "seq": 8,
     "phase": "place",
     "over": False,
+    "status": "in_progress",
     "ruleset": {
         "tileset": "base",
         "farmers": True,
@@ -146,10 +153,10 @@ BOARD: dict[str, Any] = {
         "incomplete_score": True,
     },
     "players": [
-        {"seat": 0, "name": "Ann", "player_id": "user-1042", "score": 0, "supply": 5},
-        {"seat": 1, "name": "Bob", "player_id": None, "score": 0, "supply": 6},
+        {"seat": 0, "name": "Ann", "player_id": "user-1042", "score": 0, "supply": 5, "out": None},
+        {"seat": 1, "name": "Bob", "player_id": None, "score": 0, "supply": 6, "out": None},
     ],
-    "turn": {"player": 1, "name": "Bob", "tile": "E"},
+    "turn": {"player": 1, "name": "Bob", "tile": "E", "deadline_ms": 1_795_000_060_000},
     "tiles_placed": 3,
     "tiles_left": 67,
     "discarded": [],
@@ -237,6 +244,7 @@ SCORES: dict[str, Any] = {
     "unscored_moves": 0,
     "score_seq": 1,
     "over": False,
+    "status": "in_progress",
     "players": [
         {
             "seat": 0,
@@ -247,6 +255,7 @@ SCORES: dict[str, Any] = {
             "meeples": {"supply": 5, "on_board": 2},
             "points": {"roads": 0, "cities": 0, "monasteries": 0, "farms": 0},
             "rank": None,
+            "out": None,
         },
         {
             "seat": 1,
@@ -257,6 +266,7 @@ SCORES: dict[str, Any] = {
             "meeples": {"supply": 6, "on_board": 1},
             "points": {"roads": 0, "cities": 0, "monasteries": 0, "farms": 0},
             "rank": None,
+            "out": None,
         },
     ],
     "events": [

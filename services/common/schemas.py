@@ -83,6 +83,14 @@ class Ruleset(Closed):
     area = fields.Nested(Area)
     hole_extra_turn = fields.Boolean(metadata={"description": "R10.6; left out when off"})
     river = fields.Boolean(metadata={"description": "R9.1 The River; left out when off"})
+    turn_seconds = fields.Integer(
+        validate=validate.Range(1, 30 * 86_400),
+        metadata={"description": "seconds a player has for a turn (docs/lifecycle.md)"},
+    )
+    max_timeouts = fields.Integer(
+        validate=validate.Range(1, 99),
+        metadata={"description": "timed-out turns that put a seat out (default 3)"},
+    )
 
 
 # Which spot key a meeple's feature takes. One flat object with optional keys, not a oneOf
@@ -126,6 +134,10 @@ class Event(Closed):
                 "TileDiscarded",
                 "TileReturned",
                 "GameEnded",
+                "TurnTimedOut",
+                "PlayerTimedOut",
+                "PlayerResigned",
+                "GameAbandoned",
                 "FeatureScored",
                 "GameScored",
             ]
@@ -138,8 +150,11 @@ class Event(Closed):
         required=True,
         metadata={
             "description": "GameStarted: ruleset, players, names?, player_ids?; TileDrawn: "
-            "tile; TilePlaced: player, tile, x, y, rotation, meeple; TileDiscarded and "
-            "TileReturned: player, tile; GameEnded: reason; FeatureScored: a ScoreEvent "
+            "tile, deadline_ms? (Unix ms when the turn times out; only with a turn limit); "
+            "TilePlaced: player, tile, x, y, rotation, meeple; TileDiscarded and "
+            "TileReturned: player, tile; GameEnded: reason; TurnTimedOut: player, tile; "
+            "PlayerTimedOut: player, timeouts; PlayerResigned: player; GameAbandoned: "
+            "idle_ms; FeatureScored: a ScoreEvent "
             "and `move`; GameScored: move, final_scores, scores_before_final, ranks, winners"
         },
     )

@@ -34,7 +34,9 @@ from services.redis_store.keys import SHARDS, games_key, player_id_key, player_k
 
 from .projector import BadParameter
 
-IN_PROGRESS, OVER = "in_progress", "over"
+IN_PROGRESS, OVER, ABANDONED = "in_progress", "over", "abandoned"
+# A game's status by its last move event (nothing is appended after either of these).
+_STATUS_AFTER = {"GameEnded": OVER, "GameAbandoned": ABANDONED}
 Entry = tuple[int, str]  # (creation ms, game id): the order of the list, newest first
 
 
@@ -208,7 +210,7 @@ class RedisDirectory:
             out.append(
                 {
                     "game_id": game_id,
-                    "status": OVER if last["type"] == "GameEnded" else IN_PROGRESS,
+                    "status": _STATUS_AFTER.get(last["type"], IN_PROGRESS),
                     "players": names,
                     "player_ids": player_ids,
                     "seq": int(_text(entry_id).split("-", 1)[0]),

@@ -68,8 +68,18 @@ PLAYER_ID = validate.Regexp(
 )
 
 
+STATUSES = ["in_progress", "over", "abandoned"]
+STATUS = {"description": "abandoned: ended by the server after ABANDON_AFTER without a move"}
+OUT = fields.String(
+    required=True,
+    allow_none=True,
+    validate=validate.OneOf(["resigned", "timed_out"]),
+    metadata={"description": "null while in the game; else why the seat is out"},
+)
+
+
 class GamesArgs(Schema):
-    status = fields.String(validate=validate.OneOf(["in_progress", "over"]))
+    status = fields.String(validate=validate.OneOf(STATUSES), metadata=STATUS)
     player = fields.String(validate=validate.Length(1, 40))
     player_id = fields.String(
         validate=PLAYER_ID,
@@ -88,6 +98,7 @@ class BoardSeat(Closed):
     player_id = fields.String(required=True, allow_none=True, metadata=PLAYER_ID_OUT)
     score = fields.Integer(required=True)
     supply = fields.Integer(required=True, metadata={"description": "meeples in hand"})
+    out = OUT
 
 
 class BoardTurn(Closed):
@@ -95,6 +106,11 @@ class BoardTurn(Closed):
     name = fields.String(required=True)
     tile = fields.String(
         required=True, allow_none=True, metadata={"description": "null between placement and draw"}
+    )
+    deadline_ms = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "when the turn times out (Unix ms); null: no turn limit"},
     )
 
 
@@ -138,6 +154,7 @@ class Board(Closed):
     seq = fields.Integer(required=True, metadata={"description": "the last move it reflects"})
     phase = fields.String(required=True, validate=validate.OneOf(["new", "draw", "place", "over"]))
     over = fields.Boolean(required=True)
+    status = fields.String(required=True, validate=validate.OneOf(STATUSES), metadata=STATUS)
     ruleset = fields.Nested(Ruleset, required=True)
     players = fields.List(fields.Nested(BoardSeat), required=True)
     turn = fields.Nested(BoardTurn, required=True, allow_none=True)
@@ -181,7 +198,12 @@ class ScoreSeat(Closed):
     track = fields.Nested(Track, required=True)
     meeples = fields.Nested(MeepleCount, required=True, metadata={"description": "as of `seq`"})
     points = fields.Nested(Points, required=True)
-    rank = fields.Integer(required=True, allow_none=True, metadata={"description": "once over"})
+    rank = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "once over; seats out rank after every seat still in"},
+    )
+    out = OUT
 
 
 class StoredScore(ExplainedScore):
@@ -209,6 +231,7 @@ class Scores(Closed):
     unscored_moves = fields.Integer(required=True)
     score_seq = fields.Integer(required=True)
     over = fields.Boolean(required=True)
+    status = fields.String(required=True, validate=validate.OneOf(STATUSES), metadata=STATUS)
     players = fields.List(fields.Nested(ScoreSeat), required=True)
     events = fields.List(fields.Nested(StoredScore), required=True)
     result = fields.Nested(GameResult, required=True, allow_none=True)
@@ -230,7 +253,7 @@ class EventsPage(Closed):
 
 class GameSummary(Closed):
     game_id = fields.String(required=True)
-    status = fields.String(required=True, validate=validate.OneOf(["in_progress", "over"]))
+    status = fields.String(required=True, validate=validate.OneOf(STATUSES), metadata=STATUS)
     players = fields.List(fields.String(), required=True, metadata={"description": "names"})
     player_ids = fields.List(
         fields.String(allow_none=True),

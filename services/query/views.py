@@ -26,6 +26,14 @@ def player_id(pos: Position, seat: int) -> str | None:
     return ids[seat] if ids is not None and seat < len(ids) else None
 
 
+def status(pos: Position) -> str:
+    """in_progress, over, or abandoned (ended by the server: docs/lifecycle.md)."""
+    state = pos.state
+    if state.phase != OVER:
+        return "in_progress"
+    return "abandoned" if state.abandoned else "over"
+
+
 def board_etag(pos: Position) -> str:
     """The board view depends on the moves only."""
     return f"m{pos.seq}"
@@ -48,12 +56,14 @@ def board_view(pos: Position) -> dict[str, Any]:
             "player": state.current,
             "name": player_name(pos.names, state.current),
             "tile": state.drawn,  # None between a placement and the next draw
+            "deadline_ms": state.deadline_ms,
         }
     return {
         "game_id": pos.game_id,
         "seq": pos.seq,
         "phase": state.phase,
         "over": state.over,
+        "status": status(pos),
         "ruleset": state.ruleset.to_dict(),
         "players": [
             {
@@ -62,6 +72,7 @@ def board_view(pos: Position) -> dict[str, Any]:
                 "player_id": player_id(pos, p),
                 "score": state.scores[p],
                 "supply": state.supply[p],
+                "out": state.out[p],
             }
             for p in range(state.players)
         ],
@@ -118,6 +129,7 @@ def scores_view(pos: Position) -> dict[str, Any]:
         "unscored_moves": pos.seq - pos.progress,
         "score_seq": pos.score_seq,
         "over": result is not None,
+        "status": status(pos),
         "players": [
             {
                 "seat": p,
@@ -128,6 +140,7 @@ def scores_view(pos: Position) -> dict[str, Any]:
                 "meeples": {"supply": state.supply[p], "on_board": on_board[p]},
                 "points": points[p],
                 "rank": None if result is None else result["ranks"][p],
+                "out": state.out[p],
             }
             for p in range(players)
         ],

@@ -40,6 +40,7 @@ from eventstore.envelope import MOVES, SCORES
 from .connect import connect, is_cluster
 from .indexes import marker_number, text
 from .keys import (
+    ABANDONED,
     IN_PROGRESS,
     OVER,
     game_keys,
@@ -114,11 +115,13 @@ def index_game(client: redis.Redis, game_id: str, now_ms: int | None = None) -> 
     if not first:
         return False
     created = int(text(first[0][1][b"t"]))
-    over = text(last[0][1][b"type"]) == "GameEnded"
+    last_type = text(last[0][1][b"type"])
+    status = {"GameEnded": OVER, "GameAbandoned": ABANDONED}.get(last_type, IN_PROGRESS)
     writes = client.pipeline(transaction=False)
     writes.zadd(games_key(shard), {game_id: created})
-    writes.zadd(status_key(shard, OVER if over else IN_PROGRESS), {game_id: created})
-    writes.zrem(status_key(shard, IN_PROGRESS if over else OVER), game_id)
+    writes.zadd(status_key(shard, status), {game_id: created})
+    for other in {IN_PROGRESS, OVER, ABANDONED} - {status}:
+        writes.zrem(status_key(shard, other), game_id)
     for name in _names(secret):
         writes.zadd(player_key(shard, name), {game_id: created})
     moved, scored = marker_number(moved_raw), marker_number(scored_raw)

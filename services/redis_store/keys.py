@@ -80,7 +80,7 @@ SHARD_TAGS: tuple[str, ...] = (
 _SPAN = SLOTS // SHARDS  # 256 slots per shard; its slot is the middle one
 _system = random.SystemRandom()
 _MAX_DRAWS = 100_000  # ~256 expected; a bound so a broken rng cannot spin forever
-IN_PROGRESS, OVER = "in_progress", "over"
+IN_PROGRESS, OVER, ABANDONED = "in_progress", "over", "abandoned"
 
 
 def shard_slot(shard: int) -> int:
@@ -147,8 +147,21 @@ def games_key(shard: int) -> str:
 
 
 def status_key(shard: int, status: str) -> str:
-    """Sorted set: games of a status (`IN_PROGRESS` or `OVER`) -> creation time (ms)."""
+    """Sorted set: games of a status (`IN_PROGRESS`, `OVER` or `ABANDONED`) -> creation
+    time (ms)."""
     return _itag(shard) + ":idx:status:" + status
+
+
+def deadlines_key(shard: int) -> str:
+    """Sorted set: games in progress whose turn has a deadline -> that deadline (Unix ms).
+    The turn timer reads only the due part (scores up to now): no scan."""
+    return _itag(shard) + ":idx:deadlines"
+
+
+def idle_key(shard: int) -> str:
+    """Sorted set: games in progress -> time (ms) of their last move append. The abandon
+    sweep reads only those idle longer than ABANDON_AFTER."""
+    return _itag(shard) + ":idx:idle"
 
 
 def player_key(shard: int, name: str) -> str:

@@ -23,12 +23,15 @@ from eventstore.schemas import upcast
 from .cluster_wire import ClusterWire
 from .connect import is_cluster
 from .keys import (
+    ABANDONED,
     IN_PROGRESS,
     OVER,
+    deadlines_key,
     game_keys,
     games_key,
     hooks_due_key,
     hooks_key,
+    idle_key,
     player_id_key,
     player_key,
     secrets_key,
@@ -41,13 +44,14 @@ from .wire import Wire
 
 # KEYS: stream, command hash, marker key, notification flag key, then the index keys of
 #       the game's shard (services/redis_store/keys.py; none for a game off the shard slots):
-#       moves: unscored, scores marker, games, status in_progress, status over, player…,
-#       player id…;
+#       moves: unscored, scores marker, games, status in_progress, status over, status
+#       abandoned, deadlines, idle, player…, player id…;
 #       scores: unscored, moves marker, moves stream, webhooks hash, hooks due.
 # ARGV: expected seq (-1 = any), command id, time ms, marker ("" = none, "$seq" = last seq),
 #       expected marker ("" = no check, else "=" .. value), notification ms (0 = none),
 #       request fingerprint ("" = none), index mode ("" = none, "m" = moves, "s" = scores),
-#       game id, then (type, version, payload JSON) per event.
+#       game id, the turn deadline ("" = unchanged, "-" = none, else Unix ms), then (type,
+#       version, payload JSON) per event.
 # The command hash maps a command id to "first:last" or "first:last:fingerprint"; a duplicate
 # returns it whole and the caller compares fingerprints (a duplicate appends nothing either way).
 APPEND_LUA = """
@@ -67,11 +71,13 @@ if ARGV[5] ~= '' then
 end
 local first = seq + 1
 local ended = false
-for i = 10, #ARGV, 3 do
+local abandoned = false
+for i = 11, #ARGV, 3 do
   seq = seq + 1
   redis.call('XADD', KEYS[1], seq .. '-0', 'type', ARGV[i], 'v', ARGV[i + 1],
              'cmd', ARGV[2], 't', ARGV[3], 'data', ARGV[i + 2])
   if ARGV[i] == 'GameEnded' then ended = true end
+  if ARGV[i] == 'GameAbandoned' then abandoned = true end
 end
 local result = first .. ':' .. seq
 if ARGV[7] ~= '' then
@@ -91,11 +97,21 @@ if ARGV[8] == 'm' then
   if first == 1 and seq >= 1 then  -- the game's first events: it exists from now on
     redis.call('ZADD', KEYS[7], now, game)
     redis.call('ZADD', KEYS[8], now, game)
-    for k = 10, #KEYS do redis.call('ZADD', KEYS[k], now, game) end
+    for k = 13, #KEYS do redis.call('ZADD', KEYS[k], now, game) end
   end
-  if ended then
+  if ended or abandoned then  -- no more turns: no deadline, never idle again
     redis.call('ZREM', KEYS[8], game)
-    redis.call('ZADD', KEYS[9], redis.call('ZSCORE', KEYS[7], game) or now, game)
+    redis.call('ZADD', abandoned and KEYS[10] or KEYS[9],
+               redis.call('ZSCORE', KEYS[7], game) or now, game)
+    redis.call('ZREM', KEYS[11], game)
+    redis.call('ZREM', KEYS[12], game)
+  elseif seq >= first then  -- the turn timer's and the abandon sweep's indexes
+    redis.call('ZADD', KEYS[12], now, game)
+    if ARGV[10] == '-' then
+      redis.call('ZREM', KEYS[11], game)
+    elseif ARGV[10] ~= '' then
+      redis.call('ZADD', KEYS[11], ARGV[10], game)
+    end
   end
   local moved = tonumber(redis.call('GET', KEYS[3]) or '0')
   local scored = tonumber(redis.call('GET', KEYS[6]) or '0')
@@ -131,6 +147,16 @@ if tonumber(ARGV[6]) > 0 and redis.call('SET', KEYS[4], 1, 'NX', 'PX', ARGV[6]) 
 end
 return {'ok', result, notify}
 """
+
+
+def _deadline(events: Sequence[NewEvent]) -> str:
+    """The turn deadline an append of moves leaves (the script's deadline argument): that of
+    its last draw ("-" for a draw without one), or "" (unchanged) when it draws nothing."""
+    for event in reversed(events):
+        if event.type == "TileDrawn":
+            deadline = event.payload.get("deadline_ms")
+            return "-" if deadline is None else str(int(deadline))
+    return ""
 
 
 def _seq(entry_id: str | bytes) -> int:
@@ -210,7 +236,7 @@ class RedisEventStore:
         ]
         keys = list(game_keys(game_id, stream))
         mode = self._index_keys(game_id, stream, events, keys)
-        args += [mode, game_id]
+        args += [mode, game_id, _deadline(events) if mode == "m" else ""]
         for event in events:
             args += [event.type, event.version, json.dumps(event.payload, separators=(",", ":"))]
         acked = 0
@@ -260,6 +286,9 @@ class RedisEventStore:
             games_key(shard),
             status_key(shard, IN_PROGRESS),
             status_key(shard, OVER),
+            status_key(shard, ABANDONED),
+            deadlines_key(shard),
+            idle_key(shard),
         ]
         if events and events[0].type == "GameStarted":
             # A game's names and player ids are not in its events: the command service

@@ -43,9 +43,15 @@ class GameStarted:
 
 @dataclass(frozen=True)
 class TileDrawn:
-    """The player to move drew `tile` from the bag."""
+    """The player to move drew `tile` from the bag.
+
+    `deadline_ms` (Unix time in milliseconds) is when this turn times out, in a game with a
+    turn limit (ruleset `turn_seconds`); None without one. The deadline is a fact of the log,
+    so a replay knows every deadline without a clock.
+    """
 
     tile: str
+    deadline_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,53 @@ class GameEnded:
     reason: str
 
 
-Event = GameStarted | TileDrawn | TilePlaced | TileDiscarded | TileReturned | GameEnded
+@dataclass(frozen=True)
+class TurnTimedOut:
+    """`player` did not play `tile` before the turn's deadline: the turn is skipped, the tile
+    goes back into the bag, and the next player still in draws (lifecycle decision, see
+    docs/lifecycle.md)."""
+
+    player: int
+    tile: str
+
+
+@dataclass(frozen=True)
+class PlayerTimedOut:
+    """`player`'s turn timed out `timeouts` times (the ruleset's `max_timeouts`): the seat is
+    out, skipped from then on; its meeples stay and score for it."""
+
+    player: int
+    timeouts: int
+
+
+@dataclass(frozen=True)
+class PlayerResigned:
+    """`player` resigned: the seat is out, as after `PlayerTimedOut`. On its own turn the drawn
+    tile goes back into the bag and the next player still in draws."""
+
+    player: int
+
+
+@dataclass(frozen=True)
+class GameAbandoned:
+    """Nobody moved for `idle_ms`: the server ended the game. No final scoring (R7 is for a
+    game played out): the scores stay as completed features made them, and nobody wins."""
+
+    idle_ms: int
+
+
+Event = (
+    GameStarted
+    | TileDrawn
+    | TilePlaced
+    | TileDiscarded
+    | TileReturned
+    | GameEnded
+    | TurnTimedOut
+    | PlayerTimedOut
+    | PlayerResigned
+    | GameAbandoned
+)
 
 
 def with_seats(
@@ -118,9 +170,13 @@ class StartGame:
 
 @dataclass(frozen=True)
 class DrawTile:
-    """Draw `tile` for the player to move (the caller chose it: the engine has no dice)."""
+    """Draw `tile` for the player to move (the caller chose it: the engine has no dice).
+
+    `now_ms` is the caller's clock (the engine has none): with a turn limit the drawn tile's
+    deadline is `now_ms` + `turn_seconds`; without `now_ms` there is no deadline."""
 
     tile: str
+    now_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +204,31 @@ class EndGame:
     reason: str = "record ended"
 
 
-Command = StartGame | DrawTile | PlayTurn | DiscardTile | EndGame
+@dataclass(frozen=True)
+class TimeOutTurn:
+    """Skip `player`'s turn: its deadline has passed at `now_ms` (the caller's clock)."""
+
+    player: int
+    now_ms: int
+
+
+@dataclass(frozen=True)
+class Resign:
+    """`player` leaves the game (at any time, on its turn or not)."""
+
+    player: int
+
+
+@dataclass(frozen=True)
+class AbandonGame:
+    """End a game nobody moved in for `idle_ms` (the server's `ABANDON_AFTER` decides when)."""
+
+    idle_ms: int
+
+
+Command = (
+    StartGame | DrawTile | PlayTurn | DiscardTile | EndGame | TimeOutTurn | Resign | AbandonGame
+)
 
 # ---------------------------------------------------------------------- JSON forms
 
@@ -214,6 +294,8 @@ def event_to_dict(event: Event) -> dict[str, Any]:
                 "rotation": rotation,
                 "meeple": meeple_to_dict(meeple),
             }
+        case TileDrawn(tile, deadline):
+            body = {"tile": tile} if deadline is None else {"tile": tile, "deadline_ms": deadline}
         case _:
             body = dict(event.__dict__)
     return {"type": type(event).__name__, **body}
@@ -258,7 +340,8 @@ def _seats_from(value: Any) -> tuple[int, tuple[str, ...] | None, tuple[str | No
 
 _SIMPLE: dict[str, type] = {
     "TileDrawn": TileDrawn, "TileDiscarded": TileDiscarded, "TileReturned": TileReturned,
-    "GameEnded": GameEnded,
+    "GameEnded": GameEnded, "TurnTimedOut": TurnTimedOut, "PlayerTimedOut": PlayerTimedOut,
+    "PlayerResigned": PlayerResigned, "GameAbandoned": GameAbandoned,
 }  # fmt: skip
 
 

@@ -13,19 +13,26 @@ from collections.abc import Iterable
 from .board import Pos
 from .errors import IllegalMoveError, MalformedError, OutOfTurnError
 from .events import (
+    AbandonGame,
     Command,
     DiscardTile,
     DrawTile,
     EndGame,
     Event,
+    GameAbandoned,
     GameEnded,
     GameStarted,
+    PlayerResigned,
+    PlayerTimedOut,
     PlayTurn,
+    Resign,
     StartGame,
     TileDiscarded,
     TileDrawn,
     TilePlaced,
     TileReturned,
+    TimeOutTurn,
+    TurnTimedOut,
 )
 from .geometry import DELTA, EDGES
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS
@@ -207,6 +214,12 @@ def decide(state: GameState, command: Command) -> list[Event]:
             return _discard(state, command)
         case EndGame():
             return _end(state, command)
+        case TimeOutTurn():
+            return _time_out(state, command)
+        case Resign():
+            return _resign(state, command)
+        case AbandonGame():
+            return _abandon(state, command)
     raise MalformedError("unknown_command", f"unknown command {command!r}")
 
 
@@ -256,7 +269,10 @@ def _draw(state: GameState, cmd: DrawTile) -> list[Event]:
         raise IllegalMoveError(
             "river_first", "the river tiles are drawn before any other tile", "R9.1"
         )
-    return [TileDrawn(cmd.tile)]
+    deadline = None
+    if state.ruleset.turn_seconds is not None and cmd.now_ms is not None:
+        deadline = cmd.now_ms + state.ruleset.turn_seconds * 1000
+    return [TileDrawn(cmd.tile, deadline)]
 
 
 def _game_end_after(state: GameState, bag_size: int) -> list[Event]:
@@ -363,3 +379,59 @@ def _discard(state: GameState, cmd: DiscardTile) -> list[Event]:
 def _end(state: GameState, cmd: EndGame) -> list[Event]:
     _expect(state, DRAW)
     return [GameEnded(cmd.reason)]
+
+
+# --------------------------------------------------------------------------- lifecycle
+#
+# Decisions (docs/lifecycle.md): a timed-out turn is skipped, its tile goes back into the
+# bag and the next player still in draws; after `max_timeouts` timed-out turns, or on
+# resigning, a seat is out: skipped from then on, its meeples stay on the board and score
+# for it. With fewer than two players still in, the game ends with final scoring (R7).
+
+
+def _too_few_left(state: GameState, leaving: int) -> list[Event]:
+    """`GameEnded` if `leaving` going out leaves fewer than two players in the game."""
+    left = [p for p in state.still_in if p != leaving]
+    return [GameEnded("fewer than two players left")] if len(left) < 2 else []
+
+
+def _time_out(state: GameState, cmd: TimeOutTurn) -> list[Event]:
+    _expect(state, PLACE)
+    _expect_player(state, cmd.player)
+    assert state.drawn is not None
+    deadline = state.deadline_ms
+    if deadline is None or type(cmd.now_ms) is not int or cmd.now_ms < deadline:
+        raise OutOfTurnError(
+            "turn_not_expired",
+            "this turn has no deadline" if deadline is None else "the turn's deadline is ahead",
+            None,
+            deadline_ms=deadline,
+        )
+    events: list[Event] = [TurnTimedOut(cmd.player, state.drawn)]
+    timeouts = state.timeouts[cmd.player] + 1
+    if timeouts >= state.ruleset.max_timeouts:
+        events.append(PlayerTimedOut(cmd.player, timeouts))
+        events += _too_few_left(state, cmd.player)
+    return events
+
+
+def _resign(state: GameState, cmd: Resign) -> list[Event]:
+    if state.phase == OVER:
+        raise OutOfTurnError("game_over", "the game is over", "R7.1")
+    if state.phase == NEW:
+        raise OutOfTurnError("game_not_started", "the game has not started", "R2")
+    if type(cmd.player) is not int or not 0 <= cmd.player < state.players:
+        raise MalformedError("bad_player", f"player must be 0-{state.players - 1}")
+    if state.out[cmd.player] is not None:
+        raise OutOfTurnError("player_out", f"player {cmd.player} is already out of the game")
+    return [PlayerResigned(cmd.player), *_too_few_left(state, cmd.player)]
+
+
+def _abandon(state: GameState, cmd: AbandonGame) -> list[Event]:
+    if state.phase == OVER:
+        raise OutOfTurnError("game_over", "the game is over", "R7.1")
+    if state.phase == NEW:
+        raise OutOfTurnError("game_not_started", "the game has not started", "R2")
+    if type(cmd.idle_ms) is not int or cmd.idle_ms < 0:
+        raise MalformedError("bad_idle", "idle_ms must be a non-negative integer")
+    return [GameAbandoned(cmd.idle_ms)]

@@ -262,7 +262,7 @@ def replay(record: Record) -> GameState:
 def score_report(state: GameState, names: Sequence[str] | None = None) -> dict[str, Any]:
     """Final scores, scores before final scoring, ranks, winners and every explanation (each
     score event with its sentence, `explain.explain`, naming seats by `names` when known)."""
-    rank, winners = ranks(state.scores)
+    rank, winners = ranks(state.scores, [why is not None for why in state.out])
     return {
         "final_scores": list(state.scores),
         "scores_before_final": list(state.scores_before_final or state.scores),

@@ -12,6 +12,7 @@ from .tilesets import TILESETS, tile_set
 FARM_EDITIONS = ("3rd", "2nd", "1st")  # R7.3 (default), R7.4
 UNPLACEABLE = ("discard", "return")  # R4.4, R10.4
 MIN_PLAYERS, MAX_PLAYERS = 2, 6  # R1.3
+MAX_TURN_SECONDS = 30 * 86_400  # a month: asynchronous play
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class Ruleset:
     border_closes: bool = False  # R10.5 variant: the table border closes roads and cities
     hole_extra_turn: bool = False  # R10.6: filling a hole grants another turn
     river: bool = False  # R9.1 The River: placed first, from the spring to the lake
+    # Lifecycle (docs/lifecycle.md): seconds a player has for a turn (None: no limit), and
+    # how many timed-out turns put a seat out of the game.
+    turn_seconds: int | None = None
+    max_timeouts: int = 3
 
     def __post_init__(self) -> None:
         if self.tileset not in TILESETS:
@@ -58,6 +63,14 @@ class Ruleset:
                 raise MalformedError(
                     "border_area_too_small", "border_closes needs an area of at least 3x3", "R10.5"
                 )
+        if self.turn_seconds is not None and not (
+            type(self.turn_seconds) is int and 1 <= self.turn_seconds <= MAX_TURN_SECONDS
+        ):
+            raise MalformedError(
+                "bad_turn_seconds", f"turn_seconds must be null or an integer 1-{MAX_TURN_SECONDS}"
+            )
+        if not (type(self.max_timeouts) is int and 1 <= self.max_timeouts <= 99):
+            raise MalformedError("bad_max_timeouts", "max_timeouts must be an integer 1-99")
         for name in ("farmers", "incomplete_score", "border_closes", "hole_extra_turn", "river"):
             if type(getattr(self, name)) is not bool:
                 raise MalformedError("bad_ruleset", f"{name} must be true or false")
@@ -102,6 +115,10 @@ class Ruleset:
             out["hole_extra_turn"] = True
         if self.river:
             out["river"] = True
+        if self.turn_seconds is not None:
+            out["turn_seconds"] = self.turn_seconds
+        if self.max_timeouts != 3:
+            out["max_timeouts"] = self.max_timeouts
         return out
 
     @classmethod
@@ -119,6 +136,8 @@ class Ruleset:
             "area",
             "hole_extra_turn",
             "river",
+            "turn_seconds",
+            "max_timeouts",
         }
         extra = set(data) - known
         if extra:

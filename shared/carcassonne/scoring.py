@@ -250,7 +250,21 @@ def score_farms(
     return out
 
 
-def ranks(totals: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Competition ranks (1 = best; ties share) and the winners (R7.5)."""
-    rank = tuple(1 + sum(other > mine for other in totals) for mine in totals)
-    return rank, tuple(p for p, r in enumerate(rank) if r == 1)
+def ranks(
+    totals: Sequence[int], out: Sequence[bool] = ()
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Competition ranks (1 = best; ties share) and the winners (R7.5).
+
+    Seats `out` of the game (resigned or timed out, docs/lifecycle.md) rank after every seat
+    still in, whatever their totals, and among themselves by total (ties share, as R7.5);
+    only a seat still in can win.
+    """
+    gone = [bool(out[p]) if p < len(out) else False for p in range(len(totals))]
+    staying = sum(not g for g in gone)
+    rank = tuple(
+        (staying if gone[p] else 0)
+        + 1
+        + sum(other > mine and gone[q] == gone[p] for q, other in enumerate(totals))
+        for p, mine in enumerate(totals)
+    )
+    return rank, tuple(p for p, r in enumerate(rank) if r == 1 and not gone[p])

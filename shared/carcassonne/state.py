@@ -14,12 +14,16 @@ from typing import Any, NamedTuple
 from .board import Board, Pos
 from .events import (
     Event,
+    GameAbandoned,
     GameEnded,
     GameStarted,
+    PlayerResigned,
+    PlayerTimedOut,
     TileDiscarded,
     TileDrawn,
     TilePlaced,
     TileReturned,
+    TurnTimedOut,
     meeple_to_dict,
 )
 from .geometry import DELTA
@@ -28,6 +32,7 @@ from .scoring import ScoreEvent, score_completed, score_farms, score_incomplete
 from .tiles import Meeple, TileSet, TileType
 
 NEW, DRAW, PLACE, OVER = "new", "draw", "place", "over"
+RESIGNED, TIMED_OUT = "resigned", "timed_out"  # why a seat is out (`GameState.out`)
 
 
 def river_turn(heading: int, out: int) -> int:
@@ -51,10 +56,12 @@ class GameState:
     """A game as the fold of its events. Create with `GameState()`, then apply events."""
 
     __slots__ = (
+        "abandoned",
         "bag",
         "bag_size",
         "board",
         "current",
+        "deadline_ms",
         "discarded",
         "drawn",
         "drawn_count",
@@ -62,6 +69,7 @@ class GameState:
         "log",
         "meeples",
         "next_meeple",
+        "out",
         "phase",
         "players",
         "river_end",
@@ -72,6 +80,7 @@ class GameState:
         "scores_before_final",
         "supply",
         "tiles",
+        "timeouts",
         "turn",
     )
 
@@ -100,6 +109,13 @@ class GameState:
         self.river_end: Pos | None = None
         self.river_heading = 0
         self.river_turn = 0
+        # Lifecycle: the current turn's deadline (Unix ms, from its TileDrawn), each seat's
+        # timed-out turns and why it is out (None: still in), and whether the server ended
+        # the game as abandoned.
+        self.deadline_ms: int | None = None
+        self.timeouts: list[int] = []
+        self.out: list[str | None] = []
+        self.abandoned = False
 
     def copy(self) -> GameState:
         """An independent copy (immutable parts shared)."""
@@ -113,12 +129,27 @@ class GameState:
         twin.scores = list(self.scores)
         twin.log = list(self.log)
         twin.meeples = dict(self.meeples)
+        twin.timeouts = list(self.timeouts)
+        twin.out = list(self.out)
         return twin
 
     @property
     def over(self) -> bool:
         """Whether the game has ended (final scoring done)."""
         return self.phase == OVER
+
+    @property
+    def still_in(self) -> list[int]:
+        """The seats not out of the game (resigned or timed out), in seat order."""
+        return [p for p, why in enumerate(self.out) if why is None]
+
+    def next_seat(self, seat: int) -> int:
+        """The seat after `seat` still in the game (clockwise, R2.2); `seat` if none is."""
+        for step in range(1, self.players + 1):
+            candidate = (seat + step) % self.players
+            if self.out[candidate] is None:
+                return candidate
+        return seat
 
     def owner(self, meeple_id: int) -> int:
         """The player a meeple on the board belongs to."""
@@ -143,6 +174,8 @@ class GameState:
         self.bag_size = sum(self.bag.values())
         self.supply = [e.ruleset.meeples_per_player] * e.players
         self.scores = [0] * e.players
+        self.timeouts = [0] * e.players
+        self.out = [None] * e.players
         self.phase = DRAW
 
     def _drawn(self, e: TileDrawn) -> None:
@@ -154,6 +187,7 @@ class GameState:
         self.bag_size -= 1
         self.drawn = e.tile
         self.drawn_count += 1
+        self.deadline_ms = e.deadline_ms
         self.phase = PLACE
 
     def _placed(self, e: TilePlaced) -> None:
@@ -174,13 +208,14 @@ class GameState:
         for root in board.completed_by(pos):
             self._score_completed(root)
         self.drawn = None
+        self.deadline_ms = None
         self.phase = DRAW
         if self.ruleset.hole_extra_turn and not self.extra_turn and board.is_hole(pos):
             # R10.6 Decision: once per turn, not chained: the extra turn's own hole grants none.
             self.extra_turn = True
             return
         self.extra_turn = False
-        self.current = (self.current + 1) % self.players
+        self.current = self.next_seat(self.current)
 
     def _river_placed(self, tile: TileType, pos: Pos, rotation: int) -> None:
         """R9.1: the river now ends on this tile: flows on across its other river edge, or
@@ -221,13 +256,43 @@ class GameState:
     def _discarded(self, e: TileDiscarded) -> None:
         self.discarded.append(e.tile)
         self.drawn = None
+        self.deadline_ms = None
         self.phase = DRAW
 
     def _returned(self, e: TileReturned) -> None:
-        self.bag[e.tile] = self.bag.get(e.tile, 0) + 1
+        self._tile_back(e.tile)
+
+    def _tile_back(self, tile: str) -> None:
+        """The drawn tile goes back into the bag (its turn is not played)."""
+        self.bag[tile] = self.bag.get(tile, 0) + 1
         self.bag_size += 1
         self.drawn = None
+        self.deadline_ms = None
         self.phase = DRAW
+
+    def _timed_out(self, e: TurnTimedOut) -> None:
+        self._tile_back(e.tile)
+        self.extra_turn = False  # an R10.6 extra turn not played is gone
+        self.timeouts[e.player] += 1
+        self.current = self.next_seat(e.player)
+
+    def _player_timed_out(self, e: PlayerTimedOut) -> None:
+        self.out[e.player] = TIMED_OUT
+
+    def _resigned(self, e: PlayerResigned) -> None:
+        self.out[e.player] = RESIGNED
+        if e.player == self.current:
+            if self.drawn is not None:
+                self._tile_back(self.drawn)
+            self.extra_turn = False
+            self.current = self.next_seat(e.player)
+
+    def _abandoned(self, e: GameAbandoned) -> None:
+        """The server ended the game: no final scoring (docs/lifecycle.md)."""
+        self.abandoned = True
+        self.drawn = None
+        self.deadline_ms = None
+        self.phase = OVER
 
     def _ended(self, e: GameEnded) -> None:
         """R7: incomplete features, then farms; meeples stay where they stood."""
@@ -243,6 +308,7 @@ class GameState:
         for scored in final:
             self._record(scored)
         self.drawn = None
+        self.deadline_ms = None
         self.phase = OVER
 
     # -- views --------------------------------------------------------------------------
@@ -269,6 +335,10 @@ class GameState:
             "scores_before_final": self.scores_before_final,
             "log": [s.to_dict() for s in self.log],
             "turn": self.turn,
+            "deadline_ms": self.deadline_ms,
+            "timeouts": list(self.timeouts),
+            "out": list(self.out),
+            "abandoned": self.abandoned,
         }
 
     def meeple_list(self) -> list[dict[str, Any]]:
@@ -286,4 +356,8 @@ _APPLY: dict[type, Callable[[GameState, Any], None]] = {
     TileDiscarded: GameState._discarded,
     TileReturned: GameState._returned,
     GameEnded: GameState._ended,
+    TurnTimedOut: GameState._timed_out,
+    PlayerTimedOut: GameState._player_timed_out,
+    PlayerResigned: GameState._resigned,
+    GameAbandoned: GameState._abandoned,
 }

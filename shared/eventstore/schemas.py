@@ -45,6 +45,8 @@ class RulesetSchema(_Strict):
     area = fields.Nested(AreaSchema)
     hole_extra_turn = fields.Boolean(truthy={True}, falsy={False})  # R10.6
     river = fields.Boolean(truthy={True}, falsy={False})  # R9.1
+    turn_seconds = fields.Integer(strict=True, validate=validate.Range(1, 30 * 86_400))
+    max_timeouts = fields.Integer(strict=True, validate=validate.Range(1, 99))
 
 
 class MeepleSchema(_Strict):
@@ -77,7 +79,12 @@ class GameStartedV2(_Strict):
 
 
 class TileDrawnV1(_Strict):
+    """`deadline_ms`: when the drawn turn times out (Unix ms), only in a game with a turn limit.
+    Optional and added without a new version: every event stored before it is valid as it
+    is and means the same (no deadline), so there is nothing to upcast."""
+
     tile = fields.String(required=True, validate=validate.Length(1, 8))
+    deadline_ms = fields.Integer(strict=True, validate=validate.Range(0))
 
 
 class TilePlacedV1(_Strict):
@@ -109,6 +116,18 @@ class GameEndedV1(_Strict):
     reason = fields.String(required=True, validate=validate.Length(1, 200))
 
 
+class PlayerV1(_Strict):
+    player = fields.Integer(required=True, strict=True, validate=validate.Range(0, 5))
+
+
+class PlayerTimedOutV1(PlayerV1):
+    timeouts = fields.Integer(required=True, strict=True, validate=validate.Range(1, 99))
+
+
+class GameAbandonedV1(_Strict):
+    idle_ms = fields.Integer(required=True, strict=True, validate=validate.Range(0))
+
+
 class AnyPayload(FastLoadSchema):
     """Score events carry the engine's explanations; checked for being an object only."""
 
@@ -125,6 +144,10 @@ SCHEMAS: dict[tuple[str, int], Schema] = {
     ("TileDiscarded", 1): PlayerTileV1(),
     ("TileReturned", 1): PlayerTileV1(),
     ("GameEnded", 1): GameEndedV1(),
+    ("TurnTimedOut", 1): PlayerTileV1(),
+    ("PlayerTimedOut", 1): PlayerTimedOutV1(),
+    ("PlayerResigned", 1): PlayerV1(),
+    ("GameAbandoned", 1): GameAbandonedV1(),
 }
 
 CURRENT: dict[str, int] = {}

@@ -86,7 +86,7 @@ def score_events(state: GameState, moves: Iterable[StoredEvent]) -> list[NewEven
             payload: dict[str, Any] = {"move": stored.seq, **scored.to_dict(), "totals": totals}
             out.append(_new(FEATURE_SCORED, payload))
         if stored.type == "GameEnded":
-            rank, winners = ranks(state.scores)
+            rank, winners = ranks(state.scores, [why is not None for why in state.out])
             payload = {
                 "move": stored.seq,
                 "final_scores": list(state.scores),

@@ -92,8 +92,22 @@ def main(argv: list[str] | None = None) -> int:
         script = client.register_script(APPEND_LUA)
 
         def append_args() -> list[Any]:
-            # ..., fingerprint, index mode ("": none), game id, then the event
-            return [-1, f"k{next(seq)}", 1, "", "", 0, "", "", game, "TileDrawn", 1, '{"tile":"E"}']
+            # ..., fingerprint, index mode ("": none), game id, deadline, then the event
+            return [
+                -1,
+                f"k{next(seq)}",
+                1,
+                "",
+                "",
+                0,
+                "",
+                "",
+                game,
+                "",
+                "TileDrawn",
+                1,
+                '{"tile":"E"}',
+            ]
 
         figures = {
             "xrange_redis_py_us": cpu_us(lambda: client.xrange(stream, "1-0", "+"), args.calls),

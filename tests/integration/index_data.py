@@ -13,11 +13,14 @@ import redis
 from eventstore.envelope import MOVES, SCORES
 from services.redis_store import game_keys
 from services.redis_store.keys import (
+    ABANDONED,
     IN_PROGRESS,
     OVER,
+    deadlines_key,
     games_key,
     hooks_due_key,
     hooks_key,
+    idle_key,
     new_game_id,
     shard_of,
     status_key,
@@ -35,13 +38,14 @@ def _append_args(
     keys = list(game_keys(game_id, stream))
     if stream == MOVES:
         keys += [unscored_key(shard), game_keys(game_id, SCORES)[2], games_key(shard),
-                 status_key(shard, IN_PROGRESS), status_key(shard, OVER)]  # fmt: skip
+                 status_key(shard, IN_PROGRESS), status_key(shard, OVER),
+                 status_key(shard, ABANDONED), deadlines_key(shard), idle_key(shard)]  # fmt: skip
         mode = "m"
     else:
         keys += [unscored_key(shard), game_keys(game_id, MOVES)[2], game_keys(game_id, MOVES)[0],
                  hooks_key(game_id), hooks_due_key(shard)]  # fmt: skip
         mode = "s"
-    args: list[Any] = [-1, f"bulk-{stream}", time_ms, marker, "", 0, "", mode, game_id]
+    args: list[Any] = [-1, f"bulk-{stream}", time_ms, marker, "", 0, "", mode, game_id, ""]
     for kind, payload in events:
         args += [kind, 1, payload]
     return keys, args

@@ -19,9 +19,9 @@ from services.command.service import (
     GameService,
     IdempotencyKeyReused,
     MemorySecrets,
-    draw_tile,
     turn_fingerprint,
 )
+from services.common.draws import draw_tile
 
 
 def make() -> tuple[GameService, InMemoryEventStore]:

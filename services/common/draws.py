@@ -1,0 +1,49 @@
+"""Drawing tiles from a game's bag with its secret seed: the command service after each
+command, and the scoring worker's turn timer after a timed-out turn (services never import
+each other, so the one draw order lives here).
+
+Every draw has its own index (`GameState.drawn_count`), so the tile of draw N is the same
+whoever draws it and however often it is decided again.
+"""
+
+from __future__ import annotations
+
+import random
+
+from carcassonne.events import DiscardTile, DrawTile, Event
+from carcassonne.game import decide, drawable, is_unplaceable
+from carcassonne.state import DRAW, GameState
+
+
+def draw_tile(seed: str, draws: int, bag: dict[str, int]) -> str:
+    """The tile for draw number `draws`: uniform over the bag, reproducible from the seed."""
+    rng = random.Random(f"{seed}:{draws}")
+    pool = sorted(bag.items())
+    pick = rng.randrange(sum(n for _, n in pool))
+    for name, count in pool:
+        if pick < count:
+            return name
+        pick -= count
+    raise AssertionError("unreachable: the pick lies inside the bag")
+
+
+def draw_until_placeable(state: GameState, seed: str, now_ms: int | None = None) -> list[Event]:
+    """Draw for the player to move; a tile that fits nowhere is discarded or returned (R4.4).
+
+    `state` is changed in place. `now_ms` starts the drawn turn's clock (its deadline, with a
+    turn limit): the engine has no clock of its own."""
+    events: list[Event] = []
+    while state.phase == DRAW and state.bag_size:
+        # every draw has its own index; the river's tiles come first (R9.1, `drawable`)
+        tile = draw_tile(seed, state.drawn_count, drawable(state))
+        events += _run(state, DrawTile(tile, now_ms))
+        if is_unplaceable(state):
+            events += _run(state, DiscardTile(state.current))
+    return events
+
+
+def _run(state: GameState, command: DrawTile | DiscardTile) -> list[Event]:
+    events = decide(state, command)
+    for event in events:
+        state.apply(event)
+    return events

@@ -1,0 +1,172 @@
+"""The game lifecycle in the engine: turn deadlines as facts, timed-out turns, resigning,
+abandoned games, and how seats that are out rank (docs/lifecycle.md; R7.5 for ties)."""
+
+from __future__ import annotations
+
+import pytest
+
+from carcassonne.errors import GameError
+from carcassonne.events import (
+    AbandonGame,
+    DrawTile,
+    Event,
+    GameAbandoned,
+    GameEnded,
+    PlayerResigned,
+    PlayerTimedOut,
+    PlayTurn,
+    Resign,
+    StartGame,
+    TileDrawn,
+    TimeOutTurn,
+    TurnTimedOut,
+    event_from_dict,
+    event_to_dict,
+)
+from carcassonne.game import actions, decide, fold
+from carcassonne.ruleset import Ruleset
+from carcassonne.scoring import ranks
+from carcassonne.state import OVER, RESIGNED, TIMED_OUT, GameState
+from eventstore.envelope import StoredEvent
+from eventstore.schemas import to_engine, to_new, validate_payload
+from eventstore.score_stream import score_events
+
+NOW = 1_800_000_000_000
+
+
+def run(state: GameState, command: object) -> list[Event]:
+    events = decide(state, command)  # type: ignore[arg-type]
+    for event in events:
+        state.apply(event)
+    return events
+
+
+def started(players: int = 3, **rules: object) -> tuple[GameState, list[Event]]:
+    state = GameState()
+    log = run(state, StartGame(Ruleset(**rules), players))  # type: ignore[arg-type]
+    log += run(state, DrawTile("E", NOW))
+    return state, log
+
+
+def test_a_draw_carries_its_deadline_only_with_a_turn_limit():
+    state, log = started(turn_seconds=60)
+    assert log[-1] == TileDrawn("E", NOW + 60_000)
+    assert state.deadline_ms == NOW + 60_000
+    unlimited, log = started()
+    assert log[-1] == TileDrawn("E", None) and unlimited.deadline_ms is None
+    assert event_to_dict(TileDrawn("E")) == {"type": "TileDrawn", "tile": "E"}  # as before
+    as_dict = event_to_dict(TileDrawn("E", 5))
+    assert as_dict == {"type": "TileDrawn", "tile": "E", "deadline_ms": 5}
+    assert event_from_dict(as_dict) == TileDrawn("E", 5)
+
+
+def test_a_turn_times_out_only_at_its_deadline_and_only_for_the_player_to_move():
+    state, _ = started(turn_seconds=60)
+    with pytest.raises(GameError) as early:
+        decide(state, TimeOutTurn(0, NOW + 59_999))
+    assert early.value.code == "turn_not_expired"
+    with pytest.raises(GameError) as other:
+        decide(state, TimeOutTurn(1, NOW + 60_000))
+    assert other.value.code == "not_your_turn"
+    bag = state.bag_size
+    assert run(state, TimeOutTurn(0, NOW + 60_000)) == [TurnTimedOut(0, "E")]
+    # skipped: the tile went back into the bag and the next player draws
+    assert state.bag_size == bag + 1 and state.current == 1 and state.drawn is None
+    assert state.timeouts == [1, 0, 0] and state.deadline_ms is None
+
+
+def test_a_game_without_turn_limit_never_times_out():
+    state, _ = started()
+    with pytest.raises(GameError) as refused:
+        decide(state, TimeOutTurn(0, NOW + 10**9))
+    assert refused.value.code == "turn_not_expired"
+
+
+def test_max_timeouts_put_a_seat_out_and_it_is_skipped_from_then_on():
+    state, _ = started(turn_seconds=10, max_timeouts=2)
+    run(state, TimeOutTurn(0, NOW + 10_000))  # seat 0's first
+    for seat in (1, 2):
+        run(state, DrawTile("E", NOW))
+        run(state, PlayTurn(seat, *_first_action(state)))
+    run(state, DrawTile("E", NOW))
+    assert state.current == 0
+    events = run(state, TimeOutTurn(0, NOW + 10_000))
+    assert events == [TurnTimedOut(0, "E"), PlayerTimedOut(0, 2)]
+    assert state.out == [TIMED_OUT, None, None] and state.still_in == [1, 2]
+    run(state, DrawTile("E", NOW))
+    run(state, PlayTurn(1, *_first_action(state)))
+    assert state.current == 2  # and after seat 2 comes seat 1: 0 is skipped
+    run(state, DrawTile("E", NOW))
+    run(state, PlayTurn(2, *_first_action(state)))
+    assert state.current == 1
+
+
+def _first_action(state: GameState) -> tuple[int, int, int]:
+    x, y, rotation, _ = actions(state)[0]
+    return x, y, rotation
+
+
+def test_resigning_on_ones_turn_returns_the_tile_and_passes_the_turn():
+    state, _ = started()
+    bag = state.bag_size
+    assert run(state, Resign(0)) == [PlayerResigned(0)]
+    assert state.out[0] == RESIGNED and state.current == 1 and state.bag_size == bag + 1
+    with pytest.raises(GameError) as again:
+        decide(state, Resign(0))
+    assert again.value.code == "player_out"
+
+
+def test_resigning_out_of_turn_keeps_the_turn_where_it_is():
+    state, _ = started()
+    assert run(state, Resign(2)) == [PlayerResigned(2)]
+    assert state.current == 0 and state.drawn == "E"
+
+
+def test_the_game_ends_with_final_scoring_when_one_player_is_left():
+    state, _ = started(players=2)
+    events = run(state, Resign(1))
+    assert events == [PlayerResigned(1), GameEnded("fewer than two players left")]
+    assert state.phase == OVER and state.scores_before_final is not None
+    with pytest.raises(GameError) as over:
+        decide(state, Resign(0))
+    assert over.value.code == "game_over"
+
+
+def test_an_abandoned_game_ends_without_final_scoring():
+    state, _ = started()
+    assert run(state, AbandonGame(5_000)) == [GameAbandoned(5_000)]
+    assert state.phase == OVER and state.abandoned and state.scores_before_final is None
+    with pytest.raises(GameError):
+        decide(state, AbandonGame(5_000))
+
+
+def test_seats_out_rank_after_every_seat_still_in_and_ties_share_r7_5():
+    # seat 0 resigned with the most points: it still ranks after both seats in
+    assert ranks([30, 10, 10], [True, False, False]) == ((3, 1, 1), (1, 2))
+    assert ranks([5, 9, 7, 9], [True, False, True, False]) == ((4, 1, 3, 1), (1, 3))
+    assert ranks([4, 4]) == ((1, 1), (0, 1))  # no one out: R7.5 as before
+
+
+def test_lifecycle_events_round_trip_through_the_store_schemas_and_fold():
+    state, log = started(players=2, turn_seconds=30)
+    log += run(state, TimeOutTurn(0, NOW + 30_000))
+    log += run(state, DrawTile("E", NOW + 30_000))
+    log += run(state, Resign(0))
+    for event in log:
+        new = to_new(event)
+        validate_payload(new.type, new.version, new.payload)
+        stored = StoredEvent("g", "moves", 1, new.type, new.version, 0, "c", new.payload)
+        assert to_engine(stored) == event
+    assert fold(log).snapshot() == state.snapshot()
+
+
+def test_the_score_stream_ranks_a_resigned_leader_last():
+    state, log = started(players=2)
+    log += run(state, Resign(0))
+    stored = [
+        StoredEvent("g", "moves", seq, n.type, n.version, 0, "c", n.payload)
+        for seq, n in enumerate((to_new(e) for e in log), start=1)
+    ]
+    scored = score_events(GameState(), stored)
+    result = scored[-1].payload
+    assert result["ranks"] == [2, 1] and result["winners"] == [1]
