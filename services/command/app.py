@@ -145,6 +145,31 @@ class Turns(MethodView):
         )
 
 
+def _bearer() -> str | None:
+    auth = request.headers.get("Authorization", "")
+    return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+
+@blp.route("/<game_id>/resign")
+class Resign(MethodView):
+    @blp.response(200, TurnResultOut())
+    def post(self, game_id: str) -> Response:
+        """Leave the game for the token's seat (docs/lifecycle.md): the seat is out, skipped
+        from then on, its meeples stay and score for it; with fewer than two players left
+        the game ends with final scoring. Safe to retry: a seat resigns once."""
+        result = _service().resign(checked_game_id(game_id), _bearer())
+        if not result.replayed:
+            EVENTS_APPENDED.labels("moves").inc(len(result.events))
+        return _json_response(
+            {
+                "seq": result.seq,
+                "replayed": result.replayed,
+                "events": [e.to_dict() for e in result.events],
+                "next": _next(result),
+            }
+        )
+
+
 def _json_response(body: dict[str, Any]) -> Response:
     return Response(json.dumps(body, separators=(",", ":")), mimetype="application/json")
 

@@ -24,6 +24,7 @@ from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
     Event,
     PlayTurn,
+    Resign,
     StartGame,
     meeple_to_dict,
     with_seats,
@@ -495,6 +496,49 @@ class GameService:
                 self.notify(game_id)
             return TurnResult(stored, state, result.last_seq)
         raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
+
+    def resign(self, game_id: str, token: str | None) -> TurnResult:
+        """The token's seat leaves the game (docs/lifecycle.md): `PlayerResigned`, then the next
+        player's draw if it was this seat's turn, or the end with final scoring when fewer
+        than two players are left. One conditional append; a seat resigns once, so its command
+        id is fixed and a retry answers the first result."""
+        command_id = ""
+        for _attempt in range(4):
+            cached = self.load(game_id)  # shared: read only, the command works on a copy
+            seat = self.seat_of(cached, token)
+            command_id = f"resign:{seat}"
+            if cached.state.out[seat] is not None:
+                replay = self._replayed(game_id, cached, command_id, "")
+                if replay is not None:
+                    return replay
+            state = cached.state.copy()
+            events = self._run(state, Resign(seat))
+            events += self._draw_until_placeable(state, cached.secrets["seed"])
+            try:
+                result = self.store.append(
+                    game_id,
+                    MOVES,
+                    [to_new(e) for e in events],
+                    expected=cached.seq,
+                    command_id=command_id,
+                    marker="$seq",
+                    notify_ms=self.notify_ms,
+                )
+            except ConcurrencyError:
+                continue  # a move got in first: decide again on the game as it is now
+            if result.duplicate:
+                continue  # appended by an earlier try of ours: answered from the stream
+            stored = [
+                StoredEvent(
+                    game_id, MOVES, seq, e.type, e.version, result.time_ms, command_id, e.payload
+                )
+                for seq, e in enumerate(map(to_new, events), start=result.first_seq)
+            ]
+            self.keep(game_id, Cached(state, result.last_seq, cached.secrets))
+            if result.notify and self.notify is not None:
+                self.notify(game_id)
+            return TurnResult(stored, state, result.last_seq)
+        raise OutOfTurnError("stale_sequence", "the game moved on; retry", None)
 
     @staticmethod
     def _before_turn(cached: Cached, state: GameState) -> Cached:

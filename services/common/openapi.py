@@ -188,6 +188,12 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         request={JSON: ex.TURN},
         examples={200: ex.TURN_RESULT},
     ),
+    ("post", "/games/{game_id}/resign"): Op(
+        "resign",
+        (401, 403, 404, 409, 503),
+        security="bearerAuth",
+        examples={200: ex.RESIGN_RESULT},
+    ),
     ("get", "/games/{game_id}/turn"): Op(
         "getTurn",
         (404, 503),

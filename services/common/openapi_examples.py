@@ -140,6 +140,34 @@ TURN_RESULT: dict[str, Any] = {
     "next": {"over": False, "player": 1, "tile": "E", "tiles_left": 67},
 }
 
+RESIGN_RESULT: dict[str, Any] = {
+    "seq": 9,
+    "replayed": False,
+    "events": [
+        {
+            "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+            "stream": "moves",
+            "seq": 9,
+            "type": "PlayerResigned",
+            "version": 1,
+            "time_ms": 1795459620112,
+            "command_id": "resign:1",
+            "payload": {"player": 1},
+        },
+        {
+            "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+            "stream": "moves",
+            "seq": 10,
+            "type": "GameEnded",
+            "version": 1,
+            "time_ms": 1795459620112,
+            "command_id": "resign:1",
+            "payload": {"reason": "fewer than two players left"},
+        },
+    ],
+    "next": {"over": True, "player": None, "tile": None, "scores": [9, 4]},
+}
+
 BOARD: dict[str, Any] = {
     "game_id": "ef0ab9789b8f034882fd9142e91879d5",
     "seq": 8,

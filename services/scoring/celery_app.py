@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 import redis
@@ -29,6 +30,7 @@ from . import webhooks  # registers the webhook tasks (dispatch, deliver, sweep)
 from .config import from_env
 from .scorer import CatchUp, Scorer
 from .sweep import unscored_games
+from .timer import Timer
 
 QUEUE = "scoring"
 log = logging.getLogger(__name__)
@@ -46,6 +48,12 @@ app.conf.update(
     beat_schedule={
         "sweep": {"task": "scoring.sweep", "schedule": settings["SWEEP_SECONDS"]},
         "webhooks-sweep": {"task": "webhooks.sweep", "schedule": settings["SWEEP_SECONDS"]},
+        # A tick left waiting longer than its period is dropped: the next one does its work.
+        "lifecycle-tick": {
+            "task": "lifecycle.tick",
+            "schedule": settings["TIMER_SECONDS"],
+            "options": {"expires": max(1.0, settings["TIMER_SECONDS"])},
+        },
     },
     worker_hijack_root_logger=False,
 )
@@ -199,3 +207,37 @@ def sweep() -> int:
         drain.delay()
         log.info("sweep: %d games had unscored moves", count)
     return count
+
+
+TIMED_OUT = Counter("carcassonne_turns_timed_out_total", "Turns skipped past their deadline")
+ABANDONED = Counter("carcassonne_games_abandoned_total", "Games ended as abandoned")
+LOST = Counter(
+    "carcassonne_lifecycle_lost_total",
+    "Timeouts and abandons another process or a player's move got to first (nothing appended)",
+)
+
+
+@app.task(name="lifecycle.tick")
+def tick() -> dict[str, int]:
+    """Time out every turn past its deadline and abandon every game idle for ABANDON_AFTER
+    (services/scoring/timer.py); then score what ended. Safe on several workers at once."""
+    client = scorer_client()
+    handled = Timer(scorer().store, client).tick(
+        int(time.time() * 1000),
+        int(settings["ABANDON_AFTER"] * 1000),
+        limit=settings["TIMER_BATCH"],
+    )
+    TIMED_OUT.inc(len(handled.timed_out))
+    ABANDONED.inc(len(handled.abandoned))
+    LOST.inc(handled.lost)
+    changed = handled.timed_out + handled.abandoned
+    for game_id in changed:  # the moves appended here are scored like any other
+        add_pending(client, game_id)
+    if changed:
+        drain.delay()
+        log.info(
+            "lifecycle: %d turns timed out, %d games abandoned",
+            len(handled.timed_out),
+            len(handled.abandoned),
+        )
+    return {"timed_out": len(handled.timed_out), "abandoned": len(handled.abandoned)}

@@ -17,6 +17,13 @@ DEFAULTS: dict[str, Any] = {
     "SCORING_CACHE_SIZE": 2_000,  # games whose folded state a worker process keeps
     "DRAIN_BATCH": 100,  # games taken from the pending set at a time
     "SWEEP_SECONDS": 10.0,  # how often beat looks for games whose notification was lost
+    # The lifecycle (services/scoring/timer.py, docs/lifecycle.md): how often beat looks for
+    # turns past their deadline and idle games (the precision of a turn limit), and how long
+    # a game in progress may go without a move before the server ends it as abandoned
+    # (0 = never).
+    "TIMER_SECONDS": 1.0,
+    "ABANDON_AFTER": 30 * 86_400.0,
+    "TIMER_BATCH": 10_000,  # expired turns (and idle games) one tick handles at most
     # An unacknowledged task (its worker died) is handed out again after this long.
     "VISIBILITY_TIMEOUT": 60,
     "WORKER_METRICS_PORT": 0,  # Prometheus /metrics of the worker (0 = not served)

@@ -1,0 +1,203 @@
+"""The turn timer and the abandon sweep: turns past their deadline and games idle too long,
+ended by the server (docs/lifecycle.md).
+
+Finding them never scans: the append script keeps, in the same atomic step as every move,
+each shard's deadline index (game -> its turn's deadline) and idle index (game -> its last
+move's time) for the games in progress (services/redis_store/keys.py). A tick reads only
+their due part, pipelined over the 64 shards.
+
+Handling one is a command like any other: the game is folded from its move stream, the
+engine decides (`TimeOutTurn` / `AbandonGame`, with the clock passed in as data), and the
+events are appended on the condition that the stream is still at the sequence decided on,
+under a command id named after that sequence. So however many worker processes and ticks
+race for the same expired turn — or a player's move races the timer — exactly one append
+wins; every other one is refused by the script and appends nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import redis
+
+from carcassonne.errors import GameError
+from carcassonne.events import AbandonGame, Event, TimeOutTurn
+from carcassonne.game import decide
+from carcassonne.state import OVER, PLACE, GameState
+from eventstore.envelope import MOVES
+from eventstore.errors import ConcurrencyError
+from eventstore.port import EventStore
+from eventstore.schemas import to_engine, to_new
+from services.common.draws import draw_until_placeable
+from services.redis_store.indexes import shard_pages
+from services.redis_store.keys import deadlines_key, idle_key, secrets_key
+
+log = logging.getLogger(__name__)
+
+
+def due_games(client: redis.Redis, now_ms: int, page: int = 1_000) -> Iterator[str]:
+    """Games whose turn deadline is at or before `now_ms` (their shards' due parts only)."""
+    for members in shard_pages(client, deadlines_key, page, high=now_ms):
+        yield from members
+
+
+def idle_games(client: redis.Redis, idle_since_ms: int, page: int = 1_000) -> Iterator[str]:
+    """Games in progress whose last move was at or before `idle_since_ms`."""
+    for members in shard_pages(client, idle_key, page, high=idle_since_ms):
+        yield from members
+
+
+@dataclass(frozen=True)
+class Handled:
+    """What a tick did: turns timed out and games abandoned by this process, and attempts
+    another process (or a player's move) got to first."""
+
+    timed_out: list[str]
+    abandoned: list[str]
+    lost: int
+
+
+class Timer:
+    """Times out expired turns and abandons idle games, one conditional append each."""
+
+    def __init__(self, store: EventStore, client: redis.Redis) -> None:
+        self.store = store
+        self.client = client
+
+    def expire(self, game_id: str, now_ms: int) -> bool:
+        """Skip the game's current turn if its deadline has passed; True if this call did."""
+        state, seq = self._fold(game_id)
+        if state is None or state.phase != PLACE or state.deadline_ms is None:
+            return False  # ended, or handled already (the index entry went with that append)
+        if state.deadline_ms > now_ms:
+            return False  # a newer turn: its deadline is ahead
+        seed = self._seed(game_id)
+        if seed is None:
+            return False
+        events = _run(state, TimeOutTurn(state.current, now_ms))
+        if not events:
+            return False
+        # The next player's turn starts now: its deadline is counted from the timeout.
+        events += draw_until_placeable(state, seed, now_ms)
+        return self._append(game_id, seq, f"timeout:{seq}", events)
+
+    def abandon(self, game_id: str, now_ms: int, after_ms: int) -> bool:
+        """End the game as abandoned if its last move is `after_ms` old; True if this call did."""
+        stored = self.store.read(game_id, MOVES)
+        if not stored:
+            return False
+        idle = now_ms - stored[-1].time_ms
+        if idle < after_ms:
+            return False  # moved since the index was read
+        state = GameState()
+        for event in stored:
+            state.apply(to_engine(event))
+        if state.phase == OVER:
+            return False
+        seq = stored[-1].seq
+        events = _run(state, AbandonGame(idle))
+        return bool(events) and self._append(game_id, seq, f"abandon:{seq}", events)
+
+    def tick(
+        self,
+        now_ms: int,
+        abandon_after_ms: int,
+        limit: int = 10_000,
+        rng: random.Random | None = None,
+    ) -> Handled:
+        """Handle up to `limit` expired turns, then (if `abandon_after_ms` > 0) idle games.
+
+        The due games are taken in a random order: ticks running at once on several worker
+        processes then mostly work on different games instead of racing for the same ones
+        (a race costs a refused append, never a second timeout)."""
+        shuffle = (rng or random.Random()).shuffle
+        timed_out: list[str] = []
+        abandoned: list[str] = []
+        lost = 0
+        due = _first(due_games(self.client, now_ms), limit)
+        shuffle(due)
+        for game_id in due:
+            if self._safely(self.expire, game_id, now_ms):
+                timed_out.append(game_id)
+            else:
+                lost += 1
+        if abandon_after_ms > 0:
+            idle = _first(idle_games(self.client, now_ms - abandon_after_ms), limit)
+            shuffle(idle)
+            for game_id in idle:
+                if self._safely(self.abandon, game_id, now_ms, abandon_after_ms):
+                    abandoned.append(game_id)
+                else:
+                    lost += 1
+        return Handled(timed_out, abandoned, lost)
+
+    @staticmethod
+    def _safely(handle: Callable[..., bool], game_id: str, *args: int) -> bool:
+        """One game's handling; a game that cannot be folded is logged, not fatal to the
+        tick (it stays in its index, and the next tick tries again)."""
+        try:
+            return handle(game_id, *args)
+        except Exception:  # one broken game must not hold up the others
+            log.exception("game %s: lifecycle handling failed", game_id, extra={"game_id": game_id})
+            return False
+
+    def _fold(self, game_id: str) -> tuple[GameState | None, int]:
+        stored = self.store.read(game_id, MOVES)
+        if not stored:
+            return None, 0
+        state = GameState()
+        for event in stored:
+            state.apply(to_engine(event))
+        return state, stored[-1].seq
+
+    def _seed(self, game_id: str) -> str | None:
+        raw = self.client.get(secrets_key(game_id))
+        try:
+            seed = json.loads(raw)["seed"] if raw is not None else None
+        except (ValueError, KeyError, TypeError):
+            seed = None
+        if not isinstance(seed, str):
+            log.warning("game %s: no draw seed; its turn cannot time out", game_id)
+            return None
+        return seed
+
+    def _append(self, game_id: str, seq: int, command_id: str, events: list[Event]) -> bool:
+        """Append on the condition that the game is still at `seq`: False if another process
+        or a player got there first (nothing appended)."""
+        try:
+            result = self.store.append(
+                game_id,
+                MOVES,
+                [to_new(e) for e in events],
+                expected=seq,
+                command_id=command_id,
+                marker="$seq",
+            )
+        except ConcurrencyError:
+            return False
+        return not result.duplicate
+
+
+def _run(state: GameState, command: TimeOutTurn | AbandonGame) -> list[Event]:
+    """The command's events applied to `state`, or none if the engine refuses it (the game
+    changed since it was found due)."""
+    try:
+        events = decide(state, command)
+    except GameError:
+        return []
+    for event in events:
+        state.apply(event)
+    return events
+
+
+def _first(games: Iterator[str], limit: int) -> list[str]:
+    out: list[str] = []
+    for game_id in games:
+        out.append(game_id)
+        if len(out) >= limit:
+            break
+    return out
