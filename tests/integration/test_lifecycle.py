@@ -147,6 +147,7 @@ def test_max_timeouts_put_the_seat_out_and_end_a_two_player_game_with_final_scor
     result = store.read(game_id, SCORES)[-1].payload
     assert result["ranks"] == [2, 1] and result["winners"] == [1]  # out: ranks after Bob
     status, turn = call(base, "GET", f"/games/{game_id}/turn")
+    assert status == 200
     assert turn["out"] == ["timed_out", None] and turn["status"] == "over"
 
 
@@ -212,5 +213,6 @@ def test_an_idle_game_is_ended_as_abandoned_and_listed_so(suite):
     board = query.get(f"/games/{game_id}/board").get_json()
     assert board["status"] == "abandoned" and board["over"] is True
     status, turn = call(base, "GET", f"/games/{game_id}/turn")
+    assert status == 200
     assert turn["status"] == "abandoned"
     assert json.loads(suite["client"].get(f"{{g:{game_id}}}:secrets"))["seed"]
