@@ -74,6 +74,9 @@ class Games(MethodView):
     def post(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a game: returns its id and one secret token per player.
 
+        With an `X-Api-Key` the key owns the game: its subscriptions (`/v1/subscriptions`)
+        cover it. Without one the game has no owner key.
+
         Not idempotent (an Idempotency-Key is ignored): a retry after a lost reply makes a
         second game, and the first is never played. Answering a retry with the first game's
         tokens would need them stored in the clear, for anyone who sends the same key."""
@@ -85,7 +88,11 @@ class Games(MethodView):
         ruleset = Ruleset(**rules)
         names = [p["name"] for p in body["players"]]
         ids = [p.get("player_id") for p in body["players"]]
-        game_id, players = _service().create_game(names, ruleset, body["seat_order"], ids)
+        # An app that sends its API key owns the game: its subscriptions cover it.
+        key = integration.checked_api_key()
+        game_id, players = _service().create_game(
+            names, ruleset, body["seat_order"], ids, key_id=key["id"] if key else None
+        )
         return {"game_id": game_id, "players": players, "turn": _service().turn_view(game_id)}
 
 

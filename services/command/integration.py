@@ -127,24 +127,32 @@ def authenticated(view: F) -> F:
 
     @wraps(view)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        key = request.headers.get(API_KEY, "").strip()
-        if not key:
+        if not request.headers.get(API_KEY, "").strip():
             raise AuthError("missing_api_key", f"send your API key as {API_KEY}")
-        decision = _parts().limiter.check(key) if len(key) <= 200 else None
-        if decision is None or decision.record is None:
-            raise Forbidden("bad_api_key", "this API key is unknown or revoked")
-        if not decision.allowed:
-            seconds = max(1, math.ceil(decision.retry_after_ms / 1000))
-            raise RateLimited(
-                "rate_limited",
-                f"this API key's rate limit is used up; retry in {seconds} s",
-                None,
-                retry_after=seconds,
-            )
-        g.api_key = decision.record
+        g.api_key = checked_api_key()
         return view(*args, **kwargs)
 
     return cast(F, wrapper)
+
+
+def checked_api_key() -> dict[str, Any] | None:
+    """The record of the request's `X-Api-Key` (None when it sends none), within its rate
+    limit: 403 `bad_api_key` for an unknown or revoked key, 429 `rate_limited`."""
+    key = request.headers.get(API_KEY, "").strip()
+    if not key:
+        return None
+    decision = _parts().limiter.check(key) if len(key) <= 200 else None
+    if decision is None or decision.record is None:
+        raise Forbidden("bad_api_key", "this API key is unknown or revoked")
+    if not decision.allowed:
+        seconds = max(1, math.ceil(decision.retry_after_ms / 1000))
+        raise RateLimited(
+            "rate_limited",
+            f"this API key's rate limit is used up; retry in {seconds} s",
+            None,
+            retry_after=seconds,
+        )
+    return decision.record
 
 
 @blp.errorhandler(RateLimited)

@@ -3,9 +3,11 @@
 The record is one JSON object, written before the game's first append and never changed:
 ``seed`` (the draw seed, revealed once the game is over), ``tokens`` (token hash -> seat),
 ``names`` (seat order) and, when the request gave any, ``player_ids`` (seat order, null for
-a seat without one: the apps' opaque user ids). The append script reads ``names`` and
-``player_ids`` from it on a game's `GameStarted` to index the game by player name and id
-(services/redis_store/store.py); the query service reads those two keys only.
+a seat without one: the apps' opaque user ids) and, when the creating request sent an API
+key, ``key_id`` (that key owns the game: its subscriptions cover it). The append script
+reads ``names`` and ``player_ids`` from it on a game's `GameStarted` to index the game by
+player name and id (services/redis_store/store.py); the query service reads those two keys
+only.
 """
 
 from __future__ import annotations

@@ -291,6 +291,7 @@ class GameService:
         ruleset: Ruleset,
         seat_order: list[int] | None = None,
         player_ids: list[str | None] | None = None,
+        key_id: str | None = None,
     ) -> tuple[str, list[dict[str, Any]]]:
         """Start a game; returns its id and each seat's name, secret token, the index of the
         request's player in that seat (`player_index`) and its `player_id` if given (R2.2).
@@ -332,6 +333,8 @@ class GameService:
         if any(i is not None for i in seat_ids):
             # Beside the names, in seat order: the append script indexes both (GET /games).
             record["player_ids"] = seat_ids
+        if key_id is not None:  # the API key that created it (its subscriptions cover it)
+            record["key_id"] = key_id
         self.secrets.put(game_id, record)
         state = GameState()
         events = self._run(state, StartGame(ruleset, len(seats)))

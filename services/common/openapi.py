@@ -164,6 +164,7 @@ class Op:
     operation_id: str
     errors: tuple[int, ...]
     security: str | None = None  # "bearerAuth" or "apiKey"
+    optional_security: bool = False  # the credential may be left out
     headers: dict[int, tuple[str, ...]] = field(default_factory=dict)  # success headers
     media: dict[int, dict[str, Any]] = field(default_factory=dict)  # more media types
     not_modified: bool = False
@@ -177,7 +178,9 @@ OPERATIONS: dict[tuple[str, str], Op] = {
     # The command service.
     ("post", "/games"): Op(
         "createGame",
-        (*BODY, 503),
+        (*BODY, 403, 429, 503),
+        security="apiKey",  # optional: the key that creates a game owns it (subscriptions)
+        optional_security=True,
         request={JSON: ex.CREATE_GAME},
         examples={201: ex.CREATED_GAME},
     ),
@@ -480,6 +483,8 @@ def _describe(operation: dict[str, Any], op: Op) -> None:
         operation["requestBody"]["content"][media_type]["example"] = example
     if op.security is not None:
         operation["security"] = [{op.security: []}]
+        if op.optional_security:
+            operation["security"].insert(0, {})
     # Credentials are security schemes, not header parameters.
     operation["parameters"] = [
         p

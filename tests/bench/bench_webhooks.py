@@ -47,7 +47,7 @@ from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, score_events  #
 from services.command.hooks import Webhooks  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
-from services.scoring.webhooks import HttpPoster  # noqa: E402
+from services.scoring.posting import HttpPoster  # noqa: E402
 from tests.bench.targets import exit_code, verdict  # noqa: E402
 from tests.integration.http_client import free_port  # noqa: E402
 from tests.integration.workers import celery_env, running, worker  # noqa: E402

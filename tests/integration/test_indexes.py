@@ -51,9 +51,10 @@ from services.redis_store.keys import (
     status_key,
     unscored_key,
 )
+from services.scoring.posting import Answer
 from services.scoring.scorer import Scorer
 from services.scoring.sweep import unscored_games
-from services.scoring.webhooks import Answer, Deliverer, Dispatcher, stalled
+from services.scoring.webhooks import Dispatcher, hook_deliverer, stalled
 from tests.integration.index_data import write_finished_games
 from tests.redis_server import free_port, private_redis
 
@@ -183,7 +184,7 @@ def test_a_hook_is_in_the_due_index_exactly_while_it_has_work(redis_client, stor
     Dispatcher(redis_client, store, window_s=60).dispatch(game_id)
     dispatched = members(redis_client, due)[member]
     assert dispatched >= before
-    deliverer = Deliverer(redis_client, store, Poster([500]), backoff_base=30, backoff_max=30)
+    deliverer = hook_deliverer(redis_client, store, Poster([500]), backoff_base=30, backoff_max=30)
     ran = deliverer.run(game_id, hook_id)
     assert ran.outcome == "retrying"
     head = json.loads(redis_client.hget(hook_keys(game_id, hook_id)[1], "1"))

@@ -20,18 +20,12 @@ from eventstore.envelope import MOVES, SCORES
 from eventstore.schemas import to_new
 from eventstore.score_stream import score_events
 from services.command.hooks import Webhooks
+from services.common.signing import hook_signature as signature
 from services.redis_store import RedisEventStore
-from services.redis_store.keys import derived_game_id
-from services.scoring.webhooks import (
-    Answer,
-    Deliverer,
-    Dispatcher,
-    HttpPoster,
-    hook_keys,
-    hook_lease_key,
-    signature,
-    stalled,
-)
+from services.redis_store.keys import derived_game_id, hook_keys
+from services.scoring.delivery import Deliverer
+from services.scoring.posting import Answer, HttpPoster
+from services.scoring.webhooks import Dispatcher, hook_deliverer, hook_lease_key, stalled
 
 SECRET = "secret-" * 3
 
@@ -83,7 +77,7 @@ def entries(client: redis.Redis, game_id: str, hook_id: str) -> dict[int, dict[s
 
 
 def deliverer(client: redis.Redis, store: RedisEventStore, post: Any, **kw: Any) -> Deliverer:
-    return Deliverer(client, store, post, **{"backoff_base": 0.05, "backoff_max": 0.2, **kw})
+    return hook_deliverer(client, store, post, **{"backoff_base": 0.05, "backoff_max": 0.2, **kw})
 
 
 def test_dispatch_creates_one_entry_per_score_event_however_often_it_runs(redis_client, store):
@@ -173,13 +167,11 @@ def test_an_attempt_is_recorded_once(redis_client, store):
     hook_id = hook(redis_client, store, game_id, "http://127.0.0.1:9/in")
     Dispatcher(redis_client, store, window_s=60).dispatch(game_id)
     runner = deliverer(redis_client, store, Poster())
-    state, log_key, _ = hook_keys(game_id, hook_id)
     entry = runner.head(game_id, hook_id)
     assert entry is not None and entry["seq"] == 1
-    (event,) = store.read(game_id, SCORES, after=0, limit=1)
     config = json.loads(redis_client.hget(f"{{g:{game_id}}}:webhooks", hook_id))
-    assert runner.attempt(game_id, config, entry, event, log_key, state).outcome == "delivered"
-    again = runner.attempt(game_id, config, entry, event, log_key, state)
+    assert runner.attempt(game_id, hook_id, config, entry, {}).outcome == "delivered"
+    again = runner.attempt(game_id, hook_id, config, entry, {})
     assert again.outcome == "stale"
     logged = entries(redis_client, game_id, hook_id)[1]
     assert logged["tries"] == 1 and [a["attempt"] for a in logged["attempts"]] == [1]

@@ -22,9 +22,9 @@ from flask.testing import FlaskClient
 from eventstore.envelope import SCORES
 from services.command.apikeys import ApiKeys
 from services.command.app import create_app as create_command_app
+from services.common.signing import hook_signature as signature
 from services.query.app import create_app as create_query_app
 from services.redis_store import RedisEventStore
-from services.scoring.webhooks import signature
 
 from .games import new_game, play
 from .http_client import free_port

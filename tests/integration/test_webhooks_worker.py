@@ -36,9 +36,10 @@ from eventstore.envelope import MOVES, SCORES, NewEvent, StoredEvent
 from eventstore.schemas import to_new
 from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, score_events
 from services.command.hooks import Webhooks
+from services.common.signing import hook_signature as signature
 from services.redis_store import RedisEventStore, hook_keys
 from services.redis_store.connect import connect
-from services.scoring.webhooks import delivery_body, signature
+from services.scoring.webhooks import delivery_body
 
 from .workers import Process, celery_env, running, worker
 

@@ -23,9 +23,10 @@ import pytest
 from eventstore.envelope import SCORES, StoredEvent
 from services.command import hooks as command_hooks
 from services.command.hooks import BadWebhook, check_secret, check_url
+from services.common.signing import hook_signature
 from services.common.webhook_url import normalise, public
-from services.scoring import webhooks
-from services.scoring.webhooks import HttpPoster
+from services.scoring import delivery, process, webhooks
+from services.scoring.posting import HttpPoster
 
 PUBLIC = "93.184.216.34"  # never connected to: the tests below refuse any non-loopback connect
 
@@ -159,29 +160,29 @@ def test_signature_is_hmac_sha256_of_the_raw_body() -> None:
     assert data["delivery"] == "h_1.3" == webhooks.delivery_id("h_1", 3)
     assert (data["seq"], data["event"], data["payload"]["points"]) == (3, "FeatureScored", 4)
     expected = hmac.new(b"k" * 16, body, hashlib.sha256).hexdigest()
-    assert webhooks.signature("k" * 16, body) == "sha256=" + expected
+    assert hook_signature("k" * 16, body) == "sha256=" + expected
 
 
 def test_backoff_is_celerys_exponential_backoff_with_full_jitter() -> None:
     for tries in range(1, 12):
         bound = min(45_000, 1_000 * 2 ** (tries - 1))
-        draws = [webhooks.backoff_ms(tries, 1_000, 45_000) for _ in range(300)]
+        draws = [delivery.backoff_ms(tries, 1_000, 45_000) for _ in range(300)]
         assert all(0 <= d <= bound for d in draws)
         assert max(draws) > bound * 0.8 and min(draws) < bound * 0.2  # spread over the range
-    assert webhooks.backoff_ms(10_000, 1_000, 45_000) <= 45_000
+    assert delivery.backoff_ms(10_000, 1_000, 45_000) <= 45_000
 
 
 def test_the_pool_bounds_follow_the_task_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     class Worker:
         concurrency = 8
 
-    monkeypatch.setattr(webhooks, "_worker", Worker())
-    assert webhooks.task_threads() == 8 and webhooks.pool_bound() == 10
-    assert webhooks.wire_bound() == 8
-    monkeypatch.setattr(webhooks, "_prefork_child", True)  # one task at a time
-    assert (webhooks.pool_bound(), webhooks.wire_bound()) == (3, 1)
-    monkeypatch.setitem(webhooks.settings, "WEBHOOK_REDIS_CONNECTIONS", 5)
-    assert webhooks.pool_bound() == 5
+    monkeypatch.setattr(process, "_worker", Worker())
+    assert process.task_threads() == 8 and process.pool_bound() == 10
+    assert process.wire_bound() == 8
+    monkeypatch.setattr(process, "_prefork_child", True)  # one task at a time
+    assert (process.pool_bound(), process.wire_bound()) == (3, 1)
+    monkeypatch.setitem(process.settings, "WEBHOOK_REDIS_CONNECTIONS", 5)
+    assert process.pool_bound() == 5
 
 
 # ------------------------------------------------------------- one lookup, checked address

@@ -1,0 +1,565 @@
+"""The delivery queue of one receiver of one game: ordered, leased, retried, recorded.
+
+Per-game webhooks (services/scoring/webhooks.py) and subscriptions
+(services/scoring/subscriptions.py) are both *channels*: a receiver (a hook, or a
+subscription within one game) with a state hash (``progress``: deliveries created, ``head``:
+the last one over, and the channel's feed cursor), a delivery log hash (position -> entry)
+and a lease, all under the game's hash tag. What differs — where the configuration lives,
+what the body and headers are, what "behind its feed" means — is the `Channel`'s; the rules
+below are this module's:
+
+- a `Deliverer` takes the receiver's lease (one task per receiver at a time), then always
+  works on the *head*, the lowest delivery neither delivered nor finally failed, and moves on
+  only when it is over: a receiver never gets position N+1 before N was delivered (or its
+  window ended);
+- each attempt is recorded in the delivery's log entry, conditional on the number of attempts
+  recorded so far (a duplicated task finds its attempt taken and stops);
+- a failed attempt is retried after Celery's exponential backoff with full jitter until the
+  delivery's window ends; only the head is retried, so a receiver that is down costs one
+  attempt per backoff interval, not one per event;
+- a receiver with work due is in its shard's due index (a sorted set: when it next has work),
+  written by the same scripts; `stalled` reads those indexes (no scan) for the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import redis
+from celery.utils.time import get_exponential_backoff_interval
+
+from services.redis_store.indexes import shard_pages
+
+from .posting import Poster
+
+log = logging.getLogger(__name__)
+FINAL = ("delivered", "failed")
+KEPT_ATTEMPTS = 50  # a log entry keeps the last attempts (`tries` counts them all)
+# A retry that fires this much before its delivery's `next_ms` still runs (workers' clocks
+# differ a little); an earlier one leaves it to the retry its recorder scheduled.
+EARLY_MS = 2_000
+# A deliver task hands over to a new task after this long, well inside the broker's
+# visibility timeout (a task held longer is handed out twice: harmless, but wasted).
+TASK_SECONDS = 10.0
+
+# Shared by the scripts: how far the channel's feed goes (a stream's length, or a number
+# kept in a string key such as the score stream's marker), compared with the state's cursor.
+_SOURCE = """
+local function source_len(key, kind)
+  if kind == 'get' then return tonumber(redis.call('GET', key) or '0') or 0 end
+  return redis.call('XLEN', key)
+end
+"""
+
+# KEYS: state, delivery log[, due index (a game on a shard slot)]. ARGV: the state's cursor
+# field, the cursor expected, the member in the index, now (ms), n, then n (field, value)
+# pairs to set in the state, then (position, entry JSON) per delivery. Returns {'ok'} or
+# {'conflict', cursor}: all or nothing, conditional on the cursor the caller started from.
+# An entry already there is kept (HSETNX: never twice). The new deliveries are due now: the
+# index says so in the same step (the sweep re-sends the deliver task if it was lost).
+DISPATCH_LUA = """
+local cursor = redis.call('HGET', KEYS[1], ARGV[1]) or '0'
+if cursor ~= ARGV[2] then return {'conflict', cursor} end
+local n = tonumber(ARGV[5])
+for i = 6 + 2 * n, #ARGV, 2 do
+  redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+for i = 6, 5 + 2 * n, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+if KEYS[3] then redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3]) end
+return {'ok'}
+"""
+
+# KEYS: state, delivery log, lease. ARGV: lease token ("" = only look), lease ms.
+# Moves the `head` past deliveries that are over, then returns {'due', entry JSON} for the
+# first one that is not, {'idle'} if there is none, {'lost'} if the lease is not ours.
+NEXT_LUA = """
+if ARGV[1] ~= '' then
+  if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {'lost'} end
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+end
+local head = tonumber(redis.call('HGET', KEYS[1], 'head') or '0')
+local progress = tonumber(redis.call('HGET', KEYS[1], 'progress') or '0')
+local start, found = head, nil
+while head < progress do
+  local raw = redis.call('HGET', KEYS[2], tostring(head + 1))
+  if raw then
+    local outcome = cjson.decode(raw)['outcome']
+    if outcome ~= 'delivered' and outcome ~= 'failed' then
+      found = raw
+      break
+    end
+  end
+  head = head + 1
+end
+if head ~= start then redis.call('HSET', KEYS[1], 'head', head) end
+if found then return {'due', found} end
+return {'idle'}
+"""
+
+# KEYS: delivery log, state[, feed source, due index (a game on a shard slot)].
+# ARGV: position, attempts recorded before this one, new entry JSON, "1" if the delivery is
+# now over, the receiver's member in the index, now (ms), the retry's time (ms, when not
+# over), the state's cursor field, the source's kind. Returns 'ok', 'stale' (another task
+# recorded this attempt) or 'gone'. A delivery that is over at the head moves the head past
+# it. In the same step the index says when the receiver next has work: at the retry's time,
+# now (the next delivery, or feed to dispatch), or never (removed).
+RECORD_LUA = (
+    _SOURCE
+    + """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 'gone' end
+if tonumber(cjson.decode(raw)['tries']) ~= tonumber(ARGV[2]) then return 'stale' end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+if ARGV[4] == '1' then
+  if tonumber(redis.call('HGET', KEYS[2], 'head') or '0') == tonumber(ARGV[1]) - 1 then
+    redis.call('HSET', KEYS[2], 'head', ARGV[1])
+  end
+end
+if KEYS[4] then
+  local head = tonumber(redis.call('HGET', KEYS[2], 'head') or '0')
+  local progress = tonumber(redis.call('HGET', KEYS[2], 'progress') or '0')
+  local cursor = tonumber(redis.call('HGET', KEYS[2], ARGV[8]) or '0')
+  local behind = cursor < source_len(KEYS[3], ARGV[9])
+  if head >= progress and not behind then
+    redis.call('ZREM', KEYS[4], ARGV[5])
+  elseif ARGV[4] == '1' or behind then
+    redis.call('ZADD', KEYS[4], ARGV[6], ARGV[5])
+  else
+    redis.call('ZADD', KEYS[4], ARGV[7], ARGV[5])
+  end
+end
+return 'ok'
+"""
+)
+
+# KEYS: state, delivery log, feed source, due index. ARGV: the member in the index, now (ms),
+# the state's cursor field, the source's kind. Run by the sweep on a receiver it looked at:
+# puts its index entry at the time it next has work (now if it is behind its feed, else its
+# head delivery's `next_ms`), or removes it. Returns 'behind', 'due' or 'idle'.
+SETTLE_LUA = (
+    _SOURCE
+    + """
+local progress = tonumber(redis.call('HGET', KEYS[1], 'progress') or '0')
+local cursor = tonumber(redis.call('HGET', KEYS[1], ARGV[3]) or '0')
+if cursor < source_len(KEYS[3], ARGV[4]) then
+  redis.call('ZADD', KEYS[4], 'LT', ARGV[2], ARGV[1])
+  return 'behind'
+end
+local head = tonumber(redis.call('HGET', KEYS[1], 'head') or '0')
+while head < progress do
+  local raw = redis.call('HGET', KEYS[2], tostring(head + 1))
+  if raw then
+    local entry = cjson.decode(raw)
+    if entry['outcome'] ~= 'delivered' and entry['outcome'] ~= 'failed' then
+      local at = tonumber(entry['next_ms']) or tonumber(ARGV[2])
+      redis.call('ZADD', KEYS[4], at, ARGV[1])
+      return 'due'
+    end
+  end
+  head = head + 1
+end
+redis.call('ZREM', KEYS[4], ARGV[1])
+return 'idle'
+"""
+)
+
+# KEYS: lease. ARGV: token. Deletes the lease only if it is still ours.
+RELEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds (deliveries' times are compared across workers)."""
+    return int(time.time() * 1000)
+
+
+def text(value: Any) -> str:
+    """A Redis reply as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def backoff_ms(tries: int, base_ms: int, cap_ms: int) -> int:
+    """Milliseconds to wait after the `tries`-th failed attempt: Celery's exponential backoff
+    (base·2^(tries-1), at most the cap) with full jitter (a uniform draw from 0 to that), so
+    deliveries that failed together do not all come back at the same instant."""
+    return int(
+        get_exponential_backoff_interval(
+            factor=max(0, base_ms),
+            retries=min(max(0, tries - 1), 40),
+            maximum=cap_ms,
+            full_jitter=True,
+        )
+    )
+
+
+def dispatch_args(
+    cursor: str,
+    expected: int,
+    fields: dict[str, Any],
+    member: str,
+    now: int,
+    entries: list[tuple[int, dict[str, Any]]],
+) -> list[Any]:
+    """The ARGV of `DISPATCH_LUA`."""
+    args: list[Any] = [cursor, expected, member, now, len(fields)]
+    for name, value in fields.items():
+        args += [name, value]
+    for position, entry in entries:
+        args += [position, json.dumps(entry)]
+    return args
+
+
+def new_entry(
+    delivery: str, position: int, now: int, window_ms: int, **extra: Any
+) -> dict[str, Any]:
+    """A fresh log entry at `position`, due now, retried until `window_ms` from now."""
+    return {
+        "delivery": delivery,
+        "seq": position,
+        **extra,
+        "created_ms": now,
+        "deadline_ms": now + window_ms,
+        "outcome": "pending",
+        "tries": 0,
+        "attempts": [],
+        "next_ms": now,
+        "status": None,
+    }
+
+
+@dataclass(frozen=True)
+class Request:
+    """What one attempt POSTs."""
+
+    url: str
+    body: bytes
+    headers: dict[str, str]
+
+
+class Channel(Protocol):
+    """What the queue needs to know of one kind of receiver (a hook, a subscription)."""
+
+    name: str  # in logs: "webhook", "subscription"
+    cursor: str  # the state field that says how far the feed was dispatched
+    source_kind: str  # "xlen" (a stream's length) or "get" (a number in a string key)
+
+    def keys(self, game_id: str, receiver: str) -> tuple[str, str, str]:
+        """(state hash, delivery log hash, lease key) of a receiver in a game."""
+
+    def source(self, game_id: str) -> str:
+        """The key that says how far the game's feed goes (see `source_kind`)."""
+
+    def due_key(self, shard: int) -> str:
+        """A shard's due index of this channel."""
+
+    def member(self, game_id: str, receiver: str) -> str:
+        """A receiver's member in the due index."""
+
+    def split(self, member: str) -> tuple[str, str]:
+        """(game, receiver) of a due-index member."""
+
+    def shard(self, game_id: str) -> int | None:
+        """The shard whose index holds the game atomically (None: off the shard slots)."""
+
+    def legacy_shard(self, game_id: str) -> int:
+        """The shard whose index holds a game off the shard slots."""
+
+    def config(self, game_id: str, receiver: str) -> dict[str, Any] | None:
+        """The receiver's configuration (None: it was removed)."""
+
+    def request(
+        self,
+        game_id: str,
+        config: dict[str, Any],
+        entry: dict[str, Any],
+        attempt: int,
+        cache: dict[Any, Any],
+    ) -> Request:
+        """The POST of one attempt (`cache` lives for one task run)."""
+
+    def recorded(
+        self, game_id: str, config: dict[str, Any], entry: dict[str, Any], record: dict[str, Any]
+    ) -> None:
+        """Called after an attempt was recorded (a channel may log it elsewhere too)."""
+
+
+def index_keys(channel: Channel, game_id: str, receiver: str) -> tuple[list[str], str]:
+    """(feed source and due index keys, member) for the scripts that keep a receiver's entry
+    in the due index; no keys for a game off the shard slots (another slot's key would fail
+    on a cluster)."""
+    member = channel.member(game_id, receiver)
+    shard = channel.shard(game_id)
+    if shard is None:
+        return [], member
+    return [channel.source(game_id), channel.due_key(shard)], member
+
+
+def lease_key(channel: Channel, game_id: str, receiver: str) -> str:
+    """Held (with a random token) by the one task delivering a receiver's deliveries now."""
+    return channel.keys(game_id, receiver)[2]
+
+
+@dataclass(frozen=True)
+class Attempted:
+    """What one attempt did: `retry_in` seconds when another attempt is due."""
+
+    outcome: str  # delivered, retrying, failed, or stale (another task recorded it)
+    retry_in: float | None = None
+    status: int | None = None
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What one `Deliverer.run` did.
+
+    `outcome`: ``idle`` (nothing left), ``more`` (work left: send another task),
+    ``retrying`` (retry in `retry_in` s), ``waiting`` (the head's retry is already
+    scheduled), ``busy`` (another task holds the receiver), ``lost`` (the lease expired under
+    us), ``stale`` (another task recorded our attempt), ``gone`` (no such receiver).
+    """
+
+    outcome: str
+    retry_in: float | None = None
+    delivered: int = 0  # deliveries that ended (delivered or finally failed)
+    attempts: int = 0
+
+
+class Deliverer:
+    """Delivers a receiver's deliveries in order, one attempt at a time, and records them."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        channel: Channel,
+        post: Poster,
+        backoff_base: float = 1.0,
+        backoff_max: float = 45.0,
+        timeout: float = 5.0,
+    ) -> None:
+        self.client = client
+        self.channel = channel
+        self.post = post
+        self.backoff_base_ms = int(backoff_base * 1000)
+        self.backoff_max_ms = int(backoff_max * 1000)
+        # Longer than an attempt can take (connect, send, read the status line: each up to
+        # the timeout) and renewed before each attempt. Should it still run out, another task
+        # may POST the same delivery again: at least once, same delivery id.
+        self.lease_ms = int(max(30.0, 4 * timeout) * 1000)
+        self._next = client.register_script(NEXT_LUA)
+        self._record = client.register_script(RECORD_LUA)
+        self._release = client.register_script(RELEASE_LUA)
+
+    def run(
+        self,
+        game_id: str,
+        receiver: str,
+        max_deliveries: int = 100,
+        max_seconds: float = TASK_SECONDS,
+    ) -> Ran:
+        """Work through the receiver's due deliveries in order, holding its lease."""
+        state, log_key, lease = self.channel.keys(game_id, receiver)
+        token = secrets.token_hex(8)
+        if not self.client.set(lease, token, nx=True, px=self.lease_ms):
+            return Ran("busy")  # the holder delivers what we came for (see below)
+        started = time.monotonic()
+        ended = attempts = 0
+        config: dict[str, Any] | None = None
+        cache: dict[Any, Any] = {}
+        retry_in: float | None = None
+        outcome = "idle"
+        try:
+            while True:
+                reply = self._next(keys=[state, log_key, lease], args=[token, self.lease_ms])
+                outcome = text(reply[0])
+                if outcome != "due":
+                    break
+                entry = json.loads(reply[1])
+                if entry["next_ms"] is not None and entry["next_ms"] > now_ms() + EARLY_MS:
+                    outcome = "waiting"  # its recorder scheduled the retry
+                    break
+                if ended >= max_deliveries or time.monotonic() - started >= max_seconds:
+                    outcome = "more"
+                    break
+                if config is None:
+                    config = self.channel.config(game_id, receiver)
+                    if config is None:
+                        outcome = "gone"
+                        break
+                done = self.attempt(game_id, receiver, config, entry, cache)
+                attempts += 1
+                if done.outcome in FINAL:
+                    ended += 1
+                    continue
+                outcome, retry_in = done.outcome, done.retry_in
+                break
+        finally:
+            self._release(keys=[lease], args=[token])
+        # A dispatch that came while we held the lease found us busy; if what it created is
+        # due now, nobody else will deliver it: say so (the task sends another deliver).
+        if outcome == "idle" and self.due(game_id, receiver):
+            outcome = "more"
+        return Ran(outcome, retry_in, ended, attempts)
+
+    def due(self, game_id: str, receiver: str) -> bool:
+        """Whether the receiver's head delivery is waiting and due now."""
+        entry = self.head(game_id, receiver)
+        return entry is not None and (entry["next_ms"] or 0) <= now_ms() + EARLY_MS
+
+    def head(self, game_id: str, receiver: str) -> dict[str, Any] | None:
+        """The log entry of the receiver's head delivery (the lowest not over), if any."""
+        state, log_key, lease = self.channel.keys(game_id, receiver)
+        reply = self._next(keys=[state, log_key, lease], args=["", self.lease_ms])
+        return json.loads(reply[1]) if text(reply[0]) == "due" else None
+
+    def attempt(
+        self,
+        game_id: str,
+        receiver: str,
+        config: dict[str, Any],
+        entry: dict[str, Any],
+        cache: dict[Any, Any],
+    ) -> Attempted:
+        """One attempt at one delivery, recorded if no other task recorded it first."""
+        position, attempt = int(entry["seq"]), int(entry["tries"]) + 1
+        request = self.channel.request(game_id, config, entry, attempt, cache)
+        started = now_ms()
+        answer = self.post(request.url, request.body, request.headers)
+        now = now_ms()
+        ok = answer.status is not None and 200 <= answer.status < 300
+        next_ms: int | None
+        if ok:
+            outcome, next_ms = "delivered", None
+        elif answer.blocked or now >= entry["deadline_ms"]:
+            outcome, next_ms = "failed", None
+        else:
+            # The last attempt is made at the deadline itself: the whole window is used.
+            wait = backoff_ms(attempt, self.backoff_base_ms, self.backoff_max_ms)
+            outcome, next_ms = "retrying", min(now + wait, entry["deadline_ms"])
+        record: dict[str, Any] = {
+            "attempt": attempt,
+            "at_ms": started,
+            "ms": now - started,
+            "status": answer.status,
+        }
+        if answer.error is not None:
+            record["error"] = answer.error
+        new = {
+            **entry,
+            "tries": attempt,
+            "outcome": outcome,
+            "status": answer.status,
+            "next_ms": next_ms,
+            "attempts": (entry["attempts"] + [record])[-KEPT_ATTEMPTS:],
+        }
+        if ok:
+            new["delivered_ms"] = now
+        final = "1" if next_ms is None else ""
+        state, log_key, _ = self.channel.keys(game_id, receiver)
+        due_keys, member = index_keys(self.channel, game_id, receiver)
+        args: list[Any] = [position, attempt - 1, json.dumps(new), final, member, now]
+        reply = self._record(
+            keys=[log_key, state, *due_keys],
+            args=[*args, next_ms or now, self.channel.cursor, self.channel.source_kind],
+        )
+        if text(reply) != "ok":
+            return Attempted("stale", status=answer.status)
+        self.channel.recorded(game_id, config, new, record)
+        if outcome == "failed":
+            why = answer.error or answer.status
+            log.warning("%s %s of game %s: delivery %s failed (%s)", self.channel.name,
+                        receiver, game_id, entry["delivery"], why)  # fmt: skip
+        retry_in = None if next_ms is None else max(0.0, (next_ms - now) / 1000)
+        return Attempted(outcome, retry_in, answer.status)
+
+
+def stalled(
+    client: redis.Redis, channel: Channel, grace_ms: int, page: int = 500
+) -> Iterator[tuple[str, str | None]]:
+    """What the sweep re-sends: (game, None) for a game with a receiver behind its feed,
+    (game, receiver) for one whose head delivery is overdue by more than `grace_ms` and that
+    no task holds.
+
+    Reads the 64 shards' due indexes (one pipelined round trip, more pages only for a shard
+    with more than `page` receivers due) instead of scanning the keyspace: it costs the
+    receivers with work due, not the ones ever registered. Each receiver looked at is then
+    settled: its entry moves to when it next has work, or leaves the index when it has none.
+    """
+    look = client.register_script(NEXT_LUA)
+    settle = client.register_script(SETTLE_LUA)
+    now = now_ms()
+    for members in shard_pages(client, channel.due_key, page, high=now - grace_ms):
+        games: dict[str, list[str]] = {}
+        for member in members:
+            game_id, receiver = channel.split(member)
+            games.setdefault(game_id, []).append(receiver)
+        for game_id, receivers in games.items():
+            behind = False
+            for receiver in receivers:
+                state, log_key, lease = channel.keys(game_id, receiver)
+                behind = behind or _behind(client, channel, game_id, state)
+                reply = look(keys=[state, log_key, lease], args=["", 0])
+                due = json.loads(reply[1]) if text(reply[0]) == "due" else None
+                overdue = due is not None and (due["next_ms"] or 0) < now - grace_ms
+                if overdue and not client.exists(lease):
+                    yield game_id, receiver
+                _settle(client, channel, settle, game_id, receiver, due, now)
+            if behind:
+                yield game_id, None
+
+
+def source_len(client: redis.Redis, channel: Channel, game_id: str) -> int:
+    """How far a game's feed goes for this channel (see `Channel.source_kind`)."""
+    key = channel.source(game_id)
+    if channel.source_kind == "get":
+        return int(text(client.get(key) or b"0") or 0)
+    return int(cast(Any, client.xlen(key)))
+
+
+def _behind(client: redis.Redis, channel: Channel, game_id: str, state: str) -> bool:
+    cursor = int(text(client.hget(state, channel.cursor) or b"0"))
+    return cursor < source_len(client, channel, game_id)
+
+
+def _settle(
+    client: redis.Redis,
+    channel: Channel,
+    settle: Any,
+    game_id: str,
+    receiver: str,
+    due: dict[str, Any] | None,
+    now: int,
+) -> None:
+    """Move a receiver's index entry to when it next has work, or remove it (SETTLE_LUA)."""
+    member = channel.member(game_id, receiver)
+    state, log_key, _ = channel.keys(game_id, receiver)
+    shard = channel.shard(game_id)
+    if channel.config(game_id, receiver) is None:  # no such receiver (any more)
+        client.zrem(
+            channel.due_key(channel.legacy_shard(game_id) if shard is None else shard), member
+        )
+    elif shard is not None:
+        settle(
+            keys=[state, log_key, channel.source(game_id), channel.due_key(shard)],
+            args=[member, now, channel.cursor, channel.source_kind],
+        )
+    else:
+        # A game from before the indexes, put in a shard by the backfill: its entry is in
+        # another slot than its keys, so this is not atomic with the game's writes (a
+        # concurrent change is seen by the next sweep at the latest).
+        index = channel.due_key(channel.legacy_shard(game_id))
+        if _behind(client, channel, game_id, state):
+            return
+        if due is not None:
+            client.zadd(index, {member: due["next_ms"] or now})
+        else:
+            client.zrem(index, member)
