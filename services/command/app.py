@@ -26,7 +26,7 @@ from services.redis_store import RedisEventStore
 from services.redis_store.connect import broker_url
 from services.redis_store.replication import NotReplicated
 
-from . import integration
+from . import integration, subscription_views
 from .client import command_client
 from .config import from_env
 from .notify import CeleryNotifier
@@ -271,6 +271,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     api = ContractApi(app)  # /openapi.json: the whole API's one document
     api.register_blueprint(blp)
     integration.init_app(app, api, service)  # /v1/score, import, export, webhooks
+    subscription_views.init_app(app, api)  # /v1/subscriptions
 
     @app.errorhandler(GameError)
     def game_error(exc: GameError) -> tuple[Response, int]:

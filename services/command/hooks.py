@@ -77,11 +77,13 @@ def check_secret(secret: Any) -> str:
     return secret
 
 
-class DispatchSender:
-    """Sends ``webhooks.dispatch(game_id)`` to the worker's webhook queue."""
+class TaskSender:
+    """Sends one Celery task by name to the worker's webhook queue; never raises: a broker
+    failure is logged and answered False (the worker's sweeps find what was not sent)."""
 
-    def __init__(self, broker_url: str, queue: str) -> None:
+    def __init__(self, broker_url: str, queue: str, task: str = DISPATCH_TASK) -> None:
         self.queue = queue
+        self.task = task
         self.app = Celery("command-webhooks", broker=broker_url)
         self.app.conf.update(
             broker_connection_retry=False,  # never hold a request on a broker outage
@@ -89,11 +91,13 @@ class DispatchSender:
             task_ignore_result=True,
         )
 
-    def __call__(self, game_id: str) -> None:
+    def __call__(self, *args: str) -> bool:
         try:
-            self.app.send_task(DISPATCH_TASK, args=[game_id], queue=self.queue, retry=False)
+            self.app.send_task(self.task, args=list(args), queue=self.queue, retry=False)
         except Exception:  # any broker failure: the worker's sweep finds the hook anyway
-            log.warning("could not send webhook dispatch for game %s", game_id, exc_info=True)
+            log.warning("could not send %s%r", self.task, args, exc_info=True)
+            return False
+        return True
 
 
 class Webhooks:
@@ -103,7 +107,7 @@ class Webhooks:
         self,
         client: redis.Redis,
         store: EventStore,
-        dispatch: DispatchSender | None,
+        dispatch: TaskSender | None,
         allow_private: bool = False,
     ) -> None:
         self.client = client

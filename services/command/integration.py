@@ -46,7 +46,7 @@ from services.redis_store.connect import broker_url
 from services.redis_store.keys import derived_game_id, new_game_id
 
 from .client import command_client
-from .hooks import DispatchSender, Webhooks
+from .hooks import TaskSender, Webhooks
 from .ratelimit import RateLimiter
 from .records import (
     Replayed,
@@ -102,7 +102,7 @@ def init_app(app: Flask, api: Api, service: GameService) -> None:
     client = command_client(app.config)
     # NOTIFY_MS=0 means "send the worker nothing, its sweeps find the work": hooks likewise.
     sender = (
-        DispatchSender(
+        TaskSender(
             broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]),
             app.config["WEBHOOK_QUEUE"],
         )

@@ -340,14 +340,20 @@ class GameService:
         events = self._run(state, StartGame(ruleset, len(seats)))
         events = with_seats(events, seats, seat_ids)  # the log itself says who sits where
         events += self._draw_until_placeable(state, seed)
-        self.store.append(
+        # Nothing to score yet; but a game with an owner key wakes the worker all the same:
+        # its subscriptions learn of the first turn when the worker has passed the start.
+        wake = key_id is not None and self.notify is not None
+        result = self.store.append(
             game_id,
             MOVES,
             [to_new(e) for e in events],
             expected=0,
             command_id="create",
             marker="$seq",
-        )  # nothing to score yet: no notification
+            notify_ms=self.notify_ms if wake else 0,
+        )
+        if wake and result.notify and self.notify is not None:
+            self.notify(game_id)
         players = []
         for seat, (index, token) in enumerate(zip(seat_order, tokens, strict=True)):
             player: dict[str, Any] = {

@@ -121,7 +121,11 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "bad_api_key (unknown or revoked), not_playable",
         (),
     ),
-    404: ("NotFound", "game_not_found, hook_not_found, tileset_not_found", ()),
+    404: (
+        "NotFound",
+        "game_not_found, hook_not_found, subscription_not_found, tileset_not_found",
+        (),
+    ),
     406: ("NotAcceptable", "no representation matches the Accept header", ()),
     409: (
         "Conflict",
@@ -140,7 +144,10 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "the body or query does not match the schema "
         "(invalid_body, invalid_query: details.fields), or breaks a rule (the code, the "
         "rule, and for records details.index: the first bad turn); bad_if_match and "
-        "bad_idempotency_key for those headers, idempotency_key_reused",
+        "bad_idempotency_key for those headers, idempotency_key_reused; for webhooks and "
+        "subscriptions bad_webhook_url, webhook_url_not_public, webhook_url_not_https, "
+        "bad_webhook_secret, too_many_webhooks, bad_event_kinds, unknown_event_kind, "
+        "too_many_subscriptions",
         (),
     ),
     429: (
@@ -150,7 +157,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     ),
     503: (
         "ServiceUnavailable",
-        "store_unavailable, not_replicated (retry with the same Idempotency-Key), too_many_streams",
+        "store_unavailable, not_replicated (retry with the same Idempotency-Key), "
+        "too_many_streams, worker_unreachable (a ping not handed to the worker)",
         ("Retry-After",),
     ),
 }
@@ -236,6 +244,35 @@ OPERATIONS: dict[tuple[str, str], Op] = {
     ),
     ("get", "/games/{game_id}/webhooks/{hook_id}/deliveries"): Op(
         "listDeliveries", (401, 403, 404, 422, 429, 503), security="apiKey"
+    ),
+    ("post", "/v1/subscriptions"): Op(
+        "createSubscription",
+        (*BODY, 401, 403, 429, 503),
+        security="apiKey",
+        request={JSON: ex.SUBSCRIPTION_IN},
+        examples={201: ex.SUBSCRIPTION_CREATED},
+    ),
+    ("get", "/v1/subscriptions"): Op("listSubscriptions", (401, 403, 429, 503), security="apiKey"),
+    ("get", "/v1/subscriptions/{sub_id}"): Op(
+        "getSubscription", (401, 403, 404, 429, 503), security="apiKey"
+    ),
+    ("delete", "/v1/subscriptions/{sub_id}"): Op(
+        "deleteSubscription", (401, 403, 404, 429, 503), security="apiKey"
+    ),
+    ("post", "/v1/subscriptions/{sub_id}/rotate"): Op(
+        "rotateSubscriptionSecret",
+        (*BODY, 401, 403, 404, 429, 503),
+        security="apiKey",
+        request={JSON: {"overlap_seconds": 3600}},
+    ),
+    ("post", "/v1/subscriptions/{sub_id}/ping"): Op(
+        "pingSubscription", (401, 403, 404, 429, 503), security="apiKey"
+    ),
+    ("get", "/v1/subscriptions/{sub_id}/deliveries"): Op(
+        "listSubscriptionDeliveries",
+        (401, 403, 404, 422, 429, 503),
+        security="apiKey",
+        examples={200: ex.SUBSCRIPTION_DELIVERIES},
     ),
     # The query service.
     ("get", "/games"): Op(
@@ -355,12 +392,12 @@ def _blueprints_spec(title: str, blueprints: list[flask_smorest.Blueprint]) -> d
 def service_specs() -> list[dict[str, Any]]:
     """Each service's own spec, as its decorators make it."""
     from services.command import app as command_app
-    from services.command import integration
+    from services.command import integration, subscription_views
     from services.query import app as query_app
     from services.query import pages, pictures
 
     return [
-        _service_spec("command", [command_app.blp, integration.blp]),
+        _service_spec("command", [command_app.blp, integration.blp, subscription_views.blp]),
         _service_spec("query", [query_app.blp, pictures.boards, pictures.tilesets, pages.blp]),
     ]
 

@@ -465,6 +465,53 @@ WEBHOOK: dict[str, Any] = {
     "signature": "X-Carcassonne-Signature: sha256=<HMAC-SHA256(secret, raw body)>",
 }
 
+SUBSCRIPTION_IN: dict[str, Any] = {
+    "url": "https://hooks.example.com/carcassonne/events",
+    "kinds": ["turn_started", "move_made", "game_over"],
+}
+
+SUBSCRIPTION_CREATED: dict[str, Any] = {
+    "subscription_id": "s_4f1c2a9be07d5c31",
+    "url": "https://hooks.example.com/carcassonne/events",
+    "kinds": ["turn_started", "move_made", "game_over"],
+    "created_ms": 1795459617994,
+    "secrets_live": 1,
+    "overlap_until_ms": None,
+    "secret": "whsec_3q2-7bV0xY1nQm8RkJ4dW9sT6uP5aZcE0fGhIjKlMnO",
+    "signature": "Carcassonne-Signature: t=<unix seconds>,"
+    "v1=<hex HMAC-SHA256(secret, t + '.' + body)>",
+}
+
+SUBSCRIPTION_DELIVERIES: dict[str, Any] = {
+    "subscription_id": "s_4f1c2a9be07d5c31",
+    "kept": 200,
+    "attempts": [
+        {
+            "delivery": "s_4f1c2a9be07d5c31.ef0ab9789b8f034882fd9142e91879d5.7",
+            "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+            "kind": "turn_started",
+            "seq": 6,
+            "attempt": 2,
+            "at_ms": 1795459619012,
+            "ms": 14,
+            "status": 200,
+            "outcome": "delivered",
+        },
+        {
+            "delivery": "s_4f1c2a9be07d5c31.ef0ab9789b8f034882fd9142e91879d5.7",
+            "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+            "kind": "turn_started",
+            "seq": 6,
+            "attempt": 1,
+            "at_ms": 1795459618100,
+            "ms": 3,
+            "status": None,
+            "outcome": "retrying",
+            "error": "ConnectionRefusedError: [Errno 111] Connection refused",
+        },
+    ],
+}
+
 # The same record in notation (text/plain bodies of /v1/score and /games/import).
 RECORD_NOTATION = (
     "carcassonne-record/1 base players=2 farmers=on farm=3rd incomplete=on "

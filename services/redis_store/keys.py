@@ -190,3 +190,31 @@ def split_hook_member(member: str) -> tuple[str, str]:
     """(game, hook) of a `hooks_due_key` member."""
     game_id, _, hook_id = member.partition(":")
     return game_id, hook_id
+
+
+# ------------------------------------------------------------------------ subscriptions
+#
+# An API key's subscriptions live under the key's own hash tag ``{k:<key id>}`` (one slot per
+# key); a subscription's delivery queue in one game lives under the game's tag, like a hook's.
+
+
+def subscriptions_key(key_id: str) -> str:
+    """Hash: subscription id -> its configuration JSON (url, kinds, secrets), of one API key."""
+    return "{k:" + key_id + "}:subs"
+
+
+def subscription_recent_key(key_id: str, sub_id: str) -> str:
+    """List: a subscription's most recent delivery attempts across its games, newest first."""
+    return "{k:" + key_id + "}:sub:" + sub_id + ":recent"
+
+
+def subscription_keys(game_id: str, sub_id: str) -> tuple[str, str, str]:
+    """(state hash, delivery log hash, lease) of a subscription's deliveries in one game."""
+    base = _tag(game_id) + ":sub:" + sub_id
+    return base, base + ":log", base + ":lease"
+
+
+def subs_due_key(shard: int) -> str:
+    """Sorted set: "<game>:<subscription>" -> when (ms) the subscription sweep should look at
+    that subscription's deliveries in that game; absent once everything is delivered."""
+    return _itag(shard) + ":idx:subs-due"

@@ -26,7 +26,10 @@ from services.common.observability import REQUEST_ID, setup_logging
 from services.redis_store import RedisEventStore, add_pending, clear_scheduled, take_pending
 from services.redis_store.connect import broker_url, shared_client
 
-from . import webhooks  # registers the webhook tasks (dispatch, deliver, sweep)
+from . import (
+    subscriptions,  # registers the subscription tasks (dispatch, deliver, ping, sweep)
+    webhooks,  # registers the webhook tasks (dispatch, deliver, sweep)
+)
 from .config import from_env
 from .scorer import CatchUp, Scorer
 from .sweep import unscored_games
@@ -48,6 +51,10 @@ app.conf.update(
     beat_schedule={
         "sweep": {"task": "scoring.sweep", "schedule": settings["SWEEP_SECONDS"]},
         "webhooks-sweep": {"task": "webhooks.sweep", "schedule": settings["SWEEP_SECONDS"]},
+        "subscriptions-sweep": {
+            "task": "subscriptions.sweep",
+            "schedule": settings["SWEEP_SECONDS"],
+        },
         # A tick left waiting longer than its period is dropped: the next one does its work.
         "lifecycle-tick": {
             "task": "lifecycle.tick",
@@ -178,6 +185,7 @@ def _score_game(game_id: str, request_id: str) -> CatchUp:
         REQUEST_ID.reset(token)
     if done.events:
         webhooks.after_scoring(game_id)  # deliver the new score events to the game's hooks
+    subscriptions.after_scoring(game_id, done.moves)  # the feed of the owner key's subscriptions
     MOVES_SCORED.inc(done.moves)
     EVENTS_SCORED.inc(done.events)
     CONFLICTS.inc(done.conflicts)

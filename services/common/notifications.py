@@ -1,0 +1,46 @@
+"""What the command service and the worker agree on about subscriptions (per API key): the
+event kinds, the limits, and which of a subscription's secrets sign a delivery now.
+
+A subscription's configuration, stored in ``{k:<key id>}:subs`` (services/redis_store/keys.py):
+``{"id", "key_id", "url", "kinds", "secrets": [{"secret", "until_ms"}], "created_ms"}`` —
+`secrets` newest first; `until_ms` is null for the current secret and the end of the overlap
+window for one replaced by a rotation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# turn_started: a seat must play (seat, player_id, tile, deadline_ms); move_made: a tile was
+# placed or discarded; score: a feature scored (FeatureScored); game_over: final scoring
+# (GameScored); player_out: a seat left the game (resigned, or out after timeouts).
+KINDS = ("turn_started", "move_made", "score", "game_over", "player_out")
+MAX_SUBSCRIPTIONS = 10  # per API key: every event of its games is sent to each
+RECENT_KEPT = 200  # attempts a subscription's delivery log keeps (newest first)
+MAX_OVERLAP_SECONDS = 7 * 86_400  # the longest a rotated-out secret stays valid
+DEFAULT_OVERLAP_SECONDS = 86_400
+
+
+def live_secrets(config: dict[str, Any], now_ms: int) -> list[str]:
+    """The secrets that sign a delivery at `now_ms`: the current one, then any rotated-out
+    one still inside its overlap window (newest first)."""
+    return [
+        s["secret"]
+        for s in config.get("secrets", [])
+        if s.get("until_ms") is None or s["until_ms"] > now_ms
+    ]
+
+
+def public_view(config: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    """A subscription as the API shows it: never a secret, only how many are live."""
+    return {
+        "subscription_id": config["id"],
+        "url": config["url"],
+        "kinds": list(config["kinds"]),
+        "created_ms": config["created_ms"],
+        "secrets_live": len(live_secrets(config, now_ms)),
+        "overlap_until_ms": max(
+            (s["until_ms"] for s in config.get("secrets", []) if (s.get("until_ms") or 0) > now_ms),
+            default=None,
+        ),
+    }

@@ -1,0 +1,106 @@
+"""A game's notification feed: what its move and score streams mean to a player's app, as a
+list of items in the game's order (pure: no Redis, no clock).
+
+The move stream is folded with the engine (the same `GameState` the worker and the views
+fold), so an item says who is to play after each move. For move seq M, in this order:
+
+- ``move_made``: a tile was placed or discarded (`TilePlaced`, `TileDiscarded`): the seat,
+  its player id and the event's payload;
+- ``score`` / ``game_over``: the score events the worker appended for M (`FeatureScored`,
+  `GameScored`), each with its score seq;
+- ``player_out``: a seat left the game (the events in `OUT_EVENTS`);
+- ``turn_started``: a tile was drawn for a seat (`TileDrawn`): the seat, its player id, the
+  tile and the turn's deadline (`deadline_ms`, null when the game has no turn limit). After a
+  discard the same seat draws again: a new ``turn_started`` with the new tile.
+
+Items are ordered by move seq (then as listed), so a receiver that gets them in order sees
+the game as it was played.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from carcassonne.events import GameStarted
+from carcassonne.state import GameState
+from eventstore.envelope import StoredEvent
+from eventstore.schemas import to_engine
+from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED
+
+MOVES_MADE = ("TilePlaced", "TileDiscarded")
+# Events by which a seat leaves the game, with the reason the item gives.
+OUT_EVENTS = {"PlayerResigned": "resigned", "PlayerOut": "out"}
+SCORE_KINDS = {FEATURE_SCORED: "score", GAME_SCORED: "game_over"}
+
+
+def _seat(ids: tuple[str | None, ...], index: int) -> dict[str, Any]:
+    return {"seat": index, "player_id": ids[index] if 0 <= index < len(ids) else None}
+
+
+@dataclass(frozen=True)
+class Item:
+    """One notification: `seq` is the move seq it stems from (its order in the game)."""
+
+    kind: str
+    seq: int
+    time_ms: int
+    data: dict[str, Any]
+    score_seq: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The item as stored in a delivery's log entry (and sent in its body)."""
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "seq": self.seq,
+            "time_ms": self.time_ms,
+            "data": self.data,
+        }
+        if self.score_seq is not None:
+            out["score_seq"] = self.score_seq
+        return out
+
+
+def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> list[Item]:
+    """The items of a game's moves from its first (the fold starts there), with the score
+    events given (those of moves not given are ignored)."""
+    by_move: dict[int, list[StoredEvent]] = {}
+    for score in scores:
+        by_move.setdefault(int(score.payload["move"]), []).append(score)
+    state = GameState()
+    ids: tuple[str | None, ...] = ()
+    items: list[Item] = []
+    for stored in moves:
+        event = to_engine(stored)
+        state.apply(event)
+        if isinstance(event, GameStarted):
+            ids = tuple(event.player_ids or (None,) * event.players)
+        seq, at = stored.seq, stored.time_ms
+
+        if stored.type in MOVES_MADE:
+            player = int(stored.payload["player"])
+            items.append(
+                Item(
+                    "move_made",
+                    seq,
+                    at,
+                    {**_seat(ids, player), "event": stored.type, "move": dict(stored.payload)},
+                )
+            )
+        for score in by_move.get(seq, []):
+            items.append(
+                Item(SCORE_KINDS[score.type], seq, score.time_ms, dict(score.payload), score.seq)
+            )
+        if stored.type in OUT_EVENTS:
+            player = int(stored.payload.get("player", stored.payload.get("seat", -1)))
+            items.append(
+                Item(
+                    "player_out", seq, at, {**_seat(ids, player), "reason": OUT_EVENTS[stored.type]}
+                )
+            )
+        if stored.type == "TileDrawn" and not state.over:
+            deadline = stored.payload.get("deadline_ms")
+            data = {**_seat(ids, state.current), "tile": state.drawn, "deadline_ms": deadline}
+            items.append(Item("turn_started", seq, at, data))
+    return items

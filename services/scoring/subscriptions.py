@@ -1,0 +1,457 @@
+"""Subscriptions per API key (worker side): every game an API key created or imported, its
+notification feed (services/scoring/feed.py) delivered to each of the key's subscriptions —
+signed with a timestamp, at least once, in order per game, retried for a day.
+
+A subscription within one game is a receiver of the delivery queue (services/scoring/
+delivery.py, `SubscriptionChannel`): its state ``{g:G}:sub:S`` holds ``moves`` (the feed
+cursor: the last move whose items were dispatched), ``scores`` (the last score event read),
+``progress`` (deliveries created), ``head`` and ``key`` (the owner key), its log
+``{g:G}:sub:S:log`` one entry per delivery (position -> entry with the item). Its feed goes as
+far as the game is scored (the score stream's marker): move M's items wait until the worker
+scored M, so a move and the score it caused go out in the game's order.
+
+Four Celery tasks on the webhook queue:
+
+- ``subscriptions.dispatch(game_id)``: for each subscription of the game's owner key, one
+  script writes the deliveries of the items past its cursor and advances the cursor — all or
+  nothing, conditional on the cursor it read (`DISPATCH_LUA`), the items those of the
+  subscription's kinds appended after it was created. Sent by `after_scoring`, which the
+  scoring task calls after every catch-up of a game with an owner key.
+- ``subscriptions.deliver(game_id, sub_id)``: the queue's ordered, leased, retried delivery.
+  Each attempt also goes into the subscription's recent log ``{k:K}:sub:S:recent`` (its last
+  `RECENT_KEPT` attempts over every game: `GET /v1/subscriptions/{id}/deliveries`).
+- ``subscriptions.ping(key_id, sub_id, delivery)``: one signed `ping`, tried once.
+- ``subscriptions.sweep`` (beat): the shards' subs-due indexes (no scan) — a subscription
+  behind its game's feed gets a dispatch, an overdue head a deliver.
+
+A subscription's fan-out runs on the webhook queue, never in the scoring task: a slow or
+dead receiver holds up only its own deliveries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis
+from celery import shared_task
+
+from eventstore.envelope import MOVES, SCORES
+from eventstore.port import EventStore
+from services.common.notifications import RECENT_KEPT, live_secrets
+from services.common.signing import SIGNATURE_HEADER, sign
+from services.redis_store import game_keys, secrets_key
+from services.redis_store.keys import (
+    index_shard,
+    shard_of,
+    split_hook_member,
+    subs_due_key,
+    subscription_keys,
+    subscription_recent_key,
+    subscriptions_key,
+)
+
+from . import delivery, process
+from .config import from_env
+from .delivery import DISPATCH_LUA, Deliverer, Request, dispatch_args, new_entry, now_ms, text
+from .feed import Item, feed_items
+
+log = logging.getLogger(__name__)
+settings = from_env()
+QUEUE = settings["WEBHOOK_QUEUE"]
+USER_AGENT = "CarcassonneCloud-Notifications/1"
+OWNERS_KEPT = 10_000  # games whose owner key a process remembers (it never changes)
+
+
+def delivery_id(sub_id: str, game_id: str, position: int) -> str:
+    """The stable id of a subscription's delivery in a game (receivers dedupe on it)."""
+    return f"{sub_id}.{game_id}.{position}"
+
+
+def notification_body(game_id: str, sub_id: str, delivery: str, item: dict[str, Any]) -> bytes:
+    """The JSON body of a delivery: the same bytes on every attempt (the signature, with its
+    timestamp, is in a header)."""
+    body = {"delivery": delivery, "subscription_id": sub_id, "game_id": game_id, **item}
+    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+
+def signed_headers(
+    config: dict[str, Any], kind: str, delivery: str, attempt: int, body: bytes
+) -> dict[str, str]:
+    """The headers of one attempt, signed now by every live secret of the subscription."""
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "Carcassonne-Event": kind,
+        "Carcassonne-Delivery": delivery,
+        "Carcassonne-Attempt": str(attempt),
+        SIGNATURE_HEADER: sign(live_secrets(config, now_ms()), body, int(time.time())),
+    }
+
+
+def remember_attempt(client: redis.Redis, key_id: str, sub_id: str, record: dict[str, Any]) -> None:
+    """Put one attempt at the head of the subscription's recent log (bounded)."""
+    recent = subscription_recent_key(key_id, sub_id)
+    pipe = client.pipeline(transaction=False)  # one slot: the key's tag
+    pipe.lpush(recent, json.dumps(record))
+    pipe.ltrim(recent, 0, RECENT_KEPT - 1)
+    pipe.execute()
+
+
+class SubscriptionChannel:
+    """Subscriptions as a delivery channel: the feed of a game goes as far as it is scored
+    (its score stream's marker), a delivery's position is its place in the feed."""
+
+    name = "subscription"
+    cursor = "moves"
+    source_kind = "get"
+
+    def __init__(self, client: redis.Redis, owners: Owners | None = None) -> None:
+        self.client = client
+        self.owners = owners or Owners(client)
+
+    def keys(self, game_id: str, receiver: str) -> tuple[str, str, str]:
+        return subscription_keys(game_id, receiver)
+
+    def source(self, game_id: str) -> str:
+        return game_keys(game_id, SCORES)[2]  # "moves up to N are scored"
+
+    def due_key(self, shard: int) -> str:
+        return subs_due_key(shard)
+
+    def member(self, game_id: str, receiver: str) -> str:
+        return game_id + ":" + receiver
+
+    def split(self, member: str) -> tuple[str, str]:
+        return split_hook_member(member)
+
+    def shard(self, game_id: str) -> int | None:
+        return shard_of(game_id)
+
+    def legacy_shard(self, game_id: str) -> int:
+        return index_shard(game_id)
+
+    def config(self, game_id: str, receiver: str) -> dict[str, Any] | None:
+        # The owner key, as the first dispatch wrote it (or, before one, from the game).
+        key_id = self.client.hget(subscription_keys(game_id, receiver)[0], "key")
+        owner = text(key_id) if key_id is not None else self.owners.get(game_id)
+        if owner is None:
+            return None
+        raw = self.client.hget(subscriptions_key(owner), receiver)
+        return None if raw is None else dict(json.loads(raw))
+
+    def request(
+        self,
+        game_id: str,
+        config: dict[str, Any],
+        entry: dict[str, Any],
+        attempt: int,
+        cache: dict[Any, Any],
+    ) -> Request:
+        item = entry["item"]
+        body = notification_body(game_id, config["id"], entry["delivery"], item)
+        headers = signed_headers(config, item["kind"], entry["delivery"], attempt, body)
+        return Request(config["url"], body, headers)
+
+    def recorded(
+        self, game_id: str, config: dict[str, Any], entry: dict[str, Any], record: dict[str, Any]
+    ) -> None:
+        attempt = {
+            "delivery": entry["delivery"],
+            "game_id": game_id,
+            "kind": entry["item"]["kind"],
+            "seq": entry["item"]["seq"],
+            **record,
+            "outcome": entry["outcome"],
+        }
+        try:  # the log of record is the game's; this one is for people: never fail for it
+            remember_attempt(self.client, config["key_id"], config["id"], attempt)
+        except redis.RedisError:
+            log.warning("could not log an attempt of subscription %s", config["id"])
+
+
+class Owners:
+    """The API key that created or imported each game: written before the game's first event
+    and never changed, so a process remembers it."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._known: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, game_id: str) -> str | None:
+        """The game's owner key, or None (no key created it, or no such game)."""
+        with self._lock:
+            known = self._known.get(game_id)
+        if known is not None:
+            return known or None
+        raw = self.client.get(secrets_key(game_id))
+        record = json.loads(raw) if raw is not None else {}
+        key_id = record.get("key_id") or (record.get("imported") or {}).get("key_id") or ""
+        if raw is not None:
+            with self._lock:
+                self._known[game_id] = key_id
+                while len(self._known) > OWNERS_KEPT:
+                    self._known.popitem(last=False)
+        return key_id or None
+
+
+class SubscriptionDispatcher:
+    """Turns a game's feed into deliveries, one atomic step per subscription."""
+
+    def __init__(self, client: redis.Redis, store: EventStore, window_s: float) -> None:
+        self.client = client
+        self.store = store
+        self.owners = Owners(client)
+        self.channel = SubscriptionChannel(client, self.owners)
+        self.window_ms = int(window_s * 1000)
+        self._dispatch = client.register_script(DISPATCH_LUA)
+
+    def owner(self, game_id: str) -> str | None:
+        """The API key that created or imported the game."""
+        return self.owners.get(game_id)
+
+    def subscriptions(self, game_id: str) -> tuple[str | None, dict[str, dict[str, Any]]]:
+        """(owner key, its subscriptions by id) of a game."""
+        key_id = self.owner(game_id)
+        if key_id is None:
+            return None, {}
+        raw = cast(dict[Any, Any], self.client.hgetall(subscriptions_key(key_id)))
+        return key_id, {text(k): json.loads(v) for k, v in raw.items()}
+
+    def mark_due(self, game_id: str) -> bool:
+        """Put each subscription of the game in the subs-due index now (if a dispatch is then
+        lost, the sweep finds it behind); False when the game has none."""
+        key_id = self.owner(game_id)
+        if key_id is None:
+            return False
+        subs = [text(s) for s in cast(list[Any], self.client.hkeys(subscriptions_key(key_id)))]
+        if not subs:
+            return False
+        index = subs_due_key(index_shard(game_id))
+        now = now_ms()
+        self.client.zadd(index, {self.channel.member(game_id, s): now for s in subs}, lt=True)
+        # LT keeps an earlier time; a member not there yet is added.
+        return True
+
+    def dispatch(self, game_id: str) -> list[tuple[str, int]]:
+        """Record the deliveries of every item past each subscription's cursor; returns the
+        (subscription, position) pairs this call created."""
+        key_id, configs = self.subscriptions(game_id)
+        if key_id is None or not configs:
+            return []
+        created: list[tuple[str, int]] = []
+        for _ in range(5):  # lost races with another dispatch: bounded
+            upto = int(self.store.marker(game_id, SCORES) or 0)
+            states = {s: self._state(game_id, s) for s in sorted(configs)}
+            behind = {s: st for s, st in states.items() if st["moves"] < upto}
+            if not behind:
+                break
+            lowest = min(st["scores"] for st in behind.values())
+            moves = self.store.read(game_id, MOVES, after=0, limit=upto)
+            scores = [
+                e
+                for e in self.store.read(game_id, SCORES, after=lowest)
+                if int(e.payload["move"]) <= upto
+            ]
+            items = feed_items(moves, scores)
+            last_score = scores[-1].seq if scores else lowest
+            lost = False
+            for sub_id, st in behind.items():
+                mine = self._wanted(configs[sub_id], items, st["moves"])
+                if self._write(game_id, key_id, sub_id, st, upto, last_score, mine):
+                    created += [(sub_id, st["progress"] + i + 1) for i in range(len(mine))]
+                else:
+                    lost = True
+            if not lost:
+                break
+        return created
+
+    def _state(self, game_id: str, sub_id: str) -> dict[str, int]:
+        raw = self.client.hmget(
+            subscription_keys(game_id, sub_id)[0], ["moves", "scores", "progress"]
+        )
+        moves, scores, progress = (int(text(v)) if v is not None else 0 for v in raw)
+        return {"moves": moves, "scores": scores, "progress": progress}
+
+    @staticmethod
+    def _wanted(config: dict[str, Any], items: list[Item], after: int) -> list[Item]:
+        kinds = set(config["kinds"])
+        since = int(config["created_ms"])
+        return [i for i in items if i.seq > after and i.kind in kinds and i.time_ms >= since]
+
+    def _write(
+        self,
+        game_id: str,
+        key_id: str,
+        sub_id: str,
+        state: dict[str, int],
+        upto: int,
+        last_score: int,
+        items: list[Item],
+    ) -> bool:
+        now = now_ms()
+        first = state["progress"] + 1
+        entries = [
+            (
+                first + i,
+                new_entry(
+                    delivery_id(sub_id, game_id, first + i),
+                    first + i,
+                    now,
+                    self.window_ms,
+                    item=item.to_dict(),
+                ),
+            )
+            for i, item in enumerate(items)
+        ]
+        fields = {
+            "moves": upto,
+            "scores": max(last_score, state["scores"]),
+            "progress": state["progress"] + len(items),
+            "key": key_id,
+        }
+        due_keys, member = delivery.index_keys(self.channel, game_id, sub_id)
+        index = due_keys[1:]  # the script takes the index only
+        state_key, log_key, _ = subscription_keys(game_id, sub_id)
+        args = dispatch_args("moves", state["moves"], fields, member, now, entries)
+        reply = self._dispatch(keys=[state_key, log_key, *index], args=args)
+        return text(reply[0]) == "ok"
+
+
+# ------------------------------------------------------------------------ this process
+
+
+@dataclass(frozen=True)
+class SubscriptionParts:
+    """This process's subscription dispatcher and deliverer (on the shared process parts)."""
+
+    dispatcher: SubscriptionDispatcher
+    deliverer: Deliverer
+
+
+_sub_parts: dict[int, SubscriptionParts] = {}
+_sub_lock = threading.Lock()
+
+
+def sub_parts() -> SubscriptionParts:
+    """This process's subscription parts, made once per process."""
+    pid = os.getpid()
+    made = _sub_parts.get(pid)
+    if made is None:
+        with _sub_lock:
+            made = _sub_parts.get(pid)
+            if made is None:
+                base = process.parts()
+                dispatcher = SubscriptionDispatcher(
+                    base.client, base.store, settings["WEBHOOK_RETRY_SECONDS"]
+                )
+                made = SubscriptionParts(
+                    dispatcher=dispatcher,
+                    deliverer=Deliverer(
+                        base.client,
+                        SubscriptionChannel(base.client, dispatcher.owners),
+                        base.post,
+                        backoff_base=settings["WEBHOOK_BACKOFF_BASE"],
+                        backoff_max=settings["WEBHOOK_BACKOFF_MAX"],
+                        timeout=settings["WEBHOOK_TIMEOUT"],
+                    ),
+                )
+                _sub_parts.clear()
+                _sub_parts[pid] = made
+    return made
+
+
+def after_scoring(game_id: str, moves: int) -> None:
+    """Called by the scoring task after each catch-up: if the game's owner key has
+    subscriptions, mark them due and (when moves were scored) send the dispatch."""
+    try:
+        if sub_parts().dispatcher.mark_due(game_id) and moves:
+            dispatch.apply_async(args=[game_id], queue=QUEUE)
+    except Exception:  # the scores are appended; the subscription sweep finds the rest
+        log.warning("could not dispatch subscriptions of game %s", game_id, exc_info=True)
+
+
+def stalled(
+    client: redis.Redis, grace_ms: int, page: int = 500
+) -> Iterator[tuple[str, str | None]]:
+    """The subscriptions the sweep re-sends (see `delivery.stalled`)."""
+    return delivery.stalled(client, SubscriptionChannel(client), grace_ms, page)
+
+
+# ------------------------------------------------------------------------ Celery tasks
+
+
+@shared_task(name="subscriptions.dispatch", ignore_result=True)
+def dispatch(game_id: str) -> int:
+    """Create the deliveries of a game's new feed items; one deliver task per subscription."""
+    created = sub_parts().dispatcher.dispatch(game_id)
+    for sub_id in sorted({sub_id for sub_id, _ in created}):
+        deliver.apply_async(args=[game_id, sub_id], queue=QUEUE)
+    return len(created)
+
+
+@shared_task(name="subscriptions.deliver", bind=True, ignore_result=True, max_retries=None)
+def deliver(self: Any, game_id: str, sub_id: str) -> str:
+    """Deliver a subscription's due deliveries in one game, in order; a failure is retried by
+    Celery after a backoff."""
+    ran = sub_parts().deliverer.run(game_id, sub_id, settings["WEBHOOK_TASK_DELIVERIES"])
+    if ran.outcome == "more":
+        deliver.apply_async(args=[game_id, sub_id], queue=QUEUE)
+    elif ran.outcome == "retrying" and ran.retry_in is not None:
+        raise self.retry(args=[game_id, sub_id], countdown=ran.retry_in)
+    return ran.outcome
+
+
+@shared_task(name="subscriptions.ping", ignore_result=True)
+def ping(key_id: str, sub_id: str, delivery_id: str) -> str:
+    """POST one signed `ping` to the subscription's URL (tried once) and log the attempt."""
+    base = process.parts()
+    raw = base.client.hget(subscriptions_key(key_id), sub_id)
+    if raw is None:
+        return "gone"
+    config = json.loads(raw)
+    item: dict[str, Any] = {"kind": "ping", "seq": None, "time_ms": now_ms(), "data": {}}
+    body = notification_body("", sub_id, delivery_id, item)
+    started = now_ms()
+    answer = base.post(config["url"], body, signed_headers(config, "ping", delivery_id, 1, body))
+    ok = answer.status is not None and 200 <= answer.status < 300
+    record: dict[str, Any] = {
+        "delivery": delivery_id,
+        "game_id": None,
+        "kind": "ping",
+        "seq": None,
+        "attempt": 1,
+        "at_ms": started,
+        "ms": now_ms() - started,
+        "status": answer.status,
+        "outcome": "delivered" if ok else "failed",
+    }
+    if answer.error is not None:
+        record["error"] = answer.error
+    remember_attempt(base.client, key_id, sub_id, record)
+    return str(record["outcome"])
+
+
+@shared_task(name="subscriptions.sweep", ignore_result=True)
+def sweep() -> int:
+    """Re-send dispatches and deliveries that were lost; returns how many."""
+    grace = int(settings["WEBHOOK_SWEEP_GRACE"] * 1000)
+    count = 0
+    channel = sub_parts().dispatcher.channel
+    for game_id, sub_id in delivery.stalled(channel.client, channel, grace):
+        if sub_id is None:
+            dispatch.apply_async(args=[game_id], queue=QUEUE)
+        else:
+            deliver.apply_async(args=[game_id, sub_id], queue=QUEUE)
+        count += 1
+    if count:
+        log.info("subscription sweep: %d tasks re-sent", count)
+    return count
