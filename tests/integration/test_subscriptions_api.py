@@ -6,7 +6,7 @@ key, secrets shown once, and games owned by the key that creates them."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -106,7 +106,7 @@ def test_secrets_are_shown_once_and_keys_see_only_their_own(
     _, other = ApiKeys(redis.Redis.from_url(redis_url)).create("someone else")
     for method, path in [("get", ""), ("delete", ""), ("post", "/rotate"), ("post", "/ping"),
                          ("get", "/deliveries")]:  # fmt: skip
-        body = {} if path == "/rotate" else None
+        body: dict[str, Any] | None = {} if path == "/rotate" else None
         reply = getattr(production, method)(
             f"/v1/subscriptions/{sub_id}{path}", headers={"X-Api-Key": other}, json=body
         )
@@ -137,10 +137,11 @@ def test_the_key_that_creates_a_game_owns_it(
     body = {"players": [{"name": "Ann"}, {"name": "Bob"}]}
     reply = production.post("/games", json=body, headers={"X-Api-Key": secret})
     assert reply.status_code == 201
-    record = json.loads(redis_client.get(secrets_key(reply.get_json()["game_id"])))
+    record = json.loads(cast(bytes, redis_client.get(secrets_key(reply.get_json()["game_id"]))))
     assert record["key_id"] == key_id
     reply = production.post("/games", json=body)
     assert reply.status_code == 201  # a key is optional
-    assert "key_id" not in json.loads(redis_client.get(secrets_key(reply.get_json()["game_id"])))
+    stored = cast(bytes, redis_client.get(secrets_key(reply.get_json()["game_id"])))
+    assert "key_id" not in json.loads(stored)
     reply = production.post("/games", json=body, headers={"X-Api-Key": "cck_unknown"})
     assert reply.status_code == 403 and reply.get_json()["code"] == "bad_api_key"
