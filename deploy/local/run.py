@@ -527,6 +527,9 @@ class Suite:
         env["PYTHONUNBUFFERED"] = "1"  # log lines reach the log file as they happen
         env.setdefault("ACCESS_LOG", "-")  # a local run logs every request (into its log file)
         env.setdefault("CORS_ORIGINS", "*")  # development: a browser app on any origin may call
+        # Development: webhook and subscription URLs may be http:// and point at this machine
+        # (a receiver on localhost). `main` says so loudly; production never sets it.
+        env.setdefault("WEBHOOK_ALLOW_PRIVATE", "1")
         if c.web_concurrency is not None:
             env["WEB_CONCURRENCY"] = str(c.web_concurrency)
         return env
@@ -1106,6 +1109,18 @@ class Supervisor:
         watch.state, watch.due = "waiting", now + pause
 
 
+DEVELOPMENT_URLS_WARNING = (
+    "!!! DEVELOPMENT SETTING: WEBHOOK_ALLOW_PRIVATE=1 — webhook and subscription URLs may be\n"
+    "!!! http:// and point at loopback or private addresses (a receiver on this machine).\n"
+    "!!! Never set it in production (WEBHOOK_ALLOW_PRIVATE=0 make run turns it off here)."
+)
+
+
+def development_urls(env: Mapping[str, str]) -> bool:
+    """Whether the parts run with the development setting that allows loopback URLs."""
+    return env.get("WEBHOOK_ALLOW_PRIVATE", "").strip().lower() in ("1", "true", "yes")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite until Ctrl-C/SIGTERM (exit 0) or until a part fails (exit 1)."""
     config = parse_args(argv)
@@ -1132,6 +1147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     logs = config.var / "log"
     say(f"Carcassonne Cloud: starting {len(suite.parts)} parts (logs: {logs}/<part>.log)")
+    if development_urls(suite.env()):
+        say(DEVELOPMENT_URLS_WARNING)
     for line in suite.describe():
         say(line)
     say(f"waiting until every part is healthy (HTTP {HEALTH_PATH}, Redis PING, worker ready)")

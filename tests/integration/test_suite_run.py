@@ -304,6 +304,8 @@ def test_make_run_leaves_no_process_behind(tmp_path: Path, how: str) -> None:
         cli.wait_for("all healthy")
         pids = cli.pids()
         assert set(pids) == expected_parts()
+        # make run allows loopback webhook/subscription URLs, and says so loudly.
+        assert any("DEVELOPMENT SETTING: WEBHOOK_ALLOW_PRIVATE=1" in line for line in cli.output)
         if how == "the runner is killed":
             cli.proc.kill()
             cli.finish()
