@@ -132,7 +132,7 @@ def baseline(url: str, samples: int) -> list[float]:
         last = "$"
         ready.set()
         while len(got) < samples:
-            reply = reader.xread({stream: last}, block=1000, count=10)
+            reply: Any = reader.xread({stream: last}, block=1000, count=10)
             now = time.perf_counter()
             for _, entries in reply or []:
                 for entry_id, fields in entries:
