@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import redis
 from celery.signals import worker_init, worker_process_init
@@ -26,6 +27,7 @@ from .posting import HttpPoster
 log = logging.getLogger(__name__)
 settings = from_env()
 ROLE = "webhooks"  # CLIENT LIST shows this process's connections as cc:webhooks
+T = TypeVar("T")
 
 DEFAULT_TASK_THREADS = 2  # outside a Celery worker (a shell, a unit test): deploy's value
 _worker: Any = None  # this process's Celery WorkController, once `worker_init` ran
@@ -94,23 +96,32 @@ class Parts:
         return self.bound + self.wire
 
 
-_parts: dict[int, Parts] = {}
-_parts_lock = threading.Lock()
+class PerProcess(Generic[T]):
+    """One `make()` per process: a forked child makes its own (Redis connections are not
+    fork-safe), the threads of one process share it."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self.make = make
+        self._made: dict[int, T] = {}
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        """This process's one."""
+        pid = os.getpid()
+        made = self._made.get(pid)
+        if made is None:
+            with self._lock:
+                made = self._made.get(pid)
+                if made is None:
+                    made = self.make()
+                    self._made.clear()  # a parent's, inherited across fork: never used here
+                    self._made[pid] = made
+        return made
 
 
 def parts() -> Parts:
-    """This process's delivery parts (a forked child makes its own: connections are not
-    fork-safe)."""
-    pid = os.getpid()
-    made = _parts.get(pid)
-    if made is None:
-        with _parts_lock:
-            made = _parts.get(pid)
-            if made is None:
-                made = _make_parts()
-                _parts.clear()  # a parent's parts, inherited across fork: never used here
-                _parts[pid] = made
-    return made
+    """This process's delivery parts."""
+    return _parts.get()
 
 
 def _make_parts() -> Parts:
@@ -133,3 +144,6 @@ def _make_parts() -> Parts:
         wire,
     )
     return made
+
+
+_parts: PerProcess[Parts] = PerProcess(_make_parts)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -60,7 +59,8 @@ from services.redis_store.keys import (
 
 from . import delivery, process
 from .config import from_env
-from .delivery import DISPATCH_LUA, Deliverer, Request, dispatch_args, new_entry, now_ms, text
+from .delivery import Deliverer, Request, dispatch_args, new_entry, now_ms, text
+from .delivery_scripts import DISPATCH_LUA
 from .feed import Item, feed_items
 
 log = logging.getLogger(__name__)
@@ -337,36 +337,26 @@ class SubscriptionParts:
     deliverer: Deliverer
 
 
-_sub_parts: dict[int, SubscriptionParts] = {}
-_sub_lock = threading.Lock()
+def _make_sub_parts() -> SubscriptionParts:
+    base = process.parts()
+    dispatcher = SubscriptionDispatcher(base.client, base.store, settings["WEBHOOK_RETRY_SECONDS"])
+    deliverer = Deliverer(
+        base.client,
+        SubscriptionChannel(base.client, dispatcher.owners),
+        base.post,
+        backoff_base=settings["WEBHOOK_BACKOFF_BASE"],
+        backoff_max=settings["WEBHOOK_BACKOFF_MAX"],
+        timeout=settings["WEBHOOK_TIMEOUT"],
+    )
+    return SubscriptionParts(dispatcher, deliverer)
+
+
+_sub_parts = process.PerProcess(_make_sub_parts)
 
 
 def sub_parts() -> SubscriptionParts:
-    """This process's subscription parts, made once per process."""
-    pid = os.getpid()
-    made = _sub_parts.get(pid)
-    if made is None:
-        with _sub_lock:
-            made = _sub_parts.get(pid)
-            if made is None:
-                base = process.parts()
-                dispatcher = SubscriptionDispatcher(
-                    base.client, base.store, settings["WEBHOOK_RETRY_SECONDS"]
-                )
-                made = SubscriptionParts(
-                    dispatcher=dispatcher,
-                    deliverer=Deliverer(
-                        base.client,
-                        SubscriptionChannel(base.client, dispatcher.owners),
-                        base.post,
-                        backoff_base=settings["WEBHOOK_BACKOFF_BASE"],
-                        backoff_max=settings["WEBHOOK_BACKOFF_MAX"],
-                        timeout=settings["WEBHOOK_TIMEOUT"],
-                    ),
-                )
-                _sub_parts.clear()
-                _sub_parts[pid] = made
-    return made
+    """This process's subscription dispatcher and deliverer."""
+    return _sub_parts.get()
 
 
 def after_scoring(game_id: str, moves: int) -> None:
@@ -402,12 +392,8 @@ def dispatch(game_id: str) -> int:
 def deliver(self: Any, game_id: str, sub_id: str) -> str:
     """Deliver a subscription's due deliveries in one game, in order; a failure is retried by
     Celery after a backoff."""
-    ran = sub_parts().deliverer.run(game_id, sub_id, settings["WEBHOOK_TASK_DELIVERIES"])
-    if ran.outcome == "more":
-        deliver.apply_async(args=[game_id, sub_id], queue=QUEUE)
-    elif ran.outcome == "retrying" and ran.retry_in is not None:
-        raise self.retry(args=[game_id, sub_id], countdown=ran.retry_in)
-    return ran.outcome
+    most = settings["WEBHOOK_TASK_DELIVERIES"]
+    return delivery.run_deliver(self, sub_parts().deliverer, game_id, sub_id, most, QUEUE)
 
 
 @shared_task(name="subscriptions.ping", ignore_result=True)
@@ -444,14 +430,9 @@ def ping(key_id: str, sub_id: str, delivery_id: str) -> str:
 def sweep() -> int:
     """Re-send dispatches and deliveries that were lost; returns how many."""
     grace = int(settings["WEBHOOK_SWEEP_GRACE"] * 1000)
-    count = 0
     channel = sub_parts().dispatcher.channel
-    for game_id, sub_id in delivery.stalled(channel.client, channel, grace):
-        if sub_id is None:
-            dispatch.apply_async(args=[game_id], queue=QUEUE)
-        else:
-            deliver.apply_async(args=[game_id, sub_id], queue=QUEUE)
-        count += 1
+    found = delivery.stalled(channel.client, channel, grace)
+    count = delivery.resend(found, dispatch, deliver, QUEUE)
     if count:
         log.info("subscription sweep: %d tasks re-sent", count)
     return count

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -52,7 +51,6 @@ from services.redis_store.keys import (
 from . import delivery, process
 from .config import from_env
 from .delivery import (
-    DISPATCH_LUA,
     Deliverer,
     Request,
     dispatch_args,
@@ -60,6 +58,7 @@ from .delivery import (
     now_ms,
     text,
 )
+from .delivery_scripts import DISPATCH_LUA
 from .posting import Poster
 
 log = logging.getLogger(__name__)
@@ -240,34 +239,32 @@ class HookParts:
     deliverer: Deliverer
 
 
-_hook_parts: dict[int, HookParts] = {}
+def _make_hook_parts() -> HookParts:
+    base = process.parts()
+    return HookParts(
+        dispatcher=Dispatcher(
+            base.client,
+            base.store,
+            settings["WEBHOOK_RETRY_SECONDS"],
+            settings["WEBHOOK_BATCH"],
+        ),
+        deliverer=Deliverer(
+            base.client,
+            HookChannel(base.client, base.store),
+            base.post,
+            backoff_base=settings["WEBHOOK_BACKOFF_BASE"],
+            backoff_max=settings["WEBHOOK_BACKOFF_MAX"],
+            timeout=settings["WEBHOOK_TIMEOUT"],
+        ),
+    )
+
+
+_hook_parts = process.PerProcess(_make_hook_parts)
 
 
 def hook_parts() -> HookParts:
-    """This process's webhook dispatcher and deliverer, made once per process."""
-    pid = os.getpid()
-    made = _hook_parts.get(pid)
-    if made is None:
-        base = process.parts()
-        made = HookParts(
-            dispatcher=Dispatcher(
-                base.client,
-                base.store,
-                settings["WEBHOOK_RETRY_SECONDS"],
-                settings["WEBHOOK_BATCH"],
-            ),
-            deliverer=Deliverer(
-                base.client,
-                HookChannel(base.client, base.store),
-                base.post,
-                backoff_base=settings["WEBHOOK_BACKOFF_BASE"],
-                backoff_max=settings["WEBHOOK_BACKOFF_MAX"],
-                timeout=settings["WEBHOOK_TIMEOUT"],
-            ),
-        )
-        _hook_parts.clear()  # a parent's, inherited across fork: never used here
-        _hook_parts[pid] = made
-    return made
+    """This process's webhook dispatcher and deliverer."""
+    return _hook_parts.get()
 
 
 def client() -> redis.Redis:
@@ -304,12 +301,8 @@ def dispatch(game_id: str) -> int:
 def deliver(self: Any, game_id: str, hook_id: str, seq: int = 0, attempt: int = 0) -> str:
     """Deliver a hook's due deliveries in order; a failure is retried by Celery after a
     backoff. (`seq` and `attempt` are ignored: tasks sent by earlier versions carry them.)"""
-    ran = hook_parts().deliverer.run(game_id, hook_id, settings["WEBHOOK_TASK_DELIVERIES"])
-    if ran.outcome == "more":
-        deliver.apply_async(args=[game_id, hook_id], queue=QUEUE)
-    elif ran.outcome == "retrying" and ran.retry_in is not None:
-        raise self.retry(args=[game_id, hook_id], countdown=ran.retry_in)
-    return ran.outcome
+    most = settings["WEBHOOK_TASK_DELIVERIES"]
+    return delivery.run_deliver(self, hook_parts().deliverer, game_id, hook_id, most, QUEUE)
 
 
 @shared_task(name="webhooks.sweep", ignore_result=True)
@@ -317,13 +310,7 @@ def sweep() -> int:
     """Re-send dispatches and deliveries that were lost; returns how many."""
     grace = int(settings["WEBHOOK_SWEEP_GRACE"] * 1000)
     made = process.parts()
-    count = 0
-    for game_id, hook_id in stalled(made.client, made.store, grace):
-        if hook_id is None:
-            dispatch.apply_async(args=[game_id], queue=QUEUE)
-        else:
-            deliver.apply_async(args=[game_id, hook_id], queue=QUEUE)
-        count += 1
+    count = delivery.resend(stalled(made.client, made.store, grace), dispatch, deliver, QUEUE)
     if count:
         log.info("webhook sweep: %d tasks re-sent", count)
     return count

@@ -1,0 +1,79 @@
+"""The notification feed of a game (services/scoring/feed.py) and the subscription signature
+(services/common/signing.py): pure pieces, no Redis."""
+
+from __future__ import annotations
+
+import random
+
+from carcassonne.events import with_seats
+from carcassonne.simulate import random_game
+from carcassonne.state import GameState
+from eventstore.envelope import MOVES, SCORES
+from eventstore.port import InMemoryEventStore
+from eventstore.schemas import to_new
+from eventstore.score_stream import score_events
+from services.common.notifications import live_secrets
+from services.common.signing import sign, verify
+from services.scoring.feed import feed_items
+
+
+def stored_game(seed: int) -> InMemoryEventStore:
+    """A whole random 3-player game with player ids, and its score stream."""
+    _, events = random_game(random.Random(seed), 3)
+    events = with_seats(events, ["Ann", "Bob", "Cy"], ["u-a", None, "u-c"])
+    store = InMemoryEventStore()
+    store.append("g", MOVES, [to_new(e) for e in events], expected=0, command_id="c")
+    store.append("g", SCORES, score_events(GameState(), store.read("g", MOVES)), expected=0,
+                 command_id="s")  # fmt: skip
+    return store
+
+
+def test_the_feed_follows_the_game_in_seq_order() -> None:
+    store = stored_game(5)
+    moves, scores = store.read("g", MOVES), store.read("g", SCORES)
+    items = feed_items(moves, scores)
+    assert [i.seq for i in items] == sorted(i.seq for i in items)
+    placed = [m for m in moves if m.type in ("TilePlaced", "TileDiscarded")]
+    made = [i for i in items if i.kind == "move_made"]
+    assert [i.seq for i in made] == [m.seq for m in placed]
+    assert [i.data["seat"] for i in made] == [m.payload["player"] for m in placed]
+    # Every turn_started names the seat that moves next, with its player id (or null).
+    started = [i for i in items if i.kind == "turn_started"]
+    for item in started:
+        following = next(m for m in placed if m.seq > item.seq)
+        assert item.data["seat"] == following.payload["player"]
+        assert item.data["player_id"] == ["u-a", None, "u-c"][item.data["seat"]]
+        assert item.data["deadline_ms"] is None  # no turn limit in this game
+    assert [i.score_seq for i in items if i.kind in ("score", "game_over")] == [
+        s.seq for s in scores
+    ]
+    assert items[-1].kind == "game_over"
+    # Each move's scores come after the move and before the next turn.
+    for item in items:
+        if item.kind == "score":
+            assert item.data["move"] == item.seq
+
+
+def test_a_prefix_of_the_moves_gives_a_prefix_of_the_feed() -> None:
+    store = stored_game(8)
+    moves, scores = store.read("g", MOVES), store.read("g", SCORES)
+    whole = [i.to_dict() for i in feed_items(moves, scores)]
+    cut = moves[len(moves) // 2].seq
+    part = feed_items(moves[: len(moves) // 2 + 1], [s for s in scores if s.payload["move"] <= cut])
+    assert [i.to_dict() for i in part] == whole[: len(part)]
+
+
+def test_signatures_carry_one_v1_per_live_secret_and_a_window() -> None:
+    body = b'{"kind":"turn_started"}'
+    header = sign(["new-secret", "old-secret"], body, 1_800_000_000)
+    assert header.startswith("t=1800000000,v1=") and header.count("v1=") == 2
+    for secret in ("new-secret", "old-secret"):
+        assert verify(header, body, secret, now=1_800_000_100)
+    assert not verify(header, body, "other", now=1_800_000_100)
+    assert not verify(header, body + b"x", "new-secret", now=1_800_000_100)
+    assert not verify(header, body, "new-secret", now=1_800_000_000 + 301)  # replayed late
+    assert not verify("v1=" + header.split("v1=")[1], body, "new-secret", now=1_800_000_000)
+    config = {"secrets": [{"secret": "a", "until_ms": None}, {"secret": "b", "until_ms": 10},
+                          {"secret": "c", "until_ms": 5}]}  # fmt: skip
+    assert live_secrets(config, now_ms=7) == ["a", "b"]
+    assert live_secrets(config, now_ms=10) == ["a"]
