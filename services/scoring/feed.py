@@ -9,6 +9,8 @@ fold), so an item says who is to play after each move. For move seq M, in this o
 - ``score`` / ``game_over``: the score events the worker appended for M (`FeatureScored`,
   `GameScored`), each with its score seq;
 - ``player_out``: a seat left the game (the events in `OUT_EVENTS`);
+- ``game_over`` also for a game the server ended as abandoned (`GameAbandoned`: no final
+  scoring, so no `GameScored`): ``{"reason": "abandoned", "scores", "winners": []}``;
 - ``turn_started``: a tile was drawn for a seat (`TileDrawn`): the seat, its player id, the
   tile and the turn's deadline (`deadline_ms`, null when the game has no turn limit). After a
   discard the same seat draws again: a new ``turn_started`` with the new tile.
@@ -31,7 +33,8 @@ from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED
 
 MOVES_MADE = ("TilePlaced", "TileDiscarded")
 # Events by which a seat leaves the game, with the reason the item gives.
-OUT_EVENTS = {"PlayerResigned": "resigned", "PlayerOut": "out"}
+OUT_EVENTS = {"PlayerResigned": "resigned", "PlayerTimedOut": "timed_out"}
+ABANDONED = "GameAbandoned"  # ended by the server with no final scoring: no GameScored
 SCORE_KINDS = {FEATURE_SCORED: "score", GAME_SCORED: "game_over"}
 
 
@@ -99,6 +102,9 @@ def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> l
                     "player_out", seq, at, {**_seat(ids, player), "reason": OUT_EVENTS[stored.type]}
                 )
             )
+        if stored.type == ABANDONED:
+            ended = {"reason": "abandoned", "scores": list(state.scores), "winners": []}
+            items.append(Item("game_over", seq, at, ended))
         if stored.type == "TileDrawn" and not state.over:
             deadline = stored.payload.get("deadline_ms")
             data = {**_seat(ids, state.current), "tile": state.drawn, "deadline_ms": deadline}
