@@ -106,7 +106,7 @@ def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> l
             ended = {"reason": "abandoned", "scores": list(state.scores), "winners": []}
             items.append(Item("game_over", seq, at, ended))
         if stored.type == "TileDrawn" and not state.over:
-            deadline = stored.payload.get("deadline_ms")
-            data = {**_seat(ids, state.current), "tile": state.drawn, "deadline_ms": deadline}
+            data = {**_seat(ids, state.current), "tile": state.drawn,
+                    "deadline_ms": state.deadline_ms}  # fmt: skip
             items.append(Item("turn_started", seq, at, data))
     return items

@@ -239,3 +239,22 @@ def test_ping_rotation_and_the_delivery_log(suite: tuple[str, str, str]) -> None
     assert call(base, "DELETE", path, headers=headers)[0] == 204
     assert call(base, "GET", path, headers=headers)[1]["code"] == "subscription_not_found"
     receiver.down()
+
+
+def test_turn_started_carries_the_turn_deadline(suite: tuple[str, str, str]) -> None:
+    base, key, _ = suite
+    receiver = Receiver()
+    receiver.up()
+    headers = {"X-Api-Key": key}
+    body = {"url": receiver.url, "kinds": ["turn_started"]}
+    assert call(base, "POST", "/v1/subscriptions", body, headers)[0] == 201
+    before = int(time.time() * 1000)
+    game = {"players": [{"name": "Ann"}, {"name": "Bob"}], "ruleset": {"turn_seconds": 3600}}
+    status, created = call(base, "POST", "/games", game, headers)
+    assert status == 201, created
+    first = wait_for("the first turn", lambda: receiver.bodies("turn_started"))[0]
+    assert first["game_id"] == created["game_id"]
+    deadline = first["data"]["deadline_ms"]
+    assert isinstance(deadline, int)
+    assert before + 3_600_000 <= deadline <= int(time.time() * 1000) + 3_600_000
+    receiver.down()
