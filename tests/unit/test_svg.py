@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from carcassonne import cli
+from carcassonne.geometry import EDGES, HALF_EDGES
 from carcassonne.projection import open_features
 from carcassonne.record import Record, load_record, replay
 from carcassonne.state import GameState
 from carcassonne.svg import PALETTE, board_svg, feature_ids, tile_svg
-from carcassonne.tileart import SIZE, spot_point, tile_spots
-from carcassonne.tiles import CITY, FIELD
-from carcassonne.tilesets import TILESETS
+from carcassonne.tileart import SIZE, spot_point, tile_art, tile_spots, turn_point
+from carcassonne.tiles import CITY, FIELD, MONASTERY, ROAD
+from carcassonne.tilesets import CATALOG, TILESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
@@ -205,8 +208,6 @@ def test_each_tile_type_draws_its_segments_and_spots_lie_inside_the_square(tiles
 
 def test_spots_turn_with_the_tile():
     """A spot's point on a turned tile is the unturned point turned with it."""
-    from carcassonne.geometry import EDGES, HALF_EDGES
-    from carcassonne.tileart import turn_point
 
     for tile in TILESETS["base"].types.values():
         base = {s: p for s, _, p in tile_spots(tile.orientations[0])}
@@ -293,3 +294,83 @@ def test_show_text_at_a_turn(record_file, capsys):
     assert run(["show", str(record_file), "--turn", "1"]) == 0
     out = capsys.readouterr().out
     assert "Q1" in out and "I2" not in out
+
+
+# -- meeple spots lie on their own segment as drawn -------------------------------------------
+
+
+def _polygons(d: str) -> list[list[tuple[float, float]]]:
+    """Path data (M L Q C Z, absolute) flattened to polygons, curves sampled."""
+    polys: list[list[tuple[float, float]]] = []
+    here = (0.0, 0.0)
+    for cmd, args in re.findall(r"([MLQCZ])([^MLQCZ]*)", d):
+        nums = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", args)]
+        pts = list(zip(nums[::2], nums[1::2], strict=True))
+        if cmd == "M":
+            polys.append([pts[0]])
+        elif cmd == "L":
+            polys[-1].extend(pts)
+        elif cmd in "QC":
+            ctrl = [here, *pts]
+            for step in range(1, 21):
+                t = step / 20
+                level = ctrl
+                while len(level) > 1:  # de Casteljau
+                    level = [
+                        (a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t)
+                        for a, b in pairwise(level)
+                    ]
+                polys[-1].append(level[0])
+        if polys and polys[-1]:
+            here = polys[-1][-1]
+    return polys
+
+
+def _inside(point: tuple[int, int], d: str) -> bool:
+    """Even-odd rule over every subpath."""
+    x, y = point
+    crossings = 0
+    for poly in _polygons(d):
+        for (x1, y1), (x2, y2) in zip(poly, poly[1:] + poly[:1], strict=True):
+            if (y1 > y) != (y2 > y) and x < x1 + (y - y1) * (x2 - x1) / (y2 - y1):
+                crossings += 1
+    return crossings % 2 == 1
+
+
+def _near_line(point: tuple[int, int], d: str, width: float) -> bool:
+    x, y = point
+    for poly in _polygons(d):
+        for (x1, y1), (x2, y2) in pairwise(poly):
+            dx, dy = x2 - x1, y2 - y1
+            t = max(0.0, min(1.0, ((x - x1) * dx + (y - y1) * dy) / ((dx * dx + dy * dy) or 1)))
+            if (x - x1 - t * dx) ** 2 + (y - y1 - t * dy) ** 2 <= (width / 2) ** 2:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("tileset", sorted(CATALOG))
+def test_each_spot_stands_on_its_segment_and_off_the_others(tileset):
+    """A meeple drawn at its spot is seen on its own feature: a city spot inside the city, a
+    road spot on the road, a field spot in its field's fan and under no city or road, the
+    monastery spot on the building; none on the river (R9.1)."""
+
+    for tile in CATALOG[tileset].types.values():
+        for rotation in range(4):
+            drawn = tile_art(tile, rotation)
+            art = dict(drawn.segments)
+            for spot, index, point in tile_spots(tile.orientations[rotation]):
+                seg = art[index]
+                where = (tile.name, rotation, spot, point)
+                if drawn.river and seg.kind == FIELD:  # the rest is drawn over the river
+                    assert not _near_line(point, drawn.river, 14), (*where, "on the river")
+                if seg.kind == ROAD:
+                    assert _near_line(point, seg.d, 9), where
+                else:
+                    assert _inside(point, seg.d), where
+                for other_index, other in art.items():
+                    if other_index == index or seg.kind == MONASTERY:
+                        continue
+                    if other.kind == CITY:
+                        assert not _inside(point, other.d), (*where, "in a city")
+                    if other.kind == ROAD and seg.kind != ROAD:
+                        assert not _near_line(point, other.d, 9), (*where, "on a road")
