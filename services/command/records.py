@@ -17,7 +17,7 @@ from carcassonne.errors import GameError, RecordError
 from carcassonne.events import Event, GameEnded
 from carcassonne.explain import explain
 from carcassonne.notation import parse_record
-from carcassonne.record import FORMAT, Record, load_record, play_record
+from carcassonne.record import FORMAT, Record, Turn, load_record, play_record
 from carcassonne.scoring import ranks
 from carcassonne.state import OVER, GameState
 from services.common.body import (
@@ -109,16 +109,20 @@ def replay_record(record: Record) -> Replayed:
             {
                 "index": step.turn,
                 "player": step.player,
-                "tile": turn.tile,
-                "action": _action(record, turn.discard),
+                "tile": None if turn.resign is not None else turn.tile,
+                "action": _action(record, turn),
                 "scores": list(scores or state.scores),
             }
         )
     return out
 
 
-def _action(record: Record, discard: bool) -> str:
-    if not discard:
+def _action(record: Record, turn: Turn) -> str:
+    if turn.resign is not None:
+        return "resigned"
+    if turn.timeout:
+        return "timed_out"
+    if not turn.discard:
         return "placed"
     return "returned" if record.ruleset.unplaceable == "return" else "discarded"
 
@@ -137,6 +141,8 @@ def score_body(replayed: Replayed, names: Sequence[str] | None = None) -> dict[s
         (final if scored.final else during).append(item)
     rank, winners = ranks(state.scores, [why is not None for why in state.out])
     ended = next((e.reason for e in reversed(replayed.events) if isinstance(e, GameEnded)), None)
+    if state.abandoned:
+        ended = "abandoned"
     return {
         "format": FORMAT,
         "players": record.players,
@@ -144,6 +150,7 @@ def score_body(replayed: Replayed, names: Sequence[str] | None = None) -> dict[s
         "turns": len(record.turns),
         "tiles_placed": state.turn,
         "ended": ended,
+        "out": list(state.out),
         "timeline": replayed.timeline,
         "events": during,
         "final_scoring": final,

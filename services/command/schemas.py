@@ -228,9 +228,11 @@ class TurnResult(Closed):
 class TimelineTurn(Closed):
     index = fields.Integer(required=True, metadata={"description": "the record's turn"})
     player = fields.Integer(required=True)
-    tile = fields.String(required=True)
+    tile = fields.String(required=True, allow_none=True, metadata={"description": "null: resigned"})
     action = fields.String(
-        required=True, validate=validate.OneOf(["placed", "discarded", "returned"])
+        required=True,
+        validate=validate.OneOf(["placed", "discarded", "returned", "timed_out", "resigned"]),
+        metadata={"description": "timed_out and resigned: docs/lifecycle.md"},
     )
     scores = ints(required=True, metadata={"description": "totals after this turn"})
 
@@ -250,7 +252,16 @@ class ScoreResult(Closed):
     ruleset = fields.Nested(Ruleset, required=True)
     turns = fields.Integer(required=True)
     tiles_placed = fields.Integer(required=True)
-    ended = fields.String(required=True, allow_none=True)
+    ended = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "why the game ended (GameEnded's reason, or abandoned)"},
+    )
+    out = fields.List(
+        fields.String(allow_none=True, validate=validate.OneOf(["resigned", "timed_out"])),
+        required=True,
+        metadata={"description": "per seat: null while in, else why it is out (ranks after)"},
+    )
     timeline = fields.List(fields.Nested(TimelineTurn), required=True)
     events = fields.List(fields.Nested(ScoredItem), required=True)
     final_scoring = fields.List(fields.Nested(ScoredItem), required=True)

@@ -481,13 +481,15 @@ def annotate(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _record_turn(flat: dict[str, Any]) -> dict[str, Any]:
-    """A record's turn as the two shapes `carcassonne.record.turn_from_dict` reads: a placement
-    (x, y and rotation required) or a discard (only `tile` and `"discard": true`). marshmallow
+    """A record's turn as the shapes `carcassonne.record.turn_from_dict` reads: a placement
+    (x, y and rotation required), a discard (only `tile` and `"discard": true`), a timed-out
+    turn (only `tile` and `"timeout": true`) or a resignation (only `resign`). marshmallow
     describes one flat object with every key optional."""
     props = flat["properties"]
+    placed = {k: v for k, v in props.items() if k not in ("timeout", "resign")}
     placement = {
         "type": "object",
-        "properties": {**props, "discard": {"type": "boolean", "enum": [False]}},
+        "properties": {**placed, "discard": {"type": "boolean", "enum": [False]}},
         "required": ["tile", "x", "y", "rotation"],
         "additionalProperties": False,
     }
@@ -497,7 +499,22 @@ def _record_turn(flat: dict[str, Any]) -> dict[str, Any]:
         "required": ["tile", "discard"],
         "additionalProperties": False,
     }
-    return {"description": flat.get("description", ""), "oneOf": [placement, discard]}
+    timeout = {
+        "type": "object",
+        "properties": {"tile": props["tile"], "timeout": {"type": "boolean", "enum": [True]}},
+        "required": ["tile", "timeout"],
+        "additionalProperties": False,
+    }
+    resign = {
+        "type": "object",
+        "properties": {"resign": props["resign"]},
+        "required": ["resign"],
+        "additionalProperties": False,
+    }
+    return {
+        "description": flat.get("description", ""),
+        "oneOf": [placement, discard, timeout, resign],
+    }
 
 
 def _describe(operation: dict[str, Any], op: Op) -> None:

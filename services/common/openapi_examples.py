@@ -351,6 +351,7 @@ SCORE_RESULT: dict[str, Any] = {
     "turns": 3,
     "tiles_placed": 3,
     "ended": "record ended",
+    "out": [None, None],
     "timeline": [
         {"index": 0, "player": 0, "tile": "U", "action": "placed", "scores": [0, 0]},
         {"index": 1, "player": 1, "tile": "H", "action": "placed", "scores": [0, 0]},

@@ -193,14 +193,18 @@ class StartTile(Closed):
 
 
 class RecordTurn(Closed):
-    """A record's turn: a placement (x, y, rotation, meeple), or `{"tile", "discard": true}`."""
+    """A record's turn: a placement (x, y, rotation, meeple), `{"tile", "discard": true}`,
+    a turn not played in time `{"tile", "timeout": true}`, or a seat resigning
+    `{"resign": seat}` (docs/lifecycle.md)."""
 
-    tile = fields.String(required=True, validate=validate.Length(1, 8))
+    tile = fields.String(validate=validate.Length(1, 8))
     x = fields.Integer(validate=validate.Range(-10_000, 10_000))
     y = fields.Integer(validate=validate.Range(-10_000, 10_000))
     rotation = fields.Integer(validate=validate.Range(0, 3))
     meeple = fields.Nested(Meeple, allow_none=True)
     discard = fields.Boolean()
+    timeout = fields.Boolean()
+    resign = fields.Integer(validate=validate.Range(0, 5))
 
 
 class Record(Closed):
@@ -220,4 +224,7 @@ class Record(Closed):
         fields.String(allow_none=True),
         allow_none=True,
         metadata={"description": "the apps' user ids in seat order (null: not given)"},
+    )
+    abandoned = fields.Boolean(
+        metadata={"description": "the server ended the game as abandoned (no final scoring)"}
     )

@@ -55,8 +55,16 @@ def _inferred(tile: str, rotation: int, spot: str) -> str | None:
     return None if index is None else orient.segments[index].kind
 
 
+_RESIGN = "resign:"  # `resign:1`: seat 1 resigned (docs/lifecycle.md)
+_TIMEOUT = "!"  # `E!`: the E tile was drawn and not played in time
+
+
 def format_turn(turn: Turn) -> str:
     """A turn in the notation."""
+    if turn.resign is not None:
+        return f"{_RESIGN}{turn.resign}"
+    if turn.timeout:
+        return f"{turn.tile}{_TIMEOUT}"
     if turn.discard:
         return f"{turn.tile}-"
     text = f"{turn.tile}{turn.rotation}@{turn.x},{turn.y}"
@@ -72,7 +80,12 @@ def format_turn(turn: Turn) -> str:
 
 def parse_turn(text: str) -> Turn:
     """Read a turn written by `format_turn`."""
-    match = _TURN.fullmatch(text.strip())
+    text = text.strip()
+    if text.startswith(_RESIGN) and text[len(_RESIGN) :] in [str(s) for s in range(6)]:
+        return Turn("", resign=int(text[len(_RESIGN) :]))
+    if text.endswith(_TIMEOUT) and text[:-1].isalpha() and text[:-1].isupper():
+        return Turn(text[:-1], timeout=True)
+    match = _TURN.fullmatch(text)
     if match is None:
         raise MalformedError("bad_notation", f"not a turn: {text!r} (e.g. Q1@0,-1 or I2@0,1:E)")
     tile = match["tile"]
@@ -115,6 +128,12 @@ def format_record(record: Record, per_line: int = 10) -> str:
         head.append("hole=extra")
     if rules.river:
         head.append("river=on")
+    if rules.turn_seconds is not None:
+        head.append(f"turn={rules.turn_seconds}")
+    if rules.max_timeouts != 3:
+        head.append(f"timeouts={rules.max_timeouts}")
+    if record.abandoned:
+        head.append("end=abandoned")
     if record.names is not None:
         head.append("names=" + _json_list(record.names))
     if record.player_ids is not None:
@@ -211,6 +230,7 @@ def parse_record(text: str) -> Record:
             w, _, h = options.pop("area").partition("x")
             area = (int(w), int(h))
         meeples = options.pop("meeples", None)
+        turn_seconds = options.pop("turn", None)
         ruleset = Ruleset(
             tileset=tileset,
             farmers=_ON_OFF[options.pop("farmers", "on")],
@@ -222,7 +242,10 @@ def parse_record(text: str) -> Record:
             border_closes=_CHOICE["border"][options.pop("border", "open")],
             hole_extra_turn=_CHOICE["hole"][options.pop("hole", "none")],
             river=_ON_OFF[options.pop("river", "off")],
+            turn_seconds=None if turn_seconds is None else int(turn_seconds),
+            max_timeouts=int(options.pop("timeouts", "3")),
         )
+        abandoned = {"over": False, "abandoned": True}[options.pop("end", "over")]
         players = int(options.pop("players"))
     except (KeyError, ValueError) as exc:
         raise MalformedError("bad_notation", f"bad record header: {header!r}") from exc
@@ -239,4 +262,5 @@ def parse_record(text: str) -> Record:
         turns,
         None if names is None else seat_names(names, players),
         None if ids is None else seat_ids(ids, players),
+        abandoned,
     )

@@ -13,16 +13,22 @@ from typing import Any, NamedTuple
 
 from .errors import GameError, MalformedError, RecordError
 from .events import (
+    AbandonGame,
     DiscardTile,
     DrawTile,
     EndGame,
     Event,
+    GameAbandoned,
     GameStarted,
+    PlayerResigned,
     PlayTurn,
+    Resign,
     StartGame,
     TileDiscarded,
     TilePlaced,
     TileReturned,
+    TimeOutTurn,
+    TurnTimedOut,
     meeple_from_dict,
     meeple_to_dict,
     with_seats,
@@ -40,7 +46,9 @@ MAX_TURNS = 1_000  # far more than any tile set holds; bounds the work a record 
 
 @dataclass(frozen=True)
 class Turn:
-    """One turn of a record: a tile placed (with an optional meeple), or discarded (R4.4)."""
+    """One turn of a record: a tile placed (with an optional meeple), or discarded (R4.4);
+    or, in a game with a turn limit, a drawn tile not played in time (`timeout`); or a seat
+    resigning (`resign`: the seat; no tile) — docs/lifecycle.md."""
 
     tile: str
     x: int = 0
@@ -48,9 +56,15 @@ class Turn:
     rotation: int = 0
     meeple: Meeple | None = None
     discard: bool = False
+    timeout: bool = False
+    resign: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The turn as JSON."""
+        if self.resign is not None:
+            return {"resign": self.resign}
+        if self.timeout:
+            return {"tile": self.tile, "timeout": True}
         if self.discard:
             return {"tile": self.tile, "discard": True}
         return {
@@ -73,6 +87,7 @@ class Record:
     turns: tuple[Turn, ...]
     names: tuple[str, ...] | None = None
     player_ids: tuple[str | None, ...] | None = None
+    abandoned: bool = False  # the server ended the game as abandoned (no final scoring)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as `carcassonne-record/1` JSON."""
@@ -87,6 +102,8 @@ class Record:
             out["names"] = list(self.names)
         if self.player_ids is not None:
             out["player_ids"] = list(self.player_ids)
+        if self.abandoned:
+            out["abandoned"] = True
         return out
 
 
@@ -140,6 +157,16 @@ def turn_from_dict(data: Any) -> Turn:
     """Read one turn (shape only; legality is checked on replay)."""
     if not isinstance(data, dict):
         raise MalformedError("bad_turn", "a turn must be an object")
+    if "resign" in data:
+        if set(data) != {"resign"}:
+            raise MalformedError("bad_turn", "a resign turn has only resign (the seat)")
+        return Turn("", resign=_int(data, "resign", 0, 5))
+    if "timeout" in data:
+        if set(data) != {"tile", "timeout"} or data["timeout"] is not True:
+            raise MalformedError("bad_turn", 'a timed-out turn is {"tile": T, "timeout": true}')
+        if not isinstance(data["tile"], str):
+            raise MalformedError("bad_turn", "a turn needs a tile name")
+        return Turn(data["tile"], timeout=True)
     tile = data.get("tile")
     if not isinstance(tile, str):
         raise MalformedError("bad_turn", "a turn needs a tile name")
@@ -167,7 +194,7 @@ def load_record(data: Any) -> Record:
         if data.get("format") != FORMAT:
             raise MalformedError("bad_format", f"format must be {FORMAT!r}")
         extra = set(data) - {"format", "ruleset", "players", "start", "turns", "names"}
-        extra -= {"player_ids"}
+        extra -= {"player_ids", "abandoned"}
         if extra:
             raise MalformedError("bad_record", f"unknown record keys: {sorted(extra)}")
         ruleset = Ruleset.from_dict(data.get("ruleset", {}))
@@ -190,6 +217,9 @@ def load_record(data: Any) -> Record:
         names = None if data.get("names") is None else seat_names(data["names"], players)
         ids = data.get("player_ids")
         player_ids = None if ids is None else seat_ids(ids, players)
+        abandoned = data.get("abandoned", False)
+        if type(abandoned) is not bool:
+            raise MalformedError("bad_record", "abandoned must be true or false")
     except GameError as exc:
         raise RecordError(None, exc) from exc
     parsed = []
@@ -200,7 +230,7 @@ def load_record(data: Any) -> Record:
             # The first bad turn is the one reported: an earlier illegal turn wins.
             record_events(Record(ruleset, players, tuple(parsed)))
             raise RecordError(index, exc) from exc
-    return Record(ruleset, players, tuple(parsed), names, player_ids)
+    return Record(ruleset, players, tuple(parsed), names, player_ids, abandoned)
 
 
 class Step(NamedTuple):
@@ -234,16 +264,24 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
     for index, turn in enumerate(record.turns):
         player = state.current
         try:
-            events = run(DrawTile(turn.tile))
-            if turn.discard:
-                events += run(DiscardTile(player))
+            if turn.resign is not None:
+                player = turn.resign
+                events = run(Resign(player))
             else:
-                events += run(PlayTurn(player, turn.x, turn.y, turn.rotation, turn.meeple))
+                # A record has no clock: its draws start at time 0, so a turn limit's deadline
+                # is `turn_seconds` after it, and a timed-out turn times out right then.
+                events = run(DrawTile(turn.tile, 0))
+                if turn.timeout:
+                    events += run(TimeOutTurn(player, state.deadline_ms or 0))
+                elif turn.discard:
+                    events += run(DiscardTile(player))
+                else:
+                    events += run(PlayTurn(player, turn.x, turn.y, turn.rotation, turn.meeple))
         except GameError as exc:
             raise RecordError(index, exc) from exc
         yield Step(index, player, events)
     if state.phase != OVER:
-        yield Step(None, None, run(EndGame()))
+        yield Step(None, None, run(AbandonGame(0) if record.abandoned else EndGame()))
 
 
 def record_events(record: Record) -> list[Event]:
@@ -263,13 +301,19 @@ def score_report(state: GameState, names: Sequence[str] | None = None) -> dict[s
     """Final scores, scores before final scoring, ranks, winners and every explanation (each
     score event with its sentence, `explain.explain`, naming seats by `names` when known)."""
     rank, winners = ranks(state.scores, [why is not None for why in state.out])
-    return {
+    report: dict[str, Any] = {
         "final_scores": list(state.scores),
         "scores_before_final": list(state.scores_before_final or state.scores),
         "ranks": list(rank),
         "winners": list(winners),
         "events": [{**s.to_dict(), "explanation": explain(s, names)} for s in state.log],
     }
+    if any(why is not None for why in state.out):  # docs/lifecycle.md: seats out rank last
+        report["out"] = list(state.out)
+    if state.abandoned:  # ended by the server: no final scoring, no winner
+        report["abandoned"] = True
+        report["winners"] = []
+    return report
 
 
 def score_record(record: Record) -> dict[str, Any]:
@@ -286,7 +330,7 @@ def record_from_events(
     seats' names and player ids (kept only if there is one per seat): those its `GameStarted`
     logged, else the `names` and `player_ids` given (a game logged before names were, whose
     names are kept beside the log)."""
-    ruleset, players, turns = Ruleset(), 2, []
+    ruleset, players, turns, abandoned = Ruleset(), 2, [], False
     for event in events:
         match event:
             case GameStarted():
@@ -297,10 +341,17 @@ def record_from_events(
                 turns.append(Turn(event.tile, event.x, event.y, event.rotation, event.meeple))
             case TileDiscarded() | TileReturned():
                 turns.append(Turn(event.tile, discard=True))
+            case TurnTimedOut():
+                turns.append(Turn(event.tile, timeout=True))
+            case PlayerResigned():
+                turns.append(Turn("", resign=event.player))
+            case GameAbandoned():
+                abandoned = True
     return Record(
         ruleset,
         players,
         tuple(turns),
         tuple(names) if names is not None and len(names) == players else None,
         tuple(player_ids) if player_ids is not None and len(player_ids) == players else None,
+        abandoned,
     )

@@ -22,6 +22,7 @@ from carcassonne.game import actions
 from carcassonne.state import GameState
 from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.schemas import to_engine
+from services.command.apikeys import ApiKeys
 from services.query.app import create_app as create_query_app
 from services.redis_store import RedisEventStore
 from tests.redis_server import private_redis
@@ -180,6 +181,21 @@ def test_a_resigned_seat_is_skipped_and_the_last_one_left_wins(suite):
     result = store.read(game_id, SCORES)[-1].payload
     assert result["winners"] == [0] and result["ranks"][0] == 1
     assert min(result["ranks"][1:]) >= 2
+    # the resignations survive the record format: export, official scoring, import
+    status, record = call(base, "GET", f"/games/{game_id}/record")
+    assert status == 200 and {"resign": 1} in record["turns"] and {"resign": 2} in record["turns"]
+    key = {"X-Api-Key": ApiKeys(suite["client"]).create("lifecycle-tests")[1]}
+    status, scored = call(base, "POST", "/v1/score", record, key)
+    assert status == 200, scored
+    assert scored["ranks"] == result["ranks"] and scored["winners"] == [0]
+    assert scored["out"] == [None, "resigned", "resigned"]
+    assert [t["action"] for t in scored["timeline"]].count("resigned") == 2
+    status, imported = call(base, "POST", "/games/import", record, key)
+    assert status == 201, imported
+    copy = imported["game_id"]
+    wait_for(lambda: any(e.type == "GameScored" for e in store.read(copy, SCORES)), 20, "import")
+    assert store.read(copy, SCORES)[-1].payload["ranks"] == result["ranks"]
+    assert [e.type for e in moves(store, copy)].count("PlayerResigned") == 2
 
 
 def _play_one(base: str, store: RedisEventStore, game_id: str, token: str) -> None:

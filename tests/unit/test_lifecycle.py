@@ -3,6 +3,8 @@ abandoned games, and how seats that are out rank (docs/lifecycle.md; R7.5 for ti
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from carcassonne.errors import GameError
@@ -170,3 +172,53 @@ def test_the_score_stream_ranks_a_resigned_leader_last():
     scored = score_events(GameState(), stored)
     result = scored[-1].payload
     assert result["ranks"] == [2, 1] and result["winners"] == [1]
+
+
+def test_a_record_keeps_timeouts_resignations_and_abandonment_through_json_and_notation():
+    from carcassonne.export import record_from_export
+    from carcassonne.notation import format_record, parse_record
+    from carcassonne.record import load_record, record_from_events, replay, score_report
+
+    state, log = started(players=3, turn_seconds=30)
+    log += run(state, TimeOutTurn(0, NOW + 30_000))
+    log += run(state, DrawTile("E", NOW + 30_000))
+    log += run(state, Resign(2))  # out of turn, while seat 1 holds a tile
+    log += run(state, PlayTurn(1, *_first_action(state)))
+    log += run(state, DrawTile("U", NOW + 40_000))
+    log += run(state, AbandonGame(99))
+    record = record_from_events(log)
+    kinds = [t.to_dict() for t in record.turns]
+    assert kinds[0] == {"tile": "E", "timeout": True} and kinds[1] == {"resign": 2}
+    assert record.abandoned and record.to_dict()["abandoned"] is True
+    assert load_record(record.to_dict()) == record
+    text = format_record(record)
+    assert "E! resign:2" in text and "turn=30" in text and "end=abandoned" in text
+    assert parse_record(text) == record
+    again = replay(record)
+    assert again.out == state.out and again.abandoned and again.scores == state.scores
+    report = score_report(again)
+    assert report["abandoned"] is True and report["winners"] == []
+    assert report["out"] == [None, None, "resigned"]
+    export = "\n".join(
+        json.dumps({"game_id": "g", "stream": "moves", "seq": i, **to_dict_envelope(e)})
+        for i, e in enumerate(log, start=1)
+    )
+    assert record_from_export(export) == record
+
+
+def to_dict_envelope(event: Event) -> dict[str, object]:
+    body = event_to_dict(event)
+    kind = body.pop("type")
+    return {"type": kind, "version": 1, "payload": body}
+
+
+def test_a_record_refuses_a_timeout_without_a_turn_limit():
+    from carcassonne.errors import RecordError
+    from carcassonne.record import load_record, replay
+
+    record = load_record(
+        {"format": "carcassonne-record/1", "players": 2, "turns": [{"tile": "E", "timeout": True}]}
+    )
+    with pytest.raises(RecordError) as refused:
+        replay(record)
+    assert refused.value.index == 0 and refused.value.code == "turn_not_expired"
