@@ -22,12 +22,11 @@ import pytest
 import redis
 
 from carcassonne.record import record_from_events
-from carcassonne.ruleset import Ruleset
-from carcassonne.simulate import random_game
 from deploy.local import demo
 from services.command.apikeys import ApiKeys
 from services.query.pages import CSP
 from tests.browser import chromium_or_skip, playwright_chromium, playwright_or_skip
+from tests.unit.test_query_games import long_game
 
 from .http_client import ROOT, call, gunicorn
 from .workers import celery_env, running, worker
@@ -88,10 +87,11 @@ def scored(query: str, game_id: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def finished(suite: dict[str, str]) -> dict[str, Any]:
-    """A full 72-tile base game (3 players, one named like an HTML tag), imported, scored."""
-    _, events = random_game(random.Random(1616), 3, Ruleset())
+    """A full 72-tile base game, imported and scored: a player laps the track twice (120
+    points, R8.1), every kind of feature scores, the other player is named like an HTML tag."""
+    _, events = long_game()
     record = record_from_events(events).to_dict()
-    names = ["Ada", HOSTILE, "Brunel"]
+    names = ["Ada", HOSTILE]
     status, body = call(
         suite["command"], "POST", "/games/import", {**record, "names": names},
         {"X-Api-Key": suite["key"]},
@@ -108,6 +108,22 @@ def rgb(hex_colour: str) -> str:
     """`#d7263d` as a browser's computed style says it: `rgb(215, 38, 61)`."""
     red, green, blue = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgb({red}, {green}, {blue})"
+
+
+def view_box(page: Any) -> list[float]:
+    return [float(v) for v in page.get_attribute("#board svg", "viewBox").split()]
+
+
+def gesture(page: Any, steps: list[tuple[str, int, int, int]]) -> None:
+    """Touch pointer events on the board: (type, pointer id, x, y) each."""
+    page.eval_on_selector(
+        "#board",
+        """(board, steps) => { for (const [type, id, x, y] of steps) {
+            board.dispatchEvent(new PointerEvent(type, { pointerId: id, clientX: x,
+                clientY: y, pointerType: "touch", isPrimary: id === 1, bubbles: true }));
+        } }""",
+        steps,
+    )
 
 
 def shot(page: Any, name: str) -> None:
@@ -187,6 +203,14 @@ def test_a_finished_game_steps_to_turn_30_and_to_the_end(browser, suite, finishe
     wait_turn(page, 30)
     assert page.url.endswith("?turn=30")  # the URL keeps the turn
     check_turn(page, query, game_id, 30)
+    whole = view_box(page)
+    box = page.locator("#board").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -300)  # the wheel zooms in about the pointer
+    page.wait_for_function("w => document.querySelector('#board svg').viewBox.baseVal.width < w",
+                           arg=whole[2])  # fmt: skip
+    page.click("#zoom-fit")
+    assert view_box(page) == whole
     # The open features outlined (board.svg?open=1), and gone again.
     page.check("#open")
     page.wait_for_function("() => document.querySelectorAll('#board .open-feature').length > 0")
@@ -202,6 +226,15 @@ def test_a_finished_game_steps_to_turn_30_and_to_the_end(browser, suite, finishe
         p["score"] for p in finished["scores"]["players"]
     ]
     assert any(e["kind"] == "farm" for e in shown["events"])  # final scoring (R7.3)
+    # The score track (R8.1): 120 points stand on space 20 after two laps, one "100" tile.
+    leader = finished["scores"]["players"][0]
+    assert leader["score"] >= 100 and leader["track"]["point_tiles"]
+    tiles = page.eval_on_selector_all(
+        "#players tr[data-seat='0'] .point-tile", "els => els.map(e => Number(e.textContent))"
+    )
+    assert tiles == leader["track"]["point_tiles"]
+    space = page.get_attribute("#track .marker[data-seat='0']", "data-space")
+    assert space == str(leader["track"]["space"])
     assert "Final scores" in page.text_content("#result")
     # The track's markers wear the colours of the players' meeples on the board.
     colours = page.evaluate(
@@ -230,6 +263,30 @@ def test_a_finished_game_steps_to_turn_30_and_to_the_end(browser, suite, finishe
     page.reload()
     wait_turn(page, during[4] if len(during) > 4 else during[-1])
     assert not errors, errors
+    page.close()
+
+
+def test_every_score_of_the_game_is_explained_and_found_on_the_board(
+    browser, suite, finished
+) -> None:
+    """Step through the whole game: at each turn the page lists that turn's score events, in
+    order, and finds every one's feature on the board picture (roads, cities, monasteries
+    by their 3×3 square, farms)."""
+    query, game_id = suite["query"], finished["game_id"]
+    by_turn: dict[int, list[str]] = {}
+    for event in finished["scores"]["events"]:
+        by_turn.setdefault(event["turn"], []).append(event["kind"])
+    assert {"road", "city", "monastery", "farm"} <= {k for ks in by_turn.values() for k in ks}
+    page = browser.new_page()
+    page.goto(f"{query}/games/{game_id}/view?turn=0")
+    wait_turn(page, 0)
+    for turn in range(1, finished["board"]["tiles_placed"] + 1):
+        page.keyboard.press("ArrowRight")
+        wait_turn(page, turn)
+        shown = on_page(page)
+        assert [e["kind"] for e in shown["events"]] == by_turn.get(turn, []), turn
+        missing = [e for e in shown["events"] if e["found"] == 0]
+        assert not missing, (turn, missing)
     page.close()
 
 
@@ -278,10 +335,26 @@ def test_the_page_fits_a_phone_screen(browser, suite, finished) -> None:
     assert boxes["#board"]["height"] >= 300
     page.tap("#next")
     wait_turn(page, 41)
-    before = page.get_attribute("#board svg", "viewBox")
+    whole = view_box(page)
     page.tap("#zoom-in")
-    assert page.get_attribute("#board svg", "viewBox") != before
+    zoomed = view_box(page)
+    assert zoomed[2] < whole[2] and zoomed[3] < whole[3]
+    # One finger drags the board (the view moves against it); two fingers pinch to zoom.
+    gesture(page, [("pointerdown", 1, 100, 200), ("pointermove", 1, 160, 230),
+                   ("pointerup", 1, 160, 230)])  # fmt: skip
+    dragged = view_box(page)
+    assert dragged[0] < zoomed[0] and dragged[1] < zoomed[1] and dragged[2] == zoomed[2]
+    gesture(page, [("pointerdown", 1, 150, 200), ("pointerdown", 2, 250, 200),
+                   ("pointermove", 2, 350, 200), ("pointerup", 1, 150, 200),
+                   ("pointerup", 2, 350, 200)])  # fmt: skip
+    pinched = view_box(page)
+    assert pinched[2] == pytest.approx(dragged[2] / 2, rel=0.01)  # fingers twice as far apart
+    page.tap("#next")  # the view stays put while stepping
+    wait_turn(page, 42)
+    assert view_box(page) == pinched
     shot(page, "viewer-phone")
+    page.tap("#zoom-fit")
+    assert view_box(page)[2] > pinched[2]
     context.close()
 
 

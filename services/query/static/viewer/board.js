@@ -90,7 +90,11 @@ export class BoardView {
 
   down(event) {
     this.pointers.set(event.pointerId, { x: event.clientX, y: event.clientY });
-    this.host.setPointerCapture?.(event.pointerId);
+    try {
+      this.host.setPointerCapture(event.pointerId); // keep the drag when it leaves the board
+    } catch {
+      // not an active pointer (a synthetic event): the drag works without the capture
+    }
   }
 
   move(event) {
