@@ -355,6 +355,11 @@ def test_the_page_fits_a_phone_screen(browser, suite, finished) -> None:
     shot(page, "viewer-phone")
     page.tap("#zoom-fit")
     assert view_box(page)[2] > pinched[2]
+    page.goto(f"{query}/")  # the game list fits too
+    page.wait_for_function("() => document.body.dataset.loaded === 'true'")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    assert page.locator(f"tr[data-game='{game_id}'] a").is_visible()
+    shot(page, "games-list-phone")
     context.close()
 
 
