@@ -304,6 +304,33 @@ def test_a_live_stream_through_the_proxy_gets_each_event_at_once(
             conn.close()
 
 
+def test_the_viewer_pages_and_files_are_gzipped_through_the_proxy(
+    nginx_binary: str, redis_url: str
+) -> None:
+    """The web pages (text/html) and their scripts and styles reach a phone compressed."""
+    env = {"REDIS_URL": redis_url}
+    with (
+        gunicorn("services.query.wsgi:app", "deploy/gunicorn/query.py", env, 1) as query,
+        private_nginx.nginx({"query": query.removeprefix("http://")}) as public,
+    ):
+        for path, media, text in (
+            ("/", "text/html", b"/viewer/list.js"),
+            ("/viewer/view.js", "text/javascript", b"EventSource"),
+            ("/viewer/viewer.css", "text/css", b"@media"),
+        ):
+            conn = http.client.HTTPConnection(*address(public["query"]), timeout=10)
+            try:
+                conn.request("GET", path, headers={"Accept-Encoding": "gzip"})
+                reply = conn.getresponse()
+                data = reply.read()
+                assert reply.status == 200, path
+                assert reply.getheader("Content-Type", "").startswith(media), path
+                assert reply.getheader("Content-Encoding") == "gzip", path
+                assert text in gzip.decompress(data), path
+            finally:
+                conn.close()
+
+
 # -- the manifests carry the same templates --------------------------------------------------
 def test_the_k8s_copies_of_the_nginx_templates_are_the_templates() -> None:
     """kustomize reads files only below deploy/k8s/: it carries copies, which must not drift
