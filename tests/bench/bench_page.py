@@ -13,7 +13,7 @@ system Chromium (tests/browser.py) driven by Playwright:
   picture in the page and the next frame. Baseline, same run: one `fetch` of the board view
   of a turn from the page's script (what a step would cost if it asked the server).
 
-Targets: load p50 ≤ 1 s; step p50 ≤ 50 ms (the worst is printed too).
+Targets: load p90 ≤ 1 s; step p90 ≤ 50 ms (p50 and the worst are printed too).
 """
 
 from __future__ import annotations
@@ -149,16 +149,16 @@ def main() -> int:
 
     print(f"game viewer, a finished game of {turns} turns ({tiles} tiles drawn at the end)")
     print(f"  baseline: JSON board view load  {summary(json_loads)}")
-    load_ok = statistics.median(page_loads) <= LOAD_TARGET_MS
+    load_ok = pct(page_loads, 90) <= LOAD_TARGET_MS
     print(
         f"  page load to a drawn board      {summary(page_loads)}  "
-        f"target p50 ≤ {LOAD_TARGET_MS:.0f} ms: {verdict('page load', load_ok)}"
+        f"target p90 ≤ {LOAD_TARGET_MS:.0f} ms: {verdict('page load', load_ok)}"
     )
     print(f"  baseline: fetch of /board?turn  {summary(fetches)}")
-    step_ok = statistics.median(steps) <= STEP_TARGET_MS
+    step_ok = pct(steps, 90) <= STEP_TARGET_MS
     print(
         f"  step one turn ({len(steps):2d} steps)     {summary(steps)}  "
-        f"target p50 ≤ {STEP_TARGET_MS:.0f} ms: {verdict('step', step_ok)}"
+        f"target p90 ≤ {STEP_TARGET_MS:.0f} ms: {verdict('step', step_ok)}"
     )
     return exit_code()
 
