@@ -398,6 +398,20 @@ def test_a_game_being_played_is_followed_live(browser, suite) -> None:
     page.close()
 
 
+def test_a_turn_out_of_range_in_the_url_shows_the_nearest_turn(browser, suite, finished):
+    """A hand-edited URL never breaks the page: a turn past the end shows the last one, a
+    negative one the first, a word the latest; the URL then names the turn shown."""
+    query, game_id = suite["query"], finished["game_id"]
+    last = finished["board"]["tiles_placed"]
+    page = browser.new_page()
+    for asked, shown in (("999", last), ("-4", 0), ("abc", last)):
+        page.goto(f"{query}/games/{game_id}/view?turn={asked}")
+        wait_turn(page, shown)
+        assert page.url.endswith(f"/view?turn={shown}"), (asked, page.url)
+        assert on_page(page)["error"] is None
+    page.close()
+
+
 def test_the_pages_headers_and_bad_ids(suite, finished) -> None:
     query = suite["query"]
     for path in ("/", f"/games/{finished['game_id']}/view"):
