@@ -73,8 +73,10 @@ class PinnedHTTPSConnection(http.client.HTTPSConnection):
         self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
 
 
-def _cut(conn: http.client.HTTPConnection) -> None:
-    """End a connection's blocked reads and writes (from the watchdog's thread)."""
+def _cut(conn: http.client.HTTPConnection, done: threading.Event) -> None:
+    """End a connection's blocked reads and writes (from the watchdog's thread); `done` says
+    so before anything is cut (the attempt's thread may wake before this thread ends)."""
+    done.set()
     sock = conn.sock
     if sock is not None:
         with contextlib.suppress(OSError):  # closed already
@@ -107,7 +109,8 @@ class HttpPoster:
         # The socket timeout bounds each read, not the attempt: a receiver that drips its
         # status line a byte at a time would hold the thread (and its hook's lease) for
         # minutes. A watchdog cuts the connection once the whole attempt has had `timeout`.
-        watchdog = threading.Timer(self.timeout, _cut, args=(conn,))
+        fired = threading.Event()
+        watchdog = threading.Timer(self.timeout, _cut, args=(conn, fired))
         watchdog.daemon = True
         watchdog.start()
         try:
@@ -115,7 +118,7 @@ class HttpPoster:
             response = conn.getresponse()
             return Answer(int(response.status))
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            cut = " (attempt cut at its deadline)" if not watchdog.is_alive() else ""
+            cut = " (attempt cut at its deadline)" if fired.is_set() else ""
             return Answer(None, f"{type(exc).__name__}: {exc}{cut}"[:300])
         finally:
             watchdog.cancel()
