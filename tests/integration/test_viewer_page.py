@@ -372,20 +372,38 @@ def test_a_game_being_played_is_followed_live(browser, suite) -> None:
     wait_turn(page, 0)
     assert page.text_content("#status").startswith("live")
     page.wait_for_function("() => document.body.dataset.live === 'open'")
-    for turn in range(1, 9):
-        demo.play_turn(command, game, demo.choose(game.view, rng, 0.7))
+    slowest = 0.0
+
+    def play_and_see(turn: int) -> None:
+        nonlocal slowest
+        demo.play_turn(command, game, demo.choose(game.view, rng, 0.6))
         played = time.monotonic()
         wait_turn(page, turn, timeout_ms=5_000)
-        took = time.monotonic() - played
-        assert took <= LIVE_WAIT_S, f"turn {turn} appeared after {took:.2f} s"
+        slowest = max(slowest, time.monotonic() - played)
         assert on_page(page)["tiles"] == turn + 1
         demo.turn_view(command, game)
+
+    for turn in range(1, 11):
+        play_and_see(turn)
     assert page.url.endswith(f"/games/{game.game_id}/view")  # following: no turn in the URL
-    # The rest of the game, then the end: the stream ends and the page shows the final scores.
-    demo.play_game(command, game, rng, meeple_chance=0.5)
+    # Stepping back stops following: a new turn only lengthens the slider; "go live" returns.
+    page.keyboard.press("ArrowLeft")
+    wait_turn(page, 9)
+    assert page.url.endswith("?turn=9")
+    demo.play_turn(command, game, demo.choose(game.view, rng, 0.6))
+    demo.turn_view(command, game)
+    page.wait_for_function("() => document.querySelector('#slider').max === '11'")
+    assert shown_turn(page) == 9
+    page.click("#live")
+    wait_turn(page, 11)
+    # Every other turn to the end, each on the page within LIVE_WAIT_S of its move.
+    turn = 11
+    while not game.view["over"]:
+        turn += 1
+        play_and_see(turn)
+    assert slowest <= LIVE_WAIT_S, f"a new tile appeared after {slowest:.2f} s"
     final = scored(query, game.game_id)
-    last = call(query, "GET", f"/games/{game.game_id}/board")[1]["tiles_placed"]
-    wait_turn(page, last)
+    assert call(query, "GET", f"/games/{game.game_id}/board")[1]["tiles_placed"] == turn
     page.wait_for_function("() => document.body.dataset.live === 'closed'", timeout=10_000)
     page.wait_for_function(
         "() => !document.querySelector('#status').textContent.includes('scoring')",
