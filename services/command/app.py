@@ -30,7 +30,7 @@ from . import integration, subscription_views
 from .client import command_client
 from .config import from_env
 from .notify import CeleryNotifier
-from .schemas import CreatedGame, CreateGameIn, TurnIn, TurnView
+from .schemas import CreatedGame, CreateGameIn, ReissuedToken, TurnIn, TurnView
 from .schemas import TurnResult as TurnResultOut
 from .secrets_store import RedisSecrets
 from .service import GameService, TurnResult
@@ -155,6 +155,17 @@ class Turns(MethodView):
 def _bearer() -> str | None:
     auth = request.headers.get("Authorization", "")
     return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+
+@blp.route("/<game_id>/players/<int:seat>/token")
+class SeatToken(MethodView):
+    @integration.authenticated
+    @blp.response(200, ReissuedToken())
+    def post(self, game_id: str, seat: int) -> Response:
+        """A new secret token for a seat (a lost phone), for the API key that created the game
+        (`X-Api-Key` on `POST /games`). The seat's old token stops working at once."""
+        key = integration.current_key_id()
+        return _json_response(_service().reissue_token(checked_game_id(game_id), seat, key))
 
 
 @blp.route("/<game_id>/resign")

@@ -135,6 +135,11 @@ def authenticated(view: F) -> F:
     return cast(F, wrapper)
 
 
+def current_key_id() -> str:
+    """The id of the API key an `authenticated` view was called with."""
+    return str(g.api_key["id"])
+
+
 def checked_api_key() -> dict[str, Any] | None:
     """The record of the request's `X-Api-Key` (None when it sends none), within its rate
     limit: 403 `bad_api_key` for an unknown or revoked key, 429 `rate_limited`."""

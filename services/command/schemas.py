@@ -170,6 +170,17 @@ class TurnView(Closed):
     )
 
 
+class ReissuedToken(Closed):
+    """A seat's new token (POST /games/{id}/players/{seat}/token); the old one is dead."""
+
+    game_id = fields.String(required=True)
+    seat = fields.Integer(required=True)
+    token = fields.String(
+        required=True, metadata={"description": "secret: send as Authorization: Bearer <token>"}
+    )
+    seq = fields.Integer(required=True, metadata={"description": "its TokenReissued event"})
+
+
 class CreatedGame(Closed):
     game_id = fields.String(required=True)
     players = fields.List(fields.Nested(Seat), required=True, metadata={"description": "seats"})

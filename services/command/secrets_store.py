@@ -1,6 +1,7 @@
 """Per-game secrets in Redis, under the game's hash tag: ``{g:<id>}:secrets``.
 
-The record is one JSON object, written before the game's first append and never changed:
+The record is one JSON object, written before the game's first append; only a seat's token
+hash is ever replaced (a re-issued token, `replace_token`):
 ``seed`` (the draw seed, revealed once the game is over), ``tokens`` (token hash -> seat),
 ``names`` (seat order) and, when the request gave any, ``player_ids`` (seat order, null for
 a seat without one: the apps' opaque user ids) and, when the creating request sent an API
@@ -19,12 +20,28 @@ import redis
 
 from services.redis_store import secrets_key
 
+# KEYS: the secrets record. ARGV: seat, new token hash. The seat's token hash (whatever it
+# was) is replaced; returns 0 for a game without a record.
+REPLACE_TOKEN_LUA = """
+local raw = redis.call('GET', KEYS[1])
+if not raw then return 0 end
+local record = cjson.decode(raw)
+local seat = tonumber(ARGV[1])
+for hash, owner in pairs(record.tokens) do
+  if owner == seat then record.tokens[hash] = nil end
+end
+record.tokens[ARGV[2]] = seat
+redis.call('SET', KEYS[1], cjson.encode(record))
+return 1
+"""
+
 
 class RedisSecrets:
     """`Secrets` in a Redis string per game."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
+        self._replace = client.register_script(REPLACE_TOKEN_LUA)
 
     @staticmethod
     def key(game_id: str) -> str:
@@ -43,3 +60,8 @@ class RedisSecrets:
         """See `Secrets.get`."""
         raw = self.client.get(self.key(game_id))
         return None if raw is None else dict(json.loads(raw))
+
+    def replace_token(self, game_id: str, seat: int, token_hash: str) -> bool:
+        """See `Secrets.replace_token` (one script: two re-issues at once cannot both win
+        half-way, and the record's other keys are left as they are)."""
+        return bool(self._replace(keys=[self.key(game_id)], args=[seat, token_hash]))

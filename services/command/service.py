@@ -26,6 +26,7 @@ from carcassonne.events import (
     PlayTurn,
     Resign,
     StartGame,
+    TokenReissued,
     meeple_to_dict,
     with_seats,
 )
@@ -126,6 +127,10 @@ class Secrets(Protocol):
     def get(self, game_id: str) -> dict[str, Any] | None:
         """A game's secrets, or None for an unknown game."""
 
+    def replace_token(self, game_id: str, seat: int, token_hash: str) -> bool:
+        """Make `token_hash` the seat's only token (the old one stops matching); False if
+        the game has no secrets."""
+
 
 class MemorySecrets:
     """`Secrets` in a dict (unit tests)."""
@@ -144,6 +149,15 @@ class MemorySecrets:
     def get(self, game_id: str) -> dict[str, Any] | None:
         """See `Secrets.get`."""
         return self._data.get(game_id)
+
+    def replace_token(self, game_id: str, seat: int, token_hash: str) -> bool:
+        """See `Secrets.replace_token`."""
+        record = self._data.get(game_id)
+        if record is None:
+            return False
+        tokens = {h: s for h, s in record["tokens"].items() if s != seat}
+        self._data[game_id] = {**record, "tokens": {**tokens, token_hash: seat}}
+        return True
 
 
 def token_hash(token: str) -> str:
@@ -273,7 +287,11 @@ class GameService:
         events = [to_engine(stored) for stored in fresh]
         for event in events:
             cached.state.apply(event)
-        return cached.advanced(cached.state, fresh[-1].seq, events)
+        advanced = cached.advanced(cached.state, fresh[-1].seq, events)
+        if any(isinstance(e, TokenReissued) for e in events):
+            # A seat's token was replaced: the cached token hashes are stale from here on.
+            advanced.secrets = self.secrets.get(game_id) or advanced.secrets
+        return advanced
 
     def keep(self, game_id: str, cached: Cached) -> None:
         """Cache a state (unless a newer one is there already)."""
@@ -403,17 +421,20 @@ class GameService:
         checked = cached is None  # True: `cached` was caught up with the stream just now
         if cached is None:
             cached = self.load(game_id, take=True)
-        try:
-            seat = self.seat_of(cached, token)
-        except GameError:
-            self.keep(game_id, cached)
-            raise
-        if idempotency_key:
-            command_id = f"turn:{seat}:{idempotency_key}"
-            request = turn_fingerprint(game_id, seat, x, y, rotation, meeple)
-        else:
-            command_id, request = uuid.uuid4().hex, ""
+        any_id = uuid.uuid4().hex
         for _attempt in range(4):
+            # Checked again after every catch-up: a re-issued token (TokenReissued) brought
+            # fresh secrets, and the old token must stop working at once.
+            try:
+                seat = self.seat_of(cached, token)
+            except GameError:
+                self.keep(game_id, cached)
+                raise
+            if idempotency_key:
+                command_id = f"turn:{seat}:{idempotency_key}"
+                request = turn_fingerprint(game_id, seat, x, y, rotation, meeple)
+            else:
+                command_id, request = any_id, ""
             if checked and idempotency_key:
                 try:
                     replay = self._replayed(game_id, cached, command_id, request)
@@ -547,6 +568,47 @@ class GameService:
             if result.notify and self.notify is not None:
                 self.notify(game_id)
             return TurnResult(stored, state, result.last_seq)
+        raise OutOfTurnError("stale_sequence", "the game moved on; retry", None)
+
+    def reissue_token(self, game_id: str, seat: Any, key_id: str) -> dict[str, Any]:
+        """A new secret token for a seat, asked for by the API key that created the game (a
+        lost phone must not lose a game). The old token stops working at once: the secrets
+        record is changed first, then `TokenReissued` is appended, so every process serving
+        the game — whose cached state is now behind the stream, its next append refused —
+        reloads the secrets before it accepts another command (docs/lifecycle.md)."""
+        cached = self.load(game_id)
+        owner = cached.secrets.get("key_id")
+        if owner is None or owner != key_id:
+            raise Forbidden(
+                "not_game_owner",
+                "only the API key that created this game may re-issue its tokens",
+            )
+        players = cached.state.players
+        if type(seat) is not int or not 0 <= seat < players:
+            raise NotFound("seat_not_found", f"this game's seats are 0-{players - 1}")
+        if cached.state.phase == OVER:
+            raise OutOfTurnError("game_over", "the game is over", "R7.1")
+        token = secrets.token_urlsafe(24)
+        if not self.secrets.replace_token(game_id, seat, token_hash(token)):
+            raise NotFound("game_not_found", f"no game {game_id}")
+        command_id = uuid.uuid4().hex
+        for _attempt in range(4):
+            # Conditional like any append, so it never lands after the game's end.
+            try:
+                result = self.store.append(
+                    game_id,
+                    MOVES,
+                    [to_new(TokenReissued(seat))],
+                    expected=cached.seq,
+                    command_id=command_id,
+                    marker="$seq",
+                )
+            except ConcurrencyError:
+                cached = self.load(game_id)
+                if cached.state.phase == OVER:
+                    raise OutOfTurnError("game_over", "the game is over", "R7.1") from None
+                continue
+            return {"game_id": game_id, "seat": seat, "token": token, "seq": result.last_seq}
         raise OutOfTurnError("stale_sequence", "the game moved on; retry", None)
 
     @staticmethod

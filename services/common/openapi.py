@@ -199,6 +199,12 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         request={JSON: ex.TURN},
         examples={200: ex.TURN_RESULT},
     ),
+    ("post", "/games/{game_id}/players/{seat}/token"): Op(
+        "reissueToken",
+        (401, 403, 404, 409, 429, 503),
+        security="apiKey",
+        examples={200: ex.REISSUED_TOKEN},
+    ),
     ("post", "/games/{game_id}/resign"): Op(
         "resign",
         (401, 403, 404, 409, 503),

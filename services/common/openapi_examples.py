@@ -140,6 +140,13 @@ TURN_RESULT: dict[str, Any] = {
     "next": {"over": False, "player": 1, "tile": "E", "tiles_left": 67},
 }
 
+REISSUED_TOKEN: dict[str, Any] = {
+    "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "seat": 1,
+    "token": "q3RJ2b1xW0v9kLx8m6cY1n0pZa7TtE4u",
+    "seq": 12,
+}
+
 RESIGN_RESULT: dict[str, Any] = {
     "seq": 9,
     "replayed": False,

@@ -138,6 +138,7 @@ class Event(Closed):
                 "PlayerTimedOut",
                 "PlayerResigned",
                 "GameAbandoned",
+                "TokenReissued",
                 "FeatureScored",
                 "GameScored",
             ]
@@ -154,7 +155,7 @@ class Event(Closed):
             "TilePlaced: player, tile, x, y, rotation, meeple; TileDiscarded and "
             "TileReturned: player, tile; GameEnded: reason; TurnTimedOut: player, tile; "
             "PlayerTimedOut: player, timeouts; PlayerResigned: player; GameAbandoned: "
-            "idle_ms; FeatureScored: a ScoreEvent "
+            "idle_ms; TokenReissued: player; FeatureScored: a ScoreEvent "
             "and `move`; GameScored: move, final_scores, scores_before_final, ranks, winners"
         },
     )

@@ -124,6 +124,15 @@ class GameAbandoned:
     idle_ms: int
 
 
+@dataclass(frozen=True)
+class TokenReissued:
+    """`player`'s secret token was replaced (a lost phone; the token itself is never logged).
+    Nothing in the game changes: the event tells every process serving the game that the
+    seat's old token stopped working (docs/lifecycle.md)."""
+
+    player: int
+
+
 Event = (
     GameStarted
     | TileDrawn
@@ -135,6 +144,7 @@ Event = (
     | PlayerTimedOut
     | PlayerResigned
     | GameAbandoned
+    | TokenReissued
 )
 
 
@@ -342,6 +352,7 @@ _SIMPLE: dict[str, type] = {
     "TileDrawn": TileDrawn, "TileDiscarded": TileDiscarded, "TileReturned": TileReturned,
     "GameEnded": GameEnded, "TurnTimedOut": TurnTimedOut, "PlayerTimedOut": PlayerTimedOut,
     "PlayerResigned": PlayerResigned, "GameAbandoned": GameAbandoned,
+    "TokenReissued": TokenReissued,
 }  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from .events import (
     TileDrawn,
     TilePlaced,
     TileReturned,
+    TokenReissued,
     TurnTimedOut,
     meeple_to_dict,
 )
@@ -360,4 +361,5 @@ _APPLY: dict[type, Callable[[GameState, Any], None]] = {
     PlayerTimedOut: GameState._player_timed_out,
     PlayerResigned: GameState._resigned,
     GameAbandoned: GameState._abandoned,
+    TokenReissued: lambda state, event: None,  # not a game fact: secrets live outside
 }

@@ -148,6 +148,7 @@ SCHEMAS: dict[tuple[str, int], Schema] = {
     ("PlayerTimedOut", 1): PlayerTimedOutV1(),
     ("PlayerResigned", 1): PlayerV1(),
     ("GameAbandoned", 1): GameAbandonedV1(),
+    ("TokenReissued", 1): PlayerV1(),
 }
 
 CURRENT: dict[str, int] = {}

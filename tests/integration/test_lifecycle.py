@@ -232,3 +232,42 @@ def test_an_idle_game_is_ended_as_abandoned_and_listed_so(suite):
     assert status == 200
     assert turn["status"] == "abandoned"
     assert json.loads(suite["client"].get(f"{{g:{game_id}}}:secrets"))["seed"]
+
+
+def test_a_reissued_token_replaces_the_old_one_at_once(suite):
+    base, store = suite["base"], suite["store"]
+    keys = ApiKeys(suite["client"])
+    owner = {"X-Api-Key": keys.create("lifecycle-owner")[1]}
+    stranger = {"X-Api-Key": keys.create("lifecycle-stranger")[1]}
+    body = {"players": [{"name": "Ann"}, {"name": "Bob"}], "seat_order": [0, 1]}
+    status, created = call(base, "POST", "/games", body, owner)
+    assert status == 201, created
+    game_id = created["game_id"]
+    old = {p["seat"]: p["token"] for p in created["players"]}
+    _play_one(base, store, game_id, old[0])  # every process that served it has it cached
+    path = f"/games/{game_id}/players/1/token"
+    status, refused = call(base, "POST", path, headers=stranger)
+    assert status == 403 and refused["code"] == "not_game_owner"
+    status, missing = call(base, "POST", f"/games/{game_id}/players/5/token", headers=owner)
+    assert status == 404 and missing["code"] == "seat_not_found"
+    assert call(base, "POST", path)[1]["code"] == "missing_api_key"
+    status, issued = call(base, "POST", path, headers=owner)
+    assert status == 200 and issued["seat"] == 1 and issued["token"] != old[1]
+    assert moves(store, game_id)[-1].type == "TokenReissued"
+    assert old[1] not in json.dumps([e.payload for e in moves(store, game_id)])
+    # the old token is dead on every gunicorn worker at once, the new one plays
+    for _ in range(4):  # several requests: whichever worker process answers
+        state = GameState()
+        for event in moves(store, game_id):
+            state.apply(to_engine(event))
+        x, y, rotation, _ = actions(state)[0]
+        turn = {"x": x, "y": y, "rotation": rotation, "meeple": None}
+        status, body = call(base, "POST", f"/games/{game_id}/turns", turn, bearer(old[1]))
+        assert status == 403 and body["code"] == "bad_token", body
+    _play_one(base, store, game_id, issued["token"])
+    status, turn_view = call(base, "GET", f"/games/{game_id}/turn")
+    assert status == 200 and turn_view["player"] == 0
+    # a game created without an API key has no owner to re-issue its tokens
+    plain, _ = create(base, ["Cy", "Di"])
+    status, body = call(base, "POST", f"/games/{plain}/players/0/token", headers=owner)
+    assert status == 403 and body["code"] == "not_game_owner"

@@ -222,3 +222,23 @@ def test_a_record_refuses_a_timeout_without_a_turn_limit():
     with pytest.raises(RecordError) as refused:
         replay(record)
     assert refused.value.index == 0 and refused.value.code == "turn_not_expired"
+
+
+def test_a_process_with_the_old_secrets_cached_refuses_the_old_token():
+    from eventstore.port import InMemoryEventStore
+    from services.command.service import GameService, MemorySecrets
+
+    store, secrets = InMemoryEventStore(), MemorySecrets()
+    serving, other = GameService(store, secrets), GameService(store, secrets)
+    game_id, players = serving.create_game(["Ann", "Bob"], Ruleset(), [0, 1])
+    secrets.put(game_id, {**secrets.get(game_id), "key_id": "k_1"})  # type: ignore[dict-item]
+    old = players[0]["token"]
+    serving.load(game_id)  # cached, with the token hashes of now
+    issued = other.reissue_token(game_id, 0, "k_1")
+    state = serving.load(game_id).state
+    x, y, rotation, _ = actions(state)[0]
+    with pytest.raises(GameError) as refused:  # trusting its cache, it still learns
+        serving.play_turn(game_id, old, x, y, rotation, None, trust_cache=True)
+    assert refused.value.code == "bad_token"
+    played = serving.play_turn(game_id, issued["token"], x, y, rotation, None, trust_cache=True)
+    assert played.events[0].type == "TilePlaced"
