@@ -231,7 +231,7 @@ def test_a_process_with_the_old_secrets_cached_refuses_the_old_token():
     store, secrets = InMemoryEventStore(), MemorySecrets()
     serving, other = GameService(store, secrets), GameService(store, secrets)
     game_id, players = serving.create_game(["Ann", "Bob"], Ruleset(), [0, 1])
-    secrets.put(game_id, {**secrets.get(game_id), "key_id": "k_1"})  # type: ignore[dict-item]
+    secrets.put(game_id, {**secrets.get(game_id), "key_id": "k_1"})
     old = players[0]["token"]
     serving.load(game_id)  # cached, with the token hashes of now
     issued = other.reissue_token(game_id, 0, "k_1")
