@@ -37,6 +37,8 @@ COMMAND_OPS = {
     "exportRecord",
     "registerWebhook",
     "listDeliveries",
+    "resign",
+    "reissueToken",
 }
 QUERY_OPS = {
     "listGames",
@@ -154,6 +156,8 @@ def aim(case: Case, stack: Stack) -> None:
     if which == 3:
         return  # a random id: 404
     game = stack.games["over" if which == 2 else "live"]
+    if case.operation.definition.raw.get("operationId") == "resign":
+        game = stack.games["over"]  # resigning the live game would end it for the others
     params["game_id"] = game.game_id
     if case.operation.definition.raw.get("operationId") == "playTurn":
         status, view = call(stack.command, "GET", f"/games/{game.game_id}/turn")
@@ -179,6 +183,10 @@ SEMANTIC = {
     "idempotency_key_reused",  # the key was sent before with another request
     "cursor_beyond_log",  # a well-formed cursor past the end of this game's log
     "stale_sequence",  # a well-formed If-Match naming a sequence the game is not at
+    # A record's lifecycle turns (docs/lifecycle.md), judged against the same record:
+    "bad_player",  # {"resign": seat} beyond the record's `players`
+    "player_out",  # a seat resigning (or timed out) twice
+    "turn_not_expired",  # {"tile", "timeout": true} in a game without a turn limit
 }
 
 
