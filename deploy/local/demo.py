@@ -1,10 +1,13 @@
 """Play a full game between bots through the HTTP API of a running suite (`make demo`).
 
-The bots ask the command service for the legal placements (GET /games/{id}/turn), pick one at
-random (seeded) and sometimes a meeple spot, and play it (POST /games/{id}/turns with the
-seat's bearer token, an Idempotency-Key so that a retried request never plays twice, and
-If-Match with the sequence they saw). Afterwards: the score track, from the query service if
-it answers, else from the command service's last turn view, and the game's URL.
+`--bots mcts greedy …` makes those seats the server's own bot seats (played by the bot
+worker, docs/bots.md); the other seats are played here, by a random client bot each, or by
+you at the terminal with `--human` (hints on). The client bots ask the command service for
+the legal placements (GET /games/{id}/turn), pick one at random (seeded) and sometimes a
+meeple spot, and play it (POST /games/{id}/turns with the seat's bearer token, an
+Idempotency-Key so that a retried request never plays twice, and If-Match with the sequence
+they saw). Afterwards: the score track, from the query service if it answers, else from the
+command service's last turn view, and the game's URL.
 """
 
 from __future__ import annotations
@@ -81,14 +84,28 @@ class Game:
 
     game_id: str
     names: list[str]
-    tokens: dict[int, str]
+    tokens: dict[int, str | None]  # None: a bot seat of the server
     turns: list[dict[str, Any]] = field(default_factory=list)  # POST /turns answers
     view: dict[str, Any] = field(default_factory=dict)  # the last GET /turn answer
 
 
-def create_game(command: str, names: Sequence[str], tileset: str = "base") -> Game:
-    """POST /games: a new game for these players (seats in the server's random order)."""
-    body = {"players": [{"name": n} for n in names], "ruleset": {"tileset": tileset}}
+def create_game(
+    command: str,
+    names: Sequence[str],
+    tileset: str = "base",
+    bots: Sequence[str] = (),
+    think_ms: int = 1000,
+    hints: bool = False,
+) -> Game:
+    """POST /games: a new game for these players (seats in the server's random order); the
+    first `len(bots)` players are the server's bot seats at those levels."""
+    players: list[dict[str, Any]] = [{"name": n} for n in names]
+    for player, level in zip(players, bots, strict=False):
+        player.update(bot=level, think_ms=think_ms)
+    ruleset: dict[str, Any] = {"tileset": tileset}
+    if hints:
+        ruleset["hints"] = True
+    body = {"players": players, "ruleset": ruleset}
     try:
         status, created = call(command, "POST", "/games", body)
     except OSError as exc:
@@ -115,6 +132,44 @@ def choose(view: dict[str, Any], rng: random.Random, meeple_chance: float) -> di
         "rotation": placement["rotation"],
         "meeple": meeple,
     }
+
+
+def wait_for_bot(command: str, game: Game, timeout: float = 60.0) -> dict[str, Any]:
+    """The turn view once the server's bot to move has played (polled: GET /turn)."""
+    seq, deadline = game.view["seq"], time.monotonic() + timeout
+    while (view := turn_view(command, game))["seq"] == seq:
+        if time.monotonic() > deadline:
+            raise DemoError(f"the bot of seat {view['player']} did not move: is the bot worker up?")
+        time.sleep(0.1)
+    return view
+
+
+def ask_human(command: str, game: Game, rng: random.Random) -> dict[str, Any]:
+    """Your move at the terminal: a numbered placement, a meeple spot, or `h` for a hint."""
+    view, out = game.view, sys.stdout
+    options = view["placements"]
+    out.write(f"\nyour tile {view['tile']}, scores {view['scores']}; placements:\n")
+    for i, p in enumerate(options):
+        spots = ", ".join(f"{j}:{m['feature']}" for j, m in enumerate(p["meeples"]))
+        out.write(f"  {i:>3}: x={p['x']} y={p['y']} rotation={p['rotation']}  meeples {spots}\n")
+    while True:
+        answer = input("move (N, N M for a meeple, h for a hint, Enter for random): ").split()
+        if not answer:
+            return choose(view, rng, 0.3)
+        if answer[0] == "h":
+            seat = int(view["player"])
+            auth = {"Authorization": f"Bearer {game.tokens[seat]}"}
+            _, hint = call(command, "GET", f"/games/{game.game_id}/hint", headers=auth)
+            out.write(f"hint: {hint}\n")
+            continue
+        try:
+            placement = options[int(answer[0])]
+            meeple = placement["meeples"][int(answer[1])] if len(answer) > 1 else None
+        except (ValueError, IndexError):
+            out.write("not a listed placement or meeple spot\n")
+            continue
+        keys = ("x", "y", "rotation")
+        return {**{k: placement[k] for k in keys}, "meeple": meeple}
 
 
 def play_turn(command: str, game: Game, move: dict[str, Any]) -> dict[str, Any] | None:
@@ -153,13 +208,25 @@ def play_game(
     delay: float = 0.0,
     on_turn: Callable[[Game, int, int], None] = lambda game, done, total: None,
     stop_after: int | None = None,
+    human: int | None = None,
 ) -> Game:
-    """Play until the game is over (or `stop_after` turns); `on_turn(game, done, total)`."""
+    """Play until the game is over (or `stop_after` turns); `on_turn(game, done, total)`.
+    Seats without a token are the server's bots (waited for); seat `human` asks you."""
     view = game.view
     while not view["over"]:
         if stop_after is not None and len(game.turns) >= stop_after:
             break
-        played = play_turn(command, game, choose(view, rng, meeple_chance))
+        if game.tokens.get(int(view["player"])) is None:
+            view = wait_for_bot(command, game)
+            game.turns.append({"seq": view["seq"], "bot": True})
+            done = len(game.turns)
+            on_turn(game, done, done + (0 if view["over"] else int(view["tiles_left"]) + 1))
+            continue
+        if human is not None and int(view["player"]) == human:
+            move = ask_human(command, game, rng)
+        else:
+            move = choose(view, rng, meeple_chance)
+        played = play_turn(command, game, move)
         view = turn_view(command, game)
         if played is None:  # someone else moved first: choose again from the new view
             continue
@@ -280,9 +347,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--tileset", choices=("base", "demo"), default="base", help="tile set (base: 72 tiles)")
     add("--meeple-chance", type=float, default=0.5, help="how often a bot places a meeple")
     add("--delay", type=float, default=0.0, help="seconds between turns (to watch it live)")
+    add(
+        "--bots",
+        nargs="+",
+        default=[],
+        choices=("random", "greedy", "mcts"),
+        metavar="LEVEL",
+        help="the first players are the server's bot seats at these levels (random, greedy, "
+        "mcts), played by the bot worker; the rest are this script's random bots",
+    )
+    add("--think-ms", type=int, default=1000, help="how long a server mcts bot thinks (1000)")
+    add("--human", action="store_true", help="you play the last seat at the terminal (hints on)")
     args = parser.parse_args(argv)
     if args.names is not None and not 2 <= len(args.names) <= 6:
         parser.error("--names takes 2 to 6 names")
+    if args.names is None and len(args.bots) + args.human > args.players:
+        args.players = len(args.bots) + args.human
+    if len(args.bots) + args.human > (len(args.names) if args.names else args.players):
+        parser.error("more bots (and you) than players")
     return args
 
 
@@ -293,7 +375,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 32)
     out = sys.stdout
     try:
-        game = create_game(args.command_url, names, args.tileset)
+        game = create_game(
+            args.command_url, names, args.tileset, args.bots, args.think_ms, args.human
+        )
+        human = None
+        if args.human:  # you are the last name; find your seat
+            human = game.names.index(names[-1])
         out.write(
             f"game {game.game_id}: {', '.join(game.names)} (in seat order), bot seed {seed}\n"
         )
@@ -305,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.meeple_chance,
             args.delay,
             Progress(out),
+            human=human,
         )
         final = turn_view(args.command_url, game)
     except (DemoError, OSError) as exc:

@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # requests and reaches Redis (/healthz would only say the former).
 HEALTH_PATH = "/readyz"
 CELERY_APP = "services.scoring.celery_app"
+BOTS_APP = "services.bots.celery_app"
 # Stopping order: nothing new comes in, then the worker drains, then Redis flushes and exits.
 STOP_ORDER: tuple[tuple[str, ...], ...] = (
     ("nginx",),
@@ -644,6 +645,22 @@ class Suite:
         argv = [*celery, "beat", "-l", "info", "-s", str(c.var / "beat" / "schedule")]
         note = f"celery beat, sweep every {c.sweep_seconds:g} s"
         parts.append(part(Part, "beat", argv, _log_check(BEAT_READY), note))
+        # The bot worker (services/bots): bot seats' turns, CPU-bound, so one process per core
+        # (prefork), and its own beat for the bot sweep (a lost or killed bot task resent).
+        bots = [py, "-m", "celery", "-A", BOTS_APP]
+        cores = str(max(1, (os.cpu_count() or 1)))
+        argv = [
+            *bots,
+            *("worker", "-Q", "bots", "-l", "info", "-n", "bots@%h"),
+            *("--concurrency", cores, "--pool", "prefork", "--without-mingle", "--without-gossip"),
+        ]
+        note = f"celery, queue bots, {cores} processes (bot seats' turns)"
+        parts.append(
+            part(Part, "bots", argv, _log_check(WORKER_READY), note, "", 30.0, role="worker")
+        )
+        argv = [*bots, "beat", "-l", "info", "-s", str(c.var / "beat" / "bots-schedule")]
+        note = f"celery beat of the bot worker, sweep every {c.sweep_seconds:g} s"
+        parts.append(part(Part, "bots-beat", argv, _log_check(BEAT_READY), note, role="beat"))
         if self.nginx:
             parts.append(self._nginx_part(part, upstreams))
         return parts

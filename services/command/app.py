@@ -27,10 +27,20 @@ from services.redis_store.connect import broker_url
 from services.redis_store.replication import NotReplicated
 
 from . import integration, subscription_views
+from .bots import BotCaller
 from .client import command_client
 from .config import from_env
 from .notify import CeleryNotifier
-from .schemas import CreatedGame, CreateGameIn, ReissuedToken, TurnIn, TurnView
+from .schemas import (
+    DEFAULT_THINK_MS,
+    CreatedGame,
+    CreateGameIn,
+    HintOut,
+    HintQuery,
+    ReissuedToken,
+    TurnIn,
+    TurnView,
+)
 from .schemas import TurnResult as TurnResultOut
 from .secrets_store import RedisSecrets
 from .service import GameService, TurnResult
@@ -88,10 +98,16 @@ class Games(MethodView):
         ruleset = Ruleset(**rules)
         names = [p["name"] for p in body["players"]]
         ids = [p.get("player_id") for p in body["players"]]
+        bots = [
+            {"level": p["bot"], "think_ms": p.get("think_ms", DEFAULT_THINK_MS)}
+            if "bot" in p
+            else None
+            for p in body["players"]
+        ]
         # An app that sends its API key owns the game: its subscriptions cover it.
         key = integration.checked_api_key()
         game_id, players = _service().create_game(
-            names, ruleset, body["seat_order"], ids, key_id=key["id"] if key else None
+            names, ruleset, body["seat_order"], ids, key_id=key["id"] if key else None, bots=bots
         )
         return {"game_id": game_id, "players": players, "turn": _service().turn_view(game_id)}
 
@@ -238,6 +254,26 @@ class Turn(MethodView):
         return response
 
 
+@blp.route("/<game_id>/hint")
+class Hint(MethodView):
+    @blp.arguments(HintQuery(), location="query")
+    @blp.response(200, HintOut())
+    def get(self, query: dict[str, Any], game_id: str) -> dict[str, Any]:
+        """The move a bot would play now for the token's seat, with its estimated value.
+
+        Only in a game created with `ruleset.hints: true` (else 403 hints_disabled), only for
+        the seat to move (else 409 not_your_turn). `level` picks the bot (default greedy);
+        an mcts hint thinks at most the service's HINT_THINK_MS (500 ms)."""
+        auth = request.headers.get("Authorization", "")
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        return _service().hint(
+            checked_game_id(game_id),
+            token,
+            query["level"],
+            current_app.config["HINT_THINK_MS"],
+        )
+
+
 def _error(
     code: str,
     message: str,
@@ -277,6 +313,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
                 else None
             ),
             notify_ms=notify_ms,
+            bots=BotCaller(
+                broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]),
+                client,
+                app.config["BOT_GRACE_MS"],
+            ),
         )
     app.extensions["game_service"] = service
     api = ContractApi(app)  # /openapi.json: the whole API's one document
@@ -315,6 +356,13 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         messages = data.get("messages")
         if messages == {"json": ["Invalid JSON body."]}:
             return _error("invalid_json", "the request body is not valid JSON", 400)
+        if messages and "query" in messages:  # webargs: the query string failed its schema
+            return _error(
+                "invalid_query",
+                "the query string does not match the schema",
+                422,
+                details={"fields": messages["query"]},
+            )
         if messages:  # webargs/marshmallow: the body failed its schema
             return _error(
                 "invalid_body",

@@ -19,6 +19,8 @@ from services.common.schemas import (
 )
 
 COORD = validate.Range(-10_000, 10_000)
+BOT_LEVELS = ["random", "greedy", "mcts"]  # carcassonne.bots.LEVELS
+MAX_THINK_MS, DEFAULT_THINK_MS = 10_000, 1_000
 
 
 class Strict(FastLoadSchema):
@@ -44,6 +46,26 @@ class PlayerIn(Strict):
             "visible ASCII characters); shown in views and records, `GET /games?player_id=`"
         },
     )
+    bot = fields.String(
+        validate=validate.OneOf(BOT_LEVELS),
+        metadata={
+            "description": "this seat is played by the computer at this level (docs/bots.md); "
+            "it gets no token"
+        },
+    )
+    think_ms = fields.Integer(
+        strict=True,
+        validate=validate.Range(1, MAX_THINK_MS),
+        metadata={
+            "description": "with `bot`: the most the bot thinks per move, ms (mcts searches "
+            f"this long; default {DEFAULT_THINK_MS}); without `bot`: 422"
+        },
+    )
+
+    @validates_schema
+    def think_needs_bot(self, data: dict[str, object], **_: object) -> None:
+        if "think_ms" in data and "bot" not in data:
+            raise ValidationError("think_ms is for a bot seat: give `bot` too")
 
 
 class AreaIn(Strict):
@@ -95,6 +117,10 @@ class RulesetIn(Strict):
         validate=validate.Range(1, 99),
         metadata={"description": "timed-out turns after which a seat is out of the game"},
     )
+    hints = StrictBoolean(
+        load_default=False,
+        metadata={"description": "allow GET /games/{game_id}/hint (a bot's suggested move)"},
+    )
 
 
 class CreateGameIn(Strict):
@@ -111,6 +137,11 @@ class CreateGameIn(Strict):
     )
 
 
+class BotSeat(Closed):
+    level = fields.String(required=True, validate=validate.OneOf(BOT_LEVELS))
+    think_ms = fields.Integer(required=True)
+
+
 class Seat(Closed):
     seat = fields.Integer(required=True, metadata={"description": "0 moves first"})
     name = fields.String(required=True)
@@ -120,7 +151,14 @@ class Seat(Closed):
     )
     player_id = fields.String(metadata={"description": "the request's player_id, if given"})
     token = fields.String(
-        required=True, metadata={"description": "secret: send as Authorization: Bearer <token>"}
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "secret: send as Authorization: Bearer <token> (null for a bot seat)"
+        },
+    )
+    bot = fields.Nested(
+        BotSeat, metadata={"description": "present when the computer plays this seat"}
     )
 
 
@@ -349,3 +387,34 @@ class Deliveries(Closed):
     next = fields.Integer(
         required=True, allow_none=True, metadata={"description": "`after` of the next page"}
     )
+
+
+class HintQuery(Strict):
+    level = fields.String(
+        load_default="greedy",
+        validate=validate.OneOf(BOT_LEVELS),
+        metadata={"description": "the bot asked: random, greedy (default) or mcts"},
+    )
+
+
+class HintOut(Closed):
+    """GET /games/{game_id}/hint: the move a bot would play now, as a turn's body."""
+
+    game_id = fields.String(required=True)
+    seq = fields.Integer(required=True, metadata={"description": "the position it is for"})
+    player = fields.Integer(required=True, metadata={"description": "your seat (to move)"})
+    tile = fields.String(required=True, metadata={"description": "the drawn tile"})
+    level = fields.String(required=True, validate=validate.OneOf(BOT_LEVELS))
+    x = fields.Integer(required=True)
+    y = fields.Integer(required=True)
+    rotation = fields.Integer(required=True, validate=validate.Range(0, 3))
+    meeple = fields.Nested(Meeple, required=True, allow_none=True)
+    value = fields.Float(
+        required=True,
+        metadata={
+            "description": "the bot's estimate of your lead over the best other player "
+            "after this move, in points (docs/bots.md)"
+        },
+    )
+    playouts = fields.Integer(required=True, metadata={"description": "mcts: playouts run"})
+    think_ms = fields.Integer(required=True)

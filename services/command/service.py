@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter
 
+from carcassonne.bots import Budget, choose, player_view
 from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
     Event,
@@ -40,6 +41,7 @@ from eventstore.port import EventStore
 from eventstore.schemas import to_engine, to_new
 from services.common.body import fingerprint
 from services.common.draws import draw_until_placeable
+from services.redis_store.bot_index import is_bot
 from services.redis_store.keys import new_game_id
 
 # What a turn costs beyond its append: move events read from the stream to bring a cached state
@@ -113,6 +115,16 @@ def turn_fingerprint(
         "meeple": None if meeple is None else meeple_to_dict(meeple),
     }
     return fingerprint("POST", f"/games/{game_id}/turns", body)
+
+
+class BotHandoff(Protocol):
+    """Where a bot seat's turn goes (services/command/bots.py `BotCaller`)."""
+
+    def expect(self, game_id: str) -> None:
+        """A game with bot seats is about to be created."""
+
+    def __call__(self, game_id: str) -> None:
+        """A bot is to move in the game."""
 
 
 class Secrets(Protocol):
@@ -231,6 +243,7 @@ class GameService:
         notify: Callable[[str], None] | None = None,
         notify_ms: int = 2_000,
         in_place: bool = True,
+        bots: BotHandoff | None = None,
     ) -> None:
         """`notify(game_id)` wakes the scoring worker; it is called at most once per game per
         `notify_ms` (the store's notification flag), and only after a successful append.
@@ -241,6 +254,7 @@ class GameService:
         request threads (`GUNICORN_THREADS` > 1) pass False: a turn then works on a copy.
         """
         self.in_place = in_place
+        self.bots = bots
         self.store = store
         self.secrets = secrets_store
         self.notify = notify
@@ -310,6 +324,7 @@ class GameService:
         seat_order: list[int] | None = None,
         player_ids: list[str | None] | None = None,
         key_id: str | None = None,
+        bots: list[dict[str, Any] | None] | None = None,
     ) -> tuple[str, list[dict[str, Any]]]:
         """Start a game; returns its id and each seat's name, secret token, the index of the
         request's player in that seat (`player_index`) and its `player_id` if given (R2.2).
@@ -333,6 +348,9 @@ class GameService:
         ids = list(player_ids) if player_ids is not None else [None] * len(names)
         if len(ids) != len(names):
             raise MalformedError("bad_player_ids", "one player_id (or null) per player")
+        kinds = list(bots) if bots is not None else [None] * len(names)
+        if len(kinds) != len(names):
+            raise MalformedError("bad_bots", "one bot (or null) per player")
         game_id = new_game_id()  # on an index shard's slot (services/redis_store/keys.py)
         seed = secrets.token_hex(16)
         if seat_order is None:  # R2.2 Decision: a random first player, then clockwise
@@ -342,18 +360,24 @@ class GameService:
             raise MalformedError("bad_seat_order", "seat_order must list each player once", "R10.2")
         seats = [names[i] for i in seat_order]
         seat_ids = [ids[i] for i in seat_order]
-        tokens = [secrets.token_urlsafe(24) for _ in seats]
+        seat_bots = [kinds[i] for i in seat_order]
+        # A bot seat has no token: nobody may play its turns but the bot worker.
+        tokens = [None if b else secrets.token_urlsafe(24) for b in seat_bots]
         record: dict[str, Any] = {
             "seed": seed,
             "names": seats,
-            "tokens": {token_hash(t): i for i, t in enumerate(tokens)},
+            "tokens": {token_hash(t): i for i, t in enumerate(tokens) if t is not None},
         }
         if any(i is not None for i in seat_ids):
             # Beside the names, in seat order: the append script indexes both (GET /games).
             record["player_ids"] = seat_ids
         if key_id is not None:  # the API key that created it (its subscriptions cover it)
             record["key_id"] = key_id
+        if any(seat_bots):
+            record["bots"] = seat_bots  # read by the bot worker (services/bots)
         self.secrets.put(game_id, record)
+        if any(seat_bots) and self.bots is not None:
+            self.bots.expect(game_id)
         state = GameState()
         events = self._run(state, StartGame(ruleset, len(seats)))
         events = with_seats(events, seats, seat_ids)  # the log itself says who sits where
@@ -372,6 +396,8 @@ class GameService:
         )
         if wake and result.notify and self.notify is not None:
             self.notify(game_id)
+        if seat_bots[state.current] and self.bots is not None:
+            self.bots(game_id)  # a bot moves first
         players = []
         for seat, (index, token) in enumerate(zip(seat_order, tokens, strict=True)):
             player: dict[str, Any] = {
@@ -382,6 +408,8 @@ class GameService:
             }
             if ids[index] is not None:
                 player["player_id"] = ids[index]
+            if kinds[index]:
+                player["bot"] = kinds[index]
             players.append(player)
         return game_id, players
 
@@ -524,6 +552,8 @@ class GameService:
                 self.keep(game_id, cached.advanced(state, result.last_seq, events))
             if result.notify and self.notify is not None:
                 self.notify(game_id)
+            if self.bots is not None and not state.over and is_bot(cached.secrets, state.current):
+                self.bots(game_id)  # the turn passes to a bot seat
             return TurnResult(stored, state, result.last_seq)
         raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
 
@@ -645,6 +675,47 @@ class GameService:
     def _draw_until_placeable(state: GameState, seed: str) -> list[Event]:
         """Draw for the next player (R4.4), the turn's clock starting now (a turn limit)."""
         return draw_until_placeable(state, seed, now_ms())
+
+    def hint(self, game_id: str, token: str | None, level: str, think_ms: int) -> dict[str, Any]:
+        """The move bot `level` would play now for the token's seat, with its estimated
+        value; only in a game whose ruleset allows hints, and only for the seat to move.
+
+        The bot sees `player_view(state)` (no draw seed) and its generator is seeded by the
+        game and sequence, so the same position gets the same hint (greedy, random)."""
+        cached = self.load(game_id)
+        seat = self.seat_of(cached, token)
+        state = cached.state
+        if not state.ruleset.hints:
+            raise Forbidden(
+                "hints_disabled", "this game's ruleset does not allow hints (ruleset.hints)"
+            )
+        if state.over:
+            raise OutOfTurnError("game_over", "the game is over", "R7.1")
+        if seat != state.current:
+            raise OutOfTurnError(
+                "not_your_turn",
+                f"it is player {state.current}'s turn",
+                "R2.2",
+                current=state.current,
+            )
+        budget = Budget(think_ms=think_ms, clock=time.perf_counter)
+        started = time.perf_counter()
+        choice = choose(level, player_view(state), f"hint:{game_id}:{cached.seq}", budget)
+        x, y, rotation, meeple = choice.action
+        return {
+            "game_id": game_id,
+            "seq": cached.seq,
+            "player": seat,
+            "tile": state.drawn,
+            "level": level,
+            "x": x,
+            "y": y,
+            "rotation": rotation,
+            "meeple": None if meeple is None else meeple_to_dict(meeple),
+            "value": round(choice.value, 2),
+            "playouts": choice.playouts,
+            "think_ms": int((time.perf_counter() - started) * 1000),
+        }
 
     # -- views ------------------------------------------------------------------------
     def turn_view(self, game_id: str) -> dict[str, Any]:

@@ -118,7 +118,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     403: (
         "Forbidden",
         "bad_token (not a seat of this game, or not the seat to move), "
-        "bad_api_key (unknown or revoked), not_playable",
+        "bad_api_key (unknown or revoked), not_playable, hints_disabled (the game's ruleset "
+        "does not allow hints)",
         (),
     ),
     404: (
@@ -217,6 +218,12 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         headers={200: ("ETag", "Cache-Control")},
         not_modified=True,
         examples={200: ex.TURN_VIEW},
+    ),
+    ("get", "/games/{game_id}/hint"): Op(
+        "getHint",
+        (401, 403, 404, 409, 422, 503),
+        security="bearerAuth",
+        examples={200: ex.HINT},
     ),
     ("post", "/v1/score"): Op(
         "scoreRecord",

@@ -68,6 +68,21 @@ CREATED_GAME: dict[str, Any] = {
     },
 }
 
+HINT: dict[str, Any] = {
+    "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "seq": 8,
+    "player": 1,
+    "tile": "E",
+    "level": "greedy",
+    "x": 1,
+    "y": 0,
+    "rotation": 1,
+    "meeple": {"feature": "city", "edge": "E"},
+    "value": 4.25,
+    "playouts": 0,
+    "think_ms": 3,
+}
+
 TURN_VIEW: dict[str, Any] = {
     "game_id": "ef0ab9789b8f034882fd9142e91879d5",
     "seq": 8,

@@ -91,6 +91,7 @@ class Ruleset(Closed):
         validate=validate.Range(1, 99),
         metadata={"description": "timed-out turns that put a seat out (default 3)"},
     )
+    hints = fields.Boolean(metadata={"description": "present (true) when hints are allowed"})
 
 
 # Which spot key a meeple's feature takes. One flat object with optional keys, not a oneOf

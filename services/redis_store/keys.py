@@ -175,6 +175,12 @@ def player_id_key(shard: int, player_id: str) -> str:
     return _itag(shard) + ":idx:pid:" + player_id
 
 
+def bots_due_key(shard: int) -> str:
+    """Sorted set: games with a bot seat, in progress -> when (ms) the bot sweep should look
+    at the game (a bot's turn not played by then is sent to the bot worker again)."""
+    return _itag(shard) + ":idx:bots-due"
+
+
 def hooks_due_key(shard: int) -> str:
     """Sorted set: "<game>:<hook>" -> when (ms) the webhook sweep should look at the hook
     (it has dispatches or deliveries to make); absent once everything is delivered."""

@@ -15,6 +15,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from .bots import LEVELS
+from .bots.budget import Budget
+from .bots.duel import GameResult, play_duel_game, summarize
 from .errors import GameError, RecordError
 from .export import looks_like_export, record_from_export
 from .notation import format_record, parse_record
@@ -186,6 +189,83 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _duel_game(job: tuple[int, argparse.Namespace]) -> GameResult:
+    """One game of a duel (module level: `--jobs` sends it to worker processes)."""
+    game, args = job
+    budget = Budget(
+        playouts=args.playouts,
+        think_ms=args.think_ms,
+        clock=time.perf_counter if args.think_ms is not None else None,
+    )
+    ruleset = Ruleset(
+        tileset=args.tileset, farmers=not args.no_farmers, farm_scoring=args.farm_scoring
+    )
+    return play_duel_game(
+        game,
+        args.seed,
+        (args.a, args.b),
+        args.players,
+        ruleset,
+        (budget, budget),
+        time.perf_counter,
+    )
+
+
+def cmd_duel(args: argparse.Namespace) -> int:
+    """Play bot A against bot B and print wins, draws and the score difference with 95 % CIs."""
+    progress = Progress(args.games)
+    jobs = [(game, args) for game in range(args.games)]
+    results: list[GameResult] = []
+    if args.jobs > 1:
+        import multiprocessing  # only here: the engine itself never starts processes
+
+        with multiprocessing.Pool(args.jobs) as pool:
+            for result in pool.imap_unordered(_duel_game, jobs):
+                results.append(result)
+                progress.update(len(results))
+    else:
+        for job in jobs:
+            results.append(_duel_game(job))
+            progress.update(len(results))
+    summary = summarize(results)
+    moves_a = sum(r.moves[0] for r in results) or 1
+    moves_b = sum(r.moves[1] for r in results) or 1
+    ms_a = 1000 * sum(r.seconds[0] for r in results) / moves_a
+    ms_b = 1000 * sum(r.seconds[1] for r in results) / moves_b
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "a": args.a,
+                    "b": args.b,
+                    "games": summary.games,
+                    "wins_a": summary.wins_a,
+                    "wins_b": summary.wins_b,
+                    "draws": summary.draws,
+                    "share_a": round(summary.share_a, 4),
+                    "ci95": [round(v, 4) for v in summary.ci95],
+                    "mean_diff": round(summary.mean_diff, 3),
+                    "ci95_diff": [round(v, 3) for v in summary.ci95_diff],
+                    "ms_per_move_a": round(ms_a, 3),
+                    "ms_per_move_b": round(ms_b, 3),
+                }
+            )
+        )
+        return 0
+    lo, hi = summary.ci95
+    dlo, dhi = summary.ci95_diff
+    print(
+        f"{args.a} (A) vs {args.b} (B): {summary.games} games of {args.players} players, "
+        f"seed {args.seed}\n"
+        f"  wins A {summary.wins_a}, wins B {summary.wins_b}, draws {summary.draws}\n"
+        f"  A's share {summary.share_a:.1%} (95 % CI {lo:.1%} - {hi:.1%}; a draw counts half)\n"
+        f"  mean score difference A - B {summary.mean_diff:+.1f} "
+        f"(95 % CI {dlo:+.1f} .. {dhi:+.1f})\n"
+        f"  thinking: A {ms_a:.1f} ms per move, B {ms_b:.1f} ms per move"
+    )
+    return 0
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -248,6 +328,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--json", action="store_true", help="print one JSON line")
     sim.set_defaults(func=cmd_simulate)
+
+    duel = sub.add_parser("duel", help="play bot A against bot B and report who is stronger")
+    duel.add_argument("--a", choices=LEVELS, default="mcts", help="bot A (default mcts)")
+    duel.add_argument("--b", choices=LEVELS, default="greedy", help="bot B (default greedy)")
+    duel.add_argument("--games", type=_positive, default=200)
+    duel.add_argument("--players", type=_players, default=2, help="A in one seat, B in the rest")
+    duel.add_argument("--seed", type=int, default=1)
+    duel.add_argument(
+        "--think-ms", type=_positive, default=None, help="mcts: time per move (machine-dependent)"
+    )
+    duel.add_argument(
+        "--playouts", type=_positive, default=None, help="mcts: playouts per move (reproducible)"
+    )
+    duel.add_argument("--jobs", type=_positive, default=1, help="games played at once")
+    duel.add_argument("--tileset", choices=sorted(TILESETS), default="base")
+    duel.add_argument("--farm-scoring", choices=FARM_EDITIONS, default="3rd")
+    duel.add_argument("--no-farmers", action="store_true")
+    duel.add_argument("--json", action="store_true", help="print one JSON line")
+    duel.set_defaults(func=cmd_duel)
 
     demo = sub.add_parser("demo", help="play and show one random game")
     demo.add_argument("--players", type=_players, default=2)

@@ -120,6 +120,8 @@ def format_record(record: Record, per_line: int = 10) -> str:
         head.append(f"meeples={rules.meeples}")
     if rules.unplaceable != "discard":
         head.append(f"unplaceable={rules.unplaceable}")
+    if rules.hints:
+        head.append("hints=on")
     if rules.area is not None:
         head.append(f"area={rules.area[0]}x{rules.area[1]}")
     if rules.border_closes:
@@ -244,6 +246,7 @@ def parse_record(text: str) -> Record:
             river=_ON_OFF[options.pop("river", "off")],
             turn_seconds=None if turn_seconds is None else int(turn_seconds),
             max_timeouts=int(options.pop("timeouts", "3")),
+            hints=_ON_OFF[options.pop("hints", "off")],
         )
         abandoned = {"over": False, "abandoned": True}[options.pop("end", "over")]
         players = int(options.pop("players"))

@@ -33,6 +33,7 @@ class Ruleset:
     # how many timed-out turns put a seat out of the game.
     turn_seconds: int | None = None
     max_timeouts: int = 3
+    hints: bool = False  # players may ask for a bot's suggested move (docs/bots.md)
 
     def __post_init__(self) -> None:
         if self.tileset not in TILESETS:
@@ -71,7 +72,14 @@ class Ruleset:
             )
         if not (type(self.max_timeouts) is int and 1 <= self.max_timeouts <= 99):
             raise MalformedError("bad_max_timeouts", "max_timeouts must be an integer 1-99")
-        for name in ("farmers", "incomplete_score", "border_closes", "hole_extra_turn", "river"):
+        for name in (
+            "farmers",
+            "incomplete_score",
+            "border_closes",
+            "hole_extra_turn",
+            "river",
+            "hints",
+        ):
             if type(getattr(self, name)) is not bool:
                 raise MalformedError("bad_ruleset", f"{name} must be true or false")
 
@@ -119,6 +127,8 @@ class Ruleset:
             out["turn_seconds"] = self.turn_seconds
         if self.max_timeouts != 3:
             out["max_timeouts"] = self.max_timeouts
+        if self.hints:
+            out["hints"] = True
         return out
 
     @classmethod
@@ -138,6 +148,7 @@ class Ruleset:
             "river",
             "turn_seconds",
             "max_timeouts",
+            "hints",
         }
         extra = set(data) - known
         if extra:

@@ -7,6 +7,7 @@ Used by `carcassonne simulate`, the benchmarks and the property tests.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from .events import (
     Event,
@@ -21,6 +22,39 @@ from .game import actions, nothing_placeable
 from .ruleset import Ruleset
 from .state import OVER, GameState
 from .tilesets import LAKE
+
+
+def bag_order(state: GameState, rng: random.Random) -> list[str]:
+    """The tiles left in `state`'s bag in a shuffled draw order (drawn from the end): with the
+    river (R9.1) its tiles come first and the lake last of them, as `game.drawable` says."""
+    bag = [name for name, n in sorted(state.bag.items()) for _ in range(n)]
+    rng.shuffle(bag)
+    if state.ruleset.river:
+        types = state.tiles.types
+        river = [t for t in bag if types[t].river]
+        if LAKE in river and len(river) > 1:
+            river.remove(LAKE)
+            river.insert(0, LAKE)
+        bag = [t for t in bag if not types[t].river] + river
+    return bag
+
+
+def set_aside(
+    state: GameState,
+    tile: str,
+    bag: list[str],
+    rng: random.Random,
+    emit: Callable[[Event], None],
+) -> None:
+    """A drawn tile that fits nowhere: discarded (R4.4), or back into `bag` anywhere under
+    R10.4 — never a river tile (R9.1) — and the game ends if nothing left fits (as `decide`)."""
+    if state.ruleset.unplaceable == "return" and not state.tiles.types[tile].river:
+        emit(TileReturned(state.current, tile))
+        bag.insert(rng.randrange(len(bag) + 1), tile)
+        if nothing_placeable(state):
+            emit(GameEnded("no placeable tile left"))
+    else:
+        emit(TileDiscarded(state.current, tile))
 
 
 def random_game(
@@ -43,15 +77,7 @@ def random_game(
         events.append(event)
 
     emit(GameStarted(ruleset, players))
-    bag = [name for name, n in sorted(state.bag.items()) for _ in range(n)]
-    rng.shuffle(bag)
-    if ruleset.river:  # R9.1: the river tiles first, the lake last of them (`bag` pops its end)
-        river = state.tiles.types
-        bag = (
-            [t for t in bag if not river[t].river]
-            + [LAKE]
-            + [t for t in bag if river[t].river and t != LAKE]
-        )
+    bag = bag_order(state, rng)
     while bag and state.phase != OVER:
         if max_turns is not None and state.turn >= max_turns:
             break
@@ -59,14 +85,7 @@ def random_game(
         emit(TileDrawn(tile))
         choices = actions(state)
         if not choices:
-            # R10.4: back into the bag, anywhere; never a river tile (R9.1, as `decide` does)
-            if ruleset.unplaceable == "return" and not state.tiles.types[tile].river:
-                emit(TileReturned(state.current, tile))
-                bag.insert(rng.randrange(len(bag) + 1), tile)
-                if nothing_placeable(state):
-                    emit(GameEnded("no placeable tile left"))  # as `decide` does
-            else:
-                emit(TileDiscarded(state.current, tile))
+            set_aside(state, tile, bag, rng, emit)
             continue
         x, y, rotation, meeple = choices[rng.randrange(len(choices))]
         emit(TilePlaced(state.current, tile, x, y, rotation, meeple))

@@ -47,6 +47,7 @@ class RulesetSchema(_Strict):
     river = fields.Boolean(truthy={True}, falsy={False})  # R9.1
     turn_seconds = fields.Integer(strict=True, validate=validate.Range(1, 30 * 86_400))
     max_timeouts = fields.Integer(strict=True, validate=validate.Range(1, 99))
+    hints = fields.Boolean(truthy={True}, falsy={False})  # written when true (Ruleset.to_dict)
 
 
 class MeepleSchema(_Strict):

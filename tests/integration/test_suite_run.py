@@ -287,7 +287,7 @@ class Cli:
 def expected_parts() -> set[str]:
     """The parts `make run` starts here."""
     return (
-        {"redis", "command", "worker", "beat"}
+        {"redis", "command", "worker", "beat", "bots", "bots-beat"}
         | ({"query"} if run.query_service_present() else set())
         | ({"nginx"} if run.nginx_binary() else set())
     )

@@ -19,6 +19,7 @@ from eventstore.port import EventStore
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "services.scoring.celery_app"
+BOTS_APP = "services.bots.celery_app"
 
 
 class Process:
@@ -76,19 +77,20 @@ def worker(
     concurrency: int = 2,
     pool: str = "threads",
     queues: str = "scoring",
+    app: str = APP,
 ) -> Process:
     """A scoring worker, not started (the pool `deploy/` runs it with: see celery_app);
-    `queues` as for `-Q` (e.g. "webhooks" or "scoring,webhooks")."""
-    args = [sys.executable, "-m", "celery", "-A", APP, "worker", "-Q", queues, "-l", "info",
+    `queues` as for `-Q` (e.g. "webhooks" or "scoring,webhooks"); `app` another worker's."""
+    args = [sys.executable, "-m", "celery", "-A", app, "worker", "-Q", queues, "-l", "info",
             "--concurrency", str(concurrency), "--pool", pool, "-n", f"{name}@%h",
             "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
     return Process(args, env, name)
 
 
-def beat(env: dict[str, str]) -> Process:
-    """Celery beat (runs the sweep), not started."""
+def beat(env: dict[str, str], app: str = APP) -> Process:
+    """Celery beat of `app` (runs its sweeps), not started."""
     schedule = Path(tempfile.mkdtemp(prefix="cc-beat-")) / "schedule"
-    args = [sys.executable, "-m", "celery", "-A", APP, "beat", "-s", str(schedule), "-l", "info"]
+    args = [sys.executable, "-m", "celery", "-A", app, "beat", "-s", str(schedule), "-l", "info"]
     return Process(args, env, "beat")
 
 

@@ -1,0 +1,1 @@
+"""The bot worker: plays the turns of bot seats (Celery queue `bots`)."""

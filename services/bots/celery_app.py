@@ -1,0 +1,160 @@
+"""The Celery app of the bot worker: its tasks and its beat schedule.
+
+Run: ``celery -A services.bots.celery_app worker -Q bots --pool prefork`` (CPU-bound: one
+process per core) and ``celery -A services.bots.celery_app beat``.
+
+How a bot's turn is triggered (docs/bots.md): the command service sends ``bots.play(game)``
+by name on the `bots` queue after an append that hands the turn to a bot (a game whose
+first seat is a bot, a human move before a bot's turn), and this worker sends it again
+after a bot's turn when the next seat is a bot too. Safety net: every game with a bot seat
+sits in its shard's due index (services/redis_store/bot_index.py) with the time by which
+its bot should have moved; ``bots.sweep`` on beat re-sends the task for the games that are
+overdue (a lost task, a worker killed mid-think). Tasks are acknowledged late and rejected
+when their worker is lost, so the broker hands a killed worker's task out again; the
+append's command id ``bot:<game>:<seq>`` makes every copy play the turn at most once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from celery import Celery
+from celery.signals import setup_logging as celery_setup_logging
+from celery.signals import worker_process_init
+from prometheus_client import Counter, Histogram
+
+from services.common.observability import setup_logging
+from services.redis_store import RedisEventStore, mark_pending
+from services.redis_store.bot_index import QUEUE, TASK, drop, due_games, secrets_of, set_due
+from services.redis_store.connect import broker_url, shared_client
+
+from .config import from_env
+from .player import GONE, HUMAN, OVER, PLAYED, BotPlayer
+
+log = logging.getLogger(__name__)
+settings = from_env()
+if settings["VISIBILITY_TIMEOUT"] * 1000 <= settings["MAX_THINK_MS"] + 5_000:
+    raise SystemExit("VISIBILITY_TIMEOUT must exceed MAX_THINK_MS by 5 s (see config.py)")
+
+app = Celery("bots", broker=broker_url(settings["BROKER_URL"], settings["REDIS_URL"]))
+app.conf.update(
+    task_default_queue=QUEUE,
+    task_acks_late=True,  # acknowledged when the turn is played: a killed worker's task is redone
+    task_reject_on_worker_lost=True,
+    task_ignore_result=True,  # the move stream is the result
+    worker_prefetch_multiplier=1,  # a thinking child does not hold other games' turns
+    broker_connection_retry_on_startup=True,
+    broker_transport_options={"visibility_timeout": settings["VISIBILITY_TIMEOUT"]},
+    beat_schedule={"bots-sweep": {"task": "bots.sweep", "schedule": settings["SWEEP_SECONDS"]}},
+    worker_hijack_root_logger=False,
+)
+
+TURNS = Counter("carcassonne_bot_turns_total", "Bot turns played", ["level"])
+THINK = Histogram(
+    "carcassonne_bot_think_seconds",
+    "Time a bot took to choose its move",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0),
+)
+
+_player: BotPlayer | None = None
+_lock = threading.Lock()
+
+
+def player() -> BotPlayer:
+    """This process's bot player (one per worker child: Redis connections are not fork-safe)."""
+    global _player
+    with _lock:
+        if _player is None:
+            client = shared_client(settings["REDIS_URL"], role="bots", max_connections=4)
+            _player = BotPlayer(
+                RedisEventStore(client),
+                lambda game_id: secrets_of(client, game_id),
+                max_think_ms=settings["MAX_THINK_MS"],
+                notify_ms=settings["NOTIFY_MS"],
+            )
+        return _player
+
+
+@worker_process_init.connect
+def _fresh_player(**_: Any) -> None:
+    global _player
+    _player = None  # never share a connection inherited across fork
+
+
+@celery_setup_logging.connect
+def _json_logs(**_: Any) -> None:
+    setup_logging("bots")
+
+
+def _client() -> Any:
+    store = player().store
+    assert isinstance(store, RedisEventStore)
+    return store.client
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@app.task(name=TASK)
+def play(game_id: str) -> str:
+    """Play the turn of the bot to move in a game, if it is a bot's turn (idempotent)."""
+    client = _client()
+    grace_ms = int(settings["GRACE_SECONDS"] * 1000)
+
+    def thinking(think_ms: int) -> None:  # the sweep leaves the game alone meanwhile
+        set_due(client, game_id, _now_ms() + think_ms + grace_ms)
+
+    done = player().play(game_id, on_think=thinking)
+    if done.kind in (OVER, GONE):
+        drop(client, game_id)
+    elif done.kind == HUMAN:
+        set_due(client, game_id, _now_ms() + int(settings["HUMAN_RECHECK_SECONDS"] * 1000))
+    elif done.kind == PLAYED:
+        assert done.choice is not None
+        TURNS.labels(done.level).inc()
+        THINK.observe(done.think_ms / 1000)
+        if done.notify:
+            _wake_scoring(client, game_id)
+        log.info(
+            "game %s: bot played up to %d (value %.1f, %d playouts, %d ms)",
+            game_id,
+            done.seq,
+            done.choice.value,
+            done.choice.playouts,
+            done.think_ms,
+            extra={"game_id": game_id},
+        )
+        if done.next_bot:
+            set_due(client, game_id, _now_ms() + grace_ms)
+            play.apply_async((game_id,), queue=QUEUE)
+        else:  # a human's turn, or the game is over: the next step is not ours
+            set_due(client, game_id, _now_ms() + int(settings["HUMAN_RECHECK_SECONDS"] * 1000))
+    return done.kind
+
+
+def _wake_scoring(client: Any, game_id: str) -> None:
+    """As the command service does after a move: the game waits for the scoring worker."""
+    try:
+        if mark_pending(client, game_id, settings["NOTIFY_MS"]):
+            app.send_task("scoring.drain", queue="scoring", retry=False)
+    except Exception:  # the scoring sweep finds the game anyway
+        log.warning("could not notify the scoring worker of game %s", game_id, exc_info=True)
+
+
+@app.task(name="bots.sweep")
+def sweep() -> int:
+    """Send the bot task again for every game whose bot is overdue; returns how many."""
+    client = _client()
+    later = _now_ms() + int(settings["GRACE_SECONDS"] * 1000)
+    count = 0
+    for game_id in list(due_games(client, _now_ms())):
+        set_due(client, game_id, later)  # not again next sweep while this task waits
+        play.apply_async((game_id,), queue=QUEUE)
+        count += 1
+    if count:
+        log.info("bots sweep: %d games overdue", count)
+    return count

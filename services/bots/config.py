@@ -1,0 +1,31 @@
+"""The bot worker's settings: environment variables with development defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from services.common.settings import from_env as _from_env
+
+DEFAULTS: dict[str, Any] = {
+    "REDIS_URL": "redis://127.0.0.1:6390/0",  # the event store (the embedded Redis of `make run`)
+    "BROKER_URL": "",  # Celery broker ("" = REDIS_URL)
+    # An unacknowledged task (its worker died mid-think) is handed out again after this long.
+    # It must exceed the longest think (MAX_THINK_MS) plus a turn's append, or a task still
+    # thinking is handed out twice (harmless, the turn is played once, but wasted work).
+    "VISIBILITY_TIMEOUT": 60,
+    "MAX_THINK_MS": 10_000,  # the most a bot seat may think per move (POST /games caps it too)
+    "SWEEP_SECONDS": 10.0,  # how often beat looks for bot turns that nobody is playing
+    # After a bot task is sent (or starts thinking), the sweep leaves the game alone this long
+    # beyond the think time: a task in the queue or thinking is not sent again.
+    "GRACE_SECONDS": 30.0,
+    # A game waiting for a human is looked at again this often (the human's move sends the
+    # bot task itself; this only cleans up a game that ended or was abandoned).
+    "HUMAN_RECHECK_SECONDS": 600.0,
+    "NOTIFY_MS": 2_000,  # as the command service: how often a game may wake the scoring worker
+}
+
+
+def from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The worker's settings (see `DEFAULTS`)."""
+    return _from_env(DEFAULTS, environ)

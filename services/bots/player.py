@@ -1,0 +1,119 @@
+"""Play a bot seat's turn: fold the game, ask the bot's policy, append like a human turn.
+
+A bot's turn goes through the command path's own steps: the engine's `decide` validates
+the move, `services.common.draws` draws the next tiles from the game's secret seed, and the
+event store's one append script appends everything on condition that the game is still
+at the sequence the bot looked at, under the command id ``bot:<game>:<seq>``. So a task
+that is retried, duplicated or redelivered after its worker died plays the turn once: a
+second append with the same id is a duplicate, one after another turn a conflict.
+
+The policy is given `player_view(state)` and nothing else: the engine state holds the bag
+as counts, and the seed stays in this module (it draws the tiles after the bot's move).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from carcassonne.bots import Budget, Choice, choose, player_view
+from carcassonne.events import PlayTurn
+from carcassonne.game import decide, fold
+from carcassonne.state import PLACE
+from eventstore.envelope import MOVES
+from eventstore.errors import ConcurrencyError
+from eventstore.port import EventStore
+from eventstore.schemas import to_engine, to_new
+from services.common.draws import draw_until_placeable
+from services.redis_store.bot_index import bot_seats
+
+# What a call found or did (the task decides what happens to the game's sweep entry).
+PLAYED, HUMAN, OVER, GONE, RACED = "played", "human", "over", "gone", "raced"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What `BotPlayer.play` did: `kind` (above), the game's sequence after it, whether the
+    next turn is a bot's too, whether the scoring worker should be woken, and the choice."""
+
+    kind: str
+    seq: int = 0
+    next_bot: bool = False
+    notify: bool = False
+    choice: Choice | None = None
+    think_ms: int = 0
+    level: str = ""
+
+
+def command_id(game_id: str, seq: int) -> str:
+    """The bot turn's idempotency key: the game and the sequence it was decided at."""
+    return f"bot:{game_id}:{seq}"
+
+
+class BotPlayer:
+    """Plays the turn of the bot seat to move, if it is a bot's turn."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        secrets: Callable[[str], dict[str, Any] | None],
+        clock: Callable[[], float] = time.perf_counter,
+        max_think_ms: int = 10_000,
+        notify_ms: int = 2_000,
+        policy: Callable[..., Choice] = choose,
+    ) -> None:
+        self.store, self.secrets, self.clock = store, secrets, clock
+        self.max_think_ms, self.notify_ms = max_think_ms, notify_ms
+        self.policy = policy  # `carcassonne.bots.choose`; a test may wrap it to see its input
+
+    def play(self, game_id: str, on_think: Callable[[int], None] | None = None) -> Outcome:
+        """Play the turn to move if a bot holds it; `on_think(ms)` is told before thinking."""
+        record = self.secrets(game_id)
+        bots = bot_seats(record) if record is not None else []
+        if record is None or not any(bots):  # unknown, imported, or no bot seat
+            return Outcome(GONE)
+        stored = self.store.read(game_id, MOVES)
+        if not stored:
+            return Outcome(GONE)
+        seq = stored[-1].seq
+        state = fold(to_engine(e) for e in stored)
+        if state.over:
+            return Outcome(OVER, seq)
+        seat = state.current
+        bot = bots[seat] if seat < len(bots) else None
+        if bot is None or state.phase != PLACE:
+            return Outcome(HUMAN, seq)
+        think_ms = min(int(bot.get("think_ms") or 0), self.max_think_ms)
+        if on_think is not None:
+            on_think(think_ms)
+        budget = Budget(think_ms=think_ms or None, clock=self.clock if think_ms else None)
+        started = self.clock()
+        level = str(bot["level"])
+        choice = self.policy(level, player_view(state), f"{game_id}:{seq}", budget)
+        took = int((self.clock() - started) * 1000)
+        x, y, rotation, meeple = choice.action
+        events = decide(state, PlayTurn(seat, x, y, rotation, meeple))  # as a human turn
+        for event in events:
+            state.apply(event)
+        # the next turn's clock starts now (a turn limit, docs/lifecycle.md)
+        events += draw_until_placeable(state, str(record["seed"]), int(time.time() * 1000))
+        try:
+            result = self.store.append(
+                game_id,
+                MOVES,
+                [to_new(e) for e in events],
+                expected=seq,
+                command_id=command_id(game_id, seq),
+                marker="$seq",
+                notify_ms=self.notify_ms,
+            )
+        except ConcurrencyError:  # another task played this turn (or a human moved on)
+            return Outcome(RACED, seq)
+        if result.duplicate:  # this very turn was appended by an earlier copy of the task
+            return Outcome(RACED, result.last_seq)
+        following = None if state.over else bots[state.current]
+        return Outcome(
+            PLAYED, result.last_seq, following is not None, result.notify, choice, took, level
+        )

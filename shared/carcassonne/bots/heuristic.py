@@ -1,0 +1,118 @@
+"""The bots' estimate of a position: points scored plus what the board is likely to pay.
+
+`worth(state)` gives each player's scored points plus, for every feature not yet scored,
+an estimate of what it will pay the players who hold its majority (R6.4: ties pay each):
+
+- **road**: its tiles (an incomplete road pays the same at the end, R6.1/R7.2);
+- **city**: its tiles and pennants once, plus the same again times the chance it closes
+  (R6.2 pays double when complete): ``0.75 ** open_edges``, scaled down as the bag empties;
+- **monastery**: 1 plus its neighbours, plus the empty ring squares times the chance they
+  fill (``min(1, tiles_left / 40)`` each; R6.3/R7.2);
+- **farm** (with farmers): the edition's points (3, or 4 in the 1st) per bordering city
+  that is complete, and a third of that per bordering city still open (it may close, R7.3);
+- **meeples in supply**: a meeple in hand can still earn, so each is worth
+  ``1.5 * min(1, tiles_left / (6 * players))`` points (the first four), half that beyond;
+  a meeple stuck in a feature that will never close is thereby a cost.
+
+Under R10.1 (incomplete features score 0) an open feature is worth its complete value
+times its chance to close. The weights are judgement, tuned by `carcassonne duel` runs
+against the random bot; the figures are in docs/bots.md.
+"""
+
+from __future__ import annotations
+
+from ..board import Board, Feature
+from ..scoring import CITY_POINTS_COMPLETE, FARM_POINTS
+from ..state import GameState
+from ..tiles import CITY, FIELD, MONASTERY, ROAD
+
+CITY_CLOSE = 0.75  # chance factor per open city edge
+MONASTERY_FILL_TILES = 40  # with this many tiles left, each empty ring square counts fully
+FARM_OPEN_CITY = 1 / 3  # an open bordering city counts this much of a complete one
+MEEPLE_POINTS = 1.5
+FULL_MEEPLES = 4
+
+
+def meeple_value(tiles_left: int, players: int) -> float:
+    """What one meeple in supply is worth now (the first `FULL_MEEPLES`)."""
+    return MEEPLE_POINTS * min(1.0, tiles_left / (6 * players))
+
+
+def supply_value(count: int, tiles_left: int, players: int) -> float:
+    """What `count` meeples in supply are worth."""
+    each = meeple_value(tiles_left, players)
+    full = min(count, FULL_MEEPLES)
+    return each * full + 0.5 * each * (count - full)
+
+
+def feature_value(
+    board: Board, feat: Feature, tiles_left: int, incomplete_pays: bool, farm_points: int
+) -> float:
+    """The points an unscored feature is expected to pay each of its majority holders."""
+    late = min(1.0, tiles_left / 10)  # near the end, little closes any more
+    kind = feat.kind
+    if kind == ROAD:
+        base = float(len(feat.tiles))
+        return base if incomplete_pays else base * (0.6**feat.open) * late
+    if kind == CITY:
+        base = float(len(feat.tiles) + feat.pennants)
+        close = (CITY_CLOSE**feat.open) * late
+        if incomplete_pays:
+            return base + base * (CITY_POINTS_COMPLETE - 1) * close
+        return CITY_POINTS_COMPLETE * base * close
+    if kind == MONASTERY:
+        (pos,) = feat.tiles
+        have = board.neighbours(pos)
+        fill = min(1.0, tiles_left / MONASTERY_FILL_TILES)
+        expected = 1 + have + (8 - have) * fill
+        return expected if incomplete_pays else expected * fill
+    if kind == FIELD:
+        done = opened = 0
+        seen: set[int] = set()
+        for node in feat.cities:
+            root = board.find(node)
+            if root in seen:
+                continue
+            seen.add(root)
+            city = board.feats[root]
+            if city is not None and city.open == 0:
+                done += 1
+            else:
+                opened += 1
+        return farm_points * (done + FARM_OPEN_CITY * opened * late)
+    return 0.0
+
+
+def worth(state: GameState) -> list[float]:
+    """Each player's scored points plus the estimated worth of the board and supply."""
+    players = state.players
+    out = [float(s) for s in state.scores]
+    if state.over:
+        return out
+    board = state.board
+    rules = state.ruleset
+    left = state.bag_size
+    farm_points = FARM_POINTS[rules.farm_scoring] if rules.farmers else 0
+    counts = [0] * players
+    meeples = state.meeples
+    for feat in board.feats:
+        if feat is None or feat.done or not feat.meeples:
+            continue
+        for p in range(players):
+            counts[p] = 0
+        for meeple_id in feat.meeples:
+            counts[meeples[meeple_id].player] += 1
+        top = max(counts)
+        value = feature_value(board, feat, left, rules.incomplete_score, farm_points)
+        for p in range(players):
+            if counts[p] == top:
+                out[p] += value
+    for p in range(players):
+        out[p] += supply_value(state.supply[p], left, players)
+    return out
+
+
+def margin(values: list[float], me: int) -> float:
+    """How far `me` is ahead of the best other player (negative: behind)."""
+    best_other = max(v for p, v in enumerate(values) if p != me)
+    return values[me] - best_other

@@ -1,0 +1,60 @@
+"""The two simple policies: `random` (any legal action, uniformly) and `greedy`.
+
+`greedy` plays every legal action on a copy of the position and keeps the one that leaves
+it furthest ahead of the best other player by the estimate of `heuristic.worth` (points
+scored now, what its open features and farms should pay, the meeples kept in supply);
+ties go to the seeded generator.
+"""
+
+from __future__ import annotations
+
+import random
+
+from ..events import TilePlaced
+from ..game import Action, actions
+from ..state import GameState
+from .budget import Budget, Choice
+from .heuristic import margin, worth
+from .view import PlayerView
+
+
+def legal(view: PlayerView) -> tuple[GameState, list[Action]]:
+    """The view's position and its legal actions (a bot is only asked when there is one)."""
+    state = view.position()
+    choices = actions(state)
+    if not choices:
+        raise ValueError(f"tile {view.tile} fits nowhere: nothing to choose (R4.4)")
+    return state, choices
+
+
+def play_random(view: PlayerView, rng: random.Random, budget: Budget | None = None) -> Choice:
+    """Any legal action, uniformly."""
+    state, choices = legal(view)
+    action = choices[rng.randrange(len(choices))]
+    return Choice(action, margin(worth(after(state, action)), view.me))
+
+
+def after(state: GameState, action: Action) -> GameState:
+    """A copy of `state` with `action` played by the player to move."""
+    x, y, rotation, meeple = action
+    assert state.drawn is not None
+    twin = state.copy()
+    twin.apply(TilePlaced(state.current, state.drawn, x, y, rotation, meeple))
+    return twin
+
+
+def ranked(state: GameState, choices: list[Action]) -> list[tuple[float, Action]]:
+    """Every action with its heuristic margin for the mover, best first (stable order)."""
+    me = state.current
+    scored = [(margin(worth(after(state, action)), me), action) for action in choices]
+    scored.sort(key=lambda pair: -pair[0])
+    return scored
+
+
+def play_greedy(view: PlayerView, rng: random.Random, budget: Budget | None = None) -> Choice:
+    """The action with the best heuristic margin (ties drawn by `rng`)."""
+    state, choices = legal(view)
+    scored = ranked(state, choices)
+    best = scored[0][0]
+    tied = [action for value, action in scored if value >= best - 1e-9]
+    return Choice(tied[rng.randrange(len(tied))], best)

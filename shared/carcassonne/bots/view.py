@@ -1,0 +1,113 @@
+"""What a seat knows when it must move: the `PlayerView`, the only thing a bot is given.
+
+The information boundary is this type. A player sees the board, the meeples on it, every
+score and supply, the tile in hand and how many tiles of each type are still in the bag;
+a player never knows the order in which the bag will be drawn (the service's secret seed,
+the duel's shuffled list). `player_view` builds the view from a `GameState`, which holds
+the bag as counts only, and nothing else reaches a policy: the order cannot leak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..board import Pos
+from ..ruleset import Ruleset
+from ..state import PLACE, GameState
+
+# Every field of `GameState` is something all players see (the engine keeps the bag as
+# counts; the draw order lives outside it: the service's seed, the duel's shuffled list).
+# A view carries a private copy of the state for simulation; a new `GameState` field must be
+# added here once someone has decided that a player may see it (a unit test holds the two
+# lists equal).
+PUBLIC_STATE = frozenset(
+    {
+        "abandoned",
+        "bag",
+        "bag_size",
+        "board",
+        "current",
+        "deadline_ms",
+        "discarded",
+        "drawn",
+        "drawn_count",
+        "extra_turn",
+        "log",
+        "meeples",
+        "next_meeple",
+        "out",
+        "phase",
+        "players",
+        "river_end",
+        "river_heading",
+        "river_turn",
+        "ruleset",
+        "scores",
+        "scores_before_final",
+        "supply",
+        "tiles",
+        "timeouts",
+        "turn",
+    }
+)
+
+
+@dataclass(frozen=True)
+class PlayerView:
+    """A position as the player to move sees it (compare views with `==`)."""
+
+    ruleset: Ruleset
+    players: int
+    me: int  # the seat to move
+    tile: str  # the tile in hand
+    scores: tuple[int, ...]
+    supply: tuple[int, ...]
+    bag: tuple[tuple[str, int], ...]  # tiles left to draw, by type (sorted): counts, no order
+    turn: int  # tiles placed after the start tile
+    extra_turn: bool  # this turn was granted by R10.6 (its hole grants none)
+    discarded: tuple[str, ...]
+    placed: tuple[tuple[Pos, str, int], ...]  # (square, tile, rotation), sorted: the board
+    standing: tuple[tuple[int, Pos, str, str], ...]  # meeples: (player, square, feature, spot)
+    # The same position as the engine holds it (every field public: `PUBLIC_STATE`), for
+    # simulation; derived from the fields above, so left out of `==`; never handed out:
+    # `position()` copies it.
+    state: GameState = field(compare=False, repr=False)
+
+    @property
+    def tiles_left(self) -> int:
+        """How many tiles are still to be drawn."""
+        return sum(n for _, n in self.bag)
+
+    def position(self) -> GameState:
+        """A fresh engine state of this position, to simulate on (the caller owns it)."""
+        return self.state.copy()
+
+
+def player_view(state: GameState) -> PlayerView:
+    """The view of the player to move in a state with a tile drawn (phase `place`)."""
+    if state.phase != PLACE or state.drawn is None:
+        raise ValueError("a player view needs a drawn tile to play")
+    hidden = set(GameState.__slots__) - PUBLIC_STATE
+    if hidden:  # a new engine field nobody has classified: refuse rather than leak it
+        raise AssertionError(f"GameState fields not known to be public: {sorted(hidden)}")
+    return PlayerView(
+        ruleset=state.ruleset,
+        players=state.players,
+        me=state.current,
+        tile=state.drawn,
+        scores=tuple(state.scores),
+        supply=tuple(state.supply),
+        bag=tuple(sorted(state.bag.items())),
+        turn=state.turn,
+        extra_turn=state.extra_turn,
+        discarded=tuple(state.discarded),
+        placed=tuple(
+            sorted((pos, p.tile.name, p.rotation) for pos, p in state.board.tiles.items())
+        ),
+        standing=tuple(
+            sorted(
+                (m.player, m.pos, m.meeple.feature, m.meeple.spot) for m in state.meeples.values()
+            )
+        ),
+        state=state.copy(),
+    )

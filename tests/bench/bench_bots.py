@@ -1,0 +1,200 @@
+"""Bot benchmarks (`make bench`): strength, move latency and bot turns per worker process.
+
+1. greedy vs random, 200 games (2 players, base set, farmers on) — target: greedy wins
+   ≥ 95 %. Baseline: random vs random on the same bags (about half).
+2. mcts vs greedy, a small series at `--mcts-playouts` playouts a move — target: mcts takes
+   more than half of the games (the full figure, 100 games at the ~1 s calibration, is a
+   documented `carcassonne duel` run: docs/bots.md). Baseline: greedy vs greedy.
+3. Move latency p50 / p99 per level over positions of random games (mcts at the same
+   playouts, and with a 1 s time budget on a few positions: the deadline is kept) —
+   targets: random p99 ≤ 20 ms, greedy p99 ≤ 150 ms, mcts (1 s) p99 ≤ 1.3 s. Baseline:
+   enumerating the legal actions of the same positions.
+4. Bot turns per second of one worker process: `BotPlayer.play` (read and fold the game,
+   choose, decide, draw, conditional append) against a private Redis, greedy against
+   greedy — target ≥ 20 turns/s. Baseline: the same path with a policy that takes the
+   first legal action (what the path costs without thinking).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import redis  # noqa: E402
+
+from carcassonne.bots import Budget, Choice, choose, player_view  # noqa: E402
+from carcassonne.events import TileDrawn  # noqa: E402
+from carcassonne.game import actions, fold, is_unplaceable  # noqa: E402
+from carcassonne.ruleset import Ruleset  # noqa: E402
+from carcassonne.simulate import random_game  # noqa: E402
+from carcassonne.state import GameState  # noqa: E402
+from services.bots.player import PLAYED, BotPlayer  # noqa: E402
+from services.command.secrets_store import RedisSecrets  # noqa: E402
+from services.command.service import GameService  # noqa: E402
+from services.redis_store import RedisEventStore  # noqa: E402
+from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.redis_server import private_redis  # noqa: E402
+
+
+def duel(a: str, b: str, games: int, playouts: int | None, jobs: int) -> dict[str, Any]:
+    """`carcassonne duel --json` as a user runs it."""
+    argv = [sys.executable, "-m", "carcassonne", "duel", "--a", a, "--b", b, "--games",
+            str(games), "--seed", "1", "--jobs", str(jobs), "--json"]  # fmt: skip
+    if playouts:
+        argv += ["--playouts", str(playouts)]
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True)
+    return dict(json.loads(out.stdout))
+
+
+def positions(count: int, seed: int = 5) -> list[GameState]:
+    """Positions of random 2-player games at every stage, each with a tile drawn that fits."""
+    rng = random.Random(seed)
+    out: list[GameState] = []
+    while len(out) < count:
+        _, events = random_game(rng, 2, Ruleset(), max_turns=rng.randrange(0, 70))
+        state = fold(events[:-1])
+        tiles = sorted(state.bag)
+        if not tiles:
+            continue
+        state.apply(TileDrawn(rng.choice(tiles)))
+        if not is_unplaceable(state):
+            out.append(state)
+    return out
+
+
+def latency_ms(states: list[GameState], move: Callable[[GameState], object]) -> list[float]:
+    samples = []
+    for state in states:
+        t0 = time.perf_counter()
+        move(state)
+        samples.append((time.perf_counter() - t0) * 1000)
+    return samples
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def first_action(level: str, view: Any, seed: str, budget: Budget) -> Choice:
+    state = view.position()
+    return Choice(actions(state)[0], 0.0)
+
+
+def turns_per_second(url: str, policy: Callable[..., Choice], games: int) -> float:
+    """Bot turns a second through `BotPlayer.play` on a real Redis (one process)."""
+    client = redis.Redis.from_url(url)
+    store = RedisEventStore(client)
+    service = GameService(store, RedisSecrets(client))
+    bot = {"level": "greedy", "think_ms": 0}
+    player = BotPlayer(store, RedisSecrets(client).get, policy=policy)
+    turns, seconds = 0, 0.0
+    for _ in range(games):
+        game_id, _ = service.create_game(["a", "b"], Ruleset(), [0, 1], None, bots=[bot, bot])
+        t0 = time.perf_counter()
+        while player.play(game_id).kind == PLAYED:
+            turns += 1
+        seconds += time.perf_counter() - t0
+    return turns / seconds
+
+
+def main() -> int:
+    """Run the benchmarks and print the figures (or JSON with --json)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", type=int, default=200, help="greedy vs random games")
+    parser.add_argument("--mcts-games", type=int, default=16)
+    parser.add_argument("--mcts-playouts", type=int, default=150)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    greedy_random = duel("greedy", "random", args.games, None, args.jobs)
+    random_random = duel("random", "random", args.games, None, args.jobs)
+    mcts_greedy = duel("mcts", "greedy", args.mcts_games, args.mcts_playouts, args.jobs)
+    greedy_greedy = duel("greedy", "greedy", args.mcts_games, None, args.jobs)
+
+    states = positions(200)
+    enum_ms = latency_ms(states, actions)
+    random_ms = latency_ms(states, lambda s: choose("random", player_view(s), 1))
+    greedy_ms = latency_ms(states, lambda s: choose("greedy", player_view(s), 1))
+    budget = Budget(playouts=args.mcts_playouts)
+    mcts_ms = latency_ms(states[::10], lambda s: choose("mcts", player_view(s), 1, budget))
+    timed = Budget(think_ms=1000, clock=time.perf_counter)
+    mcts_1s_ms = latency_ms(states[::40], lambda s: choose("mcts", player_view(s), 1, timed))
+
+    with private_redis() as url:
+        greedy_tps = turns_per_second(url, choose, 4)
+        bare_tps = turns_per_second(url, first_action, 4)
+
+    samples = [
+        ("actions", enum_ms),
+        ("random", random_ms),
+        ("greedy", greedy_ms),
+        (f"mcts_{args.mcts_playouts}", mcts_ms),
+        ("mcts_1s", mcts_1s_ms),
+    ]
+    figures: dict[str, Any] = {
+        "greedy_vs_random": greedy_random,
+        "random_vs_random": random_random,
+        "mcts_vs_greedy": mcts_greedy,
+        "greedy_vs_greedy": greedy_greedy,
+        "latency_ms": {
+            name: {"p50": pct(s, 0.5), "p99": pct(s, 0.99), "n": len(s)} for name, s in samples
+        },
+        "turns_per_second": {"greedy": greedy_tps, "first_action": bare_tps},
+    }
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    share = greedy_random["wins_a"] / greedy_random["games"]
+    lo, hi = greedy_random["ci95"]
+    print("bot benchmarks (2 players, base set, farmers on)")
+    print(
+        f"greedy vs random: greedy wins {greedy_random['wins_a']}/{greedy_random['games']} "
+        f"({share:.1%}, 95 % CI {lo:.1%}-{hi:.1%}), mean lead {greedy_random['mean_diff']:+.1f}"
+        f"   target ≥ 95 %   baseline random vs random: A wins "
+        f"{random_random['wins_a']}/{random_random['games']}  "
+        f"{verdict('greedy vs random', share >= 0.95)}"
+    )
+    m = mcts_greedy
+    lo, hi = m["ci95"]
+    print(
+        f"mcts ({args.mcts_playouts} playouts) vs greedy: {m['wins_a']}-{m['wins_b']} "
+        f"({m['draws']} draws) of {m['games']}, share {m['share_a']:.1%} (95 % CI {lo:.1%}-"
+        f"{hi:.1%}), mean lead {m['mean_diff']:+.1f}, {m['ms_per_move_a']:.0f} ms/move"
+        f"   target > 50 %   baseline greedy vs greedy: share "
+        f"{greedy_greedy['share_a']:.1%}  {verdict('mcts vs greedy', m['share_a'] > 0.5)}"
+    )
+    targets = {"random": 20.0, "greedy": 150.0, "mcts_1s": 1300.0}
+    base = figures["latency_ms"]["actions"]
+    for name, row in figures["latency_ms"].items():
+        if name == "actions":
+            continue
+        target = targets.get(name)
+        ok = "" if target is None else verdict(f"{name} p99", row["p99"] <= target)
+        print(
+            f"move latency {name:<10} p50 {row['p50']:8.2f} ms  p99 {row['p99']:8.2f} ms "
+            f"(n={row['n']})  target p99 {'≤ ' + str(target) if target else '-':>9}   "
+            f"baseline legal actions p50 {base['p50']:.2f} / p99 {base['p99']:.2f} ms  {ok}"
+        )
+    print(
+        f"bot turns per second per worker process (greedy, read+fold+choose+append): "
+        f"{greedy_tps:.1f}   target ≥ 20   baseline first legal action: {bare_tps:.1f}  "
+        f"{verdict('bot turns/s', greedy_tps >= 20)}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.exit(code or exit_code())

@@ -1,0 +1,160 @@
+"""Bot seats end to end: the command service under gunicorn, the bot worker as real Celery
+processes (killed with SIGKILL mid-think), beat's bot sweep, a real Redis."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from carcassonne.game import fold
+from deploy.local import demo
+from eventstore.envelope import MOVES
+from eventstore.schemas import to_engine
+from services.redis_store import RedisEventStore
+
+from .http_client import call, gunicorn
+from .workers import BOTS_APP, Process, beat, celery_env, running, worker
+
+# The bot worker refuses a visibility timeout shorter than its longest think plus 5 s.
+BOT_ENV = {"MAX_THINK_MS": "1000", "VISIBILITY_TIMEOUT": "7", "SWEEP_SECONDS": "1",
+           "GRACE_SECONDS": "3"}  # fmt: skip
+
+
+@pytest.fixture
+def command(redis_url: str) -> Iterator[str]:
+    env = celery_env(redis_url, BOT_GRACE_MS="3000", HINT_THINK_MS="200")
+    with gunicorn("services.command.wsgi:app", "deploy/gunicorn/command.py", env, 2) as base:
+        yield base
+
+
+def bot_worker(redis_url: str, name: str) -> Process:
+    env = celery_env(redis_url, **BOT_ENV)
+    return worker(env, name, concurrency=1, pool="prefork", queues="bots", app=BOTS_APP)
+
+
+def wait_until(what: str, check: Any, timeout: float = 90) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.05)
+    return found
+
+
+def placed(store: RedisEventStore, game_id: str) -> list[Any]:
+    return [e for e in store.read(game_id, MOVES) if e.type == "TilePlaced"]
+
+
+def test_a_bot_game_finishes_with_each_turn_played_once_after_a_worker_is_killed_mid_think(
+    redis_url: str, redis_client: redis.Redis, command: str
+) -> None:
+    store = RedisEventStore(redis_client)
+    status, created = call(command, "POST", "/games", {
+        "players": [{"name": "deep", "bot": "mcts", "think_ms": 400},
+                    {"name": "quick", "bot": "greedy"}],
+        "ruleset": {"tileset": "demo"},
+        "seat_order": [0, 1],
+    })  # fmt: skip
+    assert status == 201, created
+    game_id = created["game_id"]
+    assert [p["token"] for p in created["players"]] == [None, None]
+    assert created["players"][0]["bot"] == {"level": "mcts", "think_ms": 400}
+    first = bot_worker(redis_url, "bots1")
+    sweeper = beat(celery_env(redis_url, **BOT_ENV), app=BOTS_APP)
+    with running(first, sweeper):
+        # Mid-think: some turns played, and a task received that has not finished.
+        def thinking() -> bool:
+            log = first.log.read_text(errors="replace")
+            busy = log.count("bots.play") > 2 * log.count("succeeded in")
+            return len(placed(store, game_id)) >= 4 and busy and "received" in log
+
+        wait_until("the bot worker is thinking", thinking)
+        killed_at = store.last_seq(game_id, MOVES)
+        first.kill()
+        second = bot_worker(redis_url, "bots2").start("ready.")
+        try:
+            wait_until(
+                "the game is over",
+                lambda: call(command, "GET", f"/games/{game_id}/turn")[1]["over"],
+            )
+        finally:
+            second.stop()
+    events = store.read(game_id, MOVES)
+    state = fold(to_engine(e) for e in events)
+    assert state.over and store.last_seq(game_id, MOVES) > killed_at
+    turns = placed(store, game_id)
+    ids = [e.command_id for e in turns]
+    assert len(ids) == len(set(ids)) == state.turn  # every turn once
+    for event in turns:  # each decided at the sequence just before it
+        assert event.command_id == f"bot:{game_id}:{event.seq - 1}"
+    assert [e.payload["player"] for e in turns] == [i % 2 for i in range(len(turns))]
+
+
+def test_a_human_plays_a_bot_over_http_and_asks_for_hints(
+    redis_url: str, redis_client: redis.Redis, command: str
+) -> None:
+    status, created = call(command, "POST", "/games", {
+        "players": [{"name": "ann"}, {"name": "robot", "bot": "greedy"}],
+        "ruleset": {"tileset": "demo", "hints": True},
+        "seat_order": [0, 1],
+    })  # fmt: skip
+    assert status == 201, created
+    game_id, token = created["game_id"], created["players"][0]["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    with running(bot_worker(redis_url, "bots3")):
+        for _ in range(3):
+            status, hint = call(command, "GET", f"/games/{game_id}/hint?level=greedy", headers=auth)
+            assert status == 200, hint
+            turn = {k: hint[k] for k in ("x", "y", "rotation", "meeple")}
+            status, played = call(command, "POST", f"/games/{game_id}/turns", turn, auth)
+            assert status == 200, played
+            seq = played["seq"]
+
+            def bot_moved(seq: int = seq) -> Any:
+                view = call(command, "GET", f"/games/{game_id}/turn")[1]
+                return view if view["seq"] > seq and (view["over"] or view["player"] == 0) else None
+
+            view = wait_until("the bot has moved", bot_moved, timeout=30)
+            if view["over"]:
+                break
+    status, refused = call(
+        command, "GET", f"/games/{game_id}/hint", headers={"Authorization": "Bearer nope"}
+    )
+    assert (status, refused["code"]) == (403, "bad_token")
+    status, refused = call(command, "GET", f"/games/{game_id}/hint?level=genius", headers=auth)
+    assert (status, refused["code"]) == (422, "invalid_query")
+
+
+def test_hints_are_off_unless_the_ruleset_allows_them(command: str) -> None:
+    status, created = call(command, "POST", "/games", {"players": [{"name": "a"}, {"name": "b"}]})
+    assert status == 201
+    token = created["players"][created["turn"]["player"]]["token"]
+    status, refused = call(command, "GET", f"/games/{created['game_id']}/hint",
+                           headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    assert (status, refused["code"]) == (403, "hints_disabled")
+    status, missing = call(command, "GET", f"/games/{created['game_id']}/hint")
+    assert (status, missing["code"]) == (401, "missing_token")
+
+
+def test_bad_bot_seats_are_refused(command: str) -> None:
+    for player in ({"name": "x", "bot": "genius"}, {"name": "x", "think_ms": 100},
+                   {"name": "x", "bot": "mcts", "think_ms": 0},
+                   {"name": "x", "bot": "mcts", "think_ms": 10_001}):  # fmt: skip
+        status, refused = call(command, "POST", "/games", {"players": [{"name": "a"}, player]})
+        assert (status, refused["code"]) == (422, "invalid_body"), player
+
+
+def test_make_demo_pits_a_server_bot_against_its_client_bot(redis_url: str, command: str) -> None:
+    """deploy/local/demo.py with `--bots greedy`: seat "Ada" is the server's, "Brunel" the
+    script's random client; the game is played to the end."""
+    game = demo.create_game(command, ["Ada", "Brunel"], "demo", bots=["greedy"])
+    assert sorted(t is None for t in game.tokens.values()) == [False, True]
+    with running(bot_worker(redis_url, "bots4")):
+        demo.play_game(command, game, random.Random(3))
+    view = demo.turn_view(command, game)
+    assert view["over"] and any(t.get("bot") for t in game.turns)

@@ -1,0 +1,179 @@
+"""Bot seats on the command side and in the bot worker's player (in-memory store: the real
+Celery worker and Redis are in tests/integration/test_bot_worker.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from carcassonne.bots import Choice, PlayerView, choose
+from carcassonne.errors import GameError
+from carcassonne.game import actions, fold
+from carcassonne.ruleset import Ruleset
+from eventstore.envelope import MOVES
+from eventstore.port import InMemoryEventStore
+from eventstore.schemas import to_engine
+from services.bots.player import GONE, HUMAN, OVER, PLAYED, RACED, BotPlayer, command_id
+from services.command.service import GameService, MemorySecrets
+
+GREEDY = {"level": "greedy", "think_ms": 1}
+RANDOM = {"level": "random", "think_ms": 1}
+
+
+class Handoff:
+    """Records what the command service hands to the bot worker."""
+
+    def __init__(self) -> None:
+        self.expected: list[str] = []
+        self.called: list[str] = []
+
+    def expect(self, game_id: str) -> None:
+        self.expected.append(game_id)
+
+    def __call__(self, game_id: str) -> None:
+        self.called.append(game_id)
+
+
+def make(**kwargs: Any) -> tuple[GameService, InMemoryEventStore, MemorySecrets, Handoff]:
+    store, secrets, handoff = InMemoryEventStore(), MemorySecrets(), Handoff()
+    return GameService(store, secrets, bots=handoff, **kwargs), store, secrets, handoff
+
+
+def player(store: InMemoryEventStore, secrets: MemorySecrets, **kwargs: Any) -> BotPlayer:
+    return BotPlayer(store, secrets.get, **kwargs)
+
+
+def test_two_bots_play_a_whole_game_each_turn_once() -> None:
+    service, store, secrets, handoff = make()
+    game_id, seats = service.create_game(
+        ["ann", "bob"], Ruleset(tileset="demo"), [0, 1], None, bots=[GREEDY, RANDOM]
+    )
+    assert [s["token"] for s in seats] == [None, None]
+    assert seats[0]["bot"] == GREEDY and handoff.expected == [game_id]
+    assert handoff.called == [game_id]  # seat 0 is a bot: its turn is handed over at once
+    bots = player(store, secrets)
+    turns = 0
+    while (done := bots.play(game_id)).kind == PLAYED:
+        turns += 1
+        assert done.choice is not None
+    assert done.kind == OVER
+    events = store.read(game_id, MOVES)
+    state = fold(to_engine(e) for e in events)
+    assert state.over and state.turn == turns
+    placed = [e for e in events if e.type == "TilePlaced"]
+    ids = [e.command_id for e in placed]
+    assert len(ids) == len(set(ids)) == turns  # one command per turn, none twice
+    assert all(i.startswith(f"bot:{game_id}:") for i in ids)
+
+
+def test_a_human_move_hands_the_turn_to_the_bot() -> None:
+    service, store, secrets, handoff = make()
+    game_id, seats = service.create_game(
+        ["ann", "bot"], Ruleset(), [0, 1], None, bots=[None, GREEDY]
+    )
+    assert seats[0]["token"] and seats[1]["token"] is None
+    assert handoff.called == []  # the human moves first
+    bots = player(store, secrets)
+    assert bots.play(game_id).kind == HUMAN  # not the bot's turn: nothing appended
+    spot = service.turn_view(game_id)["placements"][0]
+    service.play_turn(game_id, seats[0]["token"], spot["x"], spot["y"], spot["rotation"], None)
+    assert handoff.called == [game_id]
+    done = bots.play(game_id)
+    assert done.kind == PLAYED and not done.next_bot
+    assert service.turn_view(game_id)["player"] == 0  # the human's turn again
+
+
+def test_nobody_plays_a_bot_seat_by_token() -> None:
+    service, _, _, _ = make()
+    game_id, _ = service.create_game(["bot", "ann"], Ruleset(), [0, 1], None, bots=[GREEDY, None])
+    with pytest.raises(GameError) as info:
+        service.play_turn(game_id, None, 0, -1, 0, None)
+    assert info.value.code == "missing_token"
+
+
+def test_a_duplicated_task_plays_the_turn_once() -> None:
+    """Two copies of the task decide at the same sequence: the second's append carries the
+    same command id and appends nothing."""
+    service, store, secrets, _ = make()
+    game_id, _ = service.create_game(["a", "b"], Ruleset(), [0, 1], None, bots=[GREEDY, None])
+    inner: list[str] = []
+    twin = player(store, secrets)
+
+    def racing(level: str, view: PlayerView, seed: str, budget: Any) -> Choice:
+        if not inner:  # while this copy thinks, the other copy plays the turn
+            inner.append(twin.play(game_id).kind)
+        return choose(level, view, seed, budget)
+
+    before = store.last_seq(game_id, MOVES)
+    done = player(store, secrets, policy=racing).play(game_id)
+    assert inner == [PLAYED] and done.kind == RACED
+    placed = [e for e in store.read(game_id, MOVES, after=before) if e.type == "TilePlaced"]
+    assert [e.command_id for e in placed] == [command_id(game_id, before)]
+
+
+def test_the_policy_is_given_the_view_and_never_the_seed() -> None:
+    service, store, secrets, _ = make()
+    game_id, _ = service.create_game(["a", "b"], Ruleset(), [0, 1], None, bots=[GREEDY, GREEDY])
+    seed = secrets.get(game_id)["seed"]  # type: ignore[index]
+    given: list[tuple[Any, ...]] = []
+
+    def spy(*args: Any) -> Choice:
+        given.append(args)
+        return choose(*args)
+
+    bots = player(store, secrets, policy=spy)
+    for _ in range(6):
+        assert bots.play(game_id).kind == PLAYED
+    for level, view, move_seed, _budget in given:
+        assert type(view) is PlayerView and level == "greedy"
+        assert seed not in repr(view) and seed not in move_seed
+        assert seed not in repr(view.position().snapshot())
+
+
+def test_bots_do_nothing_in_finished_unknown_or_imported_games() -> None:
+    service, store, secrets, _ = make()
+    bots = player(store, secrets)
+    assert bots.play("0" * 32).kind == GONE
+    game_id, _ = service.create_game(["a", "b"], Ruleset(), [0, 1])  # no bot seat
+    assert bots.play(game_id).kind == GONE
+    record = dict(secrets.get(game_id) or {})
+    record.update(imported={"key_id": "k"}, bots=[GREEDY, GREEDY])
+    secrets.put(game_id, record)
+    before = store.last_seq(game_id, MOVES)
+    assert bots.play(game_id).kind == GONE
+    assert store.last_seq(game_id, MOVES) == before
+
+
+def test_hints_are_refused_unless_the_ruleset_allows_them() -> None:
+    service, _, _, _ = make()
+    game_id, seats = service.create_game(["ann", "bob"], Ruleset(), [0, 1])
+    with pytest.raises(GameError) as info:
+        service.hint(game_id, seats[0]["token"], "greedy", 100)
+    assert (info.value.code, info.value.status) == ("hints_disabled", 403)
+
+
+def test_a_hint_is_a_legal_move_for_the_seat_to_move() -> None:
+    service, _, _, _ = make()
+    game_id, seats = service.create_game(["ann", "bob"], Ruleset(hints=True), [0, 1])
+    with pytest.raises(GameError) as info:
+        service.hint(game_id, seats[1]["token"], "greedy", 100)
+    assert info.value.code == "not_your_turn"
+    with pytest.raises(GameError) as info:
+        service.hint(game_id, "nope", "greedy", 100)
+    assert info.value.status == 403
+    state = service.load(game_id).state
+    legal = {(x, y, r) for x, y, r, _ in actions(state)}
+    for level in ("random", "greedy", "mcts"):
+        hint = service.hint(game_id, seats[0]["token"], level, 50)
+        assert (hint["x"], hint["y"], hint["rotation"]) in legal
+        assert hint["player"] == 0 and hint["level"] == level
+    first = service.hint(game_id, seats[0]["token"], "greedy", 50)
+    assert {**first, "think_ms": 0} == {
+        **service.hint(game_id, seats[0]["token"], "greedy", 50),
+        "think_ms": 0,
+    }
+    result = service.play_turn(
+        game_id, seats[0]["token"], first["x"], first["y"], first["rotation"], None
+    )
+    assert result.events[0].type == "TilePlaced"
