@@ -229,10 +229,15 @@ def test_ping_rotation_and_the_delivery_log(suite: tuple[str, str, str]) -> None
     for secret in (sub["secret"], rotated["secret"]):
         assert verify(second_headers[SIGNATURE_HEADER], second, secret, now)
     assert not verify(first_headers[SIGNATURE_HEADER], first, rotated["secret"], now)
-    status, log = call(base, "GET", path + "/deliveries?limit=5", headers=headers)
-    assert status == 200
-    assert [a["kind"] for a in log["attempts"]] == ["ping", "ping"]
-    assert all(a["status"] == 200 and a["outcome"] == "delivered" for a in log["attempts"])
+
+    def logged() -> list[dict[str, Any]]:  # the worker logs an attempt after its POST ends
+        status, log = call(base, "GET", path + "/deliveries?limit=5", headers=headers)
+        assert status == 200
+        return list(log["attempts"]) if len(log["attempts"]) >= 2 else []
+
+    attempts = wait_for("both pings in the delivery log", logged)
+    assert [a["kind"] for a in attempts] == ["ping", "ping"]
+    assert all(a["status"] == 200 and a["outcome"] == "delivered" for a in attempts)
     # No overlap: the old secret stops at once.
     status, again = call(base, "POST", path + "/rotate", {"overlap_seconds": 0}, headers)
     assert status == 200 and again["secrets_live"] == 1
