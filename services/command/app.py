@@ -26,7 +26,7 @@ from services.redis_store import RedisEventStore
 from services.redis_store.connect import broker_url
 from services.redis_store.replication import NotReplicated
 
-from . import integration, subscription_views
+from . import integration, subscription_views, undo_api
 from .bots import BotCaller
 from .client import command_client
 from .config import from_env
@@ -302,6 +302,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             cache_size=app.config["STATE_CACHE_SIZE"],
             # Turns change cached states in place only when one thread serves the process.
             in_place=int(os.environ.get("GUNICORN_THREADS", "1")) <= 1,
+            undo_seconds=app.config["UNDO_SECONDS"],
             notify=(
                 CeleryNotifier(
                     broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]),
@@ -324,6 +325,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     api.register_blueprint(blp)
     integration.init_app(app, api, service)  # /v1/score, import, export, webhooks
     subscription_views.init_app(app, api)  # /v1/subscriptions
+    undo_api.init_app(app, api)  # /games/{id}/undo…
 
     @app.errorhandler(GameError)
     def game_error(exc: GameError) -> tuple[Response, int]:

@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     # hint holds a gunicorn worker that long).
     "BOT_GRACE_MS": 30_000,
     "HINT_THINK_MS": 500,
+    "UNDO_SECONDS": 120.0,  # how long the others have to answer an undo request (consent)
 }
 
 

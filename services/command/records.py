@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carcassonne.errors import GameError, RecordError
-from carcassonne.events import Event, GameEnded
+from carcassonne.events import Event, GameEnded, TurnUndone
 from carcassonne.explain import explain
 from carcassonne.notation import parse_record
 from carcassonne.record import FORMAT, Record, Turn, load_record, play_record
@@ -98,19 +98,26 @@ def replay_record(record: Record) -> Replayed:
     for step in play_record(record, state):
         out.events += step.events
         # The turn that places the last tile also ends the game: its final scoring (R7) is
-        # reported apart, so the timeline shows the scores of play (R6) only.
+        # reported apart, so the timeline shows the scores of play (R6) only. An undo takes
+        # back the scorings of the placement it undoes (the state's log is cut back).
+        del out.caused_by[len(state.log) :]
         new = state.log[len(out.caused_by) :]
         out.caused_by += [None if s.final else step.turn for s in new]
         if step.turn is None:
             continue
         turn = record.turns[step.turn]
         scores = state.scores_before_final if state.phase == OVER else state.scores
+        undone = next((e for e in step.events if isinstance(e, TurnUndone)), None)
         out.timeline.append(
             {
                 "index": step.turn,
                 "player": step.player,
-                "tile": None if turn.resign is not None else turn.tile,
-                "action": _action(record, turn),
+                "tile": undone.tile
+                if undone is not None
+                else None
+                if turn.resign is not None
+                else turn.tile,
+                "action": "undone" if undone is not None else _action(record, turn),
                 "scores": list(scores or state.scores),
             }
         )

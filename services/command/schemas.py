@@ -121,6 +121,15 @@ class RulesetIn(Strict):
         load_default=False,
         metadata={"description": "allow GET /games/{game_id}/hint (a bot's suggested move)"},
     )
+    undo = fields.String(
+        load_default="off",
+        validate=validate.OneOf(["off", "consent", "free"]),
+        metadata={
+            "description": "whether the player who placed last may take it back before the "
+            "next placement: off, consent (every other player must accept before a deadline) "
+            "or free (docs/undo.md)"
+        },
+    )
 
 
 class CreateGameIn(Strict):
@@ -171,6 +180,30 @@ class Placement(Closed):
     meeples = fields.List(fields.Nested(Meeple), required=True)
 
 
+class UndoRequestOut(Closed):
+    """An undo request: its number, who asked, the deadline (Unix ms; null: none), who
+    accepted, who refused (null: nobody). Past its deadline unanswered it counts as refused."""
+
+    request = fields.Integer(required=True)
+    player = fields.Integer(required=True)
+    deadline_ms = fields.Integer(required=True, allow_none=True)
+    accepted = ints(required=True)
+    refused_by = fields.Integer(required=True, allow_none=True)
+
+
+class UndoState(Closed):
+    """Undo in this game (ruleset `undo` not off): who may ask now, and the last placement's
+    request."""
+
+    mode = fields.String(required=True, validate=validate.OneOf(["consent", "free"]))
+    may_request = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "the seat that may ask to undo its placement now, or null"},
+    )
+    request = fields.Nested(UndoRequestOut, required=True, allow_none=True)
+
+
 class TurnView(Closed):
     """Whose turn it is, the drawn tile and every legal placement (GET /games/{id}/turn)."""
 
@@ -206,6 +239,7 @@ class TurnView(Closed):
         allow_none=True,
         metadata={"description": "the draw seed, revealed when the game ends (null: imported)"},
     )
+    undo = fields.Nested(UndoState, metadata={"description": "only when the ruleset has undo"})
 
 
 class ReissuedToken(Closed):
@@ -280,8 +314,13 @@ class TimelineTurn(Closed):
     tile = fields.String(required=True, allow_none=True, metadata={"description": "null: resigned"})
     action = fields.String(
         required=True,
-        validate=validate.OneOf(["placed", "discarded", "returned", "timed_out", "resigned"]),
-        metadata={"description": "timed_out and resigned: docs/lifecycle.md"},
+        validate=validate.OneOf(
+            ["placed", "discarded", "returned", "timed_out", "resigned", "undone"]
+        ),
+        metadata={
+            "description": "timed_out and resigned: docs/lifecycle.md; undone: the placement "
+            "before was taken back (its tile, docs/undo.md)"
+        },
     )
     scores = ints(required=True, metadata={"description": "totals after this turn"})
 

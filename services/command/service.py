@@ -23,8 +23,11 @@ from prometheus_client import Counter
 from carcassonne.bots import Budget, choose, player_view
 from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
+    AnswerUndo,
+    Command,
     Event,
     PlayTurn,
+    RequestUndo,
     Resign,
     StartGame,
     TokenReissued,
@@ -244,6 +247,8 @@ class GameService:
         notify_ms: int = 2_000,
         in_place: bool = True,
         bots: BotHandoff | None = None,
+        undo_seconds: float = 120,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`notify(game_id)` wakes the scoring worker; it is called at most once per game per
         `notify_ms` (the store's notification flag), and only after a successful append.
@@ -252,9 +257,14 @@ class GameService:
         safe when one thread serves this process's requests (gunicorn's sync worker, the
         default): a view on another thread could be reading the state meanwhile. With
         request threads (`GUNICORN_THREADS` > 1) pass False: a turn then works on a copy.
+
+        `undo_seconds`: how long the other players have to answer an undo request (ruleset
+        `undo: consent`); `clock` gives the time (seconds) undo deadlines are set and checked by.
         """
         self.in_place = in_place
         self.bots = bots
+        self.undo_seconds = undo_seconds
+        self.clock = clock
         self.store = store
         self.secrets = secrets_store
         self.notify = notify
@@ -325,12 +335,14 @@ class GameService:
         player_ids: list[str | None] | None = None,
         key_id: str | None = None,
         bots: list[dict[str, Any] | None] | None = None,
+        seed: str | None = None,
     ) -> tuple[str, list[dict[str, Any]]]:
         """Start a game; returns its id and each seat's name, secret token, the index of the
         request's player in that seat (`player_index`) and its `player_id` if given (R2.2).
 
         Two players whose names are the same once trimmed and compared without case are
-        refused (422 `duplicate_player_name`): an app could not tell their seats apart."""
+        refused (422 `duplicate_player_name`): an app could not tell their seats apart.
+        `seed` (tests and tools only; never taken from a request) fixes the draws."""
         if not 2 <= len(names) <= 6:
             raise MalformedError("bad_players", "a game has 2 to 6 players", "R1.3")
         seen: dict[str, int] = {}
@@ -352,7 +364,7 @@ class GameService:
         if len(kinds) != len(names):
             raise MalformedError("bad_bots", "one bot (or null) per player")
         game_id = new_game_id()  # on an index shard's slot (services/redis_store/keys.py)
-        seed = secrets.token_hex(16)
+        seed = seed or secrets.token_hex(16)
         if seat_order is None:  # R2.2 Decision: a random first player, then clockwise
             first = random.Random(seed + ":seats").randrange(len(names))
             seat_order = [(first + i) % len(names) for i in range(len(names))]
@@ -641,6 +653,112 @@ class GameService:
             return {"game_id": game_id, "seat": seat, "token": token, "seq": result.last_seq}
         raise OutOfTurnError("stale_sequence", "the game moved on; retry", None)
 
+    # -- undo (docs/undo.md) ------------------------------------------------------------
+    def request_undo(
+        self, game_id: str, token: str | None, idempotency_key: str | None = None
+    ) -> TurnResult:
+        """Ask to undo the token's seat's last placement: undone at once (`free`), or a
+        request the other players answer before `undo_seconds` pass (`consent`)."""
+        now = int(self.clock() * 1000)
+        deadline = now + int(self.undo_seconds * 1000)
+        return self.command(
+            game_id,
+            token,
+            lambda seat: RequestUndo(seat, now, deadline),
+            f"/games/{game_id}/undo",
+            {},
+            idempotency_key,
+        )
+
+    def answer_undo(
+        self,
+        game_id: str,
+        token: str | None,
+        request: int,
+        accept: bool,
+        idempotency_key: str | None = None,
+    ) -> TurnResult:
+        """Accept or refuse undo request `request` for the token's seat."""
+        now = int(self.clock() * 1000)
+        verb = "accept" if accept else "refuse"
+        return self.command(
+            game_id,
+            token,
+            lambda seat: AnswerUndo(seat, request, accept, now),
+            f"/games/{game_id}/undo/{request}/{verb}",
+            {},
+            idempotency_key,
+        )
+
+    def command(
+        self,
+        game_id: str,
+        token: str | None,
+        command_for: Callable[[int], Command],
+        path: str,
+        body: dict[str, Any],
+        idempotency_key: str | None = None,
+    ) -> TurnResult:
+        """Decide `command_for(seat)` on the game caught up from its stream and append its
+        events (with the next draws, if any) on the condition that the stream is still where
+        it was read: the plain path for a seat's rarer commands (a turn has its own, faster
+        one). The cached state is never changed in place here: the events apply to a copy.
+        An `Idempotency-Key` is bound to (path, seat, body) as for a turn."""
+        for _attempt in range(4):
+            cached = self.load(game_id, take=True)
+            try:
+                seat = self.seat_of(cached, token)
+                if idempotency_key:
+                    command_id = f"cmd:{seat}:{idempotency_key}"
+                    request = fingerprint("POST", path, {"seat": seat, **body})
+                    replay = self._replayed(game_id, cached, command_id, request)
+                    if replay is not None:
+                        self.keep(game_id, cached)
+                        return replay
+                else:
+                    command_id, request = uuid.uuid4().hex, ""
+                events = decide(cached.state, command_for(seat))
+            except GameError:
+                self.keep(game_id, cached)
+                raise
+            state = cached.state.copy()
+            for event in events:
+                state.apply(event)
+            events += self._draw_until_placeable(state, cached.secrets["seed"])
+            new_events = [to_new(e) for e in events]
+            try:
+                result = self.store.append(
+                    game_id,
+                    MOVES,
+                    new_events,
+                    expected=cached.seq,
+                    command_id=command_id,
+                    marker="$seq",
+                    notify_ms=self.notify_ms,
+                    fingerprint=request,
+                )
+            except CommandReused:
+                self.keep(game_id, cached)
+                raise IdempotencyKeyReused from None
+            except ConcurrencyError:
+                self.keep(game_id, cached)  # another process appended: read and decide again
+                continue
+            if result.duplicate:
+                self.keep(game_id, cached)
+                continue  # appended before (a retry): the next attempt answers its result
+            stored = [
+                StoredEvent(
+                    game_id, MOVES, seq, e.type, e.version, result.time_ms, command_id, e.payload
+                )
+                for seq, e in enumerate(new_events, start=result.first_seq)
+            ]
+            if not state.over:
+                self.keep(game_id, cached.advanced(state, result.last_seq, events))
+            if result.notify and self.notify is not None:
+                self.notify(game_id)  # an undo may revert scores: the worker follows
+            return TurnResult(stored, state, result.last_seq)
+        raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
+
     @staticmethod
     def _before_turn(cached: Cached, state: GameState) -> Cached:
         """`cached` as it was before a turn ran ahead on `state` (rebuilt if in place)."""
@@ -747,4 +865,17 @@ class GameService:
         }
         if state.phase == OVER:
             view["seed"] = cached.secrets["seed"]  # R2.1 Decision: revealed once the game ends
+        if state.ruleset.undo != "off":
+            view["undo"] = undo_view(state)
         return view
+
+
+def undo_view(state: GameState) -> dict[str, Any]:
+    """What a client needs to offer undo: who may ask now (None: nobody) and the last
+    placement's request, if any (its deadline is the client's to compare with its clock)."""
+    point, pending = state.undo_point, state.undo
+    return {
+        "mode": state.ruleset.undo,
+        "may_request": point.current if point is not None and pending is None else None,
+        "request": None if pending is None else pending.to_dict(),
+    }

@@ -124,14 +124,16 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     ),
     404: (
         "NotFound",
-        "game_not_found, hook_not_found, subscription_not_found, tileset_not_found",
+        "game_not_found, hook_not_found, subscription_not_found, tileset_not_found, "
+        "no_such_request",
         (),
     ),
     406: ("NotAcceptable", "no representation matches the Accept header", ()),
     409: (
         "Conflict",
         "the game moved on: stale_sequence (If-Match), game_over, "
-        "not_your_turn and other refusals of the game's state",
+        "not_your_turn, undo_not_allowed, undo_pending, undo_expired and other refusals of "
+        "the game's state",
         (),
     ),
     413: ("PayloadTooLarge", "body_too_large", ()),
@@ -224,6 +226,22 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         (401, 403, 404, 409, 422, 503),
         security="bearerAuth",
         examples={200: ex.HINT},
+    ),
+    ("post", "/games/{game_id}/undo"): Op(
+        "requestUndo",
+        (401, 403, 404, 409, 422, 503),
+        security="bearerAuth",
+        examples={200: ex.UNDO_RESULT},
+    ),
+    ("post", "/games/{game_id}/undo/{request}/accept"): Op(
+        "acceptUndo",
+        (401, 403, 404, 409, 422, 503),
+        security="bearerAuth",
+    ),
+    ("post", "/games/{game_id}/undo/{request}/refuse"): Op(
+        "refuseUndo",
+        (401, 403, 404, 409, 422, 503),
+        security="bearerAuth",
     ),
     ("post", "/v1/score"): Op(
         "scoreRecord",
@@ -405,12 +423,15 @@ def _blueprints_spec(title: str, blueprints: list[flask_smorest.Blueprint]) -> d
 def service_specs() -> list[dict[str, Any]]:
     """Each service's own spec, as its decorators make it."""
     from services.command import app as command_app
-    from services.command import integration, subscription_views
+    from services.command import integration, subscription_views, undo_api
     from services.query import app as query_app
     from services.query import pages, pictures
 
     return [
-        _service_spec("command", [command_app.blp, integration.blp, subscription_views.blp]),
+        _service_spec(
+            "command",
+            [command_app.blp, integration.blp, subscription_views.blp, undo_api.blp],
+        ),
         _service_spec("query", [query_app.blp, pictures.boards, pictures.tilesets, pages.blp]),
     ]
 
@@ -496,9 +517,11 @@ def annotate(spec: dict[str, Any]) -> dict[str, Any]:
 def _record_turn(flat: dict[str, Any]) -> dict[str, Any]:
     """A record's turn as the shapes `carcassonne.record.turn_from_dict` reads: a placement
     (x, y and rotation required), a discard (only `tile` and `"discard": true`), a timed-out
-    turn (only `tile` and `"timeout": true`) or a resignation (only `resign`). marshmallow
-    describes one flat object with every key optional."""
-    props = flat["properties"]
+    turn (only `tile` and `"timeout": true`), a resignation (only `resign`) or an undo of the
+    placement before (only `"undo": true`, docs/undo.md). marshmallow describes one flat
+    object with every key optional."""
+    props = dict(flat["properties"])
+    props.pop("undo", None)
     placed = {k: v for k, v in props.items() if k not in ("timeout", "resign")}
     placement = {
         "type": "object",
@@ -524,9 +547,15 @@ def _record_turn(flat: dict[str, Any]) -> dict[str, Any]:
         "required": ["resign"],
         "additionalProperties": False,
     }
+    undo = {
+        "type": "object",
+        "properties": {"undo": {"type": "boolean", "enum": [True]}},
+        "required": ["undo"],
+        "additionalProperties": False,
+    }
     return {
         "description": flat.get("description", ""),
-        "oneOf": [placement, discard, timeout, resign],
+        "oneOf": [placement, discard, timeout, resign, undo],
     }
 
 

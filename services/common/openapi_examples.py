@@ -190,6 +190,44 @@ RESIGN_RESULT: dict[str, Any] = {
     "next": {"over": True, "player": None, "tile": None, "scores": [9, 4]},
 }
 
+# A free undo (ruleset undo: free) of the placement in TURN_RESULT: the same player holds the
+# same tile again; the draw made after it is put back and will come out again.
+UNDO_RESULT: dict[str, Any] = {
+    "seq": 10,
+    "replayed": False,
+    "events": [
+        {
+            "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+            "stream": "moves",
+            "seq": 9,
+            "type": "UndoRequested",
+            "version": 1,
+            "time_ms": 1795459615902,
+            "command_id": "5d1c0e9a2b7f4c44a0e3c8f1d2b6a913",
+            "payload": {"request": 1, "player": 0, "deadline_ms": None},
+        },
+        {
+            "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+            "stream": "moves",
+            "seq": 10,
+            "type": "TurnUndone",
+            "version": 1,
+            "time_ms": 1795459615902,
+            "command_id": "5d1c0e9a2b7f4c44a0e3c8f1d2b6a913",
+            "payload": {
+                "request": 1,
+                "player": 0,
+                "tile": "V",
+                "x": 0,
+                "y": 1,
+                "rotation": 0,
+                "deadline_ms": None,
+            },
+        },
+    ],
+    "next": {"over": False, "player": 0, "tile": "V", "tiles_left": 68},
+}
+
 BOARD: dict[str, Any] = {
     "game_id": "ef0ab9789b8f034882fd9142e91879d5",
     "seq": 8,
@@ -208,6 +246,8 @@ BOARD: dict[str, Any] = {
     ],
     "turn": {"player": 1, "name": "Bob", "tile": "E", "deadline_ms": 1_795_000_060_000},
     "tiles_placed": 3,
+    "turns": 3,
+    "undo": None,
     "tiles_left": 67,
     "discarded": [],
     "tiles": [
@@ -339,6 +379,7 @@ SCORES: dict[str, Any] = {
             "explanation": "city of 2 tiles, completed (R6.2): nobody stood in it: no points",
         }
     ],
+    "reverted": [],
     "result": None,
 }
 

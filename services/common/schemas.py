@@ -92,6 +92,10 @@ class Ruleset(Closed):
         metadata={"description": "timed-out turns that put a seat out (default 3)"},
     )
     hints = fields.Boolean(metadata={"description": "present (true) when hints are allowed"})
+    undo = fields.String(
+        validate=validate.OneOf(["consent", "free"]),
+        metadata={"description": "undo of the last placement (docs/undo.md); left out when off"},
+    )
 
 
 # Which spot key a meeple's feature takes. One flat object with optional keys, not a oneOf
@@ -140,8 +144,13 @@ class Event(Closed):
                 "PlayerResigned",
                 "GameAbandoned",
                 "TokenReissued",
+                "UndoRequested",
+                "UndoAccepted",
+                "UndoRefused",
+                "TurnUndone",
                 "FeatureScored",
                 "GameScored",
+                "ScoreReverted",
             ]
         ),
     )
@@ -157,7 +166,11 @@ class Event(Closed):
             "TileReturned: player, tile; GameEnded: reason; TurnTimedOut: player, tile; "
             "PlayerTimedOut: player, timeouts; PlayerResigned: player; GameAbandoned: "
             "idle_ms; TokenReissued: player; FeatureScored: a ScoreEvent "
-            "and `move`; GameScored: move, final_scores, scores_before_final, ranks, winners"
+            "and `move`; GameScored: move, final_scores, scores_before_final, ranks, winners; "
+            "UndoRequested: request, player, deadline_ms; UndoAccepted and UndoRefused: "
+            "request, player; TurnUndone: request, player, tile, x, y, rotation, deadline_ms; "
+            "ScoreReverted: move, request, kind, turn, tiles, points, reverted, restored, "
+            "totals (docs/undo.md)"
         },
     )
 
@@ -196,8 +209,9 @@ class StartTile(Closed):
 
 class RecordTurn(Closed):
     """A record's turn: a placement (x, y, rotation, meeple), `{"tile", "discard": true}`,
-    a turn not played in time `{"tile", "timeout": true}`, or a seat resigning
-    `{"resign": seat}` (docs/lifecycle.md)."""
+    a turn not played in time `{"tile", "timeout": true}`, a seat resigning
+    `{"resign": seat}` (docs/lifecycle.md), or `{"undo": true}` (the placement before it was
+    taken back, docs/undo.md)."""
 
     tile = fields.String(validate=validate.Length(1, 8))
     x = fields.Integer(validate=validate.Range(-10_000, 10_000))
@@ -207,6 +221,7 @@ class RecordTurn(Closed):
     discard = fields.Boolean()
     timeout = fields.Boolean()
     resign = fields.Integer(validate=validate.Range(0, 5))
+    undo = fields.Boolean()
 
 
 class Record(Closed):

@@ -15,13 +15,14 @@ States handed out are never changed afterwards: a catch-up applies new moves to 
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from carcassonne.errors import GameError
-from carcassonne.events import Event, GameStarted, TilePlaced
+from carcassonne.events import Event, GameStarted, TilePlaced, TurnUndone
 from carcassonne.state import GameState
 from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import EventStore
@@ -56,6 +57,7 @@ class Position:
     scores: tuple[StoredEvent, ...]
     names: tuple[str, ...] | None
     player_ids: tuple[str | None, ...] | None = None  # the app's user id of each seat, if set
+    turns: int = 0  # placements in the log up to `seq`, undone ones too: what `?turn=` counts
 
 
 @dataclass
@@ -65,6 +67,8 @@ class _Entry:
     seq: int = 0
     events: list[Event] = field(default_factory=list)  # events[i] is move i + 1
     placements: list[int] = field(default_factory=list)  # seq of each TilePlaced (`at_turn`)
+    # placements done -> seq of the TurnUndone that took the last of them back (`at_turn`)
+    undone: dict[int, int] = field(default_factory=dict)
     snapshots: dict[int, GameState] = field(default_factory=dict)  # move -> state after it
     scores: tuple[StoredEvent, ...] = ()
     score_seq: int = 0
@@ -140,7 +144,11 @@ class Projector:
         """The game after `turn` placements (R3: a turn places one tile; a discarded or
         returned tile, R4.4/R10.4, is no turn): every move up to the draw of the next
         placement's tile, so the view shows whose turn is next and the tile they drew.
-        `turn=0` is the game as created; the last turn includes `GameEnded`."""
+        `turn=0` is the game as created; the last turn includes `GameEnded`.
+
+        An undone placement counts (docs/undo.md): its turn shows it on the board, up to the
+        move before its `TurnUndone` (the undo request and answers included); the state
+        after the undo is the turn before's again, and the next placement is the next turn."""
         entry = self._entry(game_id)
         with entry.lock:
             now = self._now(game_id, entry)
@@ -154,6 +162,8 @@ class Projector:
                     last_turn=len(placements),
                 )
             at = placements[turn] - 1 if turn < len(placements) else now.seq
+            if turn in entry.undone:
+                at = entry.undone[turn] - 1
             return self._at(game_id, entry, now, at)
 
     def at(self, game_id: str, at: int) -> Position:
@@ -180,7 +190,10 @@ class Projector:
         progress = min(at, now.progress)
         scores = tuple(e for e in now.scores if e.payload["move"] <= progress)
         score_seq = scores[-1].seq if scores else 0
-        return Position(game_id, at, state, score_seq, progress, scores, now.names, now.player_ids)
+        turns = bisect.bisect_right(entry.placements, at)
+        return Position(
+            game_id, at, state, score_seq, progress, scores, now.names, now.player_ids, turns
+        )
 
     # -- catching up ------------------------------------------------------------------
     def _now(self, game_id: str, entry: _Entry) -> Position:
@@ -198,6 +211,7 @@ class Projector:
             entry.scores,
             entry.names,
             entry.player_ids,
+            len(entry.placements),
         )
 
     def _catch_up(self, game_id: str, entry: _Entry) -> None:
@@ -211,6 +225,8 @@ class Projector:
                 entry.events.append(event)
                 if isinstance(event, TilePlaced):
                     entry.placements.append(stored.seq)
+                elif isinstance(event, TurnUndone):
+                    entry.undone[len(entry.placements)] = stored.seq
             entry.state, entry.seq = state, fresh[-1].seq
             if first:
                 self._seat(game_id, entry)

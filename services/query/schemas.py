@@ -147,6 +147,16 @@ class OpenFeature(Closed):
     )
 
 
+class UndoRequestView(Closed):
+    """An undo request (deadline in Unix ms, null: none; unanswered past it: refused)."""
+
+    request = fields.Integer(required=True)
+    player = fields.Integer(required=True)
+    deadline_ms = fields.Integer(required=True, allow_none=True)
+    accepted = ints(required=True)
+    refused_by = fields.Integer(required=True, allow_none=True)
+
+
 class Board(Closed):
     """GET /games/{id}/board."""
 
@@ -159,7 +169,24 @@ class Board(Closed):
     players = fields.List(fields.Nested(BoardSeat), required=True)
     turn = fields.Nested(BoardTurn, required=True, allow_none=True)
     tiles_placed = fields.Integer(
-        required=True, metadata={"description": "placements so far (`?turn=`)"}
+        required=True,
+        metadata={
+            "description": "tiles placed and standing (an undone placement is not; `?turn=` "
+            "counts it: docs/undo.md)"
+        },
+    )
+    turns = fields.Integer(
+        required=True,
+        metadata={
+            "description": "placements in the log so far, undone ones too: the last `?turn=` "
+            "(equals tiles_placed in a game without undos)"
+        },
+    )
+    undo = fields.Nested(
+        UndoRequestView,
+        required=True,
+        allow_none=True,
+        metadata={"description": "the last placement's undo request, if any (docs/undo.md)"},
     )
     tiles_left = fields.Integer(required=True)
     discarded = fields.List(fields.String(), required=True)
@@ -212,6 +239,22 @@ class StoredScore(ExplainedScore):
     totals = ints(metadata={"description": "each seat's total after it"})
 
 
+class RevertedScore(Closed):
+    """A scoring taken back: the placement that completed the feature was undone
+    (docs/undo.md). The FeatureScored it reverts stays in `events`."""
+
+    seq = fields.Integer(required=True, metadata={"description": "in the score stream"})
+    move = fields.Integer(required=True, metadata={"description": "the TurnUndone's seq"})
+    request = fields.Integer(required=True, metadata={"description": "the undo request"})
+    kind = fields.String(required=True, validate=validate.OneOf(["road", "city", "monastery"]))
+    turn = fields.Integer(required=True, metadata={"description": "the scoring's turn"})
+    tiles = fields.List(position(), required=True)
+    points = fields.Integer(required=True)
+    reverted = ints(required=True, metadata={"description": "points taken back per seat"})
+    restored = ints(required=True, metadata={"description": "meeples back on the board per seat"})
+    totals = ints(required=True, metadata={"description": "each seat's total after it"})
+
+
 class GameResult(Closed):
     move = fields.Integer(required=True)
     final_scores = ints(required=True)
@@ -234,6 +277,11 @@ class Scores(Closed):
     status = fields.String(required=True, validate=validate.OneOf(STATUSES), metadata=STATUS)
     players = fields.List(fields.Nested(ScoreSeat), required=True)
     events = fields.List(fields.Nested(StoredScore), required=True)
+    reverted = fields.List(
+        fields.Nested(RevertedScore),
+        required=True,
+        metadata={"description": "scorings taken back by undone placements (ScoreReverted)"},
+    )
     result = fields.Nested(GameResult, required=True, allow_none=True)
 
 

@@ -8,7 +8,7 @@ from carcassonne.explain import explain, seat_name
 from carcassonne.projection import farms_if_ended, open_features, projected_scores
 from carcassonne.state import NEW, OVER
 from carcassonne.track import track_position
-from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED
+from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, SCORE_REVERTED
 
 from .projector import Position
 
@@ -77,7 +77,9 @@ def board_view(pos: Position) -> dict[str, Any]:
             for p in range(state.players)
         ],
         "turn": turn,
-        "tiles_placed": state.turn,  # placements done: what `?turn=` counts
+        "tiles_placed": state.turn,  # tiles standing (`?turn=` counts undone placements too)
+        "turns": pos.turns,  # placements in the log so far: the last `?turn=`
+        "undo": None if state.undo is None else state.undo.to_dict(),
         "tiles_left": state.bag_size,
         "discarded": list(state.discarded),
         "tiles": [
@@ -107,6 +109,7 @@ def scores_view(pos: Position) -> dict[str, Any]:
     totals = [0] * players
     points = [dict.fromkeys(CATEGORIES.values(), 0) for _ in range(players)]
     events: list[dict[str, Any]] = []
+    reverted: list[dict[str, Any]] = []
     result: dict[str, Any] | None = None
     for stored in pos.scores:
         payload = stored.payload
@@ -117,6 +120,11 @@ def scores_view(pos: Position) -> dict[str, Any]:
             events.append(
                 {"seq": stored.seq, **payload, "explanation": explain(payload, pos.names)}
             )
+        elif stored.type == SCORE_REVERTED:  # an undone placement's scoring taken back
+            for p, lost in enumerate(payload["reverted"]):
+                totals[p] -= lost
+                points[p][CATEGORIES[payload["kind"]]] -= lost
+            reverted.append({"seq": stored.seq, **payload})
         elif stored.type == GAME_SCORED:
             result = dict(payload)
     on_board = [0] * players
@@ -145,6 +153,7 @@ def scores_view(pos: Position) -> dict[str, Any]:
             for p in range(players)
         ],
         "events": events,
+        "reverted": reverted,
         "result": result,
     }
 

@@ -151,9 +151,10 @@ return {'ok', result, notify}
 
 def _deadline(events: Sequence[NewEvent]) -> str:
     """The turn deadline an append of moves leaves (the script's deadline argument): that of
-    its last draw ("-" for a draw without one), or "" (unchanged) when it draws nothing."""
+    its last draw or undo (which gives the turn back, docs/undo.md) ("-" for one without a
+    deadline), or "" (unchanged) when it does neither."""
     for event in reversed(events):
-        if event.type == "TileDrawn":
+        if event.type in ("TileDrawn", "TurnUndone"):
             deadline = event.payload.get("deadline_ms")
             return "-" if deadline is None else str(int(deadline))
     return ""

@@ -41,6 +41,12 @@ class OutOfTurnError(GameError):
     status = 409
 
 
+class UnknownRequestError(GameError):
+    """A request number this game never had (an undo request, docs/undo.md)."""
+
+    status = 404
+
+
 class RecordError(GameError):
     """A game record whose turn `index` is malformed or illegal (None: the record itself)."""
 

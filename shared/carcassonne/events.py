@@ -133,6 +133,53 @@ class TokenReissued:
     player: int
 
 
+@dataclass(frozen=True)
+class UndoRequested:
+    """`player` asked to take back their last placement (ruleset `undo`, docs/undo.md).
+
+    `request` numbers the game's undo requests from 1. `deadline_ms` (Unix ms, consent only)
+    is when an unanswered request counts as refused: data, not a clock of the engine's.
+    """
+
+    request: int
+    player: int
+    deadline_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class UndoAccepted:
+    """`player` agreed to undo request `request` (consent)."""
+
+    request: int
+    player: int
+
+
+@dataclass(frozen=True)
+class UndoRefused:
+    """`player` refused undo request `request`: the placement stands for good (consent)."""
+
+    request: int
+    player: int
+
+
+@dataclass(frozen=True)
+class TurnUndone:
+    """The placement `player` made last (this tile at x, y, rotation) is taken back: the game
+    is again as it was right before it, with the same tile in `player`'s hand. The draws
+    made since are put back in the bag in the same order, so the next draws are the same.
+    `deadline_ms`: the renewed turn's deadline with a turn limit (None: none)."""
+
+    request: int
+    player: int
+    tile: str
+    x: int
+    y: int
+    rotation: int
+    deadline_ms: int | None = None
+
+
+UNDO_EVENTS = (UndoRequested, UndoAccepted, UndoRefused, TurnUndone)
+
 Event = (
     GameStarted
     | TileDrawn
@@ -145,6 +192,10 @@ Event = (
     | PlayerResigned
     | GameAbandoned
     | TokenReissued
+    | UndoRequested
+    | UndoAccepted
+    | UndoRefused
+    | TurnUndone
 )
 
 
@@ -236,8 +287,39 @@ class AbandonGame:
     idle_ms: int
 
 
+@dataclass(frozen=True)
+class RequestUndo:
+    """Ask to take back one's last placement; `now_ms` is the caller's clock (an expired
+    earlier request is told apart from a pending one), `deadline_ms` the answer's deadline
+    (consent; None: no deadline, as in a record's replay)."""
+
+    player: int
+    now_ms: int | None = None
+    deadline_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class AnswerUndo:
+    """Accept or refuse undo request `request` (consent), at `now_ms` on the caller's clock
+    (None: no clock, as in a record's replay: no deadline is checked or set)."""
+
+    player: int
+    request: int
+    accept: bool
+    now_ms: int | None = None
+
+
 Command = (
-    StartGame | DrawTile | PlayTurn | DiscardTile | EndGame | TimeOutTurn | Resign | AbandonGame
+    StartGame
+    | DrawTile
+    | PlayTurn
+    | DiscardTile
+    | EndGame
+    | TimeOutTurn
+    | Resign
+    | AbandonGame
+    | RequestUndo
+    | AnswerUndo
 )
 
 # ---------------------------------------------------------------------- JSON forms
@@ -353,6 +435,8 @@ _SIMPLE: dict[str, type] = {
     "GameEnded": GameEnded, "TurnTimedOut": TurnTimedOut, "PlayerTimedOut": PlayerTimedOut,
     "PlayerResigned": PlayerResigned, "GameAbandoned": GameAbandoned,
     "TokenReissued": TokenReissued,
+    "UndoRequested": UndoRequested, "UndoAccepted": UndoAccepted, "UndoRefused": UndoRefused,
+    "TurnUndone": TurnUndone,
 }  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from .board import Pos
 from .errors import IllegalMoveError, MalformedError, OutOfTurnError
 from .events import (
     AbandonGame,
+    AnswerUndo,
     Command,
     DiscardTile,
     DrawTile,
@@ -25,6 +26,7 @@ from .events import (
     PlayerResigned,
     PlayerTimedOut,
     PlayTurn,
+    RequestUndo,
     Resign,
     StartGame,
     TileDiscarded,
@@ -39,6 +41,7 @@ from .ruleset import MAX_PLAYERS, MIN_PLAYERS
 from .state import DRAW, NEW, OVER, PLACE, GameState, river_turn
 from .tiles import FIELD, Meeple, Orientation, TileType
 from .tilesets import LAKE
+from .undo import answer_undo, request_undo
 
 Placement = tuple[int, int, int]  # x, y, rotation
 Action = tuple[int, int, int, Meeple | None]
@@ -220,6 +223,10 @@ def decide(state: GameState, command: Command) -> list[Event]:
             return _resign(state, command)
         case AbandonGame():
             return _abandon(state, command)
+        case RequestUndo():
+            return request_undo(state, command)
+        case AnswerUndo():
+            return answer_undo(state, command)
     raise MalformedError("unknown_command", f"unknown command {command!r}")
 
 

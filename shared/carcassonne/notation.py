@@ -1,7 +1,8 @@
 r"""A compact text notation for turns and whole records (as UCI and PGN are for chess).
 
 Turn: ``TILE ROTATION @ X , Y [: SPOT]``, e.g. ``Q1@0,-1``, ``I2@0,1:E`` (meeple in the city
-on the east edge), ``E2@-1,-1:NNW`` (farmer), ``B0@1,0:M`` (monk); a discard is ``C-``.
+on the east edge), ``E2@-1,-1:NNW`` (farmer), ``B0@1,0:M`` (monk); a discard is ``C-``;
+``undo`` takes back the placement before it (the same tile is then placed again).
 The spot's feature is read off the tile; where it would read otherwise (an illegal meeple
 in a record), it is spelt out: ``:road.N``.
 
@@ -11,7 +12,8 @@ Record: a header line, then the turns separated by white space; ``#`` starts a c
     Q1@0,-1 I2@0,1:E E2@-1,-1:NNW
 
 House rules that are on add header options: ``area=5x5`` (R10.5) and ``border=closes`` (its
-variant), ``hole=extra`` (R10.6), ``river=on`` (R9.1).
+variant), ``hole=extra`` (R10.6), ``river=on`` (R9.1), ``undo=consent`` or ``undo=free``
+(docs/undo.md).
 
 The header may end with the seats' names and the apps' player ids, in seat order, as the
 JSON record's ``names`` and ``player_ids`` (both optional; a header without them reads as
@@ -30,7 +32,7 @@ import re
 from typing import Any
 
 from .errors import MalformedError
-from .record import FORMAT, Record, Turn, seat_ids, seat_names
+from .record import FORMAT, UNDO, Record, Turn, seat_ids, seat_names
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS, Ruleset
 from .tiles import KINDS, MONASTERY, Meeple, TileType, parse_tile
 from .tilesets import RIVER_TILES, SPECS
@@ -61,6 +63,8 @@ _TIMEOUT = "!"  # `E!`: the E tile was drawn and not played in time
 
 def format_turn(turn: Turn) -> str:
     """A turn in the notation."""
+    if turn.undo:
+        return "undo"
     if turn.resign is not None:
         return f"{_RESIGN}{turn.resign}"
     if turn.timeout:
@@ -81,6 +85,8 @@ def format_turn(turn: Turn) -> str:
 def parse_turn(text: str) -> Turn:
     """Read a turn written by `format_turn`."""
     text = text.strip()
+    if text == "undo":
+        return UNDO
     if text.startswith(_RESIGN) and text[len(_RESIGN) :] in [str(s) for s in range(6)]:
         return Turn("", resign=int(text[len(_RESIGN) :]))
     if text.endswith(_TIMEOUT) and text[:-1].isalpha() and text[:-1].isupper():
@@ -136,6 +142,8 @@ def format_record(record: Record, per_line: int = 10) -> str:
         head.append(f"timeouts={rules.max_timeouts}")
     if record.abandoned:
         head.append("end=abandoned")
+    if rules.undo != "off":
+        head.append(f"undo={rules.undo}")
     if record.names is not None:
         head.append("names=" + _json_list(record.names))
     if record.player_ids is not None:
@@ -247,6 +255,7 @@ def parse_record(text: str) -> Record:
             turn_seconds=None if turn_seconds is None else int(turn_seconds),
             max_timeouts=int(options.pop("timeouts", "3")),
             hints=_ON_OFF[options.pop("hints", "off")],
+            undo=options.pop("undo", "off"),
         )
         abandoned = {"over": False, "abandoned": True}[options.pop("end", "over")]
         players = int(options.pop("players"))

@@ -1,19 +1,22 @@
 """Game records (`carcassonne-record/1`): the public interchange format.
 
 A record holds the ruleset, the player count, the start tile and the turns, each a placed
-tile (with an optional meeple) or a discard. Reading a record checks its shape; replaying
-it checks every turn against the rules and reports the first illegal one by index.
+tile (with an optional meeple), a discard, or an undo of the placement before it
+(``{"undo": true}``: granted, whatever the ruleset's undo mode asked; docs/undo.md).
+Reading a record checks its shape; replaying it checks every turn against the rules and
+reports the first illegal one by index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .errors import GameError, MalformedError, RecordError
+from .errors import GameError, IllegalMoveError, MalformedError, RecordError
 from .events import (
     AbandonGame,
+    AnswerUndo,
     DiscardTile,
     DrawTile,
     EndGame,
@@ -22,6 +25,7 @@ from .events import (
     GameStarted,
     PlayerResigned,
     PlayTurn,
+    RequestUndo,
     Resign,
     StartGame,
     TileDiscarded,
@@ -29,6 +33,7 @@ from .events import (
     TileReturned,
     TimeOutTurn,
     TurnTimedOut,
+    TurnUndone,
     meeple_from_dict,
     meeple_to_dict,
     with_seats,
@@ -37,8 +42,9 @@ from .explain import explain
 from .game import decide
 from .ruleset import Ruleset
 from .scoring import ranks
-from .state import OVER, GameState
+from .state import OVER, PLACE, GameState
 from .tiles import Meeple
+from .undo import undo_voters
 
 FORMAT = "carcassonne-record/1"
 MAX_TURNS = 1_000  # far more than any tile set holds; bounds the work a record can ask for
@@ -48,7 +54,9 @@ MAX_TURNS = 1_000  # far more than any tile set holds; bounds the work a record 
 class Turn:
     """One turn of a record: a tile placed (with an optional meeple), or discarded (R4.4);
     or, in a game with a turn limit, a drawn tile not played in time (`timeout`); or a seat
-    resigning (`resign`: the seat; no tile) — docs/lifecycle.md."""
+    resigning (`resign`: the seat; no tile) — docs/lifecycle.md; or the undo of the
+    placement before it (`undo`, no tile: the same player then places the same tile again,
+    docs/undo.md)."""
 
     tile: str
     x: int = 0
@@ -58,9 +66,12 @@ class Turn:
     discard: bool = False
     timeout: bool = False
     resign: int | None = None
+    undo: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The turn as JSON."""
+        if self.undo:
+            return {"undo": True}
         if self.resign is not None:
             return {"resign": self.resign}
         if self.timeout:
@@ -153,10 +164,17 @@ def _int(data: dict[str, Any], key: str, low: int, high: int) -> int:
     return value
 
 
+UNDO = Turn("", undo=True)
+
+
 def turn_from_dict(data: Any) -> Turn:
     """Read one turn (shape only; legality is checked on replay)."""
     if not isinstance(data, dict):
         raise MalformedError("bad_turn", "a turn must be an object")
+    if "undo" in data:
+        if data != {"undo": True}:
+            raise MalformedError("bad_turn", 'an undo turn is {"undo": true} and nothing else')
+        return UNDO
     if "resign" in data:
         if set(data) != {"resign"}:
             raise MalformedError("bad_turn", "a resign turn has only resign (the seat)")
@@ -267,10 +285,12 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
             if turn.resign is not None:
                 player = turn.resign
                 events = run(Resign(player))
+            elif turn.undo:
+                player, events = _undo(state, run)
             else:
                 # A record has no clock: its draws start at time 0, so a turn limit's deadline
                 # is `turn_seconds` after it, and a timed-out turn times out right then.
-                events = run(DrawTile(turn.tile, 0))
+                events = _drawn(state, turn, run)
                 if turn.timeout:
                     events += run(TimeOutTurn(player, state.deadline_ms or 0))
                 elif turn.discard:
@@ -282,6 +302,36 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
         yield Step(index, player, events)
     if state.phase != OVER:
         yield Step(None, None, run(AbandonGame(0) if record.abandoned else EndGame()))
+
+
+def _drawn(state: GameState, turn: Turn, run: Callable[[Any], list[Event]]) -> list[Event]:
+    """The draw of a turn's tile (at time 0: a record has no clock); after an undo none: the
+    same tile is in hand again, and the turn must name it."""
+    if state.phase != PLACE:
+        return run(DrawTile(turn.tile, 0))
+    if turn.tile != state.drawn:
+        raise IllegalMoveError(
+            "undo_same_tile",
+            f"after an undo the player places the same tile again ({state.drawn})",
+            "R3",
+            tile=state.drawn,
+        )
+    return []
+
+
+def _undo(state: GameState, run: Callable[[Any], list[Event]]) -> tuple[int, list[Event]]:
+    """A record's undo turn: the request by the player who placed last, and each other
+    player's consent when the ruleset asks for it (a record holds granted undos only). At
+    time 0 with no answer deadline, as the record's draws (a turn limit's renewed deadline
+    is then `turn_seconds`)."""
+    point = state.undo_point
+    player = point.current if point is not None else state.current
+    events = run(RequestUndo(player, 0))
+    if not any(isinstance(e, TurnUndone) for e in events):
+        request = events[0].request  # type: ignore[union-attr]
+        for voter in undo_voters(state, player):
+            events += run(AnswerUndo(voter, request, True, 0))
+    return player, events
 
 
 def record_events(record: Record) -> list[Event]:
@@ -347,6 +397,8 @@ def record_from_events(
                 turns.append(Turn("", resign=event.player))
             case GameAbandoned():
                 abandoned = True
+            case TurnUndone():
+                turns.append(UNDO)
     return Record(
         ruleset,
         players,

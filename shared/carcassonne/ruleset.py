@@ -11,6 +11,7 @@ from .tilesets import TILESETS, tile_set
 
 FARM_EDITIONS = ("3rd", "2nd", "1st")  # R7.3 (default), R7.4
 UNPLACEABLE = ("discard", "return")  # R4.4, R10.4
+UNDO_MODES = ("off", "consent", "free")  # R11-style table option: undoing one's last placement
 MIN_PLAYERS, MAX_PLAYERS = 2, 6  # R1.3
 MAX_TURN_SECONDS = 30 * 86_400  # a month: asynchronous play
 
@@ -34,6 +35,7 @@ class Ruleset:
     turn_seconds: int | None = None
     max_timeouts: int = 3
     hints: bool = False  # players may ask for a bot's suggested move (docs/bots.md)
+    undo: str = "off"  # "consent": the others must accept; "free": granted at once (undo.md)
 
     def __post_init__(self) -> None:
         if self.tileset not in TILESETS:
@@ -48,6 +50,8 @@ class Ruleset:
             raise MalformedError(
                 "unknown_unplaceable", "unplaceable must be 'discard' or 'return'", "R10.4"
             )
+        if self.undo not in UNDO_MODES:
+            raise MalformedError("unknown_undo", "undo must be 'off', 'consent' or 'free'")
         if self.meeples is not None and not (type(self.meeples) is int and 0 <= self.meeples <= 99):
             raise MalformedError("bad_meeples", "meeples must be an integer 0-99", "R1.3")
         if self.area is not None:
@@ -129,6 +133,8 @@ class Ruleset:
             out["max_timeouts"] = self.max_timeouts
         if self.hints:
             out["hints"] = True
+        if self.undo != "off":
+            out["undo"] = self.undo
         return out
 
     @classmethod
@@ -149,12 +155,13 @@ class Ruleset:
             "turn_seconds",
             "max_timeouts",
             "hints",
+            "undo",
         }
         extra = set(data) - known
         if extra:
             raise MalformedError("bad_ruleset", f"unknown ruleset keys: {sorted(extra)}")
         kwargs = {k: v for k, v in data.items() if k != "area"}
-        for key in ("tileset", "farm_scoring", "unplaceable"):
+        for key in ("tileset", "farm_scoring", "unplaceable", "undo"):
             if key in kwargs and not isinstance(kwargs[key], str):
                 raise MalformedError("bad_ruleset", f"{key} must be a string")
         area = data.get("area")

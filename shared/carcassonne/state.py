@@ -1,9 +1,11 @@
 """The state of one game and how each event changes it.
 
 Everything that affects a game lives here: the board (`board.py`), the bag, the drawn
-tile, whose turn it is, each player's supply and score, the meeples on the board and the
-score explanations derived so far. `GameState.apply` mutates a state its caller owns;
-`game.evolve` is the pure form (it applies to a copy).
+tile, whose turn it is, each player's supply and score, the meeples on the board, the
+score explanations derived so far, and — when the ruleset allows undo — the state right
+before the last placement and its undo request (`TurnUndone` puts that state back).
+`GameState.apply` mutates a state its caller owns; `game.evolve` is the pure form (it
+applies to a copy).
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from .events import (
     TileReturned,
     TokenReissued,
     TurnTimedOut,
+    TurnUndone,
+    UndoAccepted,
+    UndoRefused,
+    UndoRequested,
     meeple_to_dict,
 )
 from .geometry import DELTA
@@ -51,6 +57,27 @@ class MeepleOnBoard(NamedTuple):
     pos: Pos
     meeple: Meeple
     node: int
+
+
+class UndoRequest(NamedTuple):
+    """The undo request of the last placement: who asked, the deadline (Unix ms, consent;
+    None: none), who accepted so far, and who refused (None: nobody yet)."""
+
+    request: int
+    player: int
+    deadline_ms: int | None
+    accepted: tuple[int, ...] = ()
+    refused_by: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the views show it."""
+        return {
+            "request": self.request,
+            "player": self.player,
+            "deadline_ms": self.deadline_ms,
+            "accepted": list(self.accepted),
+            "refused_by": self.refused_by,
+        }
 
 
 class GameState:
@@ -83,6 +110,9 @@ class GameState:
         "tiles",
         "timeouts",
         "turn",
+        "undo",
+        "undo_point",
+        "undo_requests",
     )
 
     def __init__(self) -> None:
@@ -117,6 +147,13 @@ class GameState:
         self.timeouts: list[int] = []
         self.out: list[str | None] = []
         self.abandoned = False
+        # Undo (ruleset `undo` not "off"): the state right before the last placement while
+        # that placement may still be undone (until the next one, a refusal or the end). It
+        # is never changed: `TurnUndone` puts a copy of it back. Its own `undo_point` is None,
+        # so a game keeps one such copy, not a chain.
+        self.undo_point: GameState | None = None
+        self.undo: UndoRequest | None = None  # the last placement's undo request, if any
+        self.undo_requests = 0  # requests so far: the next one's number is this + 1
 
     def copy(self) -> GameState:
         """An independent copy (immutable parts shared)."""
@@ -192,6 +229,11 @@ class GameState:
         self.phase = PLACE
 
     def _placed(self, e: TilePlaced) -> None:
+        point = None
+        if self.ruleset.undo != "off":
+            point = self.copy()
+            point.undo_point, point.undo = None, None
+        self.undo_point, self.undo = point, None
         board = self.board
         tile = self.tiles.types[e.tile]
         pos = (e.x, e.y)
@@ -272,15 +314,18 @@ class GameState:
         self.phase = DRAW
 
     def _timed_out(self, e: TurnTimedOut) -> None:
+        self.undo_point = None  # the game moved on without a placement: no undo across it
         self._tile_back(e.tile)
         self.extra_turn = False  # an R10.6 extra turn not played is gone
         self.timeouts[e.player] += 1
         self.current = self.next_seat(e.player)
 
     def _player_timed_out(self, e: PlayerTimedOut) -> None:
+        self.undo_point = None
         self.out[e.player] = TIMED_OUT
 
     def _resigned(self, e: PlayerResigned) -> None:
+        self.undo_point = None  # an undo would bring the seat back: the placement stands
         self.out[e.player] = RESIGNED
         if e.player == self.current:
             if self.drawn is not None:
@@ -291,6 +336,7 @@ class GameState:
     def _abandoned(self, e: GameAbandoned) -> None:
         """The server ended the game: no final scoring (docs/lifecycle.md)."""
         self.abandoned = True
+        self.undo_point = None
         self.drawn = None
         self.deadline_ms = None
         self.phase = OVER
@@ -311,6 +357,32 @@ class GameState:
         self.drawn = None
         self.deadline_ms = None
         self.phase = OVER
+        self.undo_point = None  # a finished game's last placement stands (docs/undo.md)
+
+    def _undo_requested(self, e: UndoRequested) -> None:
+        self.undo = UndoRequest(e.request, e.player, e.deadline_ms)
+        self.undo_requests = e.request
+
+    def _undo_accepted(self, e: UndoAccepted) -> None:
+        if self.undo is not None:
+            self.undo = self.undo._replace(accepted=(*self.undo.accepted, e.player))
+
+    def _undo_refused(self, e: UndoRefused) -> None:
+        if self.undo is not None:
+            self.undo = self.undo._replace(refused_by=e.player)
+        self.undo_point = None  # the placement stands for good
+
+    def _undone(self, e: TurnUndone) -> None:
+        """Put back the state from right before the placement (a copy: the kept state may be
+        shared by other copies of this one). The draws made since go back in the bag with
+        their draw count, so the tiles come out of the bag again in the same order."""
+        assert self.undo_point is not None, "decide allows an undo only with an undo point"
+        before = self.undo_point.copy()
+        requests = self.undo_requests
+        for name in GameState.__slots__:
+            setattr(self, name, getattr(before, name))
+        self.undo_requests = requests  # request numbers never repeat
+        self.deadline_ms = e.deadline_ms  # the turn given back has a clock of its own
 
     # -- views --------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -340,6 +412,7 @@ class GameState:
             "timeouts": list(self.timeouts),
             "out": list(self.out),
             "abandoned": self.abandoned,
+            "undo": None if self.undo is None else self.undo.to_dict(),
         }
 
     def meeple_list(self) -> list[dict[str, Any]]:
@@ -362,4 +435,8 @@ _APPLY: dict[type, Callable[[GameState, Any], None]] = {
     PlayerResigned: GameState._resigned,
     GameAbandoned: GameState._abandoned,
     TokenReissued: lambda state, event: None,  # not a game fact: secrets live outside
+    UndoRequested: GameState._undo_requested,
+    UndoAccepted: GameState._undo_accepted,
+    UndoRefused: GameState._undo_refused,
+    TurnUndone: GameState._undone,
 }

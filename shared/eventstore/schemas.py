@@ -48,6 +48,7 @@ class RulesetSchema(_Strict):
     turn_seconds = fields.Integer(strict=True, validate=validate.Range(1, 30 * 86_400))
     max_timeouts = fields.Integer(strict=True, validate=validate.Range(1, 99))
     hints = fields.Boolean(truthy={True}, falsy={False})  # written when true (Ruleset.to_dict)
+    undo = fields.String(validate=validate.OneOf(["off", "consent", "free"]))  # docs/undo.md
 
 
 class MeepleSchema(_Strict):
@@ -129,6 +130,35 @@ class GameAbandonedV1(_Strict):
     idle_ms = fields.Integer(required=True, strict=True, validate=validate.Range(0))
 
 
+_SEAT = validate.Range(0, 5)
+_REQUEST = validate.Range(1, 1_000_000)
+
+
+class UndoRequestedV1(_Strict):
+    request = fields.Integer(required=True, strict=True, validate=_REQUEST)
+    player = fields.Integer(required=True, strict=True, validate=_SEAT)
+    deadline_ms = fields.Integer(required=True, strict=True, allow_none=True)
+
+
+class UndoAnsweredV1(_Strict):
+    """UndoAccepted and UndoRefused: who answered which request."""
+
+    request = fields.Integer(required=True, strict=True, validate=_REQUEST)
+    player = fields.Integer(required=True, strict=True, validate=_SEAT)
+
+
+class TurnUndoneV1(_Strict):
+    """The placement taken back (the game is again as it was right before it)."""
+
+    request = fields.Integer(required=True, strict=True, validate=_REQUEST)
+    player = fields.Integer(required=True, strict=True, validate=_SEAT)
+    tile = fields.String(required=True, validate=validate.Length(1, 8))
+    x = fields.Integer(required=True, strict=True, validate=COORD)
+    y = fields.Integer(required=True, strict=True, validate=COORD)
+    rotation = fields.Integer(required=True, strict=True, validate=validate.Range(0, 3))
+    deadline_ms = fields.Integer(required=True, strict=True, allow_none=True)
+
+
 class AnyPayload(FastLoadSchema):
     """Score events carry the engine's explanations; checked for being an object only."""
 
@@ -150,6 +180,10 @@ SCHEMAS: dict[tuple[str, int], Schema] = {
     ("PlayerResigned", 1): PlayerV1(),
     ("GameAbandoned", 1): GameAbandonedV1(),
     ("TokenReissued", 1): PlayerV1(),
+    ("UndoRequested", 1): UndoRequestedV1(),
+    ("UndoAccepted", 1): UndoAnsweredV1(),
+    ("UndoRefused", 1): UndoAnsweredV1(),
+    ("TurnUndone", 1): TurnUndoneV1(),
 }
 
 CURRENT: dict[str, int] = {}

@@ -5,6 +5,12 @@ One `FeatureScored` per scored feature (during play, R6; and at the end, R7.2-R7
 naming the move (sequence in the move stream) that caused it, then one `GameScored` with
 the final totals, ranks and winners (R7.5) after the move that ended the game.
 
+An undone placement (`TurnUndone`, docs/undo.md) that had completed features gets one
+`ScoreReverted` per feature it had scored, newest first, each naming the `TurnUndone` as its
+`move`: the points taken back per seat (`reverted`), the meeples that scoring had sent home
+and that now stand on the board again (`restored`), and the running totals after it. Nothing
+in the stream is deleted: a total is the sum of the awards minus the reversions.
+
 Everything here is a pure function of the moves: the worker, the tests and anyone replaying
 a game compute the same score stream from the same move stream.
 """
@@ -16,14 +22,14 @@ from typing import Any
 
 from marshmallow import RAISE, fields, validate
 
-from carcassonne.scoring import ranks
+from carcassonne.scoring import ScoreEvent, ranks
 from carcassonne.state import GameState
 
 from .envelope import NewEvent, StoredEvent
 from .fastload import FastLoadSchema
 from .schemas import register, to_engine, validate_payload
 
-FEATURE_SCORED, GAME_SCORED = "FeatureScored", "GameScored"
+FEATURE_SCORED, GAME_SCORED, SCORE_REVERTED = "FeatureScored", "GameScored", "ScoreReverted"
 
 _PLAYER_INTS = fields.List(fields.Integer(strict=True), validate=validate.Length(2, 6))
 _POS = fields.List(fields.Integer(strict=True), validate=validate.Length(2, 2))
@@ -67,7 +73,25 @@ class GameScoredV1(FastLoadSchema):
     winners = fields.List(fields.Integer(strict=True), required=True)
 
 
+class ScoreRevertedV1(FastLoadSchema):
+    """A feature's scoring taken back because the placement that completed it was undone."""
+
+    class Meta:
+        unknown = RAISE
+
+    move = fields.Integer(required=True, strict=True, validate=validate.Range(1))
+    request = fields.Integer(required=True, strict=True, validate=validate.Range(1))
+    kind = fields.String(required=True, validate=validate.OneOf(["road", "city", "monastery"]))
+    turn = fields.Integer(required=True, strict=True, validate=validate.Range(0))
+    tiles = fields.List(_POS, required=True)
+    points = fields.Integer(required=True, strict=True, validate=validate.Range(0))
+    reverted = _PLAYER_INTS
+    restored = _PLAYER_INTS
+    totals = _PLAYER_INTS
+
+
 register(FEATURE_SCORED, 1, FeatureScoredV1())
+register(SCORE_REVERTED, 1, ScoreRevertedV1())
 register(GAME_SCORED, 1, GameScoredV1())
 
 
@@ -78,9 +102,12 @@ def score_events(state: GameState, moves: Iterable[StoredEvent]) -> list[NewEven
     """
     out: list[NewEvent] = []
     for stored in moves:
-        before = len(state.log)
+        log, before = state.log, len(state.log)
         totals = list(state.scores)
         state.apply(to_engine(stored))
+        if stored.type == "TurnUndone":
+            out += _reverted(stored, log[len(state.log) : before], totals)
+            continue
         for scored in state.log[before:]:
             totals = [t + a for t, a in zip(totals, scored.awarded, strict=True)]
             payload: dict[str, Any] = {"move": stored.seq, **scored.to_dict(), "totals": totals}
@@ -95,6 +122,27 @@ def score_events(state: GameState, moves: Iterable[StoredEvent]) -> list[NewEven
                 "winners": list(winners),
             }
             out.append(_new(GAME_SCORED, payload))
+    return out
+
+
+def _reverted(stored: StoredEvent, undone: list[ScoreEvent], totals: list[int]) -> list[NewEvent]:
+    """The `ScoreReverted` events of an undo: `undone` are the scorings the undone placement
+    caused (the log of the state before the undo minus that of the state after it)."""
+    out = []
+    for scored in reversed(undone):
+        totals = [t - a for t, a in zip(totals, scored.awarded, strict=True)]
+        payload: dict[str, Any] = {
+            "move": stored.seq,
+            "request": stored.payload["request"],
+            "kind": scored.kind,
+            "turn": scored.turn,
+            "tiles": [list(t) for t in scored.tiles],
+            "points": scored.points,
+            "reverted": list(scored.awarded),
+            "restored": list(scored.returned or [0] * len(totals)),
+            "totals": totals,
+        }
+        out.append(_new(SCORE_REVERTED, payload))
     return out
 
 

@@ -26,7 +26,7 @@ export class Turns {
     this.base = gamePath(gameId);
     this.pending = new Map(); // key(turn) -> Promise<frame>
     this.ready = new Map(); // key(turn) -> frame
-    this.latest = 0; // tiles placed in the game as last seen
+    this.latest = 0; // turns (placements, undone ones too) in the game as last seen
     this.over = false;
     this.generation = 0; // bumped when changing frames are forgotten
     this.open = false; // pictures with the open features outlined (board.svg?open=1)
@@ -39,7 +39,7 @@ export class Turns {
   /** The latest position: how many turns the game has and whether it is over. */
   async refreshLatest() {
     const board = await getJSON(`${this.base}/board`);
-    this.latest = board.tiles_placed;
+    this.latest = board.turns; // placements in the log, undone ones too (docs/undo.md)
     this.over = board.over;
     return board;
   }

@@ -1,0 +1,388 @@
+"""Undo as a compensating event (docs/undo.md): the engine's decisions, the command service on
+its in-memory adapters, the score stream's `ScoreReverted`, records and notation, and the
+property that a game with undos ends as the same game without the undone placements."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carcassonne.errors import GameError
+from carcassonne.events import (
+    AnswerUndo,
+    RequestUndo,
+    TurnUndone,
+    UndoAccepted,
+    UndoRefused,
+    UndoRequested,
+    event_from_dict,
+    event_to_dict,
+    meeple_from_dict,
+)
+from carcassonne.game import actions, fold
+from carcassonne.notation import format_record, parse_record
+from carcassonne.record import Record, load_record, record_events, record_from_events, replay
+from carcassonne.ruleset import Ruleset
+from eventstore.envelope import MOVES, SCORES
+from eventstore.port import InMemoryEventStore
+from eventstore.schemas import to_engine, to_new, validate_payload
+from eventstore.score_stream import FEATURE_SCORED, SCORE_REVERTED
+from services.command.records import replay_record, score_body
+from services.command.service import GameService, MemorySecrets
+from services.scoring.scorer import Scorer
+from tests.undo_games import CityJoin, city_join
+
+NOW = 1_800_000_000_000
+
+
+def service_at(clock_ms: list[int]) -> tuple[GameService, InMemoryEventStore]:
+    store = InMemoryEventStore()
+    service = GameService(store, MemorySecrets(), undo_seconds=30, clock=lambda: clock_ms[0] / 1000)
+    return service, store
+
+
+def play(service: GameService, game_id: str, token: str, move: dict[str, Any]) -> None:
+    service.play_turn(
+        game_id,
+        token,
+        move["x"],
+        move["y"],
+        move["rotation"],
+        meeple_from_dict(move["meeple"]),
+    )
+
+
+def up_to_goal(
+    mode: str, clock: list[int]
+) -> tuple[GameService, InMemoryEventStore, str, dict[int, str], CityJoin]:
+    """A game (ruleset undo `mode`) right before its two-meeple city join."""
+    join = city_join(Ruleset(undo=mode))
+    service, store = service_at(clock)
+    game_id, seats = service.create_game(["Ann", "Bob"], Ruleset(undo=mode), [0, 1], seed=join.seed)
+    tokens = {s["seat"]: s["token"] for s in seats}
+    for move in join.moves:
+        play(service, game_id, tokens[service.load(game_id).state.current], move)
+    return service, store, game_id, tokens, join
+
+
+def code(exc: pytest.ExceptionInfo[GameError]) -> tuple[str, int]:
+    return exc.value.code, exc.value.status
+
+
+# -- the engine and the command service ------------------------------------------------
+
+
+def test_free_undo_restores_the_state_before_the_placement_and_keeps_the_draw_order() -> None:
+    """The undone placement completed a city with a meeple of each player (12 points each):
+    after the undo the state is the one before it exactly (meeples back on the board, scores
+    back), the same player holds the same tile, and placing it the same way again draws the
+    same next tile as before: an undo reveals and changes nothing of the bag."""
+    clock = [NOW]
+    service, store, game_id, tokens, join = up_to_goal("free", clock)
+    before = service.load(game_id).state.snapshot()
+    placer = before["current"]
+    play(service, game_id, tokens[placer], join.goal)
+    placed = service.load(game_id).state
+    assert [placed.scores[p] - before["scores"][p] for p in (0, 1)] == [join.points] * 2
+    assert len(placed.meeples) == len(before["meeples"]) - 2  # both went home (R6.6)
+    next_tile = placed.drawn
+
+    result = service.request_undo(game_id, tokens[placer])
+    assert [e.type for e in result.events] == ["UndoRequested", "TurnUndone"]
+    undone = service.load(game_id).state
+    assert undone.snapshot() == before
+    assert fold(to_engine(e) for e in store.read(game_id, MOVES)).snapshot() == before
+
+    play(service, game_id, tokens[placer], join.goal)  # the same placement again
+    assert service.load(game_id).state.drawn == next_tile
+    assert service.load(game_id).state.snapshot() == placed.snapshot()
+
+
+def test_consent_undo_needs_every_other_player_and_refusal_is_final() -> None:
+    clock = [NOW]
+    service, store, game_id, tokens, join = up_to_goal("consent", clock)
+    placer = service.load(game_id).state.current
+    other = 1 - placer
+    before = service.load(game_id).state.snapshot()
+    play(service, game_id, tokens[placer], join.goal)
+    with pytest.raises(GameError) as info:
+        service.request_undo(game_id, tokens[other])
+    assert code(info) == ("undo_not_allowed", 409)  # not their placement
+
+    asked = service.request_undo(game_id, tokens[placer])
+    (requested,) = [to_engine(e) for e in asked.events]
+    assert requested == UndoRequested(1, placer, NOW + 30_000)
+    with pytest.raises(GameError) as info:
+        service.request_undo(game_id, tokens[placer])
+    assert code(info) == ("undo_pending", 409)
+    with pytest.raises(GameError) as info:
+        service.answer_undo(game_id, tokens[placer], 1, True)
+    assert code(info) == ("own_undo_request", 409)
+    with pytest.raises(GameError) as info:
+        service.answer_undo(game_id, tokens[other], 7, True)
+    assert code(info) == ("no_such_request", 404)
+    seq = store.last_seq(game_id, MOVES)
+
+    refused = service.answer_undo(game_id, tokens[other], 1, False)
+    assert [to_engine(e) for e in refused.events] == [UndoRefused(1, other)]
+    for attempt in (
+        lambda: service.answer_undo(game_id, tokens[other], 1, True),
+        lambda: service.request_undo(game_id, tokens[placer]),
+    ):
+        with pytest.raises(GameError) as info:
+            attempt()
+        assert info.value.code in ("undo_closed", "undo_not_allowed")
+    assert store.last_seq(game_id, MOVES) == seq + 1  # only the refusal was appended
+    assert service.load(game_id).state.snapshot()["tiles"] != before["tiles"]
+
+
+def test_consent_accepted_undoes_and_a_late_answer_is_refused() -> None:
+    clock = [NOW]
+    service, _, game_id, tokens, join = up_to_goal("consent", clock)
+    placer = service.load(game_id).state.current
+    before = service.load(game_id).state.snapshot()
+    play(service, game_id, tokens[placer], join.goal)
+    service.request_undo(game_id, tokens[placer])
+    accepted = service.answer_undo(game_id, tokens[1 - placer], 1, True)
+    assert [e.type for e in accepted.events] == ["UndoAccepted", "TurnUndone"]
+    assert service.load(game_id).state.snapshot() == before
+
+    play(service, game_id, tokens[placer], join.goal)
+    service.request_undo(game_id, tokens[placer])  # request 2
+    clock[0] += 30_001  # past its deadline: refused by implication, no event needed
+    with pytest.raises(GameError) as info:
+        service.answer_undo(game_id, tokens[1 - placer], 2, True)
+    assert code(info) == ("undo_expired", 409)
+    with pytest.raises(GameError) as info:
+        service.request_undo(game_id, tokens[placer])
+    assert code(info) == ("undo_not_allowed", 409)
+
+
+def test_undo_is_refused_once_the_next_player_placed_and_when_the_ruleset_is_off() -> None:
+    clock = [NOW]
+    service, _, game_id, tokens, join = up_to_goal("free", clock)
+    placer = service.load(game_id).state.current
+    play(service, game_id, tokens[placer], join.goal)
+    state = service.load(game_id).state
+    x, y, rotation, _ = actions(state)[0]
+    service.play_turn(game_id, tokens[state.current], x, y, rotation, None)
+    with pytest.raises(GameError) as info:
+        service.request_undo(game_id, tokens[placer])
+    assert code(info) == ("undo_not_allowed", 409)
+
+    plain, _ = service_at(clock)
+    game_id, seats = plain.create_game(["Ann", "Bob"], Ruleset(), [0, 1])
+    state = plain.load(game_id).state
+    x, y, rotation, _ = actions(state)[0]
+    plain.play_turn(game_id, seats[0]["token"], x, y, rotation, None)
+    with pytest.raises(GameError) as info:
+        plain.request_undo(game_id, seats[0]["token"])
+    assert code(info) == ("undo_disabled", 422)
+    with pytest.raises(GameError) as info:
+        plain.request_undo(game_id, "not-a-token")
+    assert code(info) == ("bad_token", 403)
+
+
+def test_undo_events_round_trip_through_their_stored_schemas() -> None:
+    for event in (
+        UndoRequested(3, 1, NOW),
+        UndoRequested(1, 0, None),
+        UndoAccepted(3, 0),
+        UndoRefused(3, 2),
+        TurnUndone(3, 1, "V", -2, 4, 3),
+    ):
+        new = to_new(event)
+        validate_payload(new.type, new.version, new.payload)
+        assert event_from_dict(event_to_dict(event)) == event
+    with pytest.raises(GameError):
+        Ruleset(undo="sometimes")
+
+
+def test_a_request_number_is_checked_before_anything_else() -> None:
+    """AnswerUndo with a request this game never had: 404 no_such_request, from the engine."""
+    clock = [NOW]
+    service, _, game_id, tokens, _ = up_to_goal("consent", clock)
+    with pytest.raises(GameError) as info:
+        service.answer_undo(game_id, tokens[0], 1, True)
+    assert code(info) == ("no_such_request", 404)
+    state = service.load(game_id).state
+    from carcassonne.game import decide
+
+    with pytest.raises(GameError):
+        decide(state, AnswerUndo(0, 0, True))
+    with pytest.raises(GameError):
+        decide(state, RequestUndo(9))
+
+
+# -- the score stream ------------------------------------------------------------------
+
+
+def test_the_worker_reverts_exactly_the_undone_scoring_and_restores_the_meeples() -> None:
+    clock = [NOW]
+    service, store, game_id, tokens, join = up_to_goal("free", clock)
+    placer = service.load(game_id).state.current
+    Scorer(store).catch_up(game_id)
+    totals_before = list(service.load(game_id).state.scores)
+    play(service, game_id, tokens[placer], join.goal)
+    Scorer(store).catch_up(game_id)
+    (scored,) = [e for e in store.read(game_id, SCORES) if e.payload["move"] > 0][-1:]
+    assert scored.type == FEATURE_SCORED and scored.payload["meeples"] == [1, 1]
+    service.request_undo(game_id, tokens[placer])
+    Scorer(store).catch_up(game_id)
+    reverted = store.read(game_id, SCORES)[-1]
+    assert reverted.type == SCORE_REVERTED
+    assert reverted.payload["reverted"] == scored.payload["awarded"] == [join.points] * 2
+    assert reverted.payload["restored"] == [1, 1]
+    assert reverted.payload["totals"] == totals_before
+    assert reverted.payload["move"] == store.last_seq(game_id, MOVES)
+
+
+# -- records ---------------------------------------------------------------------------
+
+
+def test_records_keep_undos_in_json_and_notation_and_replay_them() -> None:
+    clock = [NOW]
+    service, store, game_id, tokens, join = up_to_goal("consent", clock)
+    placer = service.load(game_id).state.current
+    play(service, game_id, tokens[placer], join.goal)
+    service.request_undo(game_id, tokens[placer])
+    service.answer_undo(game_id, tokens[1 - placer], 1, True)
+    state = service.load(game_id).state
+    alternative = next(
+        a for a in actions(state) if (a[0], a[1]) != (join.goal["x"], join.goal["y"])
+    )
+    service.play_turn(game_id, tokens[placer], *alternative[:3], None)
+    events = [to_engine(e) for e in store.read(game_id, MOVES)]
+    record = record_from_events(events)
+    assert sum(t.undo for t in record.turns) == 1
+    assert record.turns[-2].undo and record.turns[-3].tile == record.turns[-1].tile
+    assert load_record(record.to_dict()) == record
+    assert parse_record(format_record(record)) == record
+    assert " undo " in format_record(record).replace("\n", " ")
+    final = replay(record)
+    assert final.board.tiles.keys() == state.board.tiles.keys() | {alternative[:2]}
+    replayed = replay_record(record)
+    undo_step = [t for t in replayed.timeline if t["action"] == "undone"]
+    assert len(undo_step) == 1 and undo_step[0]["tile"] == record.turns[-1].tile
+    body = score_body(replayed)
+    assert body["final_scores"] == final.scores
+
+
+def test_a_record_refuses_an_undo_its_ruleset_does_not_allow_or_a_different_tile() -> None:
+    base = {"format": "carcassonne-record/1", "players": 2}
+    turns = [{"tile": "V", "x": 0, "y": 1, "rotation": 0, "meeple": None}, {"undo": True}]
+    with pytest.raises(GameError) as info:
+        record_events(load_record({**base, "turns": turns}))
+    assert info.value.code == "undo_disabled" and info.value.details["index"] == 1
+    free = {**base, "ruleset": {"tileset": "base", "farmers": True, "farm_scoring": "3rd",
+                                "incomplete_score": True, "undo": "free"}}  # fmt: skip
+    again = [*turns, {"tile": "E", "x": 0, "y": 1, "rotation": 0, "meeple": None}]
+    with pytest.raises(GameError) as info:
+        record_events(load_record({**free, "turns": again}))
+    assert info.value.code == "undo_same_tile"
+    with pytest.raises(GameError):
+        load_record({**free, "turns": [{"undo": True, "tile": "V"}]})
+    ok = load_record({**free, "turns": [*turns, turns[0]]})
+    assert replay(ok).turn == 1
+
+
+# -- the property ----------------------------------------------------------------------
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), rate=st.sampled_from([0.15, 0.4]), players=st.integers(2, 4))
+def test_a_game_with_undos_ends_as_the_game_without_the_undone_placements(
+    seed: int, rate: float, players: int
+) -> None:
+    """Random games through the command service with random free undos: the final state is
+    the one of the same seed played without the undone placements, the cached state equals
+    a fresh fold of the log, and the score stream's running totals end at the final scores."""
+    rng = random.Random(seed)
+    clock = [NOW]
+    names = ["Ann", "Bob", "Cy", "Di"][:players]
+    rules = Ruleset(undo="free")
+    service, store = service_at(clock)
+    game_id, seats = service.create_game(names, rules, list(range(players)), seed=str(seed))
+    tokens = {s["seat"]: s["token"] for s in seats}
+    kept: list[tuple[int, int, int, Any]] = []
+    while not (state := service.load(game_id).state).over and len(kept) < 40:
+        player = state.current  # the cached state changes in place as turns are played
+        action = rng.choice(actions(state))
+        service.play_turn(game_id, tokens[player], *action)
+        if rng.random() < rate and not service.load(game_id).state.over:
+            service.request_undo(game_id, tokens[player])
+            action = rng.choice(actions(service.load(game_id).state))
+            service.play_turn(game_id, tokens[player], *action)
+        kept.append(action)
+    final = service.load(game_id).state
+    assert fold(to_engine(e) for e in store.read(game_id, MOVES)).snapshot() == final.snapshot()
+
+    plain, _ = service_at(clock)
+    other, seats2 = plain.create_game(names, rules, list(range(players)), seed=str(seed))
+    tokens2 = {s["seat"]: s["token"] for s in seats2}
+    for action in kept:
+        plain.play_turn(other, tokens2[plain.load(other).state.current], *action)
+    assert plain.load(other).state.snapshot() == final.snapshot()
+
+    Scorer(store, batch=7).catch_up(game_id)
+    totals = [0] * players
+    for event in store.read(game_id, SCORES):
+        if event.type in (FEATURE_SCORED, SCORE_REVERTED):
+            totals = event.payload["totals"]
+    assert totals == final.scores
+
+
+def test_a_record_of_a_game_with_undos_replays_to_its_final_state() -> None:
+    rng = random.Random(5)
+    clock = [NOW]
+    service, store = service_at(clock)
+    game_id, seats = service.create_game(["Ann", "Bob"], Ruleset(undo="consent"), [0, 1])
+    tokens = {s["seat"]: s["token"] for s in seats}
+    while not (state := service.load(game_id).state).over and state.turn < 30:
+        player = state.current
+        service.play_turn(game_id, tokens[player], *rng.choice(actions(state)))
+        if rng.random() < 0.3:
+            result = service.request_undo(game_id, tokens[player])
+            request = result.events[0].payload["request"]
+            service.answer_undo(game_id, tokens[1 - player], request, rng.random() < 0.7)
+    events = [to_engine(e) for e in store.read(game_id, MOVES)]
+    record: Record = record_from_events(events)
+    assert replay(record).snapshot()["tiles"] == service.load(game_id).state.snapshot()["tiles"]
+
+
+# -- with the lifecycle (docs/lifecycle.md) --------------------------------------------
+
+
+def test_an_undo_gives_the_turn_back_with_a_fresh_deadline_and_stops_at_a_resignation() -> None:
+    """With a turn limit the turn given back has its own deadline (from the undo's clock, in
+    TurnUndone: the timer's index follows it); a resignation after the placement ends the
+    undo window (undoing would bring the seat back); the consent of a seat that is out is
+    not asked."""
+    clock = [NOW]
+    service, store = service_at(clock)
+    rules = Ruleset(undo="consent", turn_seconds=60)
+    game_id, seats = service.create_game(["Ann", "Bob", "Cy"], rules, [0, 1, 2])
+    tokens = {s["seat"]: s["token"] for s in seats}
+    state = service.load(game_id).state
+    service.play_turn(game_id, tokens[0], *actions(state)[0][:3], None)
+    service.resign(game_id, tokens[2])  # Cy leaves: only Bob's consent is needed
+    with pytest.raises(GameError) as info:
+        service.request_undo(game_id, tokens[0])
+    assert code(info) == ("undo_not_allowed", 409)  # the resignation closed the window
+
+    state = service.load(game_id).state
+    player = state.current
+    service.play_turn(game_id, tokens[player], *actions(state)[0][:3], None)
+    clock[0] += 5_000
+    service.request_undo(game_id, tokens[player])
+    voter = service.load(game_id).state.still_in
+    (other,) = [p for p in voter if p != player]
+    done = service.answer_undo(game_id, tokens[other], 1, True)
+    undone = to_engine(done.events[-1])
+    assert isinstance(undone, TurnUndone) and undone.deadline_ms == NOW + 5_000 + 60_000
+    assert service.load(game_id).state.deadline_ms == undone.deadline_ms
+    assert fold(to_engine(e) for e in store.read(game_id, MOVES)).deadline_ms == undone.deadline_ms
