@@ -48,6 +48,11 @@ PUBLIC_STATE = frozenset(
         "tiles",
         "timeouts",
         "turn",
+        # Undo (docs/undo.md): the request, and the state right before the last placement —
+        # a position every player saw, bag as counts: nothing of the draw order.
+        "undo",
+        "undo_point",
+        "undo_requests",
     }
 )
 
