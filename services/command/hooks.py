@@ -36,7 +36,7 @@ from .service import NotFound
 DISPATCH_TASK = "webhooks.dispatch"
 MAX_HOOKS_PER_GAME = 10  # every score event is sent to each: this bounds the fan-out
 SECRET_LENGTH = (16, 256)
-EVENTS = ("FeatureScored", "GameScored")
+EVENTS = ("FeatureScored", "ScoreReverted", "GameScored")  # every score event (docs/undo.md)
 # KEYS: the game's webhooks hash[, its shard's hooks-due index]. ARGV: hook id, config JSON,
 # the hook's index member, now (ms). The new hook has the game's score events so far to
 # dispatch: due now, in the same step (the sweep sends the dispatch if ours is lost).

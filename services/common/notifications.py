@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 # turn_started: a seat must play (seat, player_id, tile, deadline_ms); move_made: a tile was
-# placed or discarded; score: a feature scored (FeatureScored); game_over: final scoring
+# placed or discarded, or a placement undone; score: a feature scored (FeatureScored) or an
+# undone placement's scoring taken back (ScoreReverted); game_over: final scoring
 # (GameScored); player_out: a seat left the game (resigned, or out after timeouts).
 KINDS = ("turn_started", "move_made", "score", "game_over", "player_out")
 MAX_SUBSCRIPTIONS = 10  # per API key: every event of its games is sent to each

@@ -522,7 +522,7 @@ WEBHOOK: dict[str, Any] = {
     "hook_id": "h_b19a5c6325dd2129",
     "game_id": "ef0ab9789b8f034882fd9142e91879d5",
     "url": "https://hooks.example.com/carcassonne",
-    "events": ["FeatureScored", "GameScored"],
+    "events": ["FeatureScored", "ScoreReverted", "GameScored"],
     "backlog": 1,
     "created_ms": 1795459617994,
     "deliveries": "/games/ef0ab9789b8f034882fd9142e91879d5/webhooks/h_b19a5c6325dd2129/deliveries",

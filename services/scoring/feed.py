@@ -4,16 +4,18 @@ list of items in the game's order (pure: no Redis, no clock).
 The move stream is folded with the engine (the same `GameState` the worker and the views
 fold), so an item says who is to play after each move. For move seq M, in this order:
 
-- ``move_made``: a tile was placed or discarded (`TilePlaced`, `TileDiscarded`): the seat,
-  its player id and the event's payload;
+- ``move_made``: a tile was placed or discarded (`TilePlaced`, `TileDiscarded`), or a
+  placement was taken back (`TurnUndone`, docs/undo.md): the seat, its player id and the
+  event's payload;
 - ``score`` / ``game_over``: the score events the worker appended for M (`FeatureScored`,
-  `GameScored`), each with its score seq;
+  `ScoreReverted` after an undo, `GameScored`), each with its score seq;
 - ``player_out``: a seat left the game (the events in `OUT_EVENTS`);
 - ``game_over`` also for a game the server ended as abandoned (`GameAbandoned`: no final
   scoring, so no `GameScored`): ``{"reason": "abandoned", "scores", "winners": []}``;
 - ``turn_started``: a tile was drawn for a seat (`TileDrawn`): the seat, its player id, the
   tile and the turn's deadline (`deadline_ms`, null when the game has no turn limit). After a
-  discard the same seat draws again: a new ``turn_started`` with the new tile.
+  discard the same seat draws again: a new ``turn_started`` with the new tile. After an undo
+  (`TurnUndone`) the seat that placed has its turn again: ``turn_started`` with its tile.
 
 Items are ordered by move seq (then as listed), so a receiver that gets them in order sees
 the game as it was played.
@@ -29,13 +31,14 @@ from carcassonne.events import GameStarted
 from carcassonne.state import GameState
 from eventstore.envelope import StoredEvent
 from eventstore.schemas import to_engine
-from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED
+from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, SCORE_REVERTED
 
-MOVES_MADE = ("TilePlaced", "TileDiscarded")
+UNDONE = "TurnUndone"
+MOVES_MADE = ("TilePlaced", "TileDiscarded", UNDONE)
 # Events by which a seat leaves the game, with the reason the item gives.
 OUT_EVENTS = {"PlayerResigned": "resigned", "PlayerTimedOut": "timed_out"}
 ABANDONED = "GameAbandoned"  # ended by the server with no final scoring: no GameScored
-SCORE_KINDS = {FEATURE_SCORED: "score", GAME_SCORED: "game_over"}
+SCORE_KINDS = {FEATURE_SCORED: "score", SCORE_REVERTED: "score", GAME_SCORED: "game_over"}
 
 
 def _seat(ids: tuple[str | None, ...], index: int) -> dict[str, Any]:
@@ -105,7 +108,7 @@ def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> l
         if stored.type == ABANDONED:
             ended = {"reason": "abandoned", "scores": list(state.scores), "winners": []}
             items.append(Item("game_over", seq, at, ended))
-        if stored.type == "TileDrawn" and not state.over:
+        if stored.type in ("TileDrawn", UNDONE) and not state.over:
             data = {**_seat(ids, state.current), "tile": state.drawn,
                     "deadline_ms": state.deadline_ms}  # fmt: skip
             items.append(Item("turn_started", seq, at, data))

@@ -386,3 +386,27 @@ def test_an_undo_gives_the_turn_back_with_a_fresh_deadline_and_stops_at_a_resign
     assert isinstance(undone, TurnUndone) and undone.deadline_ms == NOW + 5_000 + 60_000
     assert service.load(game_id).state.deadline_ms == undone.deadline_ms
     assert fold(to_engine(e) for e in store.read(game_id, MOVES)).deadline_ms == undone.deadline_ms
+
+
+def test_the_notification_feed_tells_of_the_undo_the_reverted_score_and_the_turn_given_back() -> (
+    None
+):
+    """Subscriptions (services/scoring/feed.py): the undo is a move_made (TurnUndone), the
+    reverted scoring a `score` item (ScoreReverted), and the seat that placed gets a new
+    turn_started with the same tile."""
+    from services.scoring.feed import feed_items
+
+    clock = [NOW]
+    service, store, game_id, tokens, join = up_to_goal("free", clock)
+    placer = service.load(game_id).state.current
+    play(service, game_id, tokens[placer], join.goal)
+    tile = service.load(game_id).state.undo_point.drawn  # type: ignore[union-attr]
+    service.request_undo(game_id, tokens[placer])
+    Scorer(store).catch_up(game_id)
+    items = feed_items(store.read(game_id, MOVES), store.read(game_id, SCORES))
+    undone_seq = store.last_seq(game_id, MOVES)
+    last = [i for i in items if i.seq == undone_seq]
+    assert [i.kind for i in last] == ["move_made", "score", "turn_started"]
+    assert last[0].data["event"] == "TurnUndone" and last[0].data["seat"] == placer
+    assert last[1].data["reverted"] == [join.points] * 2
+    assert (last[2].data["seat"], last[2].data["tile"]) == (placer, tile)
