@@ -21,6 +21,7 @@ from carcassonne.ruleset import Ruleset
 from eventstore.envelope import MOVES, SCORES
 from eventstore.schemas import to_engine
 from eventstore.score_stream import FEATURE_SCORED, SCORE_REVERTED
+from services.command.apikeys import ApiKeys
 from services.command.secrets_store import RedisSecrets
 from services.command.service import GameService
 from services.redis_store import RedisEventStore
@@ -276,3 +277,32 @@ def test_undo_with_the_worker_down_then_up(
     assert [p["score"] for p in scores["players"]] == final.scores
     assert scores["unscored_moves"] == 0
     check_every_turn(query, game.id, engine_events(store, game.id))
+
+
+def test_a_game_with_an_undo_survives_export_import_and_scoring(
+    command: str, query: str, redis_client: redis.Redis
+) -> None:
+    """The record of a game with an undo holds `{"undo": true}`; `/v1/score` replays it (the
+    timeline says `undone`) to the game's own scores; an import of it is the same game."""
+    key = ApiKeys(redis_client).create("undo-tests")[1]
+    game = Game(command, redis_client, "free")
+    placer = game.up_to_goal()
+    assert game.play(game.join.goal)[0] == 200
+    assert game.post("/undo", placer)[0] == 200
+    first = game.turn()["placements"][-1]
+    move = {"x": first["x"], "y": first["y"], "rotation": first["rotation"], "meeple": None}
+    assert game.play(move)[0] == 200
+    status, record = call(command, "GET", f"/games/{game.id}/record")
+    assert status == 200 and record["turns"].count({"undo": True}) == 1
+    headers = {"X-Api-Key": key}
+    status, scored = call(command, "POST", "/v1/score", record, headers)
+    assert status == 200, scored
+    assert [t["action"] for t in scored["timeline"]].count("undone") == 1
+    status, board = call(query, "GET", f"/games/{game.id}/board")
+    assert scored["scores_before_final"] == [p["score"] for p in board["players"]]
+    status, imported = call(command, "POST", "/games/import", record, headers)
+    assert status == 201, imported
+    status, copy = call(query, "GET", f"/games/{imported['game_id']}/board")
+    assert status == 200
+    assert (copy["tiles"], copy["meeples"]) == (board["tiles"], board["meeples"])
+    assert copy["turns"] == board["turns"] and copy["tiles_placed"] == board["tiles_placed"]
