@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from carcassonne.bots import Budget, Choice, choose, player_view
-from carcassonne.events import PlayTurn
-from carcassonne.game import decide, fold
+from carcassonne.game import command_for_action, decide, fold
 from carcassonne.state import PLACE
 from eventstore.envelope import MOVES
 from eventstore.errors import ConcurrencyError
@@ -93,8 +92,7 @@ class BotPlayer:
         level = str(bot["level"])
         choice = self.policy(level, player_view(state), f"{game_id}:{seq}", budget)
         took = int((self.clock() - started) * 1000)
-        x, y, rotation, meeple = choice.action
-        events = decide(state, PlayTurn(seat, x, y, rotation, meeple))  # as a human turn
+        events = decide(state, command_for_action(state, choice.action))  # as a human turn
         for event in events:
             state.apply(event)
         # the next turn's clock starts now (a turn limit, docs/lifecycle.md)

@@ -16,7 +16,7 @@ from flask.views import MethodView
 from prometheus_client import Counter
 from werkzeug.exceptions import HTTPException
 
-from carcassonne.errors import GameError
+from carcassonne.errors import GameError, MalformedError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
 from services.common.affinity import OWNS_GAME
@@ -143,6 +143,10 @@ class Turns(MethodView):
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
         key = integration.idempotency_key()
         expected = _if_match(request.headers.get("If-Match"))
+        if body["recall_abbot"] and body["meeple"] is not None:
+            raise MalformedError(
+                "recall_with_meeple", "take the abbot back or place a meeple, not both", "R9.2"
+            )
         result = _service().play_turn(
             checked_game_id(game_id),
             token,
@@ -153,6 +157,7 @@ class Turns(MethodView):
             idempotency_key=key,
             expected_seq=expected,
             trust_cache=request.environ.get(OWNS_GAME) is True,
+            recall=body["recall_abbot"],
         )
         if not result.replayed:
             EVENTS_APPENDED.labels("moves").inc(len(result.events))

@@ -87,6 +87,15 @@ class RulesetIn(Strict):
         load_default="discard", validate=validate.OneOf(["discard", "return"])
     )
     area = fields.Nested(AreaIn, load_default=None)
+    abbot = StrictBoolean(
+        load_default=False,
+        metadata={"description": "R9.2 The Abbot: one abbot each, on monasteries and gardens"},
+    )
+    tile_edition = fields.String(
+        load_default="1st",
+        validate=validate.OneOf(["1st", "2nd"]),
+        metadata={"description": "2nd: the tiles with gardens (R9.2); base set only"},
+    )
     river = StrictBoolean(
         load_default=False,
         metadata={
@@ -178,6 +187,12 @@ class Placement(Closed):
     y = fields.Integer(required=True)
     rotation = fields.Integer(required=True, validate=validate.Range(0, 3))
     meeples = fields.List(fields.Nested(Meeple), required=True)
+    recall_abbot = fields.Boolean(
+        metadata={
+            "description": "R9.2: present (true) when the player may place here and take "
+            "the abbot back instead of a meeple"
+        }
+    )
 
 
 class UndoRequestOut(Closed):
@@ -264,10 +279,14 @@ class MeepleIn(Strict):
     services.common.schemas.MEEPLE_RULE (checked by `one_spot`)."""
 
     feature = fields.String(
-        required=True, validate=validate.OneOf(["road", "city", "field", "monastery"])
+        required=True,
+        validate=validate.OneOf(["road", "city", "field", "monastery", "garden"]),
     )
     edge = fields.String(validate=validate.OneOf(EDGES), metadata=EDGE)
     half_edge = fields.String(validate=validate.OneOf(HALF_EDGES), metadata=HALF_EDGE)
+    abbot = StrictBoolean(
+        metadata={"description": "R9.2: true to place the abbot (on a monastery or garden)"}
+    )
 
     @validates_schema
     def one_spot(self, data: dict[str, object], **_: object) -> None:
@@ -276,8 +295,8 @@ class MeepleIn(Strict):
             raise ValidationError("a road or city meeple names one edge: N, E, S or W")
         if feature == "field" and ("half_edge" not in data or "edge" in data):
             raise ValidationError("a farmer names one half_edge: NNW … WNW")
-        if feature == "monastery" and ("edge" in data or "half_edge" in data):
-            raise ValidationError("a monk names no edge")
+        if feature in ("monastery", "garden") and ("edge" in data or "half_edge" in data):
+            raise ValidationError("a monk or abbot names no edge")
 
 
 class TurnIn(Strict):
@@ -285,6 +304,13 @@ class TurnIn(Strict):
     y = fields.Integer(required=True, strict=True, validate=COORD)
     rotation = fields.Integer(required=True, strict=True, validate=validate.Range(0, 3))
     meeple = fields.Nested(MeepleIn, allow_none=True, load_default=None)
+    recall_abbot = StrictBoolean(
+        load_default=False,
+        metadata={
+            "description": "R9.2: instead of placing a meeple, take the abbot back (its "
+            "monastery or garden scores at once); with a meeple: 422 recall_with_meeple"
+        },
+    )
 
 
 class Next(Closed):

@@ -27,6 +27,7 @@ from carcassonne.events import (
     Command,
     Event,
     PlayTurn,
+    RecallAbbot,
     RequestUndo,
     Resign,
     StartGame,
@@ -34,7 +35,7 @@ from carcassonne.events import (
     meeple_to_dict,
     with_seats,
 )
-from carcassonne.game import actions, decide
+from carcassonne.game import RECALL_ABBOT, actions, decide
 from carcassonne.ruleset import Ruleset
 from carcassonne.state import OVER, GameState
 from carcassonne.tiles import Meeple
@@ -445,8 +446,10 @@ class GameService:
         idempotency_key: str | None = None,
         expected_seq: int | None = None,
         trust_cache: bool = False,
+        recall: bool = False,
     ) -> TurnResult:
         """Play the drawn tile for the token's seat; appends the turn and the next draws.
+        With `recall` the seat takes its abbot back instead of placing a meeple (R9.2).
 
         `trust_cache` says that this process serves every command of the game (the command
         service's gunicorn worker routes each game to one worker: services/common/affinity.py),
@@ -473,6 +476,7 @@ class GameService:
             if idempotency_key:
                 command_id = f"turn:{seat}:{idempotency_key}"
                 request = turn_fingerprint(game_id, seat, x, y, rotation, meeple)
+                request += ":recall_abbot" if recall else ""  # R9.2: another request
             else:
                 command_id, request = any_id, ""
             if checked and idempotency_key:
@@ -493,7 +497,12 @@ class GameService:
                         expected=expected_seq,
                         actual=cached.seq,
                     )
-                events = decide(cached.state, PlayTurn(seat, x, y, rotation, meeple))
+                command = (
+                    RecallAbbot(seat, x, y, rotation)
+                    if recall
+                    else PlayTurn(seat, x, y, rotation, meeple)
+                )
+                events = decide(cached.state, command)
             except GameError:
                 # A refusal may come from a cached state that is behind the stream (or be a
                 # retry of a turn already played): check first.
@@ -841,9 +850,12 @@ class GameService:
         cached = self.load(game_id)
         state = cached.state
         options: dict[tuple[int, int, int], list[Any]] = {}
+        recalls: set[tuple[int, int, int]] = set()  # R9.2: placements that may take it back
         for x, y, rotation, meeple in actions(state):
             spots = options.setdefault((x, y, rotation), [])
-            if meeple is not None:
+            if meeple == RECALL_ABBOT:
+                recalls.add((x, y, rotation))
+            elif meeple is not None:
                 spots.append(meeple_to_dict(meeple))
         view: dict[str, Any] = {
             "game_id": game_id,
@@ -857,6 +869,7 @@ class GameService:
             "supply": list(state.supply),
             "placements": [
                 {"x": x, "y": y, "rotation": r, "meeples": spots}
+                | ({"recall_abbot": True} if (x, y, r) in recalls else {})
                 for (x, y, r), spots in options.items()
             ],
             "deadline_ms": state.deadline_ms,

@@ -525,7 +525,11 @@ def _record_turn(flat: dict[str, Any]) -> dict[str, Any]:
     placed = {k: v for k, v in props.items() if k not in ("timeout", "resign")}
     placement = {
         "type": "object",
-        "properties": {**placed, "discard": {"type": "boolean", "enum": [False]}},
+        "properties": {
+            **placed,
+            "discard": {"type": "boolean", "enum": [False]},
+            "recall_abbot": {"type": "boolean", "enum": [True]},
+        },
         "required": ["tile", "x", "y", "rotation"],
         "additionalProperties": False,
     }

@@ -15,14 +15,16 @@ from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
 from carcassonne.geometry import EDGES, HALF_EDGES
 
-FEATURES = ["road", "city", "field", "monastery"]
-SCORED_KINDS = ["road", "city", "monastery", "farm"]
+FEATURES = ["road", "city", "field", "monastery", "garden"]  # garden: R9.2 (the abbot only)
+SCORED_KINDS = ["road", "city", "monastery", "garden", "farm"]
 RULE = validate.Regexp(r"^R\d+(\.\d+)*$")
 
 
 class StrictBoolean(fields.Boolean):
     """A JSON boolean and nothing else: marshmallow's `truthy={True}` still takes 1 and 0
     (``1 in {True}``), which the document's `type: boolean` does not allow."""
+
+    exactly_bool = True  # eventstore.fastload: its quick path may load this field
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
         if type(value) is not bool:
@@ -96,6 +98,11 @@ class Ruleset(Closed):
         validate=validate.OneOf(["consent", "free"]),
         metadata={"description": "undo of the last placement (docs/undo.md); left out when off"},
     )
+    abbot = fields.Boolean(metadata={"description": "R9.2 The Abbot; left out when off"})
+    tile_edition = fields.String(
+        validate=validate.OneOf(["1st", "2nd"]),
+        metadata={"description": "R9.2: 2nd = the tiles with gardens; left out when 1st"},
+    )
 
 
 # Which spot key a meeple's feature takes. One flat object with optional keys, not a oneOf
@@ -121,6 +128,9 @@ class Meeple(Closed):
     feature = fields.String(required=True, validate=validate.OneOf(FEATURES))
     edge = fields.String(validate=validate.OneOf(EDGES), metadata=EDGE)
     half_edge = fields.String(validate=validate.OneOf(HALF_EDGES), metadata=HALF_EDGE)
+    abbot = fields.Boolean(
+        metadata={"description": "R9.2: true for the abbot (monastery or garden); else left out"}
+    )
 
 
 class Event(Closed):
@@ -138,6 +148,7 @@ class Event(Closed):
                 "TilePlaced",
                 "TileDiscarded",
                 "TileReturned",
+                "AbbotRecalled",
                 "GameEnded",
                 "TurnTimedOut",
                 "PlayerTimedOut",
@@ -163,7 +174,8 @@ class Event(Closed):
             "description": "GameStarted: ruleset, players, names?, player_ids?; TileDrawn: "
             "tile, deadline_ms? (Unix ms when the turn times out; only with a turn limit); "
             "TilePlaced: player, tile, x, y, rotation, meeple; TileDiscarded and "
-            "TileReturned: player, tile; GameEnded: reason; TurnTimedOut: player, tile; "
+            "TileReturned: player, tile; AbbotRecalled: player, x, y; GameEnded: reason; "
+            "TurnTimedOut: player, tile; "
             "PlayerTimedOut: player, timeouts; PlayerResigned: player; GameAbandoned: "
             "idle_ms; TokenReissued: player; FeatureScored: a ScoreEvent "
             "and `move`; GameScored: move, final_scores, scores_before_final, ranks, winners; "
@@ -222,6 +234,9 @@ class RecordTurn(Closed):
     timeout = fields.Boolean()
     resign = fields.Integer(validate=validate.Range(0, 5))
     undo = fields.Boolean()
+    recall_abbot = fields.Boolean(
+        metadata={"description": "R9.2: true when the turn took the abbot back (meeple null)"}
+    )
 
 
 class Record(Closed):

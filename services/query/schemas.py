@@ -127,12 +127,16 @@ class PlacedMeeple(Closed):
     y = fields.Integer(required=True)
     feature = fields.String(required=True, validate=validate.OneOf(FEATURES))
     spot = fields.String(
-        required=True, metadata={"description": "edge N E S W, half-edge NNW…WNW, monastery"}
+        required=True,
+        metadata={"description": "edge N E S W, half-edge NNW…WNW, monastery, garden"},
     )
+    abbot = fields.Boolean(metadata={"description": "R9.2: true for an abbot, else left out"})
 
 
 class OpenFeature(Closed):
-    kind = fields.String(required=True, validate=validate.OneOf(["road", "city", "monastery"]))
+    kind = fields.String(
+        required=True, validate=validate.OneOf(["road", "city", "monastery", "garden"])
+    )
     tiles = fields.List(position(), required=True)
     pennants = fields.Integer(required=True)
     missing = fields.Integer(

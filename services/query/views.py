@@ -12,7 +12,14 @@ from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, SCORE_REVERTED
 
 from .projector import Position
 
-CATEGORIES = {"road": "roads", "city": "cities", "monastery": "monasteries", "farm": "farms"}
+# A garden scores as a monastery does (R9.2) and is counted with them.
+CATEGORIES = {
+    "road": "roads",
+    "city": "cities",
+    "monastery": "monasteries",
+    "garden": "monasteries",
+    "farm": "farms",
+}
 
 
 def player_name(names: tuple[str, ...] | None, seat: int) -> str:
@@ -93,6 +100,7 @@ def board_view(pos: Position) -> dict[str, Any]:
                 "y": m.pos[1],
                 "feature": m.meeple.feature,
                 "spot": m.meeple.spot,
+                **({"abbot": True} if m.meeple.abbot else {}),
             }
             for m in state.meeples.values()
         ],

@@ -12,7 +12,7 @@ root, and the root owns the `Feature` record (kind, tiles, open edges, pennants,
 from __future__ import annotations
 
 from .geometry import DELTA, HALF_BASE, RING, opposite_half
-from .tiles import CITY, FIELD, MONASTERY, Orientation, TileType
+from .tiles import CITY, FIELD, GARDEN, MONASTERY, Orientation, TileType
 
 Pos = tuple[int, int]
 FREE = "."  # a frontier edge with no neighbour yet
@@ -78,7 +78,7 @@ class Board:
         self.feats: list[Feature | None] = []
         # empty square next to a tile -> the 4 edge types it must match (N E S W, FREE = any)
         self.frontier: dict[Pos, str] = {}
-        self.monasteries: dict[Pos, int] = {}
+        self.monasteries: dict[Pos, int] = {}  # and gardens (R9.2): square -> feature node
         self.bounds = bounds
         self.closes = closes  # R10.5 variant: an edge facing the border counts as matched
 
@@ -141,8 +141,8 @@ class Board:
             feats.append(
                 Feature(seg.kind, {pos}, seg.n_edges, seg.pennants, [base + c for c in seg.cities])
             )
-        if orient.monastery >= 0:
-            self.monasteries[pos] = base + orient.monastery
+        if orient.surrounded >= 0:  # a monastery or a garden (R9.2): scored by its ring
+            self.monasteries[pos] = base + orient.surrounded
         tiles[pos] = Placed(tile, rotation, base)
         self.frontier.pop(pos, None)
         find, union = self.find, self._union
@@ -189,7 +189,7 @@ class Board:
         done: list[int] = []
         feats = self.feats
         for index, seg in enumerate(placed.orientation.segments):
-            if seg.kind in (FIELD, MONASTERY):
+            if seg.kind in (FIELD, MONASTERY, GARDEN):
                 continue
             root = self.find(placed.base + index)
             feat = feats[root]

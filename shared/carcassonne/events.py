@@ -14,7 +14,7 @@ from typing import Any
 from .errors import MalformedError
 from .geometry import EDGES, HALF_EDGES
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS, Ruleset
-from .tiles import CITY, FIELD, MONASTERY, ROAD, Meeple
+from .tiles import CITY, FIELD, GARDEN, MONASTERY, ROAD, Meeple
 
 # ---------------------------------------------------------------------------- events
 
@@ -80,6 +80,16 @@ class TileReturned:
 
     player: int
     tile: str
+
+
+@dataclass(frozen=True)
+class AbbotRecalled:
+    """Instead of placing a meeple, `player` took back their abbot from (x, y); its monastery
+    or garden scored at once as at game end (R9.2). Follows the turn's `TilePlaced`."""
+
+    player: int
+    x: int
+    y: int
 
 
 @dataclass(frozen=True)
@@ -186,6 +196,7 @@ Event = (
     | TilePlaced
     | TileDiscarded
     | TileReturned
+    | AbbotRecalled
     | GameEnded
     | TurnTimedOut
     | PlayerTimedOut
@@ -252,6 +263,17 @@ class PlayTurn:
 
 
 @dataclass(frozen=True)
+class RecallAbbot:
+    """Place the drawn tile at (x, y) with `rotation` and, instead of placing a meeple, take
+    the abbot back (R9.2)."""
+
+    player: int
+    x: int
+    y: int
+    rotation: int
+
+
+@dataclass(frozen=True)
 class DiscardTile:
     """Declare the drawn tile unplaceable (R4.4; refused if it fits somewhere)."""
 
@@ -313,6 +335,7 @@ Command = (
     StartGame
     | DrawTile
     | PlayTurn
+    | RecallAbbot
     | DiscardTile
     | EndGame
     | TimeOutTurn
@@ -325,12 +348,17 @@ Command = (
 # ---------------------------------------------------------------------- JSON forms
 
 
-def meeple_to_dict(meeple: Meeple | None) -> dict[str, str] | None:
+def meeple_to_dict(meeple: Meeple | None) -> dict[str, Any] | None:
     """A meeple in the game record's vocabulary."""
     if meeple is None:
         return None
-    if meeple.feature == MONASTERY:
-        return {"feature": MONASTERY}
+    if meeple.feature in (MONASTERY, GARDEN):
+        # R9.2: the abbot is marked; a plain meeple's form is unchanged
+        return (
+            {"feature": meeple.feature, "abbot": True}
+            if meeple.abbot
+            else {"feature": meeple.feature}
+        )
     if meeple.feature == FIELD:
         return {"feature": FIELD, "half_edge": meeple.spot}
     return {"feature": meeple.feature, "edge": meeple.spot}
@@ -344,9 +372,12 @@ def meeple_from_dict(data: Any) -> Meeple | None:
         raise MalformedError("bad_meeple", "meeple must be null or an object", "R5")
     feature = data.get("feature")
     spot: Any
-    if feature == MONASTERY:
-        expected: set[str] = {"feature"}
-        spot = MONASTERY
+    abbot = data.get("abbot", False)
+    if feature in (MONASTERY, GARDEN):
+        expected: set[str] = {"feature", "abbot"} if "abbot" in data else {"feature"}
+        spot = feature
+        if abbot is not True and "abbot" in data:
+            raise MalformedError("bad_meeple", "abbot must be true or left out", "R9.2")
     elif feature == FIELD:
         expected = {"feature", "half_edge"}
         spot = data.get("half_edge")
@@ -361,11 +392,11 @@ def meeple_from_dict(data: Any) -> Meeple | None:
             raise MalformedError("bad_meeple", f"a {feature} meeple needs an edge: N E S W", "R5.2")
     else:
         raise MalformedError(
-            "bad_meeple", "meeple feature must be road, city, field or monastery", "R5.2"
+            "bad_meeple", "meeple feature must be road, city, field, monastery or garden", "R5.2"
         )
     if set(data) != expected:
         raise MalformedError("bad_meeple", f"meeple keys must be {sorted(expected)}", "R5")
-    return Meeple(feature, spot)
+    return Meeple(feature, spot, abbot is True)
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
@@ -432,8 +463,9 @@ def _seats_from(value: Any) -> tuple[int, tuple[str, ...] | None, tuple[str | No
 
 _SIMPLE: dict[str, type] = {
     "TileDrawn": TileDrawn, "TileDiscarded": TileDiscarded, "TileReturned": TileReturned,
-    "GameEnded": GameEnded, "TurnTimedOut": TurnTimedOut, "PlayerTimedOut": PlayerTimedOut,
-    "PlayerResigned": PlayerResigned, "GameAbandoned": GameAbandoned,
+    "AbbotRecalled": AbbotRecalled, "GameEnded": GameEnded, "TurnTimedOut": TurnTimedOut,
+    "PlayerTimedOut": PlayerTimedOut, "PlayerResigned": PlayerResigned,
+    "GameAbandoned": GameAbandoned,
     "TokenReissued": TokenReissued,
     "UndoRequested": UndoRequested, "UndoAccepted": UndoAccepted, "UndoRefused": UndoRefused,
     "TurnUndone": TurnUndone,

@@ -37,9 +37,10 @@ def explain(score: ScoreEvent | Mapping[str, Any], names: Sequence[str] | None =
     if kind == "farm":
         cities = plural(len(data.get("cities", ())), "completed city", "completed cities")
         what = f"farm of {plural(tiles, 'tile')} bordering {cities}"
-    elif kind == "monastery":
-        # Its tiles are the monastery itself and the neighbours it counts (R6.3, R7.2).
-        what = f"monastery with {tiles - 1} of 8 neighbouring tiles"
+    elif kind in ("monastery", "garden"):
+        # Its tiles are the monastery (or garden) itself and the neighbours it counts (R6.3,
+        # R7.2, R9.2).
+        what = f"{kind} with {tiles - 1} of 8 neighbouring tiles"
     else:
         what = f"{kind} of {plural(tiles, 'tile')}"
         if data.get("pennants"):
@@ -48,6 +49,8 @@ def explain(score: ScoreEvent | Mapping[str, Any], names: Sequence[str] | None =
         when = "at the end of the game"
     elif data["complete"]:
         when = "completed"
+    elif not data["final"]:  # R9.2: scored during play though incomplete: the abbot came back
+        when = "abbot taken back"
     else:
         when = "incomplete at the end of the game"
     return f"{what}, {when} ({data['rule']}): {_whom(data, names)}"

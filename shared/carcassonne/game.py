@@ -14,6 +14,7 @@ from .board import Pos
 from .errors import IllegalMoveError, MalformedError, OutOfTurnError
 from .events import (
     AbandonGame,
+    AbbotRecalled,
     AnswerUndo,
     Command,
     DiscardTile,
@@ -26,6 +27,7 @@ from .events import (
     PlayerResigned,
     PlayerTimedOut,
     PlayTurn,
+    RecallAbbot,
     RequestUndo,
     Resign,
     StartGame,
@@ -39,12 +41,31 @@ from .events import (
 from .geometry import DELTA, EDGES
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS
 from .state import DRAW, NEW, OVER, PLACE, GameState, river_turn
-from .tiles import FIELD, Meeple, Orientation, TileType
+from .tiles import (
+    CITY,
+    FIELD,
+    GARDEN,
+    MONASTERY,
+    ROAD,
+    SURROUNDED,
+    Meeple,
+    Orientation,
+    TileType,
+)
 from .tilesets import LAKE
 from .undo import answer_undo, request_undo
 
 Placement = tuple[int, int, int]  # x, y, rotation
 Action = tuple[int, int, int, Meeple | None]
+# The action "place the tile and, instead of a meeple, take the abbot back" (R9.2): its
+# command is `RecallAbbot` (`command_for_action` turns any action into its command).
+RECALL_ABBOT = Meeple("abbot", "recall")
+# The kinds of segment a meeple (not the abbot) may take, with and without farmers (R5.2,
+# R9.2: never a garden).
+_MEEPLE_KINDS = {
+    True: frozenset((ROAD, CITY, FIELD, MONASTERY)),
+    False: frozenset((ROAD, CITY, MONASTERY)),
+}
 
 
 def evolve(state: GameState, event: Event) -> GameState:
@@ -155,19 +176,79 @@ def meeple_spots(
     """Legal meeple spots on a tile placed at (x, y, rotation) by the player to move (R5)."""
     name = tile if tile is not None else state.drawn
     assert name is not None
-    if state.supply[state.current] == 0:  # R5.5
-        return []
     orient = state.tiles.types[name].orientations[rotation]
-    return _free_segments(orient, state.board.occupied_mask((x, y)), state.ruleset.farmers)
+    spots = _abbot_spots(state, orient) if state.ruleset.abbot else []
+    if state.supply[state.current] == 0:  # R5.5
+        return spots
+    occupied = state.board.occupied_mask((x, y))
+    return _free_segments(orient, occupied, state.ruleset.farmers) + spots
 
 
 def _free_segments(orient: Orientation, occupied: int, farmers: bool) -> list[Meeple]:
-    """Spots of segments that join no occupied feature (R5.3); fields only with farmers."""
+    """Spots of segments that join no occupied feature (R5.3); fields only with farmers,
+    gardens never (only the abbot, R9.2)."""
+    kinds = _MEEPLE_KINDS[farmers]
     return [
-        seg.meeple
-        for seg in orient.segments
-        if not (seg.mask & occupied) and (farmers or seg.kind != FIELD)
+        seg.meeple for seg in orient.segments if not (seg.mask & occupied) and seg.kind in kinds
     ]
+
+
+def _abbot_spots(state: GameState, orient: Orientation) -> list[Meeple]:
+    """R9.2: the abbot, if in the supply, may go on the tile's monastery or garden."""
+    if orient.surrounded < 0 or not state.abbots[state.current]:
+        return []
+    kind = orient.segments[orient.surrounded].kind
+    return [Meeple(kind, kind, True)]
+
+
+def _recall_fault(state: GameState, x: int, y: int) -> str | None:
+    """Why the player to move may not take the abbot back after placing on (x, y), or None."""
+    abbot = _abbot_square(state)
+    if abbot is None:
+        return "abbot_not_placed"
+    return "abbot_feature_completed" if _completes(abbot, x, y) else None
+
+
+def _abbot_square(state: GameState) -> tuple[Pos, bool] | None:
+    """Where the abbot of the player to move stands, and whether its monastery or garden
+    lacks just one neighbour (None: the abbot is in the supply)."""
+    meeple_id = state.abbot_of(state.current)
+    if meeple_id is None:
+        return None
+    pos = state.meeples[meeple_id].pos
+    return pos, state.board.neighbours(pos) == 7
+
+
+def _completes(abbot: tuple[Pos, bool], x: int, y: int) -> bool:
+    """Decision (R9.2): a tile that completes the abbot's own monastery or garden scores it
+    (9, R6.3) and sends the abbot home anyway, so it cannot also take the abbot back."""
+    (ax, ay), one_missing = abbot
+    return one_missing and max(abs(ax - x), abs(ay - y)) == 1
+
+
+def action_events(state: GameState, action: Action) -> list[Event]:
+    """The events of `action` (one of `actions(state)`) for the player to move, unchecked:
+    for simulations that trust the action list. Taking the abbot back (R9.2) is the tile
+    placed, then `AbbotRecalled`."""
+    assert state.drawn is not None
+    x, y, rotation, meeple = action
+    if meeple != RECALL_ABBOT:
+        return [TilePlaced(state.current, state.drawn, x, y, rotation, meeple)]
+    abbot = state.abbot_of(state.current)
+    assert abbot is not None
+    ax, ay = state.meeples[abbot].pos
+    return [
+        TilePlaced(state.current, state.drawn, x, y, rotation),
+        AbbotRecalled(state.current, ax, ay),
+    ]
+
+
+def command_for_action(state: GameState, action: Action) -> PlayTurn | RecallAbbot:
+    """The command that plays `action` (one of `actions(state)`) for the player to move."""
+    x, y, rotation, meeple = action
+    if meeple == RECALL_ABBOT:
+        return RecallAbbot(state.current, x, y, rotation)
+    return PlayTurn(state.current, x, y, rotation, meeple)
 
 
 def actions(state: GameState) -> list[Action]:
@@ -180,6 +261,8 @@ def actions(state: GameState) -> list[Action]:
     has_meeple = state.supply[state.current] > 0
     farmers = state.ruleset.farmers
     out: list[Action] = []
+    if state.ruleset.abbot:
+        return _abbot_actions(state, ttype)
     if ttype.river:  # R9.1: only the river's end, and only the rotations that continue it
         for x, y, rotation in river_placements(state, ttype):
             out.append((x, y, rotation, None))
@@ -188,8 +271,10 @@ def actions(state: GameState) -> list[Action]:
                 for meeple in _free_segments(ttype.orientations[rotation], occupied, farmers):
                     out.append((x, y, rotation, meeple))
         return out
+    fits = ttype._fits
     for (x, y), key in board.frontier.items():
-        rotations = ttype.rotations_for(key)
+        hit = fits.get(key)  # the memo of `rotations_for`, read inline: this is hot
+        rotations = hit if hit is not None else ttype.rotations_for(key)
         if not rotations:
             continue
         occupied = board.occupied_mask((x, y)) if has_meeple else 0
@@ -199,6 +284,56 @@ def actions(state: GameState) -> list[Action]:
                 for meeple in _free_segments(ttype.orientations[rotation], occupied, farmers):
                     out.append((x, y, rotation, meeple))
     return out
+
+
+def _abbot_actions(state: GameState, ttype: TileType) -> list[Action]:
+    """`actions` in a game with the abbot (R9.2): the meeple choices, the abbot on the tile's
+    monastery or garden, or taking the abbot back instead of placing a figure."""
+    board = state.board
+    has_meeple = state.supply[state.current] > 0
+    farmers = state.ruleset.farmers
+    abbot = _abbot_square(state)
+    in_supply = state.abbots[state.current]
+    out: list[Action] = []
+    if ttype.river:
+        squares: dict[Pos, str] = {}
+        for x, y, rotation in river_placements(state, ttype):
+            squares[(x, y)] = squares.get((x, y), "") + str(rotation)
+        frontier = squares
+    else:
+        frontier = board.frontier
+    orientations = ttype.orientations
+    fits = ttype._fits
+    # The abbot's spot per rotation (R9.2), None where the tile has no monastery or garden.
+    abbot_spot = [_abbot_meeple(o) if in_supply else None for o in orientations]
+    for (x, y), key in frontier.items():
+        if ttype.river:
+            rotations: tuple[int, ...] = tuple(int(r) for r in key)
+        else:
+            hit = fits.get(key)  # the memo of `rotations_for`, read inline: this is hot
+            rotations = hit if hit is not None else ttype.rotations_for(key)
+        if not rotations:
+            continue
+        occupied = board.occupied_mask((x, y)) if has_meeple else 0
+        recall = abbot is not None and not _completes(abbot, x, y)
+        for rotation in rotations:
+            out.append((x, y, rotation, None))
+            if has_meeple:
+                for meeple in _free_segments(orientations[rotation], occupied, farmers):
+                    out.append((x, y, rotation, meeple))
+            spot = abbot_spot[rotation]
+            if spot is not None:
+                out.append((x, y, rotation, spot))
+            if recall:
+                out.append((x, y, rotation, RECALL_ABBOT))
+    return out
+
+
+def _abbot_meeple(orient: Orientation) -> Meeple | None:
+    if orient.surrounded < 0:
+        return None
+    kind = orient.segments[orient.surrounded].kind
+    return Meeple(kind, kind, True)
 
 
 # ------------------------------------------------------------------------------ decide
@@ -213,6 +348,8 @@ def decide(state: GameState, command: Command) -> list[Event]:
             return _draw(state, command)
         case PlayTurn():
             return _play(state, command)
+        case RecallAbbot():
+            return _recall(state, command)
         case DiscardTile():
             return _discard(state, command)
         case EndGame():
@@ -286,7 +423,8 @@ def _game_end_after(state: GameState, bag_size: int) -> list[Event]:
     return [GameEnded("last tile placed")] if bag_size == 0 else []  # R7.1
 
 
-def _play(state: GameState, cmd: PlayTurn) -> list[Event]:
+def _checked_tile(state: GameState, cmd: PlayTurn | RecallAbbot) -> TileType:
+    """The drawn tile, once the turn's player, coordinates and placement are checked."""
     _expect(state, PLACE)
     _expect_player(state, cmd.player)
     assert state.drawn is not None
@@ -298,6 +436,32 @@ def _play(state: GameState, cmd: PlayTurn) -> list[Event]:
         raise MalformedError("bad_rotation", "rotation must be 0, 1, 2 or 3", "R4.3")
     ttype = state.tiles.types[state.drawn]
     _check_placement(state, ttype, cmd.x, cmd.y, cmd.rotation)
+    return ttype
+
+
+def _recall(state: GameState, cmd: RecallAbbot) -> list[Event]:
+    """R9.2: the tile is placed, then the abbot comes back instead of a meeple going out."""
+    if not state.ruleset.abbot:
+        raise IllegalMoveError("abbot_disabled", "this game is played without the abbot", "R9.2")
+    _checked_tile(state, cmd)
+    assert state.drawn is not None
+    fault = _recall_fault(state, cmd.x, cmd.y)
+    if fault == "abbot_not_placed":
+        raise IllegalMoveError(fault, "your abbot is not on the board", "R9.2")
+    if fault == "abbot_feature_completed":
+        raise IllegalMoveError(
+            fault, "this tile completes the abbot's feature: it scores 9 and comes home", "R9.2"
+        )
+    meeple_id = state.abbot_of(cmd.player)
+    assert meeple_id is not None
+    ax, ay = state.meeples[meeple_id].pos
+    placed = TilePlaced(cmd.player, state.drawn, cmd.x, cmd.y, cmd.rotation)
+    return [placed, AbbotRecalled(cmd.player, ax, ay), *_game_end_after(state, state.bag_size)]
+
+
+def _play(state: GameState, cmd: PlayTurn) -> list[Event]:
+    ttype = _checked_tile(state, cmd)
+    assert state.drawn is not None
     meeple = cmd.meeple
     if meeple is not None:
         meeple = _check_meeple(state, ttype, cmd)
@@ -345,9 +509,13 @@ def _check_meeple(state: GameState, ttype: TileType, cmd: PlayTurn) -> Meeple:
         raise MalformedError("bad_meeple", "meeple must be a Meeple", "R5")
     if meeple.feature == FIELD and not state.ruleset.farmers:
         raise IllegalMoveError("farmers_disabled", "this game is played without farmers", "R5.2")
+    orient = ttype.orientations[cmd.rotation]
+    if meeple.abbot:
+        return _check_abbot(state, orient, meeple)
+    if meeple.feature == GARDEN:
+        raise IllegalMoveError("garden_abbot_only", "only the abbot stands in a garden", "R9.2")
     if state.supply[cmd.player] == 0:
         raise IllegalMoveError("no_meeple_left", "you have no meeple in your supply", "R5.5")
-    orient = ttype.orientations[cmd.rotation]
     seg_index = orient.spots.get(meeple.spot)
     if seg_index is None or orient.segments[seg_index].kind != meeple.feature:
         raise IllegalMoveError(
@@ -364,6 +532,21 @@ def _check_meeple(state: GameState, ttype: TileType, cmd: PlayTurn) -> Meeple:
             "R5.3",
         )
     return meeple
+
+
+def _check_abbot(state: GameState, orient: Orientation, meeple: Meeple) -> Meeple:
+    """R9.2: the abbot goes only on the monastery or garden of the tile just placed."""
+    if not state.ruleset.abbot:
+        raise IllegalMoveError("abbot_disabled", "this game is played without the abbot", "R9.2")
+    if not state.abbots[state.current]:
+        raise IllegalMoveError("abbot_in_play", "your abbot is already on the board", "R9.2")
+    if meeple.feature not in SURROUNDED or orient.spots.get(meeple.spot) != orient.surrounded:
+        raise IllegalMoveError(
+            "abbot_spot",
+            "the abbot goes only on the monastery or garden of the tile just placed",
+            "R9.2",
+        )
+    return Meeple(meeple.feature, meeple.feature, True)
 
 
 def _discard(state: GameState, cmd: DiscardTile) -> list[Event]:

@@ -13,7 +13,9 @@ Record: a header line, then the turns separated by white space; ``#`` starts a c
 
 House rules that are on add header options: ``area=5x5`` (R10.5) and ``border=closes`` (its
 variant), ``hole=extra`` (R10.6), ``river=on`` (R9.1), ``undo=consent`` or ``undo=free``
-(docs/undo.md).
+(docs/undo.md), ``abbot=on`` and ``edition=2nd`` (R9.2). The abbot stands on a monastery as
+``:A`` and in a garden as ``:G``; ``~A`` after a placement takes the abbot back
+(``U0@2,0~A``). Garden tiles of the 2nd edition are the letter and ``g`` (``Eg``).
 
 The header may end with the seats' names and the apps' player ids, in seat order, as the
 JSON record's ``names`` and ``player_ids`` (both optional; a header without them reads as
@@ -34,17 +36,25 @@ from typing import Any
 from .errors import MalformedError
 from .record import FORMAT, UNDO, Record, Turn, seat_ids, seat_names
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS, Ruleset
-from .tiles import KINDS, MONASTERY, Meeple, TileType, parse_tile
-from .tilesets import RIVER_TILES, SPECS
+from .tiles import GARDEN, KINDS, MONASTERY, Meeple, TileType, parse_tile
+from .tilesets import SPECS, tile_set
 
 _TURN = re.compile(
-    r"(?P<tile>[A-Z]+)(?:(?P<discard>-)|(?P<rot>[0-3])@(?P<x>-?\d{1,5}),(?P<y>-?\d{1,5})"
-    r"(?::(?:(?P<feature>[a-z]+)\.)?(?P<spot>[A-Z]+))?)"
+    r"(?P<tile>[A-Z]+g?)(?:(?P<discard>-)|(?P<rot>[0-3])@(?P<x>-?\d{1,5}),(?P<y>-?\d{1,5})"
+    r"(?::(?P<abbot>abbot\.)?(?:(?P<feature>[a-z]+)\.)?(?P<spot>[A-Z]+)|(?P<recall>~A))?)"
 )
 _MONK = "M"
+# R9.2: the abbot on a monastery, in a garden; `~A` after a placement takes the abbot back.
+_SHORT = {
+    Meeple(MONASTERY, MONASTERY): _MONK,
+    Meeple(MONASTERY, MONASTERY, True): "A",
+    Meeple(GARDEN, GARDEN, True): "G",
+}
+_SHORT_READ = {text: meeple for meeple, text in _SHORT.items()}
 
 _TYPES: dict[str, TileType] = {name: parse_tile(name, 1, spec) for name, (spec, _) in SPECS.items()}
-_TYPES.update(RIVER_TILES)
+# Every name a record may hold: the river's and the 2nd edition's garden tiles too (R9).
+_TYPES.update(tile_set("base", river=True, edition="2nd", abbot=True).types)
 
 
 def _inferred(tile: str, rotation: int, spot: str) -> str | None:
@@ -73,13 +83,17 @@ def format_turn(turn: Turn) -> str:
         return f"{turn.tile}-"
     text = f"{turn.tile}{turn.rotation}@{turn.x},{turn.y}"
     meeple = turn.meeple
+    if turn.recall:
+        return text + "~A"
     if meeple is None:
         return text
-    if meeple.feature == MONASTERY and meeple.spot == MONASTERY:
-        return text + ":" + _MONK
-    if _inferred(turn.tile, turn.rotation, meeple.spot) == meeple.feature:
-        return f"{text}:{meeple.spot}"
-    return f"{text}:{meeple.feature}.{meeple.spot}"
+    if meeple in _SHORT:
+        return text + ":" + _SHORT[meeple]
+    abbot = "abbot." if meeple.abbot else ""  # only in a record that breaks R9.2
+    spot = "G" if meeple.spot == GARDEN else meeple.spot
+    if spot == meeple.spot and _inferred(turn.tile, turn.rotation, spot) == meeple.feature:
+        return f"{text}:{abbot}{spot}"
+    return f"{text}:{abbot}{meeple.feature}.{spot}"
 
 
 def parse_turn(text: str) -> Turn:
@@ -100,14 +114,18 @@ def parse_turn(text: str) -> Turn:
     rotation, x, y = int(match["rot"]), int(match["x"]), int(match["y"])
     spot, feature = match["spot"], match["feature"]
     meeple = None
+    if match["recall"]:
+        return Turn(tile, x, y, rotation, recall=True)
     if spot is not None:
-        if feature is None and spot == _MONK:
-            meeple = Meeple(MONASTERY, MONASTERY)
+        if feature is None and match["abbot"] is None and spot in _SHORT_READ:
+            meeple = _SHORT_READ[spot]
         else:
             feature = feature or _inferred(tile, rotation, spot)
             if feature not in KINDS:
                 raise MalformedError("bad_notation", f"{text!r}: no feature at {spot} on this tile")
-            meeple = Meeple(feature, spot)
+            if feature == GARDEN and spot == "G":
+                spot = GARDEN
+            meeple = Meeple(feature, spot, match["abbot"] is not None)
     return Turn(tile, x, y, rotation, meeple)
 
 
@@ -144,6 +162,10 @@ def format_record(record: Record, per_line: int = 10) -> str:
         head.append("end=abandoned")
     if rules.undo != "off":
         head.append(f"undo={rules.undo}")
+    if rules.abbot:
+        head.append("abbot=on")
+    if rules.tile_edition != "1st":
+        head.append(f"edition={rules.tile_edition}")
     if record.names is not None:
         head.append("names=" + _json_list(record.names))
     if record.player_ids is not None:
@@ -256,6 +278,8 @@ def parse_record(text: str) -> Record:
             max_timeouts=int(options.pop("timeouts", "3")),
             hints=_ON_OFF[options.pop("hints", "off")],
             undo=options.pop("undo", "off"),
+            abbot=_ON_OFF[options.pop("abbot", "off")],
+            tile_edition=options.pop("edition", "1st"),
         )
         abandoned = {"over": False, "abandoned": True}[options.pop("end", "over")]
         players = int(options.pop("players"))

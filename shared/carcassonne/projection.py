@@ -13,7 +13,7 @@ from typing import Any
 from .board import Pos
 from .scoring import ScoreEvent, meeple_counts, score_farms, score_incomplete
 from .state import GameState
-from .tiles import FIELD, MONASTERY
+from .tiles import FIELD, SURROUNDED
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def open_features(state: GameState) -> list[OpenFeature]:
             continue
         # `score_incomplete` yields one event per occupied open feature, in this same order.
         final = next(scored) if feat.meeples else None
-        if feat.kind == MONASTERY:
+        if feat.kind in SURROUNDED:
             (pos,) = feat.tiles
             missing = 8 - board.neighbours(pos)
         else:

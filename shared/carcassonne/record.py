@@ -10,12 +10,13 @@ reports the first illegal one by index.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from .errors import GameError, IllegalMoveError, MalformedError, RecordError
 from .events import (
     AbandonGame,
+    AbbotRecalled,
     AnswerUndo,
     DiscardTile,
     DrawTile,
@@ -25,6 +26,7 @@ from .events import (
     GameStarted,
     PlayerResigned,
     PlayTurn,
+    RecallAbbot,
     RequestUndo,
     Resign,
     StartGame,
@@ -56,7 +58,8 @@ class Turn:
     or, in a game with a turn limit, a drawn tile not played in time (`timeout`); or a seat
     resigning (`resign`: the seat; no tile) — docs/lifecycle.md; or the undo of the
     placement before it (`undo`, no tile: the same player then places the same tile again,
-    docs/undo.md)."""
+    docs/undo.md); or a placement that took the abbot back instead of a meeple (`recall`,
+    R9.2)."""
 
     tile: str
     x: int = 0
@@ -67,6 +70,7 @@ class Turn:
     timeout: bool = False
     resign: int | None = None
     undo: bool = False
+    recall: bool = False  # R9.2: the player took their abbot back instead of placing a meeple
 
     def to_dict(self) -> dict[str, Any]:
         """The turn as JSON."""
@@ -78,13 +82,16 @@ class Turn:
             return {"tile": self.tile, "timeout": True}
         if self.discard:
             return {"tile": self.tile, "discard": True}
-        return {
+        out = {
             "tile": self.tile,
             "x": self.x,
             "y": self.y,
             "rotation": self.rotation,
             "meeple": meeple_to_dict(self.meeple),
         }
+        if self.recall:
+            out["recall_abbot"] = True
+        return out
 
 
 @dataclass(frozen=True)
@@ -192,15 +199,24 @@ def turn_from_dict(data: Any) -> Turn:
         if set(data) != {"tile", "discard"}:
             raise MalformedError("bad_turn", "a discard turn has only tile and discard")
         return Turn(tile, discard=True)
-    extra = set(data) - {"tile", "x", "y", "rotation", "meeple", "discard"}
+    extra = set(data) - {"tile", "x", "y", "rotation", "meeple", "discard", "recall_abbot"}
     if extra or data.get("discard", False) is not False:
         raise MalformedError("bad_turn", f"unexpected keys in a turn: {sorted(extra)}")
+    recall = data.get("recall_abbot", False)
+    if recall not in (True, False) or type(recall) is not bool:
+        raise MalformedError("bad_turn", "recall_abbot must be true or left out", "R9.2")
+    meeple = meeple_from_dict(data.get("meeple"))
+    if recall and meeple is not None:
+        raise MalformedError(
+            "bad_turn", "a turn takes the abbot back instead of placing a meeple", "R9.2"
+        )
     return Turn(
         tile,
         _int(data, "x", -10_000, 10_000),
         _int(data, "y", -10_000, 10_000),
         _int(data, "rotation", 0, 3),
-        meeple_from_dict(data.get("meeple")),
+        meeple,
+        recall=recall,
     )
 
 
@@ -295,6 +311,8 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
                     events += run(TimeOutTurn(player, state.deadline_ms or 0))
                 elif turn.discard:
                     events += run(DiscardTile(player))
+                elif turn.recall:  # R9.2: the abbot taken back instead of a meeple
+                    events += run(RecallAbbot(player, turn.x, turn.y, turn.rotation))
                 else:
                     events += run(PlayTurn(player, turn.x, turn.y, turn.rotation, turn.meeple))
         except GameError as exc:
@@ -399,6 +417,8 @@ def record_from_events(
                 abandoned = True
             case TurnUndone():
                 turns.append(UNDO)
+            case AbbotRecalled():  # follows its turn's TilePlaced
+                turns[-1] = replace(turns[-1], recall=True)
     return Record(
         ruleset,
         players,

@@ -7,7 +7,7 @@ from typing import Any
 
 from .errors import MalformedError
 from .tiles import TileSet
-from .tilesets import TILESETS, tile_set
+from .tilesets import TILE_EDITIONS, TILESETS, tile_set
 
 FARM_EDITIONS = ("3rd", "2nd", "1st")  # R7.3 (default), R7.4
 UNPLACEABLE = ("discard", "return")  # R4.4, R10.4
@@ -36,6 +36,8 @@ class Ruleset:
     max_timeouts: int = 3
     hints: bool = False  # players may ask for a bot's suggested move (docs/bots.md)
     undo: str = "off"  # "consent": the others must accept; "free": granted at once (undo.md)
+    abbot: bool = False  # R9.2 The Abbot: one abbot per player, monasteries and gardens
+    tile_edition: str = "1st"  # "2nd": the tiles with gardens (R9.2, TILES.md §4)
 
     def __post_init__(self) -> None:
         if self.tileset not in TILESETS:
@@ -76,6 +78,16 @@ class Ruleset:
             )
         if not (type(self.max_timeouts) is int and 1 <= self.max_timeouts <= 99):
             raise MalformedError("bad_max_timeouts", "max_timeouts must be an integer 1-99")
+        if self.tile_edition not in TILE_EDITIONS:
+            raise MalformedError(
+                "unknown_tile_edition", "tile_edition must be '1st' or '2nd'", "R9.2"
+            )
+        if self.tile_edition == "2nd" and self.tileset == "demo":
+            raise MalformedError(
+                "edition_not_in_tileset",
+                "the demo set has one edition only: tile_edition '2nd' needs the base set",
+                "R1.2",
+            )
         for name in (
             "farmers",
             "incomplete_score",
@@ -83,6 +95,7 @@ class Ruleset:
             "hole_extra_turn",
             "river",
             "hints",
+            "abbot",
         ):
             if type(getattr(self, name)) is not bool:
                 raise MalformedError("bad_ruleset", f"{name} must be true or false")
@@ -90,7 +103,7 @@ class Ruleset:
     @property
     def tiles(self) -> TileSet:
         """The tile set this ruleset plays with."""
-        return tile_set(self.tileset, self.river)
+        return tile_set(self.tileset, self.river, self.tile_edition, self.abbot)
 
     @property
     def meeples_per_player(self) -> int:
@@ -135,6 +148,10 @@ class Ruleset:
             out["hints"] = True
         if self.undo != "off":
             out["undo"] = self.undo
+        if self.abbot:
+            out["abbot"] = True
+        if self.tile_edition != "1st":
+            out["tile_edition"] = self.tile_edition
         return out
 
     @classmethod
@@ -156,12 +173,14 @@ class Ruleset:
             "max_timeouts",
             "hints",
             "undo",
+            "abbot",
+            "tile_edition",
         }
         extra = set(data) - known
         if extra:
             raise MalformedError("bad_ruleset", f"unknown ruleset keys: {sorted(extra)}")
         kwargs = {k: v for k, v in data.items() if k != "area"}
-        for key in ("tileset", "farm_scoring", "unplaceable", "undo"):
+        for key in ("tileset", "farm_scoring", "unplaceable", "undo", "tile_edition"):
             if key in kwargs and not isinstance(kwargs[key], str):
                 raise MalformedError("bad_ruleset", f"{key} must be a string")
         area = data.get("area")

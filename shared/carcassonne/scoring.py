@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .board import Board, Feature, Pos
-from .tiles import CITY, FIELD, MONASTERY, ROAD
+from .tiles import CITY, FIELD, MONASTERY, ROAD, SURROUNDED
 
 FARM = "farm"
 CITY_POINTS_COMPLETE, PENNANT_POINTS_COMPLETE = 2, 2  # R6.2
@@ -23,7 +23,7 @@ FARM_POINTS = {"3rd": 3, "2nd": 3, "1st": 4}  # R7.3, R7.4
 class ScoreEvent:
     """One scoring, explained. `awarded` is what each player actually gained from it."""
 
-    kind: str  # road, city, monastery or farm
+    kind: str  # road, city, monastery, garden (R9.2) or farm
     rule: str
     final: bool  # False: scored during play (R6); True: final scoring (R7)
     turn: int  # tiles placed when it was scored (the turn that caused it, 1-based)
@@ -92,9 +92,10 @@ def score_completed(
         tiles = feat.tiles
         points = CITY_POINTS_COMPLETE * len(tiles) + PENNANT_POINTS_COMPLETE * feat.pennants
         rule = "R6.2"
-    else:
+    else:  # a monastery (R6.3) or a garden, scored as one (R9.2)
         (pos,) = feat.tiles
-        tiles, points, rule = set(board.monastery_tiles(pos)), MONASTERY_POINTS, "R6.3"
+        tiles, points = set(board.monastery_tiles(pos)), MONASTERY_POINTS
+        rule = "R6.3" if feat.kind == MONASTERY else "R9.2"
     winners = majority(counts)
     return ScoreEvent(
         kind=feat.kind,
@@ -121,10 +122,10 @@ def score_incomplete(
             continue
         counts = meeple_counts(feat, owner, players)
         tiles: set[Pos] | list[Pos] = feat.tiles
-        if feat.kind == MONASTERY:
+        if feat.kind in SURROUNDED:
             (pos,) = feat.tiles
             tiles = board.monastery_tiles(pos)
-            points = len(tiles)  # 1 for the monastery and 1 per tile around it
+            points = len(tiles)  # 1 for the monastery (or garden) and 1 per tile around it
         elif feat.kind == CITY:
             points = len(tiles) + feat.pennants
         else:
@@ -148,6 +149,33 @@ def score_incomplete(
             )
         )
     return out
+
+
+def score_recall(
+    board: Board, root: int, owner: Callable[[int], int], players: int, turn: int
+) -> ScoreEvent:
+    """R9.2: the abbot taken back scores its monastery or garden at once as at game end: 1
+    for the tile and 1 per tile around it (counted whatever R10.1 says: it is not the end)."""
+    feat = board.feats[root]
+    assert feat is not None and feat.kind in SURROUNDED
+    (pos,) = feat.tiles
+    tiles = board.monastery_tiles(pos)
+    counts = meeple_counts(feat, owner, players)
+    winners = majority(counts)
+    return ScoreEvent(
+        kind=feat.kind,
+        rule="R9.2",
+        final=False,
+        turn=turn,
+        tiles=tuple(sorted(tiles)),
+        pennants=0,
+        meeples=tuple(counts),
+        winners=winners,
+        points=len(tiles),
+        awarded=_award(players, winners, len(tiles)),
+        returned=tuple(counts),
+        complete=False,
+    )
 
 
 @dataclass

@@ -18,7 +18,7 @@ from .events import (
     TilePlaced,
     TileReturned,
 )
-from .game import actions, nothing_placeable
+from .game import RECALL_ABBOT, action_events, actions, nothing_placeable
 from .ruleset import Ruleset
 from .state import OVER, GameState
 from .tilesets import LAKE
@@ -88,6 +88,10 @@ def random_game(
             set_aside(state, tile, bag, rng, emit)
             continue
         x, y, rotation, meeple = choices[rng.randrange(len(choices))]
+        if meeple == RECALL_ABBOT:  # R9.2: the tile, then the abbot back (as `decide` does)
+            for event in action_events(state, (x, y, rotation, meeple)):
+                emit(event)
+            continue
         emit(TilePlaced(state.current, tile, x, y, rotation, meeple))
     if state.phase != OVER:
         emit(GameEnded("last tile placed" if not bag else "stopped"))

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from .board import Board, Pos
 from .events import (
+    AbbotRecalled,
     Event,
     GameAbandoned,
     GameEnded,
@@ -35,7 +36,13 @@ from .events import (
 )
 from .geometry import DELTA
 from .ruleset import Ruleset
-from .scoring import ScoreEvent, score_completed, score_farms, score_incomplete
+from .scoring import (
+    ScoreEvent,
+    score_completed,
+    score_farms,
+    score_incomplete,
+    score_recall,
+)
 from .tiles import Meeple, TileSet, TileType
 
 NEW, DRAW, PLACE, OVER = "new", "draw", "place", "over"
@@ -85,6 +92,7 @@ class GameState:
 
     __slots__ = (
         "abandoned",
+        "abbots",
         "bag",
         "bag_size",
         "board",
@@ -128,6 +136,7 @@ class GameState:
         self.discarded: list[str] = []
         self.current = 0
         self.supply: list[int] = []
+        self.abbots: list[bool] = []  # R9.2: per player, whether the abbot is in the supply
         self.scores: list[int] = []
         self.scores_before_final: tuple[int, ...] | None = None
         self.log: list[ScoreEvent] = []
@@ -164,6 +173,7 @@ class GameState:
         twin.bag = dict(self.bag)
         twin.discarded = list(self.discarded)
         twin.supply = list(self.supply)
+        twin.abbots = list(self.abbots)
         twin.scores = list(self.scores)
         twin.log = list(self.log)
         twin.meeples = dict(self.meeples)
@@ -211,6 +221,7 @@ class GameState:
         self.bag = self.tiles.bag()
         self.bag_size = sum(self.bag.values())
         self.supply = [e.ruleset.meeples_per_player] * e.players
+        self.abbots = [e.ruleset.abbot] * e.players
         self.scores = [0] * e.players
         self.timeouts = [0] * e.players
         self.out = [None] * e.players
@@ -244,7 +255,10 @@ class GameState:
             self.next_meeple += 1
             self.meeples[meeple_id] = MeepleOnBoard(e.player, pos, e.meeple, node)
             board.feature(node).meeples.append(meeple_id)
-            self.supply[e.player] -= 1
+            if e.meeple.abbot:
+                self.abbots[e.player] = False
+            else:
+                self.supply[e.player] -= 1
         self.turn += 1
         if tile.river:
             self._river_placed(tile, pos, e.rotation)
@@ -285,9 +299,35 @@ class GameState:
         assert feat is not None
         scored = score_completed(self.board, root, self.owner, self.players, self.turn)
         for meeple_id in feat.meeples:
-            self.supply[self.meeples.pop(meeple_id).player] += 1
+            self._home(meeple_id)
         feat.meeples = []
         feat.done = True
+        self._record(scored)
+
+    def _home(self, meeple_id: int) -> None:
+        """A figure leaves the board for its owner's supply (R6.6; the abbot, R9.2)."""
+        figure = self.meeples.pop(meeple_id)
+        if figure.meeple.abbot:
+            self.abbots[figure.player] = True
+        else:
+            self.supply[figure.player] += 1
+
+    def abbot_of(self, player: int) -> int | None:
+        """The id of `player`'s abbot on the board, or None (R9.2)."""
+        for meeple_id, figure in self.meeples.items():
+            if figure.player == player and figure.meeple.abbot:
+                return meeple_id
+        return None
+
+    def _recalled(self, e: AbbotRecalled) -> None:
+        """R9.2: the abbot comes back and its monastery or garden scores at once."""
+        meeple_id = self.abbot_of(e.player)
+        assert meeple_id is not None
+        node = self.meeples[meeple_id].node
+        root = self.board.find(node)
+        scored = score_recall(self.board, root, self.owner, self.players, self.turn)
+        self.board.feature(node).meeples.remove(meeple_id)
+        self._home(meeple_id)
         self._record(scored)
 
     def _record(self, scored: ScoreEvent) -> None:
@@ -395,7 +435,8 @@ class GameState:
                 (pos, placed.tile.name, placed.rotation) for pos, placed in self.board.tiles.items()
             ),
             "meeples": sorted(
-                (m.player, m.pos, m.meeple.feature, m.meeple.spot) for m in self.meeples.values()
+                (m.player, m.pos, m.meeple.feature, m.meeple.spot, m.meeple.abbot)
+                for m in self.meeples.values()
             ),
             "bag": dict(sorted(self.bag.items())),
             "drawn": self.drawn,
@@ -404,6 +445,7 @@ class GameState:
             "extra_turn": self.extra_turn,
             "river_end": self.river_end,
             "supply": list(self.supply),
+            "abbots": list(self.abbots),
             "scores": list(self.scores),
             "scores_before_final": self.scores_before_final,
             "log": [s.to_dict() for s in self.log],
@@ -429,6 +471,7 @@ _APPLY: dict[type, Callable[[GameState, Any], None]] = {
     TilePlaced: GameState._placed,
     TileDiscarded: GameState._discarded,
     TileReturned: GameState._returned,
+    AbbotRecalled: GameState._recalled,
     GameEnded: GameState._ended,
     TurnTimedOut: GameState._timed_out,
     PlayerTimedOut: GameState._player_timed_out,

@@ -30,6 +30,7 @@ PAINT = {
     "road": 'fill="none" stroke="#f4efdc" stroke-width="9" stroke-linejoin="round"',
     "city": 'fill="#c98b4b"',
     "monastery": 'fill="#efe1bf" stroke="#6b4423" stroke-width="1.5"',
+    "garden": 'fill="#e8a0c8" stroke="#3f6f2f" stroke-width="2"',
 }
 GROUND = 'fill="#a3c86a" stroke="#7fa04e" stroke-width="0.5"'
 PENNANT = 'fill="#2a5db0" stroke="#ffffff" stroke-width="1.2"'
@@ -169,7 +170,8 @@ def board_svg(state: GameState, outline_open: bool = False) -> str:
         out.append(
             f'<g class="meeple" data-player="{meeple.player}" data-x="{x}" data-y="{y}" '
             f'data-spot="{meeple.meeple.spot}" data-feature="{ids[_find(parent, meeple.node)]}" '
-            f'transform="translate({x * SIZE + px} {y * SIZE + py})">'
+            + ('data-abbot="true" ' if meeple.meeple.abbot else "")  # R9.2
+            + f'transform="translate({x * SIZE + px} {y * SIZE + py})">'
             f'<path d="{MEEPLE_D}"{FARMER if meeple.meeple.feature == FIELD else ""} '
             f'fill="{player_colour(meeple.player)}" stroke="#000000" stroke-width="1.2"/></g>'
         )

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from .geometry import EDGES, HALF_BASE, HALF_EDGES
-from .tiles import CITY, FIELD, MONASTERY, ROAD, Orientation, TileType
+from .tiles import CITY, FIELD, GARDEN, MONASTERY, ROAD, Orientation, TileType
 
 SIZE = 100
 CENTRE = (50, 50)
@@ -196,7 +196,20 @@ class TileArt:
     pool: bool = False  # the river starts or ends in the middle (the spring, the lake)
 
 
-PAINT_ORDER = {FIELD: 0, ROAD: 1, CITY: 2, MONASTERY: 3}
+PAINT_ORDER = {FIELD: 0, ROAD: 1, CITY: 2, MONASTERY: 3, GARDEN: 4}
+# R9.2: a garden lies in a field, at the first of these half-edges (in the tile's own
+# orientation, south first: where the base tiles' fields are widest) that is field.
+GARDEN_HALVES = (4, 3, 5, 2, 6, 1, 7, 0)
+
+
+def garden_point(orient: Orientation) -> Point:
+    """Where a tile's garden (and the abbot in it) is drawn, turned with the tile."""
+    for half in GARDEN_HALVES:
+        board_half = (half + 2 * orient.rotation) % 8
+        local = orient.slot_segment[HALF_BASE + board_half]
+        if local >= 0 and orient.segments[local].kind == FIELD:
+            return FIELD_SPOT[board_half]
+    return CENTRE
 
 
 def _wall_d(steps: Steps) -> str:
@@ -219,6 +232,9 @@ def _segment_art(orient: Orientation, index: int, dead_ends: int) -> SegmentArt:
         return SegmentArt(ROAD, _road_d(edges, runs_on), ())
     if seg.kind == MONASTERY:
         return SegmentArt(MONASTERY, _d(MONASTERY_STEPS), ())
+    if seg.kind == GARDEN:  # a small flower bed in a field (R9.2)
+        x, y = garden_point(orient)
+        return SegmentArt(GARDEN, f"M{x - 8},{y}L{x},{y - 8}L{x + 8},{y}L{x},{y + 8}Z", ())
     shape, turns = city_shape(tuple(edges))
     at = turn_point(PENNANT_AT[shape], turns)
     # Several pennants on one segment (none in the base set) sit side by side.
@@ -247,6 +263,8 @@ def spot_point(orient: Orientation, spot: str) -> Point:
     """Where a meeple on `spot` (board edge, half-edge or "monastery") stands on the turned tile."""
     if spot == MONASTERY:
         return MONASTERY_SPOT
+    if spot == GARDEN:
+        return garden_point(orient)
     if spot in EDGES:
         edge = EDGES.index(spot)
         seg = orient.segments[orient.spots[spot]]
@@ -258,7 +276,7 @@ def tile_spots(orient: Orientation) -> list[tuple[str, int, Point]]:
     """Every nameable spot of a turned tile: (spot, segment index, point), edges first."""
     return [
         (spot, orient.spots[spot], spot_point(orient, spot))
-        for spot in (*EDGES, *HALF_EDGES, MONASTERY)
+        for spot in (*EDGES, *HALF_EDGES, MONASTERY, GARDEN)
         if spot in orient.spots
     ]
 

@@ -14,7 +14,9 @@ from typing import NamedTuple
 from .geometry import EDGE_INDEX, EDGES, HALF_BASE, HALF_EDGE_INDEX, HALF_EDGES, N_SLOTS
 
 ROAD, CITY, FIELD, MONASTERY = "road", "city", "field", "monastery"
-KINDS = (ROAD, CITY, FIELD, MONASTERY)
+GARDEN = "garden"  # R9.2: on 2nd-edition tiles, a feature only the abbot may take
+KINDS = (ROAD, CITY, FIELD, MONASTERY, GARDEN)
+SURROUNDED = (MONASTERY, GARDEN)  # features scored by the tiles around them (R6.3, R9.2)
 # The river (R9.1) is no feature: it has no segment, takes no meeple and is never scored. A
 # river edge ('I') only has to meet a river edge, and its two halves are fields split by it.
 RIVER, RIVER_EDGE = "river", "I"
@@ -24,11 +26,13 @@ class Meeple(NamedTuple):
     """Where a meeple goes on the tile just placed: a feature and one of its spots.
 
     `spot` is an edge (``N E S W``, roads and cities) or a half-edge (``NNW … WNW``, fields)
-    in board directions after rotation, or ``"monastery"``. Any spot of the segment names it.
+    in board directions after rotation, or ``"monastery"`` / ``"garden"``. Any spot of the
+    segment names it. `abbot` marks the player's abbot (R9.2) rather than a meeple.
     """
 
     feature: str
     spot: str
+    abbot: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ class Orientation:
     slot_segment: tuple[int, ...]  # per board slot: local segment index, or -1
     monastery: int  # local index of the monastery segment, or -1
     spots: dict[str, int]  # every nameable spot (edge, half-edge, "monastery") -> segment
+    surrounded: int = -1  # local index of the monastery or garden segment (R6.3, R9.2), or -1
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,7 @@ def _orient(tile: TileType, rotation: int) -> Orientation:
     slot_segment = [-1] * N_SLOTS
     segments = []
     spots: dict[str, int] = {}
-    monastery = -1
+    monastery = surrounded = -1
     for index, seg in enumerate(tile.segments):
         board_edges = sorted((e + rotation) % 4 for e in seg.edges)
         board_halves = sorted((h + 2 * rotation) % 8 for h in seg.halves)
@@ -190,6 +195,11 @@ def _orient(tile: TileType, rotation: int) -> Orientation:
         if seg.kind == MONASTERY:
             monastery = index
             names = [MONASTERY]
+        if seg.kind in SURROUNDED:
+            if surrounded >= 0:
+                raise ValueError(f"tile {tile.name}: a monastery and a garden on one tile")
+            surrounded = index
+            names = [seg.kind]
         for spot_name in names:
             spots[spot_name] = index
         mask = 0
@@ -206,7 +216,9 @@ def _orient(tile: TileType, rotation: int) -> Orientation:
                 cities=seg.cities,
             )
         )
-    return Orientation(rotation, edges, tuple(segments), tuple(slot_segment), monastery, spots)
+    return Orientation(
+        rotation, edges, tuple(segments), tuple(slot_segment), monastery, spots, surrounded
+    )
 
 
 @dataclass(frozen=True)

@@ -124,21 +124,56 @@ CATALOG: dict[str, TileSet] = {
     "river": TileSet("river", SPRING, 0, RIVER_TILES),
 }
 
-_COMBINED: dict[tuple[str, bool], TileSet] = {}
+GARDEN_SUFFIX = "g"  # R9.2: the 2nd-edition copy of a base tile that shows a garden: "Eg"
+RIVER_GARDEN = "RIVJ"  # the river's garden tile (TILES.md §4)
+TILE_EDITIONS = ("1st", "2nd")
+
+_COMBINED: dict[tuple[str, bool, str, bool], TileSet] = {}
 
 
-def tile_set(name: str, river: bool = False) -> TileSet:
-    """The tiles a game plays with: a tile set, with the river added when `river` is on.
+def tile_set(name: str, river: bool = False, edition: str = "1st", abbot: bool = False) -> TileSet:
+    """The tiles a game plays with: a tile set, with the river added when `river` is on, and
+    in the 2nd edition the garden copies told apart.
 
     With the river (R9.1) the spring is the start tile, and the set's own start tile is mixed
     into the normal tiles (TILES.md §3: "mix it into the normal tiles when a bag is used").
+    In the 2nd edition (R9.2, TILES.md §4) one copy each of E H I M N R U V is its own type,
+    the letter and "g" (``Eg``), and RIVJ shows a garden; with the abbot a garden is a
+    feature (a segment), without it decoration (R1.4). 1st-edition tiles have no gardens.
     """
     base = TILESETS[name]
-    if not river:
+    if not river and edition == "1st":
         return base
-    key = (name, river)
+    key = (name, river, edition, abbot)
     combined = _COMBINED.get(key)
     if combined is None:
-        combined = TileSet(name, SPRING, base.meeples, {**base.types, **RIVER_TILES})
+        types = dict(base.types)
+        start = base.start
+        if edition == "2nd":
+            types = _with_gardens(types, abbot)
+        if river:
+            types.update(RIVER_TILES)
+            if edition == "2nd":
+                spec = RIVER_SPECS[RIVER_GARDEN] + (" | garden" if abbot else "")
+                types[RIVER_GARDEN] = parse_tile(RIVER_GARDEN, 1, spec, gardens=1)
+            start = SPRING
+        combined = TileSet(name, start, base.meeples, types)
         _COMBINED[key] = combined
     return combined
+
+
+def _with_gardens(types: dict[str, TileType], abbot: bool) -> dict[str, TileType]:
+    """The types with each garden copy split off as its own type (`Eg` beside `E`)."""
+    out: dict[str, TileType] = {}
+    for name, tile in types.items():
+        if not tile.gardens:
+            out[name] = tile
+            continue
+        spec = SPECS[name][0]
+        if tile.count > tile.gardens:
+            out[name] = parse_tile(name, tile.count - tile.gardens, spec)
+        garden = name + GARDEN_SUFFIX
+        out[garden] = parse_tile(
+            garden, tile.gardens, spec + (" | garden" if abbot else ""), gardens=tile.gardens
+        )
+    return out

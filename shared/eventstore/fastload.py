@@ -131,7 +131,9 @@ def _compile_field(field: fields.Field) -> Callable[[Any], Any]:
         base = _typed(str)
     elif kind is fields.Integer:
         base = _typed(int)  # bool is excluded by `type(...) is int`, as marshmallow does
-    elif kind is fields.Boolean:
+    elif kind is fields.Boolean or getattr(field, "exactly_bool", False):
+        # A Boolean subclass that takes exactly true and false (services' StrictBoolean, R9.2's
+        # `recall_abbot`) is what the quick path checks anyway.
         base = _boolean(cast(fields.Boolean, field))
     elif kind is fields.Nested:
         base = _nested(cast(fields.Nested, field))

@@ -49,14 +49,17 @@ class RulesetSchema(_Strict):
     max_timeouts = fields.Integer(strict=True, validate=validate.Range(1, 99))
     hints = fields.Boolean(truthy={True}, falsy={False})  # written when true (Ruleset.to_dict)
     undo = fields.String(validate=validate.OneOf(["off", "consent", "free"]))  # docs/undo.md
+    abbot = fields.Boolean(truthy={True}, falsy={False})  # R9.2
+    tile_edition = fields.String(validate=validate.OneOf(["1st", "2nd"]))  # R9.2
 
 
 class MeepleSchema(_Strict):
     feature = fields.String(
-        required=True, validate=validate.OneOf(["road", "city", "field", "monastery"])
+        required=True, validate=validate.OneOf(["road", "city", "field", "monastery", "garden"])
     )
     edge = fields.String(validate=validate.OneOf(EDGES))
     half_edge = fields.String(validate=validate.OneOf(HALF_EDGES))
+    abbot = fields.Boolean(truthy={True}, falsy=set())  # R9.2: an optional key, true only
 
 
 class GameStartedV1(_Strict):
@@ -159,6 +162,14 @@ class TurnUndoneV1(_Strict):
     deadline_ms = fields.Integer(required=True, strict=True, allow_none=True)
 
 
+class AbbotRecalledV1(_Strict):
+    """R9.2: the player took their abbot back from (x, y)."""
+
+    player = fields.Integer(required=True, strict=True, validate=validate.Range(0, 5))
+    x = fields.Integer(required=True, strict=True, validate=COORD)
+    y = fields.Integer(required=True, strict=True, validate=COORD)
+
+
 class AnyPayload(FastLoadSchema):
     """Score events carry the engine's explanations; checked for being an object only."""
 
@@ -174,6 +185,7 @@ SCHEMAS: dict[tuple[str, int], Schema] = {
     ("TilePlaced", 2): TilePlacedV2(),
     ("TileDiscarded", 1): PlayerTileV1(),
     ("TileReturned", 1): PlayerTileV1(),
+    ("AbbotRecalled", 1): AbbotRecalledV1(),
     ("GameEnded", 1): GameEndedV1(),
     ("TurnTimedOut", 1): PlayerTileV1(),
     ("PlayerTimedOut", 1): PlayerTimedOutV1(),

@@ -43,7 +43,7 @@ class FeatureScoredV1(FastLoadSchema):
 
     move = fields.Integer(required=True, strict=True, validate=validate.Range(1))
     kind = fields.String(
-        required=True, validate=validate.OneOf(["road", "city", "monastery", "farm"])
+        required=True, validate=validate.OneOf(["road", "city", "monastery", "garden", "farm"])
     )
     rule = fields.String(required=True, validate=validate.Length(2, 12))
     final = fields.Boolean(required=True, truthy={True}, falsy={False})

@@ -7,6 +7,9 @@
    ≤ 0.1 ms. Baseline: a naive scan of every empty square in the board's bounding box.
 3. Rebuilding a finished game's state from its events — target: median ≤ 3 ms.
    Baseline: `functools.reduce(evolve, …)`, the pure fold that copies the state per event.
+4. A full random River+Abbot game (R9.1, R9.2 on 2nd-edition tiles: 84 tiles, gardens, the
+   abbot placed and taken back; every legal action enumerated each turn) — target: median
+   ≤ 5 ms. Baseline: figure 1, the base game, in the same run.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from carcassonne.board import DELTA
 from carcassonne.events import Event
 from carcassonne.game import evolve, fold, placements
+from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from carcassonne.state import GameState
 from tests.bench.targets import exit_code, verdict
@@ -85,6 +89,12 @@ def main() -> int:
         state, events = random_game(rng, 2)
         game_ms.append((time.perf_counter_ns() - t0) / 1e6)
         games.append((state, events))
+    river_abbot = Ruleset(river=True, abbot=True, tile_edition="2nd")
+    river_abbot_ms: list[float] = []
+    for _ in range(args.games):
+        t0 = time.perf_counter_ns()
+        random_game(rng, 2, river_abbot)
+        river_abbot_ms.append((time.perf_counter_ns() - t0) / 1e6)
     replay_ms = [_median_ms(functools.partial(fold, ev), 3) for _, ev in games[:100]]
     reduce_ms = [
         _median_ms(functools.partial(functools.reduce, evolve, ev, GameState()), 1)
@@ -113,6 +123,7 @@ def main() -> int:
         "late_board_tiles_median": statistics.median(len(s.board.tiles) for s in late),
         "rebuild_fold_ms_median": statistics.median(replay_ms),
         "rebuild_reduce_evolve_ms_median": statistics.median(reduce_ms),
+        "river_abbot_game_ms_median": statistics.median(river_abbot_ms),
     }
     if args.json:
         print(json.dumps(figures))
@@ -125,6 +136,8 @@ def main() -> int:
          "naive bounding-box scan", figures["placements_naive_scan_ms_median"]),
         ("rebuild finished game from events (fold)", figures["rebuild_fold_ms_median"], 3.0,
          "reduce(evolve) with copies", figures["rebuild_reduce_evolve_ms_median"]),
+        ("full random River+Abbot game, 2nd edition", figures["river_abbot_game_ms_median"], 5.0,
+         "base game (figure 1)", figures["random_game_ms_median"]),
     ]  # fmt: skip
     print(f"engine benchmarks, CPython {figures['python']}, {args.games} random games")
     print(f"{'figure':<46}{'median ms':>11}{'target':>9}  {'baseline (same run)':<28}{'ms':>9}")

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Flask
 
 from carcassonne.events import meeple_to_dict
-from carcassonne.game import actions
+from carcassonne.game import RECALL_ABBOT, actions
 
 
 def new_game(
@@ -39,9 +39,14 @@ def play(
     played = 0
     while not (state := service.load(game_id).state).over and (turns is None or played < turns):
         x, y, rotation, meeple = rng.choice(actions(state))
+        body: dict[str, Any] = {"x": x, "y": y, "rotation": rotation}
+        if meeple == RECALL_ABBOT:  # R9.2: the abbot taken back instead of a meeple
+            body |= {"meeple": None, "recall_abbot": True}
+        else:
+            body["meeple"] = meeple_to_dict(meeple)
         reply = client.post(
             f"/games/{game_id}/turns",
-            json={"x": x, "y": y, "rotation": rotation, "meeple": meeple_to_dict(meeple)},
+            json=body,
             headers={"Authorization": f"Bearer {tokens[state.current]}"},
         )
         assert reply.status_code == 200, reply.get_json()

@@ -228,7 +228,9 @@ def random_records(count: int, seed: int) -> list[dict[str, Any]]:
                 Ruleset(tileset="demo", unplaceable="return"), Ruleset(area=(6, 5), meeples=3),
                 Ruleset(farmers=False, incomplete_score=False),
                 Ruleset(area=(7, 7), border_closes=True, hole_extra_turn=True),
-                Ruleset(river=True), Ruleset(tileset="demo", river=True)]  # fmt: skip
+                Ruleset(river=True), Ruleset(tileset="demo", river=True),
+                Ruleset(river=True, abbot=True, tile_edition="2nd"),
+                Ruleset(abbot=True)]  # fmt: skip
     out = []
     for i in range(count):
         _, events = random_game(rng, 2 + i % 5, rulesets[i % len(rulesets)])

@@ -82,6 +82,7 @@ def test_games_played_through_the_command_service_are_scored_by_a_worker(
         {"farmers": False, "incomplete_score": False},
         {"area": {"width": 7, "height": 7, "border_closes": True}, "hole_extra_turn": True},
         {"river": True},
+        {"river": True, "abbot": True, "tile_edition": "2nd"},
     ]
     games = []
     with running(worker(env)):

@@ -18,8 +18,8 @@ from carcassonne.bots.duel import play_duel_game, summarize, wilson
 from carcassonne.bots.heuristic import margin, worth
 from carcassonne.bots.simple import after
 from carcassonne.bots.view import PUBLIC_STATE
-from carcassonne.events import DrawTile, PlayTurn, TileDrawn
-from carcassonne.game import actions, decide, drawable, fold, is_unplaceable
+from carcassonne.events import DrawTile, TileDrawn
+from carcassonne.game import actions, command_for_action, decide, drawable, fold, is_unplaceable
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from carcassonne.state import GameState
@@ -74,8 +74,7 @@ def test_every_level_plays_only_legal_actions(
     for level in LEVELS:
         choice = choose(level, player_view(state), move_seed, SMALL)
         assert choice.action in legal, (level, choice)
-        x, y, rotation, meeple = choice.action
-        events = decide(state, PlayTurn(state.current, x, y, rotation, meeple))
+        events = decide(state, command_for_action(state, choice.action))  # R9.2: a recall too
         assert events, level
 
 

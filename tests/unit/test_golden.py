@@ -53,7 +53,7 @@ def ids(paths: list[Path]) -> list[str]:
 
 def test_golden_set_is_complete():
     assert 6 <= len(HAND) <= 16, "6-16 hand-verified games"
-    assert len(REGRESSION) == 2
+    assert len(REGRESSION) == 3
     for path in FILES:
         data = read(path)
         assert set(data["expected"]) == {"final_scores", "scores_before_final"}, path.name
@@ -79,6 +79,8 @@ def test_golden_set_covers_the_required_cases():
     assert any(r.ruleset.unplaceable == "return" for r in records)
     assert any(r.ruleset.hole_extra_turn for r in records)
     assert any(r.ruleset.river for r in records)
+    assert any(r.ruleset.abbot and r.ruleset.tile_edition == "2nd" for r in records)
+    assert any(t.recall for r in records for t in r.turns)
 
 
 @pytest.mark.parametrize("path", FILES, ids=ids(FILES))

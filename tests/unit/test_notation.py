@@ -11,8 +11,8 @@ from carcassonne.geometry import EDGES, HALF_EDGES
 from carcassonne.notation import format_record, format_turn, parse_record, parse_turn
 from carcassonne.record import FORMAT, Record, Turn, load_record, record_events, score_record
 from carcassonne.ruleset import Ruleset
-from carcassonne.tiles import CITY, FIELD, KINDS, MONASTERY, ROAD, Meeple
-from carcassonne.tilesets import SPECS
+from carcassonne.tiles import CITY, FIELD, GARDEN, KINDS, MONASTERY, ROAD, Meeple
+from carcassonne.tilesets import tile_set
 
 from .samples import README_NOTATION, README_RECORD
 
@@ -234,17 +234,35 @@ def test_monk_shorthand_only_without_a_feature():
 meeples = st.one_of(
     st.none(),
     st.just(Meeple(MONASTERY, MONASTERY)),
-    st.builds(Meeple, st.sampled_from(KINDS), st.sampled_from(EDGES + HALF_EDGES + ("M",))),
+    st.sampled_from(  # R9.2: the abbot on a monastery and in a garden; a meeple in a garden
+        [Meeple(MONASTERY, MONASTERY, True), Meeple(GARDEN, GARDEN, True), Meeple(GARDEN, GARDEN)]
+    ),
+    st.builds(
+        Meeple,
+        st.sampled_from(KINDS),
+        st.sampled_from(EDGES + HALF_EDGES + ("M",)),
+        st.booleans(),
+    ),
 )
+# Every tile name: the base letters, the demo's, the river's and the 2nd edition's gardens.
+NAMES = [*sorted(tile_set("base", river=True, edition="2nd", abbot=True).types), "LRFR", "CFR"]
 turns = st.one_of(
-    st.builds(Turn, st.sampled_from(sorted(SPECS)), discard=st.just(True)),
+    st.builds(Turn, st.sampled_from(NAMES), discard=st.just(True)),
     st.builds(
         Turn,
-        st.sampled_from(sorted(SPECS)),
+        st.sampled_from(NAMES),
         st.integers(-99_999, 99_999),
         st.integers(-99_999, 99_999),
         st.integers(0, 3),
         meeples,
+    ),
+    st.builds(
+        Turn,
+        st.sampled_from(NAMES),
+        st.integers(-99_999, 99_999),
+        st.integers(-99_999, 99_999),
+        st.integers(0, 3),
+        recall=st.just(True),
     ),
 )
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from carcassonne.errors import GameError
 from carcassonne.events import (
+    AbbotRecalled,
     DiscardTile,
     DrawTile,
     EndGame,
@@ -26,6 +27,7 @@ from carcassonne.events import (
     GameEnded,
     GameStarted,
     PlayTurn,
+    RecallAbbot,
     StartGame,
     TileDiscarded,
     TileDrawn,
@@ -34,14 +36,22 @@ from carcassonne.events import (
     event_from_dict,
     event_to_dict,
 )
-from carcassonne.game import actions, decide, evolve, fold, is_unplaceable, placements
+from carcassonne.game import (
+    RECALL_ABBOT,
+    actions,
+    decide,
+    evolve,
+    fold,
+    is_unplaceable,
+    placements,
+)
 from carcassonne.geometry import EDGES, HALF_EDGES
 from carcassonne.notation import format_record, format_turn, parse_record, parse_turn
 from carcassonne.record import load_record, record_events, record_from_events, score_record
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from carcassonne.state import PLACE, GameState, river_turn
-from carcassonne.tiles import CITY, FIELD, MONASTERY, ROAD, Meeple
+from carcassonne.tiles import CITY, FIELD, GARDEN, MONASTERY, ROAD, Meeple
 from carcassonne.tilesets import LAKE
 
 from .samples import fingerprint
@@ -58,11 +68,17 @@ rulesets = st.builds(
     area=st.one_of(st.none(), st.none(), st.sampled_from([(3, 3), (5, 3), (4, 4), (6, 5)])),
     hole_extra_turn=st.booleans(),
     river=st.booleans(),
+    abbot=st.booleans(),
 )
 # R10.5's variant needs a bounded table: on for about half of the bounded ones.
 rulesets = st.builds(
-    lambda rules, closes: replace(rules, border_closes=closes and rules.area is not None),
+    lambda rules, closes, second: replace(
+        rules,
+        border_closes=closes and rules.area is not None,
+        tile_edition="2nd" if second and rules.tileset == "base" else "1st",  # R1.2: no demo
+    ),
     rulesets,
+    st.booleans(),
     st.booleans(),
 )
 games = st.tuples(st.integers(0, 2**32 - 1), st.integers(2, 6), rulesets)
@@ -101,11 +117,15 @@ def test_meeples_conserved_farmers_stay_scores_never_decrease(game):
     for event, now in states_along(events):
         if isinstance(event, GameStarted):
             continue
-        assert sum(now.supply) + len(now.meeples) == players * per_player
-        on_board = Counter(m.player for m in now.meeples.values())
+        meeples = [m for m in now.meeples.values() if not m.meeple.abbot]
+        assert sum(now.supply) + len(meeples) == players * per_player
+        on_board = Counter(m.player for m in meeples)
+        abbots = Counter(m.player for m in now.meeples.values() if m.meeple.abbot)
         for p in range(players):
             assert now.supply[p] >= 0
             assert now.supply[p] + on_board[p] == per_player
+            # R9.2: one abbot each, in the supply or on the board, never both or neither
+            assert now.abbots[p] + abbots[p] == (1 if ruleset.abbot else 0)
         for meeple_id, farmer in farmers.items():  # R5.2/R6.6: farmers lie down until the end
             assert now.meeples.get(meeple_id) == farmer
         farmers.update((i, m) for i, m in now.meeples.items() if m.meeple.feature == FIELD)
@@ -113,10 +133,13 @@ def test_meeples_conserved_farmers_stay_scores_never_decrease(game):
         last_scores = list(now.scores)
         for meeple_id, m in now.meeples.items():  # every meeple stands in its feature
             assert meeple_id in now.board.feature(m.node).meeples
+            # R9.2: gardens hold only the abbot; the abbot stands only in one or a monastery
+            assert (m.meeple.feature == GARDEN) <= m.meeple.abbot
+            assert m.meeple.abbot <= (m.meeple.feature in (GARDEN, MONASTERY))
     if not ruleset.farmers:
         assert not farmers
         assert all(s.kind != "farm" for s in state.log)
-    if per_player == 0:
+    if per_player == 0 and not ruleset.abbot:
         assert not state.meeples and not any(state.scores)
 
 
@@ -125,7 +148,8 @@ def test_meeples_conserved_farmers_stay_scores_never_decrease(game):
 def test_each_completed_feature_is_scored_exactly_once(game):
     state, _ = play(game)
     board = state.board
-    during = [s for s in state.log if not s.final]
+    # The abbot taken back scores its feature during play, incomplete (R9.2): not a completion.
+    during = [s for s in state.log if not s.final and s.complete]
     # With R10.5's border closing features, two roads of one tile can each be a whole road:
     # features are counted, not merely collected.
     keys = Counter((s.kind, frozenset(s.tiles)) for s in during)
@@ -137,11 +161,11 @@ def test_each_completed_feature_is_scored_exactly_once(game):
             assert feat.done == (feat.open == 0), "closed roads and cities are done, others not"
             if feat.done:
                 done[(feat.kind, frozenset(feat.tiles))] += 1
-        elif feat.kind == MONASTERY:
+        elif feat.kind in (MONASTERY, GARDEN):
             (pos,) = feat.tiles
             assert feat.done == (board.neighbours(pos) == 8)
             if feat.done:
-                done[(MONASTERY, frozenset(board.monastery_tiles(pos)))] += 1
+                done[(feat.kind, frozenset(board.monastery_tiles(pos)))] += 1
         if feat.done:
             assert not feat.meeples, "meeples go home from a scored feature (R6.6)"
     assert keys == done, "each completed feature is scored once during play"
@@ -172,8 +196,11 @@ def test_score_explanations_follow_the_rules(game):
         top = max(s.meeples)
         assert s.winners == tuple(p for p, c in enumerate(s.meeples) if top and c == top)
         n = len(s.tiles)
-        if not s.final:
-            expected = {ROAD: n, CITY: 2 * n + 2 * s.pennants, MONASTERY: 9}[s.kind]
+        if not s.final and not s.complete:  # R9.2: the abbot taken back, 1 + neighbours
+            assert s.rule == "R9.2" and s.kind in (MONASTERY, GARDEN) and sum(s.meeples) == 1
+            expected = n
+        elif not s.final:
+            expected = {ROAD: n, CITY: 2 * n + 2 * s.pennants, MONASTERY: 9, GARDEN: 9}[s.kind]
         elif s.kind == "farm":
             per_city = {"3rd": 3, "2nd": 3, "1st": 4}[ruleset.farm_scoring]
             expected = per_city * len(s.cities)
@@ -183,7 +210,7 @@ def test_score_explanations_follow_the_rules(game):
         elif not ruleset.incomplete_score:
             expected = 0
         else:
-            expected = {ROAD: n, CITY: n + s.pennants, MONASTERY: n}[s.kind]
+            expected = {ROAD: n, CITY: n + s.pennants, MONASTERY: n, GARDEN: n}[s.kind]
         assert s.points == expected, s
         for p in range(players):
             if s.kind == "farm" and ruleset.farm_scoring == "2nd":
@@ -257,7 +284,8 @@ def test_the_river_is_legal(game):
         else:
             assert event.tile == LAKE and now.river_end is None
     assert all(a != b for a, b in pairwise(turns)), turns
-    assert all(f is None or f.kind in (ROAD, CITY, FIELD, MONASTERY) for f in state.board.feats)
+    kinds = (ROAD, CITY, FIELD, MONASTERY, GARDEN)
+    assert all(f is None or f.kind in kinds for f in state.board.feats)
 
 
 # ------------------------------------------------------------------- event sourcing
@@ -287,6 +315,8 @@ def command_for(event: Event) -> Any:
             return DrawTile(event.tile)
         case TilePlaced():
             return PlayTurn(event.player, event.x, event.y, event.rotation, event.meeple)
+        case AbbotRecalled():  # with its TilePlaced: one RecallAbbot (see below)
+            return None
         case TileDiscarded() | TileReturned():
             return DiscardTile(event.player)
         case GameEnded():
@@ -305,7 +335,11 @@ def test_decide_accepts_every_event_of_a_random_game(game):
         if isinstance(event, TilePlaced | TileDiscarded | TileReturned):
             assert event.player == state.current, "turn order"
         before = state.snapshot()
-        produced = decide(state, command_for(event))
+        command = command_for(event)
+        following = events[index + 1] if index + 1 < len(events) else None
+        if isinstance(event, TilePlaced) and isinstance(following, AbbotRecalled):
+            command = RecallAbbot(event.player, event.x, event.y, event.rotation)
+        produced = decide(state, command)
         assert state.snapshot() == before, "decide never changes the state"
         assert produced == events[index : index + len(produced)]
         for e in produced:
@@ -319,6 +353,8 @@ def brute_force_actions(state: GameState) -> set[tuple[int, int, int, Meeple | N
     assert state.drawn is not None
     orientations = state.tiles.types[state.drawn].orientations
     candidates: list[Meeple | None] = [None, Meeple(MONASTERY, MONASTERY)]
+    candidates += [Meeple(MONASTERY, MONASTERY, True), Meeple(GARDEN, GARDEN, True)]  # R9.2
+    candidates += [Meeple(GARDEN, GARDEN)]
     candidates += [Meeple(kind, e) for kind in (ROAD, CITY) for e in EDGES]
     candidates += [Meeple(FIELD, h) for h in HALF_EDGES]
     squares = set(state.board.frontier)
@@ -334,8 +370,14 @@ def brute_force_actions(state: GameState) -> set[tuple[int, int, int, Meeple | N
                     continue
                 if meeple is not None:
                     orient = orientations[rotation]
-                    meeple = orient.segments[orient.spots[meeple.spot]].meeple
+                    canonical = orient.segments[orient.spots[meeple.spot]].meeple
+                    meeple = canonical._replace(abbot=meeple.abbot)
                 accepted.add((x, y, rotation, meeple))
+            try:  # R9.2: the tile placed and the abbot taken back
+                decide(state, RecallAbbot(state.current, x, y, rotation))
+            except GameError:
+                continue
+            accepted.add((x, y, rotation, RECALL_ABBOT))
     return accepted
 
 

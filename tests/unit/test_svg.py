@@ -131,10 +131,10 @@ def test_segments_of_one_feature_share_one_id_and_no_other(game):
     for g, placed in zip(by_class(root, "tile"), board.tiles.values(), strict=True):
         by_index = {}
         drawn = by_class(g, "seg")
-        # Painting order is fields, roads, cities, monastery; map back by kind and order.
+        # Painting order is fields, roads, cities, monastery, garden; map back by kind and order.
         order = sorted(
             range(len(placed.orientation.segments)),
-            key=lambda i: ("field", "road", "city", "monastery").index(
+            key=lambda i: ("field", "road", "city", "monastery", "garden").index(
                 placed.orientation.segments[i].kind
             ),
         )

@@ -18,9 +18,8 @@ from ..events import (
     GameEnded,
     GameStarted,
     TileDrawn,
-    TilePlaced,
 )
-from ..game import actions
+from ..game import action_events, actions
 from ..ruleset import Ruleset
 from ..simulate import bag_order, set_aside
 from ..state import OVER, GameState
@@ -82,8 +81,8 @@ def play_duel_game(
         )
         seconds[side] += (clock() - started) if clock else 0.0
         moves[side] += 1
-        x, y, rotation, meeple = choice.action
-        state.apply(TilePlaced(state.current, tile, x, y, rotation, meeple))
+        for event in action_events(state, choice.action):  # R9.2: a recall is two events
+            state.apply(event)
     if state.phase != OVER:
         state.apply(GameEnded("last tile placed"))
     return GameResult(seat_a, tuple(state.scores), (moves[0], moves[1]), (seconds[0], seconds[1]))

@@ -25,8 +25,8 @@ import math
 import random
 from dataclasses import dataclass
 
-from ..events import GameEnded, TileDrawn, TilePlaced
-from ..game import Action, actions
+from ..events import GameEnded, TileDrawn
+from ..game import Action, action_events, actions
 from ..simulate import bag_order, set_aside
 from ..state import GameState
 from .budget import DEFAULT_PLAYOUTS, Budget, Choice
@@ -103,8 +103,8 @@ def playout(state: GameState, order: list[str], plies: int, rng: random.Random) 
         if not choices:
             set_aside(state, tile, order, rng, state.apply)  # R4.4 / R10.4, as in play
             continue
-        x, y, rotation, meeple = playout_action(state, choices, rng)
-        state.apply(TilePlaced(state.current, tile, x, y, rotation, meeple))
+        for event in action_events(state, playout_action(state, choices, rng)):  # R9.2
+            state.apply(event)
         plies -= 1
     return state
 

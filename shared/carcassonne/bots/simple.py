@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import random
 
-from ..events import TilePlaced
-from ..game import Action, actions
+from ..game import Action, action_events, actions
 from ..state import GameState
 from .budget import Budget, Choice
 from .heuristic import margin, worth
@@ -36,10 +35,10 @@ def play_random(view: PlayerView, rng: random.Random, budget: Budget | None = No
 
 def after(state: GameState, action: Action) -> GameState:
     """A copy of `state` with `action` played by the player to move."""
-    x, y, rotation, meeple = action
     assert state.drawn is not None
     twin = state.copy()
-    twin.apply(TilePlaced(state.current, state.drawn, x, y, rotation, meeple))
+    for event in action_events(state, action):  # R9.2: the abbot taken back is two events
+        twin.apply(event)
     return twin
 
 

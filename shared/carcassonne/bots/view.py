@@ -23,6 +23,7 @@ from ..state import PLACE, GameState
 PUBLIC_STATE = frozenset(
     {
         "abandoned",
+        "abbots",  # R9.2: whose abbot is in the supply (its place on the board is public)
         "bag",
         "bag_size",
         "board",
@@ -72,7 +73,8 @@ class PlayerView:
     extra_turn: bool  # this turn was granted by R10.6 (its hole grants none)
     discarded: tuple[str, ...]
     placed: tuple[tuple[Pos, str, int], ...]  # (square, tile, rotation), sorted: the board
-    standing: tuple[tuple[int, Pos, str, str], ...]  # meeples: (player, square, feature, spot)
+    # meeples: (player, square, feature, spot, abbot) — abbot: R9.2's figure, not a meeple
+    standing: tuple[tuple[int, Pos, str, str, bool], ...]
     # The same position as the engine holds it (every field public: `PUBLIC_STATE`), for
     # simulation; derived from the fields above, so left out of `==`; never handed out:
     # `position()` copies it.
@@ -111,7 +113,8 @@ def player_view(state: GameState) -> PlayerView:
         ),
         standing=tuple(
             sorted(
-                (m.player, m.pos, m.meeple.feature, m.meeple.spot) for m in state.meeples.values()
+                (m.player, m.pos, m.meeple.feature, m.meeple.spot, m.meeple.abbot)
+                for m in state.meeples.values()
             )
         ),
         state=state.copy(),
