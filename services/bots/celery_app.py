@@ -112,7 +112,7 @@ def play(game_id: str) -> str:
     if done.kind in (OVER, GONE):
         drop(client, game_id)
     elif done.kind == HUMAN:
-        set_due(client, game_id, _now_ms() + int(settings["HUMAN_RECHECK_SECONDS"] * 1000))
+        _human_next(client, game_id, done.due_ms)
     elif done.kind == PLAYED:
         assert done.choice is not None
         TURNS.labels(done.level).inc()
@@ -132,8 +132,17 @@ def play(game_id: str) -> str:
             set_due(client, game_id, _now_ms() + grace_ms)
             play.apply_async((game_id,), queue=QUEUE)
         else:  # a human's turn, or the game is over: the next step is not ours
-            set_due(client, game_id, _now_ms() + int(settings["HUMAN_RECHECK_SECONDS"] * 1000))
+            _human_next(client, game_id, done.due_ms)
     return done.kind
+
+
+def _human_next(client: Any, game_id: str, deadline_ms: int | None) -> None:
+    """A human is to move: their move sends the bot task; the sweep looks again later, or
+    just after the turn's deadline (a timed-out turn may pass to a bot, docs/lifecycle.md)."""
+    later = _now_ms() + int(settings["HUMAN_RECHECK_SECONDS"] * 1000)
+    if deadline_ms is not None:
+        later = min(later, deadline_ms + 2_000)
+    set_due(client, game_id, later)
 
 
 def _wake_scoring(client: Any, game_id: str) -> None:

@@ -44,6 +44,7 @@ class Outcome:
     choice: Choice | None = None
     think_ms: int = 0
     level: str = ""
+    due_ms: int | None = None  # a human's turn limit runs out then (None: no limit)
 
 
 def command_id(game_id: str, seq: int) -> str:
@@ -83,7 +84,9 @@ class BotPlayer:
         seat = state.current
         bot = bots[seat] if seat < len(bots) else None
         if bot is None or state.phase != PLACE:
-            return Outcome(HUMAN, seq)
+            # With a turn limit, the human's turn may time out and pass to a bot without
+            # anyone sending the task: the sweep should look again just after the deadline.
+            return Outcome(HUMAN, seq, due_ms=state.deadline_ms)
         think_ms = min(int(bot.get("think_ms") or 0), self.max_think_ms)
         if on_think is not None:
             on_think(think_ms)
@@ -113,5 +116,12 @@ class BotPlayer:
             return Outcome(RACED, result.last_seq)
         following = None if state.over else bots[state.current]
         return Outcome(
-            PLAYED, result.last_seq, following is not None, result.notify, choice, took, level
+            PLAYED,
+            result.last_seq,
+            following is not None,
+            result.notify,
+            choice,
+            took,
+            level,
+            state.deadline_ms,
         )

@@ -573,8 +573,7 @@ class GameService:
                 self.keep(game_id, cached.advanced(state, result.last_seq, events))
             if result.notify and self.notify is not None:
                 self.notify(game_id)
-            if self.bots is not None and not state.over and is_bot(cached.secrets, state.current):
-                self.bots(game_id)  # the turn passes to a bot seat
+            self._hand_to_bot(game_id, cached.secrets, state)
             return TurnResult(stored, state, result.last_seq)
         raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
 
@@ -618,8 +617,14 @@ class GameService:
             self.keep(game_id, Cached(state, result.last_seq, cached.secrets))
             if result.notify and self.notify is not None:
                 self.notify(game_id)
+            self._hand_to_bot(game_id, cached.secrets, state)  # a resignation may pass the turn
             return TurnResult(stored, state, result.last_seq)
         raise OutOfTurnError("stale_sequence", "the game moved on; retry", None)
+
+    def _hand_to_bot(self, game_id: str, record: dict[str, Any], state: GameState) -> None:
+        """Send the bot worker the game when its next turn is a bot seat's."""
+        if self.bots is not None and not state.over and is_bot(record, state.current):
+            self.bots(game_id)
 
     def reissue_token(self, game_id: str, seat: Any, key_id: str) -> dict[str, Any]:
         """A new secret token for a seat, asked for by the API key that created the game (a
@@ -639,6 +644,8 @@ class GameService:
             raise NotFound("seat_not_found", f"this game's seats are 0-{players - 1}")
         if cached.state.phase == OVER:
             raise OutOfTurnError("game_over", "the game is over", "R7.1")
+        if is_bot(cached.secrets, seat):  # nobody but the bot worker plays a bot seat
+            raise OutOfTurnError("bot_seat", "a bot plays this seat: it has no token", None)
         token = secrets.token_urlsafe(24)
         if not self.secrets.replace_token(game_id, seat, token_hash(token)):
             raise NotFound("game_not_found", f"no game {game_id}")

@@ -177,3 +177,33 @@ def test_a_hint_is_a_legal_move_for_the_seat_to_move() -> None:
         game_id, seats[0]["token"], first["x"], first["y"], first["rotation"], None
     )
     assert result.events[0].type == "TilePlaced"
+
+
+def test_a_resignation_that_passes_the_turn_to_a_bot_hands_it_over() -> None:
+    service, _, _, handoff = make()
+    game_id, seats = service.create_game(
+        ["ann", "bot", "cid"], Ruleset(), [0, 1, 2], None, bots=[None, GREEDY, None]
+    )
+    assert handoff.called == []
+    service.resign(game_id, seats[0]["token"])  # ann is to move: the bot is next
+    assert handoff.called == [game_id]
+
+
+def test_a_bot_seat_gets_no_reissued_token() -> None:
+    service, _, _, _ = make()
+    game_id, _ = service.create_game(
+        ["ann", "bot"], Ruleset(), [0, 1], None, key_id="k1", bots=[None, GREEDY]
+    )
+    with pytest.raises(GameError) as info:
+        service.reissue_token(game_id, 1, "k1")
+    assert (info.value.code, info.value.status) == ("bot_seat", 409)
+
+
+def test_a_human_turn_with_a_limit_tells_the_sweep_its_deadline() -> None:
+    service, store, secrets, _ = make()
+    game_id, _ = service.create_game(
+        ["ann", "bot"], Ruleset(turn_seconds=60), [0, 1], None, bots=[None, GREEDY]
+    )
+    done = player(store, secrets).play(game_id)
+    assert done.kind == HUMAN and done.due_ms is not None
+    assert done.due_ms == service.load(game_id).state.deadline_ms
