@@ -65,7 +65,8 @@ def assert_board_is_engine(view: dict[str, Any], state: GameState) -> None:
     tiles = sorted(((t["x"], t["y"]), t["tile"], t["rotation"]) for t in view["tiles"])
     assert tiles == snap["tiles"]
     meeples = sorted(
-        (m["player"], (m["x"], m["y"]), m["feature"], m["spot"]) for m in view["meeples"]
+        (m["player"], (m["x"], m["y"]), m["feature"], m["spot"], m.get("abbot", False))
+        for m in view["meeples"]
     )
     assert meeples == snap["meeples"]
     assert view["phase"] == state.phase and view["tiles_left"] == state.bag_size
@@ -177,6 +178,29 @@ def test_a_scored_game_seen_through_every_view(command, query, store, redis_clie
     assert summary["players"] == names and summary["scores"] == final.scores
     assert "seed" not in json.dumps(listed) and "token" not in json.dumps(listed)
     assert get(query, f"/games?player={names[0]}&status=in_progress")[1]["games"] == []
+
+
+def test_a_river_abbot_game_seen_through_the_views(command, query, store, redis_client) -> None:
+    """R9.1, R9.2: the board shows river tiles, gardens and abbots (`"abbot": true`) as the
+    engine has them at every move; the scores view adds up (garden points under
+    `monasteries`) to the worker's and the engine's totals."""
+    ruleset = {"river": True, "abbot": True, "tile_edition": "2nd"}
+    game_id, tokens = new_game(command, ["ann", "bob"], ruleset)
+    rng = random.Random(8)
+    abbots_seen = 0
+    while not engine_state(store, game_id).over:
+        play(command, game_id, tokens, rng, turns=1)
+        status, board, _ = get(query, f"/games/{game_id}/board")
+        assert status == 200
+        assert_board_is_engine(board, engine_state(store, game_id))
+        abbots_seen += sum(1 for m in board["meeples"] if m.get("abbot"))
+    assert abbots_seen, "no abbot was ever on the board"
+    wait_scored(redis_client, store, [game_id])
+    final = engine_state(store, game_id)
+    status, scores, _ = get(query, f"/games/{game_id}/scores")
+    assert status == 200 and [p["score"] for p in scores["players"]] == final.scores
+    for player in scores["players"]:
+        assert sum(player["points"].values()) == player["score"]
 
 
 def test_track_laps_of_a_game_past_100_points(env, query, store, redis_client) -> None:
