@@ -39,7 +39,7 @@ from carcassonne.game import RECALL_ABBOT, actions, decide
 from carcassonne.ruleset import Ruleset
 from carcassonne.state import OVER, GameState
 from carcassonne.tiles import Meeple
-from eventstore.envelope import MOVES, StoredEvent
+from eventstore.envelope import MOVES, AppendResult, NewEvent, StoredEvent
 from eventstore.errors import CommandReused, ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine, to_new
@@ -234,6 +234,16 @@ class TurnResult:
     state: GameState
     seq: int
     replayed: bool = False
+
+
+def stored_events(
+    game_id: str, new_events: list[NewEvent], result: AppendResult, command_id: str
+) -> list[StoredEvent]:
+    """The events of a command's append as stored (seqs and time from the append's result)."""
+    return [
+        StoredEvent(game_id, MOVES, seq, e.type, e.version, result.time_ms, command_id, e.payload)
+        for seq, e in enumerate(new_events, start=result.first_seq)
+    ]
 
 
 class GameService:
@@ -563,12 +573,7 @@ class GameService:
                 if replay is not None:
                     return replay
                 continue
-            stored = [
-                StoredEvent(
-                    game_id, MOVES, seq, e.type, e.version, result.time_ms, command_id, e.payload
-                )
-                for seq, e in enumerate(new_events, start=result.first_seq)
-            ]
+            stored = stored_events(game_id, new_events, result, command_id)
             if not state.over:  # a finished game takes no more turns: no need to keep it
                 self.keep(game_id, cached.advanced(state, result.last_seq, events))
             if result.notify and self.notify is not None:
@@ -608,12 +613,7 @@ class GameService:
                 continue  # a move got in first: decide again on the game as it is now
             if result.duplicate:
                 continue  # appended by an earlier try of ours: answered from the stream
-            stored = [
-                StoredEvent(
-                    game_id, MOVES, seq, e.type, e.version, result.time_ms, command_id, e.payload
-                )
-                for seq, e in enumerate(map(to_new, events), start=result.first_seq)
-            ]
+            stored = stored_events(game_id, [to_new(e) for e in events], result, command_id)
             self.keep(game_id, Cached(state, result.last_seq, cached.secrets))
             if result.notify and self.notify is not None:
                 self.notify(game_id)
@@ -762,12 +762,7 @@ class GameService:
             if result.duplicate:
                 self.keep(game_id, cached)
                 continue  # appended before (a retry): the next attempt answers its result
-            stored = [
-                StoredEvent(
-                    game_id, MOVES, seq, e.type, e.version, result.time_ms, command_id, e.payload
-                )
-                for seq, e in enumerate(new_events, start=result.first_seq)
-            ]
+            stored = stored_events(game_id, new_events, result, command_id)
             if not state.over:
                 self.keep(game_id, cached.advanced(state, result.last_seq, events))
             if result.notify and self.notify is not None:
