@@ -8,11 +8,13 @@ whoever draws it and however often it is decided again.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import random
 
 from carcassonne.events import DiscardTile, DrawTile, Event
 from carcassonne.game import decide, drawable, is_unplaceable
-from carcassonne.state import DRAW, GameState
+from carcassonne.state import DRAW, OVER, GameState
 
 
 def draw_tile(seed: str, draws: int, bag: dict[str, int]) -> str:
@@ -27,11 +29,19 @@ def draw_tile(seed: str, draws: int, bag: dict[str, int]) -> str:
     raise AssertionError("unreachable: the pick lies inside the bag")
 
 
+def draw_nonce(seed: str, draws: int) -> str:
+    """R10.3: the secret salt of draw number `draws`'s commitment, from the game's seed (an
+    HMAC, so that a revealed nonce tells nothing of the seed or of other draws)."""
+    return hmac.new(seed.encode(), f"hand-nonce:{draws}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
 def draw_until_placeable(state: GameState, seed: str, now_ms: int | None = None) -> list[Event]:
     """Draw for the player to move; a tile that fits nowhere is discarded or returned (R4.4).
 
     `state` is changed in place. `now_ms` starts the drawn turn's clock (its deadline, with a
     turn limit): the engine has no clock of its own."""
+    if state.hands:
+        return refill_hand(state, seed)
     events: list[Event] = []
     while state.phase == DRAW and state.bag_size:
         # every draw has its own index; the river's tiles come first (R9.1, `drawable`)
@@ -46,4 +56,24 @@ def _run(state: GameState, command: DrawTile | DiscardTile) -> list[Event]:
     events = decide(state, command)
     for event in events:
         state.apply(event)
+    return events
+
+
+def refill_hand(state: GameState, seed: str) -> list[Event]:
+    """R10.3: the player to move draws back up to the hand's size (each draw committed with
+    its nonce); then each hand tile that fits nowhere is set aside (R4.4 or R10.4) and the
+    hand refilled again. `state` (which knows the hands) is changed in place; the events are
+    the engine's own form: seal them (`carcassonne.hand.seal`) before they go in the log."""
+    events: list[Event] = []
+    while state.phase != OVER:
+        if state.phase == DRAW:
+            index = state.drawn_count
+            tile = draw_tile(seed, index, drawable(state))
+            events += _run(state, DrawTile(tile, nonce=draw_nonce(seed, index)))
+            continue
+        hand = state.hands[state.current]
+        dead = next((h.tile for h in hand if h.tile and is_unplaceable(state, h.tile)), None)
+        if dead is None:
+            break
+        events += _run(state, DiscardTile(state.current, dead))
     return events

@@ -64,22 +64,52 @@ class TilePlaced:
     y: int
     rotation: int
     meeple: Meeple | None = None
+    # R10.3: the played hand tile's nonce, opening its `HandDrawn` commitment (None: no hand)
+    nonce: str | None = None
 
 
 @dataclass(frozen=True)
 class TileDiscarded:
-    """The drawn tile fitted nowhere and left the game; the same player draws again (R4.4)."""
+    """The drawn tile fitted nowhere and left the game; the same player draws again (R4.4).
+    With a hand (R10.3) `nonce` opens the discarded hand tile's commitment."""
 
     player: int
     tile: str
+    nonce: str | None = None
 
 
 @dataclass(frozen=True)
 class TileReturned:
-    """The drawn tile fitted nowhere and went back into the bag (house rule R10.4)."""
+    """The drawn tile fitted nowhere and went back into the bag (house rule R10.4).
+    With a hand (R10.3) `nonce` opens the returned hand tile's commitment."""
 
     player: int
     tile: str
+    nonce: str | None = None
+
+
+@dataclass(frozen=True)
+class HandDrawn:
+    """R10.3: `player` drew a tile into their hand (docs/rules.md, "R10.3 three-tile hand").
+
+    `commitment` is SHA-256 of ``"<tile>:<nonce>"`` (`hand.commit`). The public log keeps only
+    the player and the commitment (`hand.seal`): nobody learns the tile until the event that
+    plays, discards or returns it names it with its nonce, or `HandsRevealed` at the end. The
+    engine's own form (from `decide`, and unsealed by whoever knows the nonces) has both.
+    """
+
+    player: int
+    commitment: str
+    tile: str | None = None
+    nonce: str | None = None
+
+
+@dataclass(frozen=True)
+class HandsRevealed:
+    """R10.3: the game is ending; every tile still in a hand, with its nonce, per seat (in the
+    order drawn), so that every commitment of the log is opened and the game replays whole."""
+
+    hands: tuple[tuple[tuple[str, str], ...], ...]
 
 
 @dataclass(frozen=True)
@@ -207,6 +237,8 @@ Event = (
     | UndoAccepted
     | UndoRefused
     | TurnUndone
+    | HandDrawn
+    | HandsRevealed
 )
 
 
@@ -249,17 +281,20 @@ class DrawTile:
 
     tile: str
     now_ms: int | None = None
+    nonce: str | None = None  # R10.3: the secret salt of this draw's commitment (a hand game)
 
 
 @dataclass(frozen=True)
 class PlayTurn:
-    """Place the drawn tile at (x, y) with `rotation`, and optionally a meeple."""
+    """Place the drawn tile (with a hand, R10.3: `tile`, one of the hand) at (x, y) with
+    `rotation`, and optionally a meeple."""
 
     player: int
     x: int
     y: int
     rotation: int
     meeple: Meeple | None = None
+    tile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -275,9 +310,11 @@ class RecallAbbot:
 
 @dataclass(frozen=True)
 class DiscardTile:
-    """Declare the drawn tile unplaceable (R4.4; refused if it fits somewhere)."""
+    """Declare the drawn tile (with a hand, R10.3: `tile` of the hand) unplaceable (R4.4;
+    refused if it fits somewhere)."""
 
     player: int
+    tile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -408,7 +445,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
             body = {"ruleset": ruleset.to_dict(), "players": players}
             if names is not None or ids is not None:
                 body["players"] = seats_to_list(players, names, ids)
-        case TilePlaced(player, tile, x, y, rotation, meeple):
+        case TilePlaced(player, tile, x, y, rotation, meeple, nonce):
             body = {
                 "player": player,
                 "tile": tile,
@@ -417,10 +454,21 @@ def event_to_dict(event: Event) -> dict[str, Any]:
                 "rotation": rotation,
                 "meeple": meeple_to_dict(meeple),
             }
+            if nonce is not None:
+                body["nonce"] = nonce
         case TileDrawn(tile, deadline):
             body = {"tile": tile} if deadline is None else {"tile": tile, "deadline_ms": deadline}
+        case HandDrawn(player, commitment, tile, nonce):
+            # sealed (the public form) when the tile is not known: no tile, no nonce
+            body = {"player": player, "commitment": commitment}
+            if tile is not None:
+                body |= {"tile": tile, "nonce": nonce}
+        case HandsRevealed(hands):
+            body = {"hands": [[[tile, nonce] for tile, nonce in hand] for hand in hands]}
         case _:
             body = dict(event.__dict__)
+            if "nonce" in body and body["nonce"] is None:
+                del body["nonce"]  # a game without a hand logs what it always did
     return {"type": type(event).__name__, **body}
 
 
@@ -468,7 +516,7 @@ _SIMPLE: dict[str, type] = {
     "GameAbandoned": GameAbandoned,
     "TokenReissued": TokenReissued,
     "UndoRequested": UndoRequested, "UndoAccepted": UndoAccepted, "UndoRefused": UndoRefused,
-    "TurnUndone": TurnUndone,
+    "TurnUndone": TurnUndone, "HandDrawn": HandDrawn,
 }  # fmt: skip
 
 
@@ -480,12 +528,30 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         if kind == "GameStarted":
             players, names, ids = _seats_from(data["players"])
             return GameStarted(Ruleset.from_dict(data["ruleset"]), players, names, ids)
+        if kind == "HandsRevealed":
+            return HandsRevealed(_hands_from(data.pop("hands")))
         if kind == "TilePlaced":
             meeple = meeple_from_dict(data.pop("meeple", None))
             return TilePlaced(meeple=meeple, **data)
         if kind in _SIMPLE:
             event: Event = _SIMPLE[kind](**data)
             return event
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise MalformedError("bad_event", f"malformed {kind} event: {exc}") from exc
     raise MalformedError("bad_event", f"unknown event type {kind!r}")
+
+
+def _hands_from(value: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """`HandsRevealed`'s hands: per seat a list of ``[tile, nonce]`` pairs of strings."""
+    if not isinstance(value, list):
+        raise TypeError("hands must be a list")
+    out = []
+    for hand in value:
+        pairs = []
+        for pair in hand:
+            tile, nonce = pair
+            if not (isinstance(tile, str) and isinstance(nonce, str)):
+                raise TypeError("a revealed tile is [tile, nonce], both strings")
+            pairs.append((tile, nonce))
+        out.append(tuple(pairs))
+    return tuple(out)

@@ -24,6 +24,8 @@ from .events import (
     GameAbandoned,
     GameEnded,
     GameStarted,
+    HandDrawn,
+    HandsRevealed,
     PlayerResigned,
     PlayerTimedOut,
     PlayTurn,
@@ -39,8 +41,9 @@ from .events import (
     TurnTimedOut,
 )
 from .geometry import DELTA, EDGES
+from .hand import commit
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS
-from .state import DRAW, NEW, OVER, PLACE, GameState, river_turn
+from .state import DRAW, NEW, OVER, PLACE, GameState, HandTile, river_turn
 from .tiles import (
     CITY,
     FIELD,
@@ -251,9 +254,24 @@ def command_for_action(state: GameState, action: Action) -> PlayTurn | RecallAbb
     return PlayTurn(state.current, x, y, rotation, meeple)
 
 
-def actions(state: GameState) -> list[Action]:
-    """Every legal (x, y, rotation, meeple-or-None) for the drawn tile: a whole turn's choices."""
-    name = state.drawn
+def hand_actions(state: GameState) -> list[tuple[str, Action]]:
+    """R10.3: every legal (tile, action) of the player to move: the choice of hand tile is
+    part of the turn. Without a hand, the drawn tile's actions."""
+    if not state.hands:
+        name = state.drawn
+        return [] if name is None else [(name, action) for action in actions(state)]
+    if state.phase != PLACE:
+        return []
+    out: list[tuple[str, Action]] = []
+    for name in sorted({held.tile for held in state.hands[state.current] if held.tile}):
+        out += [(name, action) for action in actions(state, name)]
+    return out
+
+
+def actions(state: GameState, tile: str | None = None) -> list[Action]:
+    """Every legal (x, y, rotation, meeple-or-None) for `tile` (default: the drawn tile): a
+    whole turn's choices."""
+    name = tile if tile is not None else state.drawn
     if name is None:
         return []
     ttype = state.tiles.types[name]
@@ -413,6 +431,10 @@ def _draw(state: GameState, cmd: DrawTile) -> list[Event]:
         raise IllegalMoveError(
             "river_first", "the river tiles are drawn before any other tile", "R9.1"
         )
+    if state.hands:
+        if not isinstance(cmd.nonce, str) or not cmd.nonce:
+            raise MalformedError("bad_nonce", "a hand's draw needs a nonce (a string)", "R10.3")
+        return [HandDrawn(state.current, commit(cmd.tile, cmd.nonce), cmd.tile, cmd.nonce)]
     deadline = None
     if state.ruleset.turn_seconds is not None and cmd.now_ms is not None:
         deadline = cmd.now_ms + state.ruleset.turn_seconds * 1000
@@ -421,6 +443,33 @@ def _draw(state: GameState, cmd: DrawTile) -> list[Event]:
 
 def _game_end_after(state: GameState, bag_size: int) -> list[Event]:
     return [GameEnded("last tile placed")] if bag_size == 0 else []  # R7.1
+
+
+def _reveal(state: GameState) -> list[Event]:
+    """R10.3: the game is ending: open the tiles still in hands (nothing without a hand)."""
+    if not state.hands:
+        return []
+    hands = tuple(tuple((h.tile or "", h.nonce or "") for h in hand) for hand in state.hands)
+    return [HandsRevealed(hands)]
+
+
+def _from_hand(state: GameState, player: int, tile: object) -> HandTile:
+    """R10.3: the hand tile a turn names (its `tile` field)."""
+    if tile is None:
+        raise MalformedError(
+            "tile_required", "with a hand, a turn names the tile it plays", "R10.3"
+        )
+    for held in state.hands[player]:
+        if held.tile == tile:
+            return held
+    raise IllegalMoveError(
+        "tile_not_in_hand", f"you hold no {tile} tile", "R10.3", hand=hand_of(state, player)
+    )
+
+
+def hand_of(state: GameState, player: int) -> list[str]:
+    """`player`'s hand as tile names, in the order drawn (R10.3; names known to this state)."""
+    return [held.tile for held in state.hands[player] if held.tile is not None]
 
 
 def _checked_tile(state: GameState, cmd: PlayTurn | RecallAbbot) -> TileType:
@@ -460,13 +509,51 @@ def _recall(state: GameState, cmd: RecallAbbot) -> list[Event]:
 
 
 def _play(state: GameState, cmd: PlayTurn) -> list[Event]:
+    if state.hands:
+        _expect(state, PLACE)
+        _expect_player(state, cmd.player)
+        return _play_from_hand(state, cmd)
     ttype = _checked_tile(state, cmd)
     assert state.drawn is not None
+    if cmd.tile is not None and cmd.tile != state.drawn:
+        raise IllegalMoveError("tile_not_drawn", f"the drawn tile is {state.drawn}", "R3")
     meeple = cmd.meeple
     if meeple is not None:
         meeple = _check_meeple(state, ttype, cmd)
     placed = TilePlaced(cmd.player, state.drawn, cmd.x, cmd.y, cmd.rotation, meeple)
     return [placed, *_game_end_after(state, state.bag_size)]
+
+
+def _play_from_hand(state: GameState, cmd: PlayTurn) -> list[Event]:
+    """R10.3: play one tile of the hand (the turn names it); refilling is the next draws."""
+    held = _from_hand(state, cmd.player, cmd.tile)
+    assert held.tile is not None
+    _check_coordinates(cmd)
+    ttype = state.tiles.types[held.tile]
+    _check_placement(state, ttype, cmd.x, cmd.y, cmd.rotation)
+    meeple = cmd.meeple
+    if meeple is not None:
+        meeple = _check_meeple(state, ttype, cmd)
+    placed = TilePlaced(cmd.player, held.tile, cmd.x, cmd.y, cmd.rotation, meeple, held.nonce)
+    return [placed, *_hand_end_after(state, cmd.player, held)]
+
+
+def _hand_end_after(state: GameState, player: int, held: HandTile) -> list[Event]:
+    """R10.3: the game ends when the bag and every hand are empty, `held` taken out."""
+    hands = [list(hand) for hand in state.hands]
+    hands[player].remove(held)
+    if state.bag_size or any(hands):
+        return []
+    return [HandsRevealed(tuple(() for _ in hands)), GameEnded("last tile placed")]
+
+
+def _check_coordinates(cmd: PlayTurn) -> None:
+    for name in ("x", "y"):
+        value = getattr(cmd, name)
+        if type(value) is not int or abs(value) > 10_000:
+            raise MalformedError("bad_coordinate", f"{name} must be an integer within ±10000")
+    if type(cmd.rotation) is not int or not 0 <= cmd.rotation <= 3:
+        raise MalformedError("bad_rotation", "rotation must be 0, 1, 2 or 3", "R4.3")
 
 
 def _check_placement(state: GameState, ttype: TileType, x: int, y: int, rotation: int) -> None:
@@ -552,6 +639,8 @@ def _check_abbot(state: GameState, orient: Orientation, meeple: Meeple) -> Meepl
 def _discard(state: GameState, cmd: DiscardTile) -> list[Event]:
     _expect(state, PLACE)
     _expect_player(state, cmd.player)
+    if state.hands:
+        return _discard_from_hand(state, cmd)
     assert state.drawn is not None
     if not is_unplaceable(state):
         raise IllegalMoveError("tile_fits", f"the {state.drawn} tile fits on the board", "R4.4")
@@ -566,9 +655,31 @@ def _discard(state: GameState, cmd: DiscardTile) -> list[Event]:
     return [TileDiscarded(cmd.player, state.drawn), *_game_end_after(state, state.bag_size)]
 
 
+def _discard_from_hand(state: GameState, cmd: DiscardTile) -> list[Event]:
+    """R10.3 with R4.4/R10.4: a hand tile that fits nowhere leaves the hand: discarded (shown
+    to all, with its nonce) or back into the bag. Then the player refills (discard) or, under
+    R10.4 while they still hold a tile, stops drawing for this turn."""
+    held = _from_hand(state, cmd.player, cmd.tile)
+    assert held.tile is not None
+    if not is_unplaceable(state, held.tile):
+        raise IllegalMoveError("tile_fits", f"the {held.tile} tile fits on the board", "R4.4")
+    if state.ruleset.unplaceable == "return":  # R10.4
+        returned: list[Event] = [TileReturned(cmd.player, held.tile, held.nonce)]
+        rest = [h for h in state.hands[cmd.player] if h is not held]
+        if not rest and nothing_placeable(state):
+            hands = [rest if p == cmd.player else h for p, h in enumerate(state.hands)]
+            revealed = tuple(tuple((h.tile or "", h.nonce or "") for h in hand) for hand in hands)
+            returned += [HandsRevealed(revealed), GameEnded("no placeable tile left")]
+        return returned
+    discarded = TileDiscarded(cmd.player, held.tile, held.nonce)
+    return [discarded, *_hand_end_after(state, cmd.player, held)]
+
+
 def _end(state: GameState, cmd: EndGame) -> list[Event]:
+    if state.hands and state.phase == PLACE:  # R10.3: a record may end with tiles in hands
+        return [*_reveal(state), GameEnded(cmd.reason)]
     _expect(state, DRAW)
-    return [GameEnded(cmd.reason)]
+    return [*_reveal(state), GameEnded(cmd.reason)]
 
 
 # --------------------------------------------------------------------------- lifecycle
@@ -582,7 +693,7 @@ def _end(state: GameState, cmd: EndGame) -> list[Event]:
 def _too_few_left(state: GameState, leaving: int) -> list[Event]:
     """`GameEnded` if `leaving` going out leaves fewer than two players in the game."""
     left = [p for p in state.still_in if p != leaving]
-    return [GameEnded("fewer than two players left")] if len(left) < 2 else []
+    return [*_reveal(state), GameEnded("fewer than two players left")] if len(left) < 2 else []
 
 
 def _time_out(state: GameState, cmd: TimeOutTurn) -> list[Event]:
@@ -624,4 +735,4 @@ def _abandon(state: GameState, cmd: AbandonGame) -> list[Event]:
         raise OutOfTurnError("game_not_started", "the game has not started", "R2")
     if type(cmd.idle_ms) is not int or cmd.idle_ms < 0:
         raise MalformedError("bad_idle", "idle_ms must be a non-negative integer")
-    return [GameAbandoned(cmd.idle_ms)]
+    return [*_reveal(state), GameAbandoned(cmd.idle_ms)]

@@ -12,6 +12,7 @@ from .tilesets import TILE_EDITIONS, TILESETS, tile_set
 FARM_EDITIONS = ("3rd", "2nd", "1st")  # R7.3 (default), R7.4
 UNPLACEABLE = ("discard", "return")  # R4.4, R10.4
 UNDO_MODES = ("off", "consent", "free")  # R11-style table option: undoing one's last placement
+HAND_SIZES = (1, 3)  # R10.3: 1 is the base game (the drawn tile), 3 the three-tile hand
 MIN_PLAYERS, MAX_PLAYERS = 2, 6  # R1.3
 MAX_TURN_SECONDS = 30 * 86_400  # a month: asynchronous play
 
@@ -38,6 +39,7 @@ class Ruleset:
     undo: str = "off"  # "consent": the others must accept; "free": granted at once (undo.md)
     abbot: bool = False  # R9.2 The Abbot: one abbot per player, monasteries and gardens
     tile_edition: str = "1st"  # "2nd": the tiles with gardens (R9.2, TILES.md §4)
+    hand: int = 1  # R10.3: tiles each player holds (3: the three-tile hand, hidden)
 
     def __post_init__(self) -> None:
         if self.tileset not in TILESETS:
@@ -76,6 +78,7 @@ class Ruleset:
             raise MalformedError(
                 "bad_turn_seconds", f"turn_seconds must be null or an integer 1-{MAX_TURN_SECONDS}"
             )
+        self._check_hand()
         if not (type(self.max_timeouts) is int and 1 <= self.max_timeouts <= 99):
             raise MalformedError("bad_max_timeouts", "max_timeouts must be an integer 1-99")
         if self.tile_edition not in TILE_EDITIONS:
@@ -99,6 +102,25 @@ class Ruleset:
         ):
             if type(getattr(self, name)) is not bool:
                 raise MalformedError("bad_ruleset", f"{name} must be true or false")
+
+    def _check_hand(self) -> None:
+        """R10.3 and the options it is not combined with (docs/rules.md, decisions)."""
+        if type(self.hand) is not int or self.hand not in HAND_SIZES:
+            raise MalformedError("bad_hand", "hand must be 1 or 3", "R10.3")
+        if self.hand == 1:
+            return
+        if self.river is True:
+            # The river's tiles are drawn and placed one at a time in order (R9.1).
+            raise MalformedError("hand_with_river", "the river is played without a hand", "R10.3")
+        if self.abbot is True:
+            # Not built together yet: the abbot's actions read the one drawn tile.
+            raise MalformedError("hand_with_abbot", "the abbot is played without a hand", "R10.3")
+        if self.turn_seconds is not None:
+            # A hand's turn may begin without a draw (the bag empty), so no draw carries
+            # its deadline: not combined for now.
+            raise MalformedError(
+                "hand_with_turn_limit", "a hand game has no turn limit (turn_seconds)", "R10.3"
+            )
 
     @property
     def tiles(self) -> TileSet:
@@ -152,6 +174,8 @@ class Ruleset:
             out["abbot"] = True
         if self.tile_edition != "1st":
             out["tile_edition"] = self.tile_edition
+        if self.hand != 1:
+            out["hand"] = self.hand
         return out
 
     @classmethod
@@ -175,6 +199,7 @@ class Ruleset:
             "undo",
             "abbot",
             "tile_edition",
+            "hand",
         }
         extra = set(data) - known
         if extra:

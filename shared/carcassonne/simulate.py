@@ -10,17 +10,31 @@ import random
 from collections.abc import Callable
 
 from .events import (
+    Command,
+    DiscardTile,
+    DrawTile,
+    EndGame,
     Event,
     GameEnded,
     GameStarted,
+    PlayTurn,
+    StartGame,
     TileDiscarded,
     TileDrawn,
     TilePlaced,
     TileReturned,
 )
-from .game import RECALL_ABBOT, action_events, actions, nothing_placeable
+from .game import (
+    RECALL_ABBOT,
+    action_events,
+    actions,
+    decide,
+    hand_actions,
+    is_unplaceable,
+    nothing_placeable,
+)
 from .ruleset import Ruleset
-from .state import OVER, GameState
+from .state import DRAW, OVER, GameState
 from .tilesets import LAKE
 
 
@@ -69,6 +83,8 @@ def random_game(
     (placement, meeple) actions and picks one uniformly. `max_turns` stops early.
     """
     ruleset = ruleset or Ruleset()
+    if ruleset.hand > 1:
+        return random_hand_game(rng, players, ruleset, max_turns)
     state = GameState()
     events: list[Event] = []
 
@@ -95,4 +111,38 @@ def random_game(
         emit(TilePlaced(state.current, tile, x, y, rotation, meeple))
     if state.phase != OVER:
         emit(GameEnded("last tile placed" if not bag else "stopped"))
+    return state, events
+
+
+def random_hand_game(
+    rng: random.Random, players: int, ruleset: Ruleset, max_turns: int | None = None
+) -> tuple[GameState, list[Event]]:
+    """A random game with a hand (R10.3), every command through `decide`: draws refill the
+    hand (each with a nonce from `rng`), a hand tile that fits nowhere is set aside (R4.4 or
+    R10.4), and each turn picks uniformly among all (tile, placement, meeple) actions."""
+    state = GameState()
+    events: list[Event] = []
+
+    def run(command: Command) -> None:
+        for event in decide(state, command):
+            state.apply(event)
+            events.append(event)
+
+    run(StartGame(ruleset, players))
+    while state.phase != OVER:
+        if max_turns is not None and state.turn >= max_turns:
+            run(EndGame("stopped"))
+            break
+        if state.phase == DRAW:
+            bag = [name for name, n in sorted(state.bag.items()) for _ in range(n)]
+            nonce = f"{rng.getrandbits(64):016x}"
+            run(DrawTile(bag[rng.randrange(len(bag))], nonce=nonce))
+            continue
+        hand = [held.tile for held in state.hands[state.current] if held.tile]
+        dead = [tile for tile in hand if is_unplaceable(state, tile)]
+        if dead:
+            run(DiscardTile(state.current, dead[0]))
+            continue
+        tile, (x, y, rotation, meeple) = rng.choice(hand_actions(state))
+        run(PlayTurn(state.current, x, y, rotation, meeple, tile))
     return state, events

@@ -20,6 +20,8 @@ from .events import (
     GameAbandoned,
     GameEnded,
     GameStarted,
+    HandDrawn,
+    HandsRevealed,
     PlayerResigned,
     PlayerTimedOut,
     TileDiscarded,
@@ -35,6 +37,7 @@ from .events import (
     meeple_to_dict,
 )
 from .geometry import DELTA
+from .hand import commit
 from .ruleset import Ruleset
 from .scoring import (
     ScoreEvent,
@@ -55,6 +58,15 @@ def river_turn(heading: int, out: int) -> int:
     if out == heading:
         return 0
     return 1 if out == (heading + 1) % 4 else -1
+
+
+class HandTile(NamedTuple):
+    """A tile in a hand (R10.3): its commitment, and its name and nonce where known (a fold of
+    the public log knows a hand tile only once it is played, discarded, returned or revealed)."""
+
+    commitment: str
+    tile: str | None
+    nonce: str | None
 
 
 class MeepleOnBoard(NamedTuple):
@@ -102,12 +114,14 @@ class GameState:
         "drawn",
         "drawn_count",
         "extra_turn",
+        "hands",
         "log",
         "meeples",
         "next_meeple",
         "out",
         "phase",
         "players",
+        "refill_stopped",
         "river_end",
         "river_heading",
         "river_turn",
@@ -163,6 +177,10 @@ class GameState:
         self.undo_point: GameState | None = None
         self.undo: UndoRequest | None = None  # the last placement's undo request, if any
         self.undo_requests = 0  # requests so far: the next one's number is this + 1
+        # R10.3: each seat's hand (empty lists: no hand, the base game), and whether the
+        # player to move stops refilling this turn (a tile returned under R10.4).
+        self.hands: list[list[HandTile]] = []
+        self.refill_stopped = False
 
     def copy(self) -> GameState:
         """An independent copy (immutable parts shared)."""
@@ -179,6 +197,7 @@ class GameState:
         twin.meeples = dict(self.meeples)
         twin.timeouts = list(self.timeouts)
         twin.out = list(self.out)
+        twin.hands = [list(hand) for hand in self.hands]
         return twin
 
     @property
@@ -226,6 +245,8 @@ class GameState:
         self.timeouts = [0] * e.players
         self.out = [None] * e.players
         self.phase = DRAW
+        self.hands = [[] for _ in range(e.players)] if e.ruleset.hand > 1 else []
+        self.refill_stopped = False
 
     def _drawn(self, e: TileDrawn) -> None:
         left = self.bag[e.tile] - 1
@@ -245,6 +266,14 @@ class GameState:
             point = self.copy()
             point.undo_point, point.undo = None, None
         self.undo_point, self.undo = point, None
+        if self.hands:
+            self._take_from_hand(e.player, e.tile, e.nonce)
+            self.refill_stopped = False
+        self._place(e)
+        if self.hands:
+            self._settle_hand()
+
+    def _place(self, e: TilePlaced) -> None:
         board = self.board
         tile = self.tiles.types[e.tile]
         pos = (e.x, e.y)
@@ -341,9 +370,80 @@ class GameState:
         self.drawn = None
         self.deadline_ms = None
         self.phase = DRAW
+        if self.hands:
+            self._take_from_hand(e.player, e.tile, e.nonce)
+            self._settle_hand()
 
     def _returned(self, e: TileReturned) -> None:
-        self._tile_back(e.tile)
+        if not self.hands:
+            self._tile_back(e.tile)
+            return
+        # R10.3 with R10.4: the tile goes back into the bag; the player draws no more this
+        # turn while they still hold a tile (else an unplaceable bag would be drawn forever).
+        self._take_from_hand(e.player, e.tile, e.nonce)
+        self.bag[e.tile] = self.bag.get(e.tile, 0) + 1
+        self.bag_size += 1
+        self.refill_stopped = bool(self.hands[e.player])
+        self._settle_hand()
+
+    # -- R10.3 hands --------------------------------------------------------------------
+    def _hand_drawn(self, e: HandDrawn) -> None:
+        self.hands[e.player].append(HandTile(e.commitment, e.tile, e.nonce))
+        if e.tile is not None:
+            self._unbag(e.tile)
+        self.bag_size -= 1
+        self.drawn_count += 1
+        self._settle_hand()
+
+    def _unbag(self, tile: str) -> None:
+        left = self.bag[tile] - 1
+        if left:
+            self.bag[tile] = left
+        else:
+            del self.bag[tile]
+
+    def _take_from_hand(self, player: int, tile: str, nonce: str | None) -> bool:
+        """Take the tile opened by `nonce` out of `player`'s hand; whether it was known before.
+
+        In a fold of the public log `bag` counts the tiles not yet seen (the bag and the
+        hidden hand tiles): a tile seen here for the first time leaves that count now."""
+        hand = self.hands[player]
+        key = commit(tile, nonce or "")
+        for index, held in enumerate(hand):
+            if held.commitment == key:
+                del hand[index]
+                if held.tile is None:
+                    self._unbag(tile)
+                return held.tile is not None
+        raise AssertionError(f"{tile} is not in player {player}'s hand")  # decide checked
+
+    def _settle_hand(self) -> None:
+        """R10.3: whose move it is and whether they draw first: a seat with an empty hand is
+        skipped once the bag is empty; the player to move draws back up to the hand's size
+        while the bag has tiles (and they have not stopped refilling, R10.4)."""
+        if self.phase == OVER:
+            return
+        self.drawn = None
+        self.deadline_ms = None
+        for _ in range(self.players):
+            if self.hands[self.current] or self.bag_size:
+                break
+            self.current = self.next_seat(self.current)
+        hand = self.hands[self.current]
+        refill = len(hand) < self.ruleset.hand and self.bag_size and not self.refill_stopped
+        self.phase = DRAW if refill else PLACE
+
+    def _hands_revealed(self, e: HandsRevealed) -> None:
+        """Every hand opened: tiles not yet known leave the unseen count (`_take_from_hand`)."""
+        for seat, revealed in enumerate(e.hands):
+            hand = self.hands[seat]
+            for tile, nonce in revealed:
+                key = commit(tile, nonce)
+                for index, held in enumerate(hand):
+                    if held.commitment == key and held.tile is None:
+                        hand[index] = HandTile(key, tile, nonce)
+                        self._unbag(tile)
+                        break
 
     def _tile_back(self, tile: str) -> None:
         """The drawn tile goes back into the bag (its turn is not played)."""
@@ -372,6 +472,9 @@ class GameState:
                 self._tile_back(self.drawn)
             self.extra_turn = False
             self.current = self.next_seat(e.player)
+            if self.hands:
+                self.refill_stopped = False
+                self._settle_hand()
 
     def _abandoned(self, e: GameAbandoned) -> None:
         """The server ended the game: no final scoring (docs/lifecycle.md)."""
@@ -455,7 +558,12 @@ class GameState:
             "out": list(self.out),
             "abandoned": self.abandoned,
             "undo": None if self.undo is None else self.undo.to_dict(),
+            **({"hands": self.hand_lists()} if self.hands else {}),
         }
+
+    def hand_lists(self) -> list[list[str | None]]:
+        """Each seat's hand as tile names (None: a tile not known to this fold), R10.3."""
+        return [[held.tile for held in hand] for hand in self.hands]
 
     def meeple_list(self) -> list[dict[str, Any]]:
         """The meeples on the board, in the game record's vocabulary."""
@@ -482,4 +590,6 @@ _APPLY: dict[type, Callable[[GameState, Any], None]] = {
     UndoAccepted: GameState._undo_accepted,
     UndoRefused: GameState._undo_refused,
     TurnUndone: GameState._undone,
+    HandDrawn: GameState._hand_drawn,
+    HandsRevealed: GameState._hands_revealed,
 }

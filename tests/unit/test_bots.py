@@ -17,7 +17,7 @@ from carcassonne.bots import LEVELS, POLICIES, Budget, PlayerView, choose, playe
 from carcassonne.bots.duel import play_duel_game, summarize, wilson
 from carcassonne.bots.heuristic import margin, worth
 from carcassonne.bots.simple import after
-from carcassonne.bots.view import PUBLIC_STATE
+from carcassonne.bots.view import HIDDEN_STATE, PUBLIC_STATE
 from carcassonne.events import DrawTile, TileDrawn
 from carcassonne.game import actions, command_for_action, decide, drawable, fold, is_unplaceable
 from carcassonne.ruleset import Ruleset
@@ -133,6 +133,7 @@ def test_the_view_holds_counts_not_the_draw_order() -> None:
         "placed",
         "standing",
         "state",
+        "hand",  # R10.3: the mover's own hand only (tests/unit/test_rules_hand.py)
     }
     left = dict(state.bag)
     left[tile] -= 1
@@ -142,7 +143,7 @@ def test_the_view_holds_counts_not_the_draw_order() -> None:
 def test_every_engine_field_a_view_copies_is_known_to_be_public() -> None:
     """A field added to GameState must be classified (bots/view.py PUBLIC_STATE) before a
     bot may be given it: a hidden one would leak through `PlayerView.position()`."""
-    assert set(GameState.__slots__) == PUBLIC_STATE
+    assert set(GameState.__slots__) == PUBLIC_STATE | HIDDEN_STATE
 
 
 def test_policies_are_given_only_the_view(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,6 +39,7 @@ PUBLIC_STATE = frozenset(
         "out",
         "phase",
         "players",
+        "refill_stopped",
         "river_end",
         "river_heading",
         "river_turn",
@@ -56,6 +57,10 @@ PUBLIC_STATE = frozenset(
         "undo_requests",
     }
 )
+# R10.3: a hand is its holder's alone. `player_view` never copies `hands`: the view's state is
+# the base game's with the mover's chosen hand tile drawn, and every other hand tile (the
+# mover's other tiles too) counted among the tiles not yet seen (`bag`).
+HIDDEN_STATE = frozenset({"hands"})
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class PlayerView:
     ruleset: Ruleset
     players: int
     me: int  # the seat to move
-    tile: str  # the tile in hand
+    tile: str  # the tile to play (with a hand, R10.3: the one of `hand` this view is for)
     scores: tuple[int, ...]
     supply: tuple[int, ...]
     bag: tuple[tuple[str, int], ...]  # tiles left to draw, by type (sorted): counts, no order
@@ -79,6 +84,7 @@ class PlayerView:
     # simulation; derived from the fields above, so left out of `==`; never handed out:
     # `position()` copies it.
     state: GameState = field(compare=False, repr=False)
+    hand: tuple[str, ...] = ()  # R10.3: the mover's own hand (empty without a hand)
 
     @property
     def tiles_left(self) -> int:
@@ -90,11 +96,47 @@ class PlayerView:
         return self.state.copy()
 
 
-def player_view(state: GameState) -> PlayerView:
-    """The view of the player to move in a state with a tile drawn (phase `place`)."""
+def hand_views(state: GameState) -> list[PlayerView]:
+    """R10.3: one view per distinct tile of the mover's hand (a bot weighs each and plays the
+    best `Choice`); each shows the mover's own hand and never another seat's."""
+    if state.phase != PLACE or not state.hands:
+        raise ValueError("hand views need a hand game's player to move")
+    hand = [held.tile for held in state.hands[state.current] if held.tile is not None]
+    return [player_view(state, tile) for tile in sorted(set(hand))]
+
+
+def _as_drawn(state: GameState, tile: str) -> GameState:
+    """A base-game copy of a hand game's state: `tile` drawn, every hand tile (the opponents',
+    and the mover's others) back among the tiles not yet seen, so that the view knows no
+    other seat's hand and a bot simulates as in the base game."""
+    twin = state.copy()
+    unseen = dict(twin.bag)
+    for hand in state.hands:
+        for held in hand:
+            if held.tile is not None:
+                unseen[held.tile] = unseen.get(held.tile, 0) + 1
+    unseen[tile] -= 1
+    twin.bag = {name: n for name, n in unseen.items() if n}
+    twin.bag_size = sum(twin.bag.values())
+    twin.hands = []
+    twin.drawn = tile
+    return twin
+
+
+def player_view(state: GameState, tile: str | None = None) -> PlayerView:
+    """The view of the player to move in a state with a tile drawn (phase `place`); with a
+    hand (R10.3), the view for playing `tile` of it (`hand_views`)."""
+    hand: tuple[str, ...] = ()
+    if state.hands and state.phase == PLACE:
+        hand = tuple(held.tile for held in state.hands[state.current] if held.tile is not None)
+        if tile not in hand:
+            raise ValueError(f"a hand view needs a tile of the hand {hand}")
+        state = _as_drawn(state, tile)
     if state.phase != PLACE or state.drawn is None:
         raise ValueError("a player view needs a drawn tile to play")
-    hidden = set(GameState.__slots__) - PUBLIC_STATE
+    hidden = set(GameState.__slots__) - PUBLIC_STATE - HIDDEN_STATE
+    if state.hands:  # only `_as_drawn`'s copy (no hands) may reach a view
+        raise AssertionError("a view never carries the hands")
     if hidden:  # a new engine field nobody has classified: refuse rather than leak it
         raise AssertionError(f"GameState fields not known to be public: {sorted(hidden)}")
     return PlayerView(
@@ -118,4 +160,5 @@ def player_view(state: GameState) -> PlayerView:
             )
         ),
         state=state.copy(),
+        hand=hand,
     )
