@@ -32,7 +32,7 @@ test: install
 	$(PY) -m pytest
 
 # Every benchmark runs even when an earlier one missed a target; any miss fails `make bench`.
-BENCHES := engine redis_client command scoring thirdparty live proxy webhooks notify indexes hotspots instances cluster board page bots
+BENCHES := engine redis_client command scoring thirdparty live proxy webhooks notify indexes hotspots instances cluster board page bots lifecycle
 
 bench: install
 	@status=0; for b in $(BENCHES); do \
