@@ -242,3 +242,18 @@ def test_a_process_with_the_old_secrets_cached_refuses_the_old_token():
     assert refused.value.code == "bad_token"
     played = serving.play_turn(game_id, issued["token"], x, y, rotation, None, trust_cache=True)
     assert played.events[0].type == "TilePlaced"
+
+
+def test_a_bot_seat_has_no_token_to_reissue():
+    from eventstore.port import InMemoryEventStore
+    from services.command.service import GameService, MemorySecrets
+
+    secrets = MemorySecrets()
+    service = GameService(InMemoryEventStore(), secrets)
+    bot = {"level": "random", "think_ms": 0}
+    game_id, _ = service.create_game(["Ann", "Bob"], Ruleset(), [0, 1], bots=[None, bot])
+    secrets.put(game_id, {**(secrets.get(game_id) or {}), "key_id": "k_1"})
+    with pytest.raises(GameError) as refused:
+        service.reissue_token(game_id, 1, "k_1")
+    assert refused.value.code == "bot_seat"
+    assert service.reissue_token(game_id, 0, "k_1")["seat"] == 0
