@@ -21,12 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -41,6 +38,7 @@ from services.command.service import GameService  # noqa: E402
 from services.redis_store import RedisEventStore, game_keys  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
 from services.scoring.timer import Timer  # noqa: E402
+from tests.bench.bench_indexes import median_ms  # noqa: E402
 from tests.bench.targets import exit_code, verdict  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
@@ -71,16 +69,6 @@ def turns_per_second(service: GameService, games: list[tuple[str, list[str]]]) -
     for game_id, token, x, y, rotation in plans:
         service.play_turn(game_id, token, x, y, rotation, None, trust_cache=True)
     return len(plans) / (time.perf_counter() - started)
-
-
-def median_ms(fn: Callable[[], Any], reps: int) -> float:
-    fn()  # warm: connections
-    times = []
-    for _ in range(reps):
-        started = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
 
 
 def scanning_tick(client: redis.Redis) -> int:
