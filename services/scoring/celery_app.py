@@ -225,12 +225,34 @@ LOST = Counter(
 )
 
 
+_timer: Timer | None = None
+_timer_lock = threading.Lock()
+
+
+def timer() -> Timer:
+    """This process's turn timer, which keeps the states it folded (like `scorer`)."""
+    global _timer
+    folder, client = scorer(), scorer_client()  # outside the lock: they take it themselves
+    with _timer_lock:
+        if _timer is None:
+            _timer = Timer(
+                folder.store, client, cache_size=settings["SCORING_CACHE_SIZE"], warm=folder.folded
+            )
+        return _timer
+
+
+@worker_process_init.connect
+def _fresh_timer(**_: Any) -> None:
+    global _timer
+    _timer = None  # never share a connection inherited across fork
+
+
 @app.task(name="lifecycle.tick")
 def tick() -> dict[str, int]:
     """Time out every turn past its deadline and abandon every game idle for ABANDON_AFTER
     (services/scoring/timer.py); then score what ended. Safe on several workers at once."""
     client = scorer_client()
-    handled = Timer(scorer().store, client).tick(
+    handled = timer().tick(
         int(time.time() * 1000),
         int(settings["ABANDON_AFTER"] * 1000),
         limit=settings["TIMER_BATCH"],

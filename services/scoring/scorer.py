@@ -95,6 +95,15 @@ class Scorer:
             kept = self._cache.get(game_id)
         return CatchUp(game_id, moves, events, conflicts, kept.progress if kept else 0, tuple(lags))
 
+    def folded(self, game_id: str) -> tuple[GameState, int] | None:
+        """A copy of the game's folded state and the move it stands after, if this scorer
+        has it cached (the turn timer starts from it rather than from the first move)."""
+        with self._lock:
+            cached = self._cache.get(game_id)
+            if cached is None:
+                return None
+            return cached.state.copy(), cached.progress
+
     def _load(self, game_id: str) -> _Cached:
         """The game folded up to its saved progress (no cache, or the cache was stale)."""
         raw = self.store.marker(game_id, SCORES)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import random
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -61,12 +63,31 @@ class Handled:
     lost: int
 
 
-class Timer:
-    """Times out expired turns and abandons idle games, one conditional append each."""
+Warm = Callable[[str], "tuple[GameState, int] | None"]
 
-    def __init__(self, store: EventStore, client: redis.Redis) -> None:
+
+class Timer:
+    """Times out expired turns and abandons idle games, one conditional append each.
+
+    Folding a game from its first move costs more the longer it is (~5 ms half-way through a
+    base game), so a timer keeps the states it folded (up to `cache_size` games in progress)
+    and only catches them up; `warm(game_id)` may offer a state folded elsewhere in the
+    process (the scoring worker's: `Scorer.folded`), a copy at some sequence, to start from.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        client: redis.Redis,
+        cache_size: int = 2_000,
+        warm: Warm | None = None,
+    ) -> None:
         self.store = store
         self.client = client
+        self.cache_size = cache_size
+        self.warm = warm
+        self._cache: OrderedDict[str, tuple[GameState, int]] = OrderedDict()
+        self._lock = threading.Lock()  # ticks on several pool threads share one timer
 
     def expire(self, game_id: str, now_ms: int) -> bool:
         """Skip the game's current turn if its deadline has passed; True if this call did."""
@@ -146,13 +167,25 @@ class Timer:
             return False
 
     def _fold(self, game_id: str) -> tuple[GameState | None, int]:
-        stored = self.store.read(game_id, MOVES)
-        if not stored:
-            return None, 0
-        state = GameState()
-        for event in stored:
+        """The game's state at the end of its move stream, for the caller to change: from
+        this timer's cache, else the warm state offered, else from the first move."""
+        with self._lock:
+            hit = self._cache.pop(game_id, None)
+        if hit is None and self.warm is not None:
+            hit = self.warm(game_id)
+        state, seq = hit if hit is not None else (GameState(), 0)
+        fresh = self.store.read(game_id, MOVES, after=seq)
+        for event in fresh:
             state.apply(to_engine(event))
-        return state, stored[-1].seq
+        seq = fresh[-1].seq if fresh else seq
+        if seq == 0:
+            return None, 0
+        if state.phase != OVER:  # kept as it is now; the caller changes its own copy
+            with self._lock:
+                self._cache[game_id] = (state.copy(), seq)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return state, seq
 
     def _seed(self, game_id: str) -> str | None:
         raw = self.client.get(secrets_key(game_id))

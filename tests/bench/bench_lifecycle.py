@@ -57,18 +57,34 @@ def create_games(service: GameService, count: int, ruleset: Ruleset) -> list[tup
     return games
 
 
-def turns_per_second(service: GameService, games: list[tuple[str, list[str]]]) -> float:
-    """The baseline: one decided and appended turn per game, through the command service."""
+def turns_per_second(
+    service: GameService, games: list[tuple[str, list[str]]], rounds: int = 1
+) -> float:
+    """The baseline: decided and appended turns (`rounds` per game), through the command
+    service, turn by turn across the games."""
     rng = random.Random(7)
-    plans = []
-    for game_id, tokens in games:
-        state = service.load(game_id).state
-        x, y, rotation, _ = rng.choice(actions(state))
-        plans.append((game_id, tokens[state.current], x, y, rotation))
+    played, elapsed = 0, 0.0
+    for _ in range(rounds):
+        plans = []
+        for game_id, tokens in games:
+            state = service.load(game_id).state
+            if state.over:
+                continue
+            x, y, rotation, _ = rng.choice(actions(state))
+            plans.append((game_id, tokens[state.current], x, y, rotation))
+        started = time.perf_counter()
+        for game_id, token, x, y, rotation in plans:
+            service.play_turn(game_id, token, x, y, rotation, None, trust_cache=True)
+        elapsed += time.perf_counter() - started
+        played += len(plans)
+    return played / elapsed
+
+
+def timeouts_per_second(timer: Timer, now_ms: int, count: int) -> tuple[float, int]:
+    """One tick at `now_ms` over `count` due games: (timed-out turns per second, how many)."""
     started = time.perf_counter()
-    for game_id, token, x, y, rotation in plans:
-        service.play_turn(game_id, token, x, y, rotation, None, trust_cache=True)
-    return len(plans) / (time.perf_counter() - started)
+    handled = timer.tick(now_ms, 0, limit=count)
+    return len(handled.timed_out) / (time.perf_counter() - started), len(handled.timed_out)
 
 
 def scanning_tick(client: redis.Redis) -> int:
@@ -79,6 +95,7 @@ def scanning_tick(client: redis.Redis) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--due", type=int, default=2_000, help="games timed out at once")
+    parser.add_argument("--depth", type=int, default=30, help="turns played before, 2nd round")
     parser.add_argument("--small", type=int, default=1_000, help="games waiting, first round")
     parser.add_argument("--large", type=int, default=10_000, help="games waiting, second round")
     parser.add_argument("--reps", type=int, default=50, help="timed ticks per figure")
@@ -95,10 +112,18 @@ def main(argv: list[str] | None = None) -> int:
         due = create_games(service, args.due, LIMITED)
         figures["turn_appends_per_s"] = turns_per_second(service, due)
         ahead = int(time.time() * 1000) + 61_000 * 2  # every turn's deadline has passed
-        started = time.perf_counter()
-        handled = timer.tick(ahead, 0, limit=args.due)
-        figures["timeouts_per_s"] = len(handled.timed_out) / (time.perf_counter() - started)
-        timed_out = len(handled.timed_out)
+        figures["timeouts_per_s"], timed_out = timeouts_per_second(timer, ahead, args.due)
+        # Games `depth` turns in: the timer's first sight of each (folded from move 1), then
+        # their next expiry (its cached state caught up: what a running worker mostly does).
+        client.flushdb()
+        deep = create_games(service, args.due, LIMITED)
+        turns_per_second(service, deep, rounds=args.depth)
+        fresh = Timer(store, client)
+        ahead = int(time.time() * 1000) + 61_000 * 2
+        figures["deep_cold_per_s"], deep_done = timeouts_per_second(fresh, ahead, args.due)
+        later = ahead + 61_000
+        figures["deep_warm_per_s"], deep_warm = timeouts_per_second(fresh, later, args.due)
+        timed_out = min(timed_out, deep_done, deep_warm)
         # -- a tick with games waiting (deadlines ahead: nothing due)
         now = lambda: int(time.time() * 1000)  # noqa: E731
         client.flushdb()
@@ -119,6 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  timed-out turns handled      {figures['timeouts_per_s']:9.0f}/s "
           f"({timed_out:,} of {args.due:,}; target ≥ {TARGET_PER_SECOND}/s)  "
           f"{verdict('timeouts_per_s', ok)}")  # fmt: skip
+    deep_ok = figures["deep_warm_per_s"] >= TARGET_PER_SECOND
+    print(f"  … games {args.depth} turns in, cached {figures['deep_warm_per_s']:9.0f}/s "
+          f"(the timer's state caught up; target ≥ {TARGET_PER_SECOND}/s)  "
+          f"{verdict('deep_warm_per_s', deep_ok)}")  # fmt: skip
+    print(f"  … games {args.depth} turns in, cold   {figures['deep_cold_per_s']:9.0f}/s "
+          "(first sight: folded from move 1; no target, see docs/lifecycle.md)")  # fmt: skip
     print(
         f"  baseline: plain turn appends {figures['turn_appends_per_s']:9.0f}/s "
         "(GameService.play_turn, cached)"
