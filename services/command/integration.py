@@ -406,7 +406,7 @@ class GameRecord(MethodView):
             response = _json(record.to_dict())
         response.set_etag(etag + wanted[0])
         response.headers["X-Carcassonne-Game-Over"] = (
-            "true" if events[-1].type == "GameEnded" else "false"
+            "true" if events[-1].type in ("GameEnded", "GameAbandoned") else "false"
         )
         response.vary.add("Accept")
         return response

@@ -90,7 +90,7 @@ HEADERS: dict[str, dict[str, Any]] = {
         "schema": {"type": "string", "pattern": "^[0-9]+$", "example": "2"},
     },
     "X-Carcassonne-Game-Over": {
-        "description": "whether the exported game has ended",
+        "description": "whether the exported game has ended (played out or abandoned)",
         "schema": {"type": "string", "enum": ["true", "false"]},
     },
     "Idempotent-Replayed": {
