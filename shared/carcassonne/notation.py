@@ -34,7 +34,7 @@ import re
 from typing import Any
 
 from .errors import MalformedError
-from .record import FORMAT, UNDO, Record, Turn, seat_ids, seat_names
+from .record import FORMAT, UNDO, Record, Turn, draws_from, seat_ids, seat_names
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS, Ruleset
 from .tiles import GARDEN, KINDS, MONASTERY, Meeple, TileType, parse_tile
 from .tilesets import SPECS, tile_set
@@ -166,6 +166,10 @@ def format_record(record: Record, per_line: int = 10) -> str:
         head.append("abbot=on")
     if rules.tile_edition != "1st":
         head.append(f"edition={rules.tile_edition}")
+    if rules.hand != 1:
+        head.append(f"hand={rules.hand}")
+    if record.draws is not None:  # R10.3: [[tile, nonce]…], the hand game's draws in order
+        head.append("draws=" + _json_list([list(pair) for pair in record.draws]))
     if record.names is not None:
         head.append("names=" + _json_list(record.names))
     if record.player_ids is not None:
@@ -192,7 +196,7 @@ def _escape(char: str) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
-_LISTS = ("names=", "player_ids=")  # options whose value is a JSON array
+_LISTS = ("names=", "player_ids=", "draws=")  # options whose value is a JSON array
 
 
 def _header_words(line: str) -> tuple[list[str], dict[str, Any]]:
@@ -280,6 +284,7 @@ def parse_record(text: str) -> Record:
             undo=options.pop("undo", "off"),
             abbot=_ON_OFF[options.pop("abbot", "off")],
             tile_edition=options.pop("edition", "1st"),
+            hand=int(options.pop("hand", "1")),
         )
         abandoned = {"over": False, "abandoned": True}[options.pop("end", "over")]
         players = int(options.pop("players"))
@@ -292,6 +297,13 @@ def parse_record(text: str) -> Record:
     names = lists.get("names=")
     ids = lists.get("player_ids=")
     turns = tuple(parse_turn(word) for line in turn_lines for word in line.split())
+    draws = lists.get("draws=")
+    if draws is not None:  # the JSON record's form is [{tile, nonce}…]; here [[tile, nonce]…]
+        if not isinstance(draws, list) or not all(
+            isinstance(d, list) and len(d) == 2 for d in draws
+        ):
+            raise MalformedError("bad_draws", 'draws is [["E","nonce"],…]', "R10.3")
+        draws = [{"tile": tile, "nonce": nonce} for tile, nonce in draws]
     return Record(
         ruleset,
         players,
@@ -299,4 +311,5 @@ def parse_record(text: str) -> Record:
         None if names is None else seat_names(names, players),
         None if ids is None else seat_ids(ids, players),
         abandoned,
+        draws_from(draws, ruleset),
     )

@@ -24,6 +24,8 @@ from .events import (
     Event,
     GameAbandoned,
     GameStarted,
+    HandDrawn,
+    HandsRevealed,
     PlayerResigned,
     PlayTurn,
     RecallAbbot,
@@ -42,9 +44,10 @@ from .events import (
 )
 from .explain import explain
 from .game import decide
+from .hand import commit
 from .ruleset import Ruleset
 from .scoring import ranks
-from .state import OVER, PLACE, GameState
+from .state import DRAW, OVER, PLACE, GameState
 from .tiles import Meeple
 from .undo import undo_voters
 
@@ -106,6 +109,9 @@ class Record:
     names: tuple[str, ...] | None = None
     player_ids: tuple[str | None, ...] | None = None
     abandoned: bool = False  # the server ended the game as abandoned (no final scoring)
+    # R10.3: a hand game's draws in order, each (tile, nonce): replayed, they give the very
+    # commitments the game published (docs/rules.md, "R10.3 three-tile hand").
+    draws: tuple[tuple[str, str], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as `carcassonne-record/1` JSON."""
@@ -122,6 +128,8 @@ class Record:
             out["player_ids"] = list(self.player_ids)
         if self.abandoned:
             out["abandoned"] = True
+        if self.draws is not None:
+            out["draws"] = [{"tile": tile, "nonce": nonce} for tile, nonce in self.draws]
         return out
 
 
@@ -228,7 +236,7 @@ def load_record(data: Any) -> Record:
         if data.get("format") != FORMAT:
             raise MalformedError("bad_format", f"format must be {FORMAT!r}")
         extra = set(data) - {"format", "ruleset", "players", "start", "turns", "names"}
-        extra -= {"player_ids", "abandoned"}
+        extra -= {"player_ids", "abandoned", "draws"}
         if extra:
             raise MalformedError("bad_record", f"unknown record keys: {sorted(extra)}")
         ruleset = Ruleset.from_dict(data.get("ruleset", {}))
@@ -254,6 +262,7 @@ def load_record(data: Any) -> Record:
         abandoned = data.get("abandoned", False)
         if type(abandoned) is not bool:
             raise MalformedError("bad_record", "abandoned must be true or false")
+        draws = draws_from(data.get("draws"), ruleset)
     except GameError as exc:
         raise RecordError(None, exc) from exc
     parsed = []
@@ -262,9 +271,32 @@ def load_record(data: Any) -> Record:
             parsed.append(turn_from_dict(turn))
         except GameError as exc:
             # The first bad turn is the one reported: an earlier illegal turn wins.
-            record_events(Record(ruleset, players, tuple(parsed)))
+            record_events(Record(ruleset, players, tuple(parsed), draws=draws))
             raise RecordError(index, exc) from exc
-    return Record(ruleset, players, tuple(parsed), names, player_ids, abandoned)
+    return Record(ruleset, players, tuple(parsed), names, player_ids, abandoned, draws)
+
+
+def draws_from(value: Any, ruleset: Ruleset) -> tuple[tuple[str, str], ...] | None:
+    """R10.3: a record's `draws`, ``[{"tile", "nonce"}…]``: in a hand game only, and there
+    required (a hand is refilled from them)."""
+    if ruleset.hand == 1:
+        if value is not None:
+            raise MalformedError("bad_record", "draws belong to a hand game's record", "R10.3")
+        return None
+    if not isinstance(value, list) or len(value) > MAX_TURNS:
+        raise MalformedError(
+            "bad_draws", "a hand game's record lists its draws: [{tile, nonce}…]", "R10.3"
+        )
+    out = []
+    for item in value:
+        if (
+            not isinstance(item, dict)
+            or set(item) != {"tile", "nonce"}
+            or not all(isinstance(item[k], str) and item[k] for k in ("tile", "nonce"))
+        ):
+            raise MalformedError("bad_draws", "a draw is {tile, nonce}, two strings", "R10.3")
+        out.append((item["tile"], item["nonce"]))
+    return tuple(out)
 
 
 class Step(NamedTuple):
@@ -295,7 +327,20 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
         # The log says who played, as the record does (`record_from_events` reads it back).
         started = with_seats(started, record.names, record.player_ids)
     yield Step(None, None, started)
+    hand_draws = iter(record.draws or ())
     for index, turn in enumerate(record.turns):
+        if state.hands:
+            try:
+                refilled = _refill(state, hand_draws, run)
+            except GameError as exc:
+                raise RecordError(index, exc) from exc
+            player = state.current
+            try:
+                events = refilled + _hand_turn(state, turn, run)
+            except GameError as exc:
+                raise RecordError(index, exc) from exc
+            yield Step(index, player, events)
+            continue
         player = state.current
         try:
             if turn.resign is not None:
@@ -319,7 +364,43 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
             raise RecordError(index, exc) from exc
         yield Step(index, player, events)
     if state.phase != OVER:
-        yield Step(None, None, run(AbandonGame(0) if record.abandoned else EndGame()))
+        closing = _refill(state, hand_draws, run, strict=False) if state.hands else []
+        if state.phase != OVER:
+            closing += run(AbandonGame(0) if record.abandoned else EndGame())
+        yield Step(None, None, closing)
+
+
+def _refill(
+    state: GameState,
+    draws: Iterator[tuple[str, str]],
+    run: Callable[[Any], list[Event]],
+    strict: bool = True,
+) -> list[Event]:
+    """R10.3: the player to move draws back up to the hand's size from the record's draws
+    (each with its nonce). `strict`: running out of draws is an error (before a turn)."""
+    events: list[Event] = []
+    while state.phase == DRAW:
+        pair = next(draws, None)
+        if pair is None:
+            if not strict:
+                break
+            raise MalformedError(
+                "draws_short", "the record's draws end before this hand is refilled", "R10.3"
+            )
+        events += run(DrawTile(pair[0], nonce=pair[1]))
+    return events
+
+
+def _hand_turn(state: GameState, turn: Turn, run: Callable[[Any], list[Event]]) -> list[Event]:
+    """R10.3: a record turn of a hand game: the tile named is the hand's tile played or set
+    aside (a hand tile that fits nowhere, R4.4/R10.4), or a seat resigning."""
+    if turn.resign is not None:
+        return run(Resign(turn.resign))
+    if turn.discard:
+        return run(DiscardTile(state.current, turn.tile))
+    if turn.timeout or turn.undo or turn.recall:
+        raise MalformedError("bad_turn", "a hand game has no timeouts, undos or abbot", "R10.3")
+    return run(PlayTurn(state.current, turn.x, turn.y, turn.rotation, turn.meeple, turn.tile))
 
 
 def _drawn(state: GameState, turn: Turn, run: Callable[[Any], list[Event]]) -> list[Event]:
@@ -399,7 +480,10 @@ def record_from_events(
     logged, else the `names` and `player_ids` given (a game logged before names were, whose
     names are kept beside the log)."""
     ruleset, players, turns, abandoned = Ruleset(), 2, [], False
+    drawn: list[str] = []  # R10.3: the draws' commitments in order
+    opened: dict[str, list[tuple[str, str]]] = {}  # commitment -> its (tile, nonce) openings
     for event in events:
+        _open_draws(event, drawn, opened)
         match event:
             case GameStarted():
                 ruleset, players = event.ruleset, event.players
@@ -426,4 +510,41 @@ def record_from_events(
         tuple(names) if names is not None and len(names) == players else None,
         tuple(player_ids) if player_ids is not None and len(player_ids) == players else None,
         abandoned,
+        _draws(drawn, opened) if ruleset.hand > 1 else None,
     )
+
+
+def _open_draws(event: Event, drawn: list[str], opened: dict[str, list[tuple[str, str]]]) -> None:
+    """R10.3: note a draw's commitment, or the (tile, nonce) an event opens one with."""
+    pairs: list[tuple[str, str]] = []
+    match event:
+        case HandDrawn():
+            drawn.append(event.commitment)
+            if event.tile is not None and event.nonce is not None:
+                pairs = [(event.tile, event.nonce)]
+        case TilePlaced() | TileDiscarded() | TileReturned() if event.nonce is not None:
+            pairs = [(event.tile, event.nonce)]
+        case HandsRevealed():
+            pairs = [pair for hand in event.hands for pair in hand]
+    for tile, nonce in pairs:
+        key = commit(tile, nonce)
+        if (tile, nonce) not in opened.setdefault(key, []):
+            opened[key].append((tile, nonce))
+
+
+def _draws(
+    drawn: list[str], opened: dict[str, list[tuple[str, str]]]
+) -> tuple[tuple[str, str], ...]:
+    """R10.3: every draw of a hand game as (tile, nonce), from the events that opened them;
+    a draw not yet opened (a game still going: the hands are secret) makes no record."""
+    out = []
+    for key in drawn:
+        pairs = opened.get(key)
+        if not pairs:
+            raise MalformedError(
+                "hand_not_revealed",
+                "a hand game has a record once it is over: until then the hands are secret",
+                "R10.3",
+            )
+        out.append(pairs[0])
+    return tuple(out)

@@ -81,6 +81,7 @@ def test_golden_set_covers_the_required_cases():
     assert any(r.ruleset.river for r in records)
     assert any(r.ruleset.abbot and r.ruleset.tile_edition == "2nd" for r in records)
     assert any(t.recall for r in records for t in r.turns)
+    assert any(r.ruleset.hand == 3 and r.draws for r in records)  # R10.3
 
 
 @pytest.mark.parametrize("path", FILES, ids=ids(FILES))

@@ -427,3 +427,42 @@ def test_events_round_trip_through_dicts(game):
         assert data["type"] == type(event).__name__
         assert event_from_dict(data) == event
         assert event_from_dict(json.loads(json.dumps(data))) == event
+
+
+# --------------------------------------------------------------------- R10.3 hands
+
+hand_games = st.tuples(
+    st.integers(0, 2**32 - 1),
+    st.integers(2, 6),
+    rulesets.map(lambda r: replace(r, river=False, abbot=False, hand=3)),
+)
+
+
+@given(hand_games)
+@SLOW
+def test_hand_tiles_conserved_and_hidden_until_the_end(game):
+    """R10.3: at every event each tile is in exactly one place: a hand, the bag, the board or
+    the discards (hand + bag + board + discards = the tile set); a fold of the sealed public
+    log knows every hand's size but no tile of it until the tile leaves the hand; at the end
+    the log verifies and the public fold equals the engine's state."""
+    from carcassonne.hand import seal, verify
+
+    _, events = play(game)
+    total = sum(game[2].tiles.bag().values()) + 1  # and the start tile
+    public = GameState()
+    revealed = False
+    for event, state in states_along(events):
+        public.apply(seal(event))
+        revealed = revealed or type(event).__name__ == "HandsRevealed"
+        held = sum(len(hand) for hand in state.hands)
+        assert held + state.bag_size + len(state.board.tiles) + len(state.discarded) == total
+        assert all(len(hand) <= 3 for hand in state.hands)
+        assert [len(h) for h in public.hands] == [len(h) for h in state.hands]
+        if not revealed:
+            assert all(tile is None for hand in public.hand_lists() for tile in hand)
+            # the unseen count is the bag and the hidden hands
+            assert sum(public.bag.values()) == state.bag_size + held
+    assert public.snapshot() == state.snapshot()
+    assert verify([seal(e) for e in events]) == []
+    record = record_from_events([seal(e) for e in events])
+    assert record_events(record) == events

@@ -295,3 +295,44 @@ def test_r10_3_a_bot_sees_its_own_hand_never_another_and_plays_legally() -> None
         tile, choice = choose_in_hand(level, views, "s", Budget(playouts=8))
         x, y, rotation, meeple = choice.action
         assert decide(table.state, PlayTurn(1, x, y, rotation, meeple, tile=tile))
+
+
+def test_r10_3_records_round_trip_and_replay_the_same_log() -> None:
+    """R10.3 records: a finished hand game's record (JSON and notation) lists its draws with
+    their nonces; replayed, it gives the very same events (so the same commitments), and a
+    record of the sealed public log after the end is the same record."""
+    from carcassonne.notation import format_record, parse_record
+    from carcassonne.record import load_record, record_events, record_from_events, replay
+
+    for seed, ruleset in enumerate([HAND, Ruleset(hand=3, area=(5, 5), unplaceable="return")]):
+        state, events = random_game(random.Random(seed), 3, ruleset)
+        record = record_from_events(events)
+        assert record.draws is not None
+        assert record_from_events([seal(e) for e in events]) == record
+        assert load_record(record.to_dict()) == record
+        assert parse_record(format_record(record)) == record
+        assert record_events(record) == events
+        assert replay(record).scores == state.scores
+
+
+def test_r10_3_a_running_hand_game_has_no_record_yet() -> None:
+    """R10.3: while hands are secret the public log cannot make a record."""
+    from carcassonne.record import record_from_events
+
+    table = Table()
+    table.draw("E", "V", "U")
+    with pytest.raises(MalformedError) as caught:
+        record_from_events([seal(e) for e in table.events])
+    assert caught.value.code == "hand_not_revealed"
+
+
+def test_r10_3_a_record_whose_draws_run_short_names_the_turn() -> None:
+    from carcassonne.errors import RecordError
+    from carcassonne.record import load_record, record_events, record_from_events
+
+    _, events = random_game(random.Random(3), 2, HAND)
+    data = record_from_events(events).to_dict()
+    data["draws"] = data["draws"][:10]
+    with pytest.raises(RecordError) as caught:
+        record_events(load_record(data))
+    assert caught.value.code == "draws_short" and caught.value.index is not None
