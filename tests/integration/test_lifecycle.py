@@ -210,7 +210,10 @@ def _play_one(base: str, store: RedisEventStore, game_id: str, token: str) -> No
 
 def test_an_idle_game_is_ended_as_abandoned_and_listed_so(suite):
     base, store = suite["base"], suite["store"]
-    game_id, _ = create(base, ["Ann", "Bob"])
+    players = [{"name": "Ann", "player_id": "u-idle"}, {"name": "Bob"}]
+    status, created = call(base, "POST", "/games", {"players": players})
+    assert status == 201, created
+    game_id = created["game_id"]
     wait_for(
         lambda: moves(store, game_id)[-1].type == "GameAbandoned",
         ABANDON_AFTER + 10,
@@ -226,6 +229,9 @@ def test_an_idle_game_is_ended_as_abandoned_and_listed_so(suite):
     assert all(g["status"] == "abandoned" for g in listed["games"])
     in_progress = query.get("/games?status=in_progress").get_json()
     assert game_id not in [g["game_id"] for g in in_progress["games"]]
+    mine = query.get("/games?player_id=u-idle&status=abandoned").get_json()["games"]
+    assert [g["game_id"] for g in mine] == [game_id]
+    assert query.get("/games?player_id=u-idle&status=in_progress").get_json()["games"] == []
     board = query.get(f"/games/{game_id}/board").get_json()
     assert board["status"] == "abandoned" and board["over"] is True
     status, turn = call(base, "GET", f"/games/{game_id}/turn")
