@@ -18,14 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from carcassonne.bots import Budget, Choice, choose, player_view
-from carcassonne.game import command_for_action, decide, fold
+from carcassonne.bots import Budget, Choice, choose, hand_views, player_view
+from carcassonne.events import PlayTurn
+from carcassonne.game import command_for_action, decide
 from carcassonne.state import PLACE
 from eventstore.envelope import MOVES
 from eventstore.errors import ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine, to_new
-from services.common.draws import draw_until_placeable
+from services.common.draws import draw_until_placeable, fold_opened
 from services.redis_store.bot_index import bot_seats
 
 # What a call found or did (the task decides what happens to the game's sweep entry).
@@ -78,7 +79,7 @@ class BotPlayer:
         if not stored:
             return Outcome(GONE)
         seq = stored[-1].seq
-        state = fold(to_engine(e) for e in stored)
+        state = fold_opened([to_engine(e) for e in stored], str(record["seed"]))
         if state.over:
             return Outcome(OVER, seq)
         seat = state.current
@@ -93,9 +94,21 @@ class BotPlayer:
         budget = Budget(think_ms=think_ms or None, clock=self.clock if think_ms else None)
         started = self.clock()
         level = str(bot["level"])
-        choice = self.policy(level, player_view(state), f"{game_id}:{seq}", budget)
+        if state.hands:  # R10.3: the best move of each tile of its own hand (`hand_views`)
+            tile, choice = max(
+                (
+                    (view.tile, self.policy(level, view, f"{game_id}:{seq}:{view.tile}", budget))
+                    for view in hand_views(state)
+                ),
+                key=lambda pair: pair[1].value,
+            )
+            x, y, rotation, meeple = choice.action
+            command: Any = PlayTurn(seat, x, y, rotation, meeple, tile)
+        else:
+            choice = self.policy(level, player_view(state), f"{game_id}:{seq}", budget)
+            command = command_for_action(state, choice.action)
         took = int((self.clock() - started) * 1000)
-        events = decide(state, command_for_action(state, choice.action))  # as a human turn
+        events = decide(state, command)  # as a human turn
         for event in events:
             state.apply(event)
         # the next turn's clock starts now (a turn limit, docs/lifecycle.md)

@@ -35,6 +35,7 @@ from .schemas import (
     DEFAULT_THINK_MS,
     CreatedGame,
     CreateGameIn,
+    HandView,
     HintOut,
     HintQuery,
     ReissuedToken,
@@ -158,6 +159,7 @@ class Turns(MethodView):
             expected_seq=expected,
             trust_cache=request.environ.get(OWNS_GAME) is True,
             recall=body["recall_abbot"],
+            tile=body["tile"],
         )
         return _turn_response(result)
 
@@ -252,6 +254,19 @@ class Turn(MethodView):
         response = Response(status=304) if fresh else _json_response(view)
         response.set_etag(etag)
         response.headers["Cache-Control"] = "no-cache"  # always revalidate: turns move on
+        return response
+
+
+@blp.route("/<game_id>/hand")
+class Hand(MethodView):
+    @blp.response(200, HandView())
+    def get(self, game_id: str) -> Response:
+        """R10.3: your own hand (the seat of the bearer token) and, on your move, every legal
+        (tile, placement). Never another seat's hand: their tiles show only once played, or
+        in the turn view's `hands` when the game is over. A game without a hand: 409 no_hand."""
+        view = _service().hand_view(checked_game_id(game_id), _bearer())
+        response = _json_response(view)
+        response.headers["Cache-Control"] = "private, no-store"  # a secret of one seat
         return response
 
 

@@ -130,6 +130,15 @@ class RulesetIn(Strict):
         load_default=False,
         metadata={"description": "allow GET /games/{game_id}/hint (a bot's suggested move)"},
     )
+    hand = fields.Integer(
+        strict=True,
+        load_default=1,
+        validate=validate.OneOf([1, 3]),
+        metadata={
+            "description": "R10.3: tiles each player holds; 3 is the three-tile hand, hidden "
+            "from the other players until the end (GET /games/{game_id}/hand)"
+        },
+    )
     undo = fields.String(
         load_default="off",
         validate=validate.OneOf(["off", "consent", "free"]),
@@ -255,6 +264,40 @@ class TurnView(Closed):
         metadata={"description": "the draw seed, revealed when the game ends (null: imported)"},
     )
     undo = fields.Nested(UndoState, metadata={"description": "only when the ruleset has undo"})
+    hand_sizes = ints(
+        metadata={"description": "R10.3 (a hand game only): how many tiles each seat holds"}
+    )
+    hands = fields.List(
+        fields.List(fields.String()),
+        metadata={
+            "description": "R10.3 (a hand game, once it is over): every seat's hand, revealed"
+        },
+    )
+
+
+class HandPlacement(Closed):
+    """R10.3: a legal placement of one tile of the hand, with its meeple spots."""
+
+    tile = fields.String(required=True)
+    x = fields.Integer(required=True)
+    y = fields.Integer(required=True)
+    rotation = fields.Integer(required=True, validate=validate.Range(0, 3))
+    meeples = fields.List(fields.Nested(Meeple), required=True)
+
+
+class HandView(Closed):
+    """R10.3: the token's seat's own hand (GET /games/{id}/hand); never another seat's."""
+
+    game_id = fields.String(required=True)
+    seq = fields.Integer(required=True, metadata={"description": "the last move"})
+    player = fields.Integer(required=True, metadata={"description": "the token's seat"})
+    hand = fields.List(fields.String(), required=True, metadata={"description": "as drawn"})
+    to_move = fields.Boolean(required=True)
+    placements = fields.List(
+        fields.Nested(HandPlacement),
+        required=True,
+        metadata={"description": "every legal (tile, placement) when to_move, else empty"},
+    )
 
 
 class ReissuedToken(Closed):
@@ -304,6 +347,14 @@ class TurnIn(Strict):
     y = fields.Integer(required=True, strict=True, validate=COORD)
     rotation = fields.Integer(required=True, strict=True, validate=validate.Range(0, 3))
     meeple = fields.Nested(MeepleIn, allow_none=True, load_default=None)
+    tile = fields.String(
+        load_default=None,
+        validate=validate.Length(1, 8),
+        metadata={
+            "description": "R10.3: in a hand game, which tile of the hand to play (required "
+            "there: 422 tile_required; not held: 422 tile_not_in_hand)"
+        },
+    )
     recall_abbot = StrictBoolean(
         load_default=False,
         metadata={

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter
 
-from carcassonne.bots import Budget, choose, player_view
+from carcassonne.bots import Budget, choose, choose_in_hand, hand_views, player_view
 from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
     AnswerUndo,
@@ -35,16 +35,16 @@ from carcassonne.events import (
     meeple_to_dict,
     with_seats,
 )
-from carcassonne.game import RECALL_ABBOT, actions, decide
+from carcassonne.game import RECALL_ABBOT, actions, decide, hand_actions, hand_of
 from carcassonne.ruleset import Ruleset
-from carcassonne.state import OVER, GameState
+from carcassonne.state import OVER, PLACE, GameState
 from carcassonne.tiles import Meeple
 from eventstore.envelope import MOVES, AppendResult, NewEvent, StoredEvent
 from eventstore.errors import CommandReused, ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine, to_new
 from services.common.body import fingerprint
-from services.common.draws import draw_until_placeable
+from services.common.draws import draw_until_placeable, opened
 from services.redis_store.bot_index import is_bot
 from services.redis_store.keys import new_game_id
 
@@ -106,7 +106,13 @@ def check_reuse(stored: str, given: str) -> None:
 
 
 def turn_fingerprint(
-    game_id: str, seat: int, x: Any, y: Any, rotation: Any, meeple: Meeple | None
+    game_id: str,
+    seat: int,
+    x: Any,
+    y: Any,
+    rotation: Any,
+    meeple: Meeple | None,
+    tile: str | None = None,
 ) -> str:
     """What a turn's Idempotency-Key is bound to: the request as the command means it (the
     seat of its token, the placement and the meeple), so a retry that spells the same body
@@ -118,6 +124,8 @@ def turn_fingerprint(
         "rotation": rotation,
         "meeple": None if meeple is None else meeple_to_dict(meeple),
     }
+    if tile is not None:  # R10.3: the hand tile played is part of the request
+        body["tile"] = tile
     return fingerprint("POST", f"/games/{game_id}/turns", body)
 
 
@@ -319,9 +327,12 @@ class GameService:
         EVENTS_READ.inc(len(fresh))
         if not own:
             cached = Cached(cached.state.copy(), cached.seq, cached.secrets)
-        events = [to_engine(stored) for stored in fresh]
-        for event in events:
+        events = []
+        seed = cached.secrets["seed"]
+        for stored in fresh:
+            event = opened(cached.state, to_engine(stored), seed)  # R10.3: hands known here
             cached.state.apply(event)
+            events.append(event)
         advanced = cached.advanced(cached.state, fresh[-1].seq, events)
         if any(isinstance(e, TokenReissued) for e in events):
             # A seat's token was replaced: the cached token hashes are stale from here on.
@@ -457,9 +468,11 @@ class GameService:
         expected_seq: int | None = None,
         trust_cache: bool = False,
         recall: bool = False,
+        tile: str | None = None,
     ) -> TurnResult:
         """Play the drawn tile for the token's seat; appends the turn and the next draws.
         With `recall` the seat takes its abbot back instead of placing a meeple (R9.2).
+        With a hand (R10.3) `tile` names the hand's tile to play.
 
         `trust_cache` says that this process serves every command of the game (the command
         service's gunicorn worker routes each game to one worker: services/common/affinity.py),
@@ -485,7 +498,7 @@ class GameService:
                 raise
             if idempotency_key:
                 command_id = f"turn:{seat}:{idempotency_key}"
-                request = turn_fingerprint(game_id, seat, x, y, rotation, meeple)
+                request = turn_fingerprint(game_id, seat, x, y, rotation, meeple, tile)
                 request += ":recall_abbot" if recall else ""  # R9.2: another request
             else:
                 command_id, request = any_id, ""
@@ -510,7 +523,7 @@ class GameService:
                 command = (
                     RecallAbbot(seat, x, y, rotation)
                     if recall
-                    else PlayTurn(seat, x, y, rotation, meeple)
+                    else PlayTurn(seat, x, y, rotation, meeple, tile)
                 )
                 events = decide(cached.state, command)
             except GameError:
@@ -829,13 +842,19 @@ class GameService:
             )
         budget = Budget(think_ms=think_ms, clock=time.perf_counter)
         started = time.perf_counter()
-        choice = choose(level, player_view(state), f"hint:{game_id}:{cached.seq}", budget)
+        tile = state.drawn
+        if state.hands:  # R10.3: the bot weighs each tile of the seat's own hand
+            tile, choice = choose_in_hand(
+                level, hand_views(state), f"hint:{game_id}:{cached.seq}", budget
+            )
+        else:
+            choice = choose(level, player_view(state), f"hint:{game_id}:{cached.seq}", budget)
         x, y, rotation, meeple = choice.action
         return {
             "game_id": game_id,
             "seq": cached.seq,
             "player": seat,
-            "tile": state.drawn,
+            "tile": tile,
             "level": level,
             "x": x,
             "y": y,
@@ -882,7 +901,43 @@ class GameService:
             view["seed"] = cached.secrets["seed"]  # R2.1 Decision: revealed once the game ends
         if state.ruleset.undo != "off":
             view["undo"] = undo_view(state)
+        if state.hands:  # R10.3: how many tiles each seat holds; which, only once it is over
+            view["hand_sizes"] = [len(hand) for hand in state.hands]
+            if state.phase == OVER:
+                view["hands"] = state.hand_lists()
         return view
+
+    def hand_view(self, game_id: str, token: str | None) -> dict[str, Any]:
+        """R10.3: the token's seat's own hand, and when it is that seat's move every legal
+        (tile, placement) with its meeple spots. Nobody else's hand: the seat comes from the
+        token. Once the game is over every hand is public (the turn view's `hands`)."""
+        cached = self.load(game_id)
+        seat = self.seat_of(cached, token)
+        state = cached.state
+        if not state.hands:
+            raise OutOfTurnError(
+                "no_hand", "this game is played without a hand (ruleset hand 1)", "R10.3"
+            )
+        to_move = state.phase == PLACE and state.current == seat
+        placements: list[dict[str, Any]] = []
+        if to_move:
+            options: dict[tuple[str, int, int, int], list[Any]] = {}
+            for tile, (x, y, rotation, meeple) in hand_actions(state):
+                spots = options.setdefault((tile, x, y, rotation), [])
+                if meeple is not None:
+                    spots.append(meeple_to_dict(meeple))
+            placements = [
+                {"tile": tile, "x": x, "y": y, "rotation": r, "meeples": spots}
+                for (tile, x, y, r), spots in options.items()
+            ]
+        return {
+            "game_id": game_id,
+            "seq": cached.seq,
+            "player": seat,
+            "hand": hand_of(state, seat),
+            "to_move": to_move,
+            "placements": placements,
+        }
 
 
 def undo_view(state: GameState) -> dict[str, Any]:

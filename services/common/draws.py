@@ -12,8 +12,9 @@ import hashlib
 import hmac
 import random
 
-from carcassonne.events import DiscardTile, DrawTile, Event
+from carcassonne.events import DiscardTile, DrawTile, Event, HandDrawn
 from carcassonne.game import decide, drawable, is_unplaceable
+from carcassonne.hand import unseal
 from carcassonne.state import DRAW, OVER, GameState
 
 
@@ -77,3 +78,20 @@ def refill_hand(state: GameState, seed: str) -> list[Event]:
             break
         events += _run(state, DiscardTile(state.current, dead))
     return events
+
+
+def opened(state: GameState, event: Event, seed: str) -> Event:
+    """`event` as the engine decided it: a sealed hand draw (R10.3, as the log stores it)
+    opened again with its nonce from the seed, to be applied to `state` next (the draw's
+    index is `state.drawn_count`). Whoever holds the seed knows the hands; nobody else."""
+    if isinstance(event, HandDrawn) and event.tile is None:
+        return unseal(event, draw_nonce(seed, state.drawn_count), state.tiles.types)
+    return event
+
+
+def fold_opened(events: list[Event], seed: str) -> GameState:
+    """The state of a game from its stored (sealed) events, its hands known (R10.3)."""
+    state = GameState()
+    for event in events:
+        state.apply(opened(state, event, seed))
+    return state

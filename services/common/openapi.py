@@ -132,8 +132,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     409: (
         "Conflict",
         "the game moved on: stale_sequence (If-Match), game_over, "
-        "not_your_turn, undo_not_allowed, undo_pending, undo_expired and other refusals of "
-        "the game's state",
+        "not_your_turn, undo_not_allowed, undo_pending, undo_expired, no_hand (R10.3: the "
+        "game has no hand) and other refusals of the game's state",
         (),
     ),
     413: ("PayloadTooLarge", "body_too_large", ()),
@@ -220,6 +220,13 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         headers={200: ("ETag", "Cache-Control")},
         not_modified=True,
         examples={200: ex.TURN_VIEW},
+    ),
+    ("get", "/games/{game_id}/hand"): Op(
+        "getHand",
+        (401, 403, 404, 409, 503),
+        security="bearerAuth",
+        headers={200: ("Cache-Control",)},
+        examples={200: ex.HAND},
     ),
     ("get", "/games/{game_id}/hint"): Op(
         "getHint",

@@ -83,6 +83,17 @@ HINT: dict[str, Any] = {
     "think_ms": 3,
 }
 
+HAND: dict[str, Any] = {
+    "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "seq": 9,
+    "player": 0,
+    "hand": ["E", "V", "U"],
+    "to_move": True,
+    "placements": [
+        {"tile": "E", "x": 0, "y": -1, "rotation": 2, "meeples": [{"feature": "city", "edge": "S"}]}
+    ],
+}
+
 TURN_VIEW: dict[str, Any] = {
     "game_id": "ef0ab9789b8f034882fd9142e91879d5",
     "seq": 8,

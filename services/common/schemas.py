@@ -103,6 +103,10 @@ class Ruleset(Closed):
         validate=validate.OneOf(["1st", "2nd"]),
         metadata={"description": "R9.2: 2nd = the tiles with gardens; left out when 1st"},
     )
+    hand = fields.Integer(
+        validate=validate.OneOf([1, 3]),
+        metadata={"description": "R10.3: 3 = the three-tile hand; left out when 1"},
+    )
 
 
 # Which spot key a meeple's feature takes. One flat object with optional keys, not a oneOf
@@ -159,6 +163,8 @@ class Event(Closed):
                 "UndoAccepted",
                 "UndoRefused",
                 "TurnUndone",
+                "HandDrawn",
+                "HandsRevealed",
                 "FeatureScored",
                 "GameScored",
                 "ScoreReverted",
@@ -182,7 +188,10 @@ class Event(Closed):
             "UndoRequested: request, player, deadline_ms; UndoAccepted and UndoRefused: "
             "request, player; TurnUndone: request, player, tile, x, y, rotation, deadline_ms; "
             "ScoreReverted: move, request, kind, turn, tiles, points, reverted, restored, "
-            "totals (docs/undo.md)"
+            "totals (docs/undo.md); R10.3 hand games: HandDrawn: player, commitment (SHA-256 "
+            'hex of "tile:nonce"; the tile stays secret), HandsRevealed: hands (per seat '
+            "[tile, nonce] pairs, at the end), and TilePlaced, TileDiscarded, TileReturned "
+            "carry the played tile's nonce"
         },
     )
 
@@ -239,6 +248,13 @@ class RecordTurn(Closed):
     )
 
 
+class RecordDraw(Closed):
+    """R10.3: one draw of a hand game: the tile and the nonce its commitment was made with."""
+
+    tile = fields.String(required=True, validate=validate.Length(1, 8))
+    nonce = fields.String(required=True, validate=validate.Length(1, 64))
+
+
 class Record(Closed):
     """A `carcassonne-record/1` game record (README "Game records")."""
 
@@ -259,4 +275,11 @@ class Record(Closed):
     )
     abandoned = fields.Boolean(
         metadata={"description": "the server ended the game as abandoned (no final scoring)"}
+    )
+    draws = fields.List(
+        fields.Nested(RecordDraw),
+        metadata={
+            "description": "R10.3 (a hand game only, and there required): every draw in "
+            "order with the nonce of its commitment (docs/rules.md)"
+        },
     )

@@ -13,6 +13,7 @@ from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
 from carcassonne.events import Event, event_from_dict, event_to_dict, seats_to_list
 from carcassonne.geometry import EDGES, HALF_EDGES
+from carcassonne.hand import seal
 
 from .envelope import NewEvent, StoredEvent
 from .errors import SchemaError
@@ -51,6 +52,7 @@ class RulesetSchema(_Strict):
     undo = fields.String(validate=validate.OneOf(["off", "consent", "free"]))  # docs/undo.md
     abbot = fields.Boolean(truthy={True}, falsy={False})  # R9.2
     tile_edition = fields.String(validate=validate.OneOf(["1st", "2nd"]))  # R9.2
+    hand = fields.Integer(strict=True, validate=validate.OneOf([1, 3]))  # R10.3
 
 
 class MeepleSchema(_Strict):
@@ -103,6 +105,11 @@ class TilePlacedV1(_Strict):
     meeple = fields.Nested(MeepleSchema, allow_none=True, required=True)
 
 
+# R10.3: a hand tile's nonce, opening its draw's commitment. Optional and added without a new
+# version (as `deadline_ms`): events stored before it are valid and mean the same (no hand).
+_NONCE = validate.Length(1, 64)
+
+
 class TilePlacedV2(_Strict):
     player = fields.Integer(required=True, strict=True, validate=validate.Range(0, 5))
     tile = fields.String(required=True, validate=validate.Length(1, 8))
@@ -110,11 +117,32 @@ class TilePlacedV2(_Strict):
     y = fields.Integer(required=True, strict=True, validate=COORD)
     rotation = fields.Integer(required=True, strict=True, validate=validate.Range(0, 3))
     meeple = fields.Nested(MeepleSchema, allow_none=True, required=True)
+    nonce = fields.String(validate=_NONCE)  # R10.3
 
 
 class PlayerTileV1(_Strict):
     player = fields.Integer(required=True, strict=True, validate=validate.Range(0, 5))
     tile = fields.String(required=True, validate=validate.Length(1, 8))
+    nonce = fields.String(validate=_NONCE)  # R10.3: TileDiscarded/TileReturned of a hand tile
+
+
+class HandDrawnV1(_Strict):
+    """R10.3: a player drew a hand tile. Stored sealed only: the player and the commitment
+    (SHA-256 hex of "tile:nonce"); a payload naming the tile or nonce is refused, so a hand
+    can never reach the public log by mistake."""
+
+    player = fields.Integer(required=True, strict=True, validate=validate.Range(0, 5))
+    commitment = fields.String(required=True, validate=validate.Length(64, 64))
+
+
+class HandsRevealedV1(_Strict):
+    """R10.3: the hands at the end, per seat a list of [tile, nonce] pairs."""
+
+    hands = fields.List(
+        fields.List(fields.List(fields.String(validate=_NONCE), validate=validate.Length(2, 2))),
+        required=True,
+        validate=validate.Length(2, 6),
+    )
 
 
 class GameEndedV1(_Strict):
@@ -196,6 +224,8 @@ SCHEMAS: dict[tuple[str, int], Schema] = {
     ("UndoAccepted", 1): UndoAnsweredV1(),
     ("UndoRefused", 1): UndoAnsweredV1(),
     ("TurnUndone", 1): TurnUndoneV1(),
+    ("HandDrawn", 1): HandDrawnV1(),
+    ("HandsRevealed", 1): HandsRevealedV1(),
 }
 
 CURRENT: dict[str, int] = {}
@@ -272,8 +302,9 @@ def to_new(event: Event) -> NewEvent:
     """An engine event as a new stored event at the current schema version.
 
     Not validated here: every store checks payloads as it appends (`check_append`), once.
+    A hand draw (R10.3) is stored sealed: the log never names a tile in a hand.
     """
-    data = event_to_dict(event)
+    data = event_to_dict(seal(event))
     event_type = data.pop("type")
     if event_type == "GameStarted" and type(data["players"]) is int:
         data["players"] = seats_to_list(data["players"], None, None)  # v2 lists the seats

@@ -157,11 +157,12 @@ BAD_INPUTS = [
     ("rotation 4", {"x": 0, "y": -1, "rotation": 4}, "current", 422, "invalid_body"),
     (
         "unknown field",
-        {"x": 0, "y": -1, "rotation": 0, "tile": "C"},
+        {"x": 0, "y": -1, "rotation": 0, "colour": "C"},
         "current",
         422,
         "invalid_body",
     ),
+
     (
         "unknown edge",
         {"x": 0, "y": -1, "rotation": 0, "meeple": {"feature": "city", "edge": "Q"}},

@@ -31,7 +31,7 @@ PLAYERS = [{"name": "ann"}, {"name": "bob"}]
         ({"tile_edition": "3rd"}, "invalid_body"),
         ({"abbot": 1}, "invalid_body"),
         ({"river": "yes"}, "invalid_body"),
-        ({"hand": 3}, "invalid_body"),  # R10.3 is not built: not a ruleset key
+        ({"hand": 2}, "invalid_body"),  # R10.3: a hand holds 1 or 3 tiles
     ],
 )
 def test_bad_rulesets_are_refused(command: Flask, ruleset: dict[str, Any], code: str) -> None:

@@ -336,3 +336,16 @@ def test_r10_3_a_record_whose_draws_run_short_names_the_turn() -> None:
     with pytest.raises(RecordError) as caught:
         record_events(load_record(data))
     assert caught.value.code == "draws_short" and caught.value.index is not None
+
+
+def test_r10_3_without_a_hand_a_turn_may_name_only_the_drawn_tile() -> None:
+    """R3: in the base game a turn's optional `tile` must be the drawn one (tile_not_drawn)."""
+    state = GameState()
+    for event in decide(state, StartGame(Ruleset(), 2)):
+        state.apply(event)
+    for event in decide(state, DrawTile("E")):
+        state.apply(event)
+    with pytest.raises(IllegalMoveError) as caught:
+        decide(state, PlayTurn(0, 0, -1, 2, tile="V"))
+    assert caught.value.code == "tile_not_drawn"
+    assert decide(state, PlayTurn(0, 0, -1, 2, tile="E"))[0] == TilePlaced(0, "E", 0, -1, 2)
