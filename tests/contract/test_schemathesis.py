@@ -39,6 +39,9 @@ COMMAND_OPS = {
     "listDeliveries",
     "resign",
     "reissueToken",
+    "requestUndo",
+    "acceptUndo",
+    "refuseUndo",
 }
 QUERY_OPS = {
     "listGames",
@@ -187,6 +190,15 @@ SEMANTIC = {
     "bad_player",  # {"resign": seat} beyond the record's `players`
     "player_out",  # a seat resigning (or timed out) twice
     "turn_not_expired",  # {"tile", "timeout": true} in a game without a turn limit
+    # Undo (docs/undo.md): whether the game allows it and where its last placement stands.
+    "undo_disabled",
+    "undo_not_allowed",
+    "undo_pending",
+    "undo_closed",
+    "undo_expired",
+    "undo_answered",
+    "own_undo_request",
+    "not_a_voter",
 }
 
 
