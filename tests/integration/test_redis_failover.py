@@ -152,12 +152,19 @@ def test_without_wait_an_acknowledged_append_can_be_lost_with_wait_it_is_refused
 
 
 def test_a_turn_not_confirmed_answers_503_and_its_retry_the_original_events(
-    cluster: Cluster,
+    cluster: Cluster, redis_url: str
 ) -> None:
     from services.command.app import create_app
 
+    # Celery's broker cannot live on a cluster: the command service (bot seats) needs its own.
     app = create_app(
-        {"REDIS_URL": cluster.url, "REDIS_WAIT_REPLICAS": 1, "REDIS_WAIT_MS": 200, "NOTIFY_MS": 0}
+        {
+            "REDIS_URL": cluster.url,
+            "BROKER_URL": redis_url,
+            "REDIS_WAIT_REPLICAS": 1,
+            "REDIS_WAIT_MS": 200,
+            "NOTIFY_MS": 0,
+        }
     )
     http = app.test_client()
     created = http.post("/games", json={"players": [{"name": "ann"}, {"name": "bob"}]})
