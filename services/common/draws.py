@@ -80,11 +80,12 @@ def refill_hand(state: GameState, seed: str) -> list[Event]:
     return events
 
 
-def opened(state: GameState, event: Event, seed: str) -> Event:
+def opened(state: GameState, event: Event, seed: str | None) -> Event:
     """`event` as the engine decided it: a sealed hand draw (R10.3, as the log stores it)
     opened again with its nonce from the seed, to be applied to `state` next (the draw's
-    index is `state.drawn_count`). Whoever holds the seed knows the hands; nobody else."""
-    if isinstance(event, HandDrawn) and event.tile is None:
+    index is `state.drawn_count`). Whoever holds the seed knows the hands; nobody else. An
+    imported game has no seed (None): its log, over, reveals every hand itself."""
+    if seed and isinstance(event, HandDrawn) and event.tile is None:
         return unseal(event, draw_nonce(seed, state.drawn_count), state.tiles.types)
     return event
 

@@ -162,7 +162,6 @@ BAD_INPUTS = [
         422,
         "invalid_body",
     ),
-
     (
         "unknown edge",
         {"x": 0, "y": -1, "rotation": 0, "meeple": {"feature": "city", "edge": "Q"}},

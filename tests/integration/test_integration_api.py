@@ -230,7 +230,8 @@ def random_records(count: int, seed: int) -> list[dict[str, Any]]:
                 Ruleset(area=(7, 7), border_closes=True, hole_extra_turn=True),
                 Ruleset(river=True), Ruleset(tileset="demo", river=True),
                 Ruleset(river=True, abbot=True, tile_edition="2nd"),
-                Ruleset(abbot=True)]  # fmt: skip
+                Ruleset(abbot=True),
+                Ruleset(hand=3), Ruleset(hand=3, area=(5, 5), unplaceable="return")]  # fmt: skip
     out = []
     for i in range(count):
         _, events = random_game(rng, 2 + i % 5, rulesets[i % len(rulesets)])
