@@ -246,24 +246,17 @@ meeples = st.one_of(
 )
 # Every tile name: the base letters, the demo's, the river's and the 2nd edition's gardens.
 NAMES = [*sorted(tile_set("base", river=True, edition="2nd", abbot=True).types), "LRFR", "CFR"]
+# A placement's tile, x, y and rotation, legal or not.
+PLACED = (
+    st.sampled_from(NAMES),
+    st.integers(-99_999, 99_999),
+    st.integers(-99_999, 99_999),
+    st.integers(0, 3),
+)
 turns = st.one_of(
     st.builds(Turn, st.sampled_from(NAMES), discard=st.just(True)),
-    st.builds(
-        Turn,
-        st.sampled_from(NAMES),
-        st.integers(-99_999, 99_999),
-        st.integers(-99_999, 99_999),
-        st.integers(0, 3),
-        meeples,
-    ),
-    st.builds(
-        Turn,
-        st.sampled_from(NAMES),
-        st.integers(-99_999, 99_999),
-        st.integers(-99_999, 99_999),
-        st.integers(0, 3),
-        recall=st.just(True),
-    ),
+    st.builds(Turn, *PLACED, meeples),
+    st.builds(Turn, *PLACED, recall=st.just(True)),  # R9.2: the abbot taken back
 )
 
 
