@@ -259,3 +259,44 @@ def test_hostile_input_never_scores(tmp_path, content):
     assert result.returncode == 2
     assert result.stdout == ""
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "ruleset",
+    [
+        {"river": True, "abbot": True, "tile_edition": "2nd"},
+        {"hole_extra_turn": True, "area": {"width": 7, "height": 7, "border_closes": True}},
+    ],
+)
+def test_simulate_plays_any_recorded_ruleset(ruleset, capsys):
+    """Issue 18: `simulate --ruleset` plays random games under the optional rules (R9, R10)."""
+    argv = ["simulate", "--games", "3", "--seed", "2", "--json", "--ruleset", json.dumps(ruleset)]
+    assert run(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["games"] == 3 and data["ms_per_game_median"] > 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[1]", "--ruleset must be a JSON object"),
+        ("{nope", "--ruleset must be a JSON object"),
+        ('{"hand": 3}', "bad_ruleset"),  # R10.3 is not built: no such key
+        ('{"tileset": "demo", "tile_edition": "2nd"}', "edition_not_in_tileset"),
+    ],
+)
+def test_simulate_refuses_a_bad_ruleset(text, message, capsys):
+    assert run(["simulate", "--games", "1", "--ruleset", text]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_score_reads_a_river_abbot_record(tmp_path, capsys):
+    """`carcassonne score` scores a record with the river, the abbot and gardens (R9)."""
+    golden = Path(__file__).resolve().parents[1] / "golden" / "river_abbot_2p.json"
+    data = json.loads(golden.read_text(encoding="utf-8"))
+    path = tmp_path / "game.json"
+    path.write_text(json.dumps({k: v for k, v in data.items() if k not in ("expected", "why")}))
+    assert run(["score", str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["final_scores"] == data["expected"]["final_scores"]
+    assert any(e["kind"] == "garden" and e["rule"] == "R9.2" for e in report["events"])
