@@ -14,7 +14,7 @@ from .schemas import AtArgs
 
 EDGE = validate.OneOf(["N", "E", "S", "W"])
 HALF_EDGE = validate.OneOf(["NNW", "NNE", "ENE", "ESE", "SSE", "SSW", "WSW", "WNW"])
-KIND = validate.OneOf(["road", "city", "field", "monastery"])
+KIND = validate.OneOf(["road", "city", "field", "monastery", "garden"])  # garden: R9.2
 COORD = validate.Range(0, 100)
 
 

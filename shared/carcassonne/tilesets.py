@@ -117,12 +117,6 @@ DEMO = _build("demo", DEMO_COUNTS, meeples=5, gardens=False)
 
 TILESETS: dict[str, TileSet] = {BASE.name: BASE, DEMO.name: DEMO}
 
-# The tile catalog's sets: the playable sets and the river on its own (an expansion that joins
-# either, `tile_set`; its `meeples` is 0: it brings none).
-CATALOG: dict[str, TileSet] = {
-    **TILESETS,
-    "river": TileSet("river", SPRING, 0, RIVER_TILES),
-}
 
 GARDEN_SUFFIX = "g"  # R9.2: the 2nd-edition copy of a base tile that shows a garden: "Eg"
 RIVER_GARDEN = "RIVJ"  # the river's garden tile (TILES.md §4)
@@ -177,3 +171,18 @@ def _with_gardens(types: dict[str, TileType], abbot: bool) -> dict[str, TileType
             garden, tile.gardens, spec + (" | garden" if abbot else ""), gardens=tile.gardens
         )
     return out
+
+
+# The tile catalog's sets: the playable sets, the river on its own (an expansion that joins
+# either, `tile_set`) and the 2nd edition's garden tiles (R9.2, with their garden feature).
+# The last two bring no meeples: their `meeples` is 0.
+CATALOG: dict[str, TileSet] = {
+    **TILESETS,
+    "river": TileSet("river", SPRING, 0, RIVER_TILES),
+    "gardens": TileSet(
+        "gardens",
+        "Eg",
+        0,
+        {n: t for n, t in tile_set("base", True, "2nd", abbot=True).types.items() if t.gardens},
+    ),
+}

@@ -98,6 +98,7 @@ def test_versions_name_the_data():
         "base": base["version"],
         "demo": demo["version"],
         "river": river["version"],
+        "gardens": tileset_catalog("gardens")["version"],
     }
     assert tileset_catalog("nope") is None
 
@@ -130,3 +131,16 @@ def test_the_river_is_in_the_catalog_with_its_river_drawn() -> None:
         assert 'class="river"' in entry["svg"]
         assert ('class="river-pool"' in entry["svg"]) == (entry["name"] in ("RIVA", "RIVL"))
     assert "river" in {s["name"] for s in catalog_index()["tilesets"]}
+
+
+def test_the_garden_tiles_are_in_the_catalog_with_their_garden() -> None:
+    """R9.2: the catalog's `gardens` set lists the 2nd edition's garden tiles (Eg … Vg and
+    RIVJ), each with a garden segment, a garden spot for the abbot and a drawn flower bed."""
+    gardens = tileset_catalog("gardens")
+    assert gardens is not None
+    names = [t["name"] for t in gardens["tiles"]]
+    assert names == ["Eg", "Hg", "Ig", "Mg", "Ng", "Rg", "Ug", "Vg", "RIVJ"]
+    for entry in gardens["tiles"]:
+        assert [s["kind"] for s in entry["segments"]].count("garden") == 1
+        assert "garden" in {s["spot"] for s in entry["spots"]}
+        assert "seg-garden" in entry["svg"]
