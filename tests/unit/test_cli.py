@@ -281,7 +281,7 @@ def test_simulate_plays_any_recorded_ruleset(ruleset, capsys):
     [
         ("[1]", "--ruleset must be a JSON object"),
         ("{nope", "--ruleset must be a JSON object"),
-        ('{"hand": 3}', "bad_ruleset"),  # R10.3 is not built: no such key
+        ('{"hand": 2}', "bad_hand"),  # R10.3: a hand holds 1 or 3 tiles
         ('{"tileset": "demo", "tile_edition": "2nd"}', "edition_not_in_tileset"),
     ],
 )
