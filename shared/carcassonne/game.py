@@ -477,12 +477,7 @@ def _checked_tile(state: GameState, cmd: PlayTurn | RecallAbbot) -> TileType:
     _expect(state, PLACE)
     _expect_player(state, cmd.player)
     assert state.drawn is not None
-    for name in ("x", "y"):
-        value = getattr(cmd, name)
-        if type(value) is not int or abs(value) > 10_000:
-            raise MalformedError("bad_coordinate", f"{name} must be an integer within ±10000")
-    if type(cmd.rotation) is not int or not 0 <= cmd.rotation <= 3:
-        raise MalformedError("bad_rotation", "rotation must be 0, 1, 2 or 3", "R4.3")
+    _check_coordinates(cmd)
     ttype = state.tiles.types[state.drawn]
     _check_placement(state, ttype, cmd.x, cmd.y, cmd.rotation)
     return ttype
@@ -547,7 +542,7 @@ def _hand_end_after(state: GameState, player: int, held: HandTile) -> list[Event
     return [HandsRevealed(tuple(() for _ in hands)), GameEnded("last tile placed")]
 
 
-def _check_coordinates(cmd: PlayTurn) -> None:
+def _check_coordinates(cmd: PlayTurn | RecallAbbot) -> None:
     for name in ("x", "y"):
         value = getattr(cmd, name)
         if type(value) is not int or abs(value) > 10_000:

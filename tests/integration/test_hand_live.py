@@ -20,15 +20,10 @@ from carcassonne.state import GameState
 from services.redis_store import RedisEventStore
 
 from .http_client import call, gunicorn
-from .test_query_live import collect, ends
-from .workers import celery_env, running, wait_scored, worker
+from .test_query_live import collect, ends, env  # env: a real Celery scoring worker
+from .workers import wait_scored
 
-
-@pytest.fixture(scope="module")
-def env(redis_url: str) -> Iterator[dict[str, str]]:
-    environment = celery_env(redis_url)
-    with running(worker(environment)):
-        yield environment
+__all__ = ["env"]  # the fixture, imported to be used here
 
 
 @pytest.fixture(scope="module")
