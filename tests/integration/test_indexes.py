@@ -241,8 +241,26 @@ def invariant_breaks(client: redis.Redis, game_ids: list[str]) -> list[str]:
     return wrong
 
 
+class Finished:
+    """Games the writers have written whole, counted under a lock; a waiter is woken by each."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._changed = threading.Condition()
+
+    def add(self) -> None:
+        with self._changed:
+            self.count += 1
+            self._changed.notify_all()
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        """Whether `count` games were finished within `timeout` seconds."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self.count >= count, timeout)
+
+
 def write(
-    store: RedisEventStore, stop: threading.Event, name: str, done: list[int], ids: list[str]
+    store: RedisEventStore, stop: threading.Event, name: str, done: Finished, ids: list[str]
 ) -> None:
     """Append whole games, a few moves and a partial progress at a time, until stopped or
     Redis goes away."""
@@ -264,7 +282,7 @@ def write(
                          marker=str(len(events)))  # fmt: skip
         except (redis.ConnectionError, redis.TimeoutError, OSError):
             return
-        done[0] += 1
+        done.add()
 
 
 def test_a_redis_killed_mid_writes_leaves_no_index_out_of_step(tmp_path) -> None:
@@ -297,7 +315,7 @@ def test_a_redis_killed_mid_writes_leaves_no_index_out_of_step(tmp_path) -> None
             client = redis.Redis.from_url(url, socket_timeout=2)
             store = RedisEventStore(client)
             stop = threading.Event()
-            done = [0]
+            done = Finished()
 
             threads = [
                 threading.Thread(target=write, args=(store, stop, f"{round_}-{w}", done, game_ids))
@@ -305,13 +323,17 @@ def test_a_redis_killed_mid_writes_leaves_no_index_out_of_step(tmp_path) -> None
             ]
             for thread in threads:
                 thread.start()
-            time.sleep(0.3 + 0.2 * round_)  # let writes pile up: the kill lands mid-append
+            # Let writes pile up, more each round (the kill cuts a different point), however
+            # slow the machine: the writers go on appending, so the kill lands mid-append.
+            wanted = 2 + 2 * round_
+            piled = done.wait_for(wanted, timeout=120)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
             stop.set()
-            for thread in threads:
-                thread.join(timeout=10)
-            assert done[0] > 0
+            for thread in threads:  # each returns at its next append (Redis is gone)
+                thread.join(timeout=60)
+            assert piled, f"round {round_}: {done.count} of {wanted} games written in 120 s"
+            assert not any(thread.is_alive() for thread in threads)
             proc = started()
             check = redis.Redis.from_url(url)
             assert invariant_breaks(check, game_ids) == []
