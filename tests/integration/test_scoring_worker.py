@@ -164,8 +164,12 @@ def test_the_sweep_finds_games_behind_and_skips_unreadable_markers(
 
     # Games from before the indexes (ids off the shard slots), indexed by the backfill: the
     # sweep compares their markers, and drops the entry of one scored since.
-    prefix = uuid.uuid4().hex[:8]
     cases = {"behind": ("5", "3"), "done": ("4", "4"), "new": ("2", None), "odd": ("7", "x")}
+    # A fresh prefix (the Redis is shared) under which every case's id is off the shard slots:
+    # one id in 256 lands on one, so a prefix is drawn until none of the four does.
+    prefix = uuid.uuid4().hex[:8]
+    while any(shard_of(f"{prefix}{name}") is not None for name in cases):
+        prefix = uuid.uuid4().hex[:8]
     for name, (moved, scored) in cases.items():
         game_id = f"{prefix}{name}"
         assert shard_of(game_id) is None
