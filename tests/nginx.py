@@ -7,6 +7,7 @@ nginx comes from the system (the Debian package in CI). When it is missing and w
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import shutil
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -108,3 +110,22 @@ def nginx(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # any worker left behind
         shutil.rmtree(prefix, ignore_errors=True)
+
+
+def ring_server(key: str, servers: Sequence[str]) -> str:
+    """The server (as written in the upstream, "host:port") that nginx's `hash <key>
+    consistent` picks for `key` while every server is up: the ketama ring of
+    ngx_http_upstream_hash_module — 160 points per server, point n being
+    crc32(host NUL port prev) where prev is point n-1 as 4 little-endian bytes (0 for the
+    first); the key goes to the first point at or above crc32(key), wrapping around."""
+    points: dict[int, str] = {}
+    for server in servers:
+        host, _, port = server.rpartition(":")
+        base = host.encode() + b"\0" + port.encode()
+        prev = 0
+        for _ in range(160):
+            prev = zlib.crc32(base + prev.to_bytes(4, "little"))
+            points.setdefault(prev, server)  # nginx keeps one point of equal hashes
+    ring = sorted(points)
+    at = bisect.bisect_left(ring, zlib.crc32(key.encode())) % len(ring)
+    return points[ring[at]]

@@ -26,7 +26,7 @@ from eventstore.envelope import MOVES, SCORES
 from eventstore.score_stream import GAME_SCORED, score_events
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import connect
-from tests.nginx import find_nginx, nginx
+from tests.nginx import find_nginx, nginx, ring_server
 from tests.redis_cluster import redis_cluster, redis_cluster_url  # noqa: F401
 
 from .http_client import ROOT, call, gunicorn
@@ -112,6 +112,24 @@ def _new_game(base: str, players: int = 2) -> tuple[str, dict[int, str]]:
     return created["game_id"], {p["seat"]: p["token"] for p in created["players"]}
 
 
+def _games_on_each_instance(stack: Stack, per_instance: int) -> list[tuple[str, dict[int, str]]]:
+    """New games through the proxy, `per_instance` of them routed to each command instance
+    (by the proxy's own ring, `ring_server`), alternating instances, 2, 3, 4 players in turn.
+    The server draws each id at random: a game whose instance has enough already is left
+    unplayed (one in two draws, on average)."""
+    hosts = [base.removeprefix("http://") for base in stack.instances]
+    wanted: dict[str, list[tuple[str, dict[int, str]]]] = {host: [] for host in hosts}
+    for _ in range(64 * per_instance):  # a bound: ~2 draws per game are needed
+        if all(len(games) == per_instance for games in wanted.values()):
+            break
+        game_id, tokens = _new_game(stack.proxy, 2 + sum(map(len, wanted.values())) % 3)
+        games = wanted[ring_server(game_id, hosts)]
+        if len(games) < per_instance:
+            games.append((game_id, tokens))
+    assert all(len(games) == per_instance for games in wanted.values()), wanted
+    return [game for pair in zip(*wanted.values(), strict=True) for game in pair]
+
+
 def _play_http(base: str, game_id: str, tokens: dict[int, str], rng: random.Random) -> int:
     """A whole game of random legal turns over HTTP, as a client plays it (the turn view, then
     the turn, until a turn's reply says the game is over); returns the turns played."""
@@ -176,23 +194,27 @@ def _cli_score(record: dict[str, Any]) -> list[int]:
 def test_full_games_through_two_instances_are_routed_by_game_and_scored_by_two_workers(
     stack: Stack,
 ) -> None:
-    """8 games over HTTP through the proxy: both instances serve turns, each game's turns
+    """8 games over HTTP through the proxy, 4 on each instance by the proxy's consistent hash
+    of the game id: each instance serves exactly the turns of its games, each game's turns
     read (almost) no events (its instance's cache is current: ≤ 1.2 events read per turn),
     2 worker processes score them, and each game's final scores — in the score stream and
     through the query service — equal the CLI's score of the exported record."""
     rng = random.Random(14)
+    hosts = [base.removeprefix("http://") for base in stack.instances]
     read_before = sum(_metric(b, "carcassonne_events_read_total") for b in stack.instances)
     turns_before = [_turns(b) for b in stack.instances]
     games: list[str] = []
+    routed = dict.fromkeys(hosts, 0)  # turns each instance should serve
     played = 0
     with running(worker(stack.env, "w1"), worker(stack.env, "w2")):
-        for _ in range(8):
-            game_id, tokens = _new_game(stack.proxy, 2 + len(games) % 3)
-            played += _play_http(stack.proxy, game_id, tokens, rng)
+        for game_id, tokens in _games_on_each_instance(stack, 4):
+            turns = _play_http(stack.proxy, game_id, tokens, rng)
+            routed[ring_server(game_id, hosts)] += turns
+            played += turns
             games.append(game_id)
         _wait_scored(stack.store, games)
     served = [_turns(b) - t for b, t in zip(stack.instances, turns_before, strict=True)]
-    assert sum(served) == played and all(n > 0 for n in served), served
+    assert served == [routed[h] for h in hosts] and sum(served) == played, (served, routed)
     read = sum(_metric(b, "carcassonne_events_read_total") for b in stack.instances) - read_before
     assert read / played <= 1.2, f"{read:.0f} events read for {played} turns"
     for game_id in games:
