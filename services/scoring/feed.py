@@ -12,10 +12,12 @@ fold), so an item says who is to play after each move. For move seq M, in this o
 - ``player_out``: a seat left the game (the events in `OUT_EVENTS`);
 - ``game_over`` also for a game the server ended as abandoned (`GameAbandoned`: no final
   scoring, so no `GameScored`): ``{"reason": "abandoned", "scores", "winners": []}``;
-- ``turn_started``: a tile was drawn for a seat (`TileDrawn`): the seat, its player id, the
-  tile and the turn's deadline (`deadline_ms`, null when the game has no turn limit). After a
-  discard the same seat draws again: a new ``turn_started`` with the new tile. After an undo
-  (`TurnUndone`) the seat that placed has its turn again: ``turn_started`` with its tile.
+- ``turn_started``: a tile was drawn for a seat (`TileDrawn`; with a three-tile hand, R10.3,
+  once the seat to move has its hand refilled, ``tile`` null: the hand is secret): the seat,
+  its player id, the tile and the turn's deadline (`deadline_ms`, null when the game has no
+  turn limit). After a discard the same seat draws again: a new ``turn_started`` with the
+  new tile. After an undo (`TurnUndone`) the seat that placed has its turn again:
+  ``turn_started`` with its tile.
 
 Items are ordered by move seq (then as listed), so a receiver that gets them in order sees
 the game as it was played.
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from carcassonne.events import GameStarted
-from carcassonne.state import GameState
+from carcassonne.state import PLACE, GameState
 from eventstore.envelope import StoredEvent
 from eventstore.schemas import to_engine
 from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, SCORE_REVERTED
@@ -68,6 +70,14 @@ class Item:
         return out
 
 
+def _hand_turn_starts(state: GameState, was: tuple[str, int]) -> bool:
+    """R10.3: whether a hand game's seat to move has just got its turn (its hand refilled,
+    or the turn passed to it with the bag empty), holding a tile to play."""
+    if not state.hands or state.over or state.phase != PLACE:
+        return False
+    return was != (PLACE, state.current) and bool(state.hands[state.current])
+
+
 def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> list[Item]:
     """The items of a game's moves from its first (the fold starts there), with the score
     events given (those of moves not given are ignored)."""
@@ -79,6 +89,7 @@ def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> l
     items: list[Item] = []
     for stored in moves:
         event = to_engine(stored)
+        was = (state.phase, state.current)
         state.apply(event)
         if isinstance(event, GameStarted):
             ids = tuple(event.player_ids or (None,) * event.players)
@@ -111,5 +122,9 @@ def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> l
         if stored.type in ("TileDrawn", UNDONE) and not state.over:
             data = {**_seat(ids, state.current), "tile": state.drawn,
                     "deadline_ms": state.deadline_ms}  # fmt: skip
+            items.append(Item("turn_started", seq, at, data))
+        elif _hand_turn_starts(state, was):
+            # R10.3: its tiles are the seat's secret: `tile` is null (the seat's /hand says).
+            data = {**_seat(ids, state.current), "tile": None, "deadline_ms": None}
             items.append(Item("turn_started", seq, at, data))
     return items

@@ -77,3 +77,22 @@ def test_signatures_carry_one_v1_per_live_secret_and_a_window() -> None:
                           {"secret": "c", "until_ms": 5}]}  # fmt: skip
     assert live_secrets(config, now_ms=7) == ["a", "b"]
     assert live_secrets(config, now_ms=10) == ["a"]
+
+
+def test_a_hand_game_starts_each_turn_without_naming_a_tile() -> None:
+    """R10.3: in a hand game each turn_started comes once the seat's hand is refilled, names
+    the seat that places next, and never a tile (the hand is secret: its /hand says it)."""
+    from carcassonne.ruleset import Ruleset
+
+    _, events = random_game(random.Random(4), 2, Ruleset(hand=3))
+    store = InMemoryEventStore()
+    store.append("g", MOVES, [to_new(e) for e in events], expected=0, command_id="c")
+    moves = store.read("g", MOVES)
+    items = feed_items(moves, [])
+    started = [i for i in items if i.kind == "turn_started"]
+    # as in the base game, a hand tile set aside (R4.4) starts the same seat's turn again
+    made = [m for m in moves if m.type in ("TilePlaced", "TileDiscarded")]
+    assert len(started) == len(made) > 0
+    for item, move in zip(started, made, strict=True):
+        assert item.seq <= move.seq and item.data["seat"] == move.payload["player"]
+        assert item.data["tile"] is None
