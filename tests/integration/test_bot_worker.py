@@ -130,6 +130,43 @@ def test_a_human_plays_a_bot_over_http_and_asks_for_hints(
     assert (status, refused["code"]) == (422, "invalid_query")
 
 
+def test_a_bot_plays_a_hand_game_and_hints_name_a_tile_of_the_hand(
+    redis_url: str, command: str
+) -> None:
+    """R10.3: the bot worker plays its seat from its own hand; a hint names a tile of the
+    asking seat's hand (GET /hand) with a legal placement for it."""
+    status, created = call(command, "POST", "/games", {
+        "players": [{"name": "ann"}, {"name": "robot", "bot": "greedy"}],
+        "ruleset": {"hand": 3, "hints": True},
+        "seat_order": [0, 1],
+    })  # fmt: skip
+    assert status == 201, created
+    game_id, token = created["game_id"], created["players"][0]["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    with running(bot_worker(redis_url, "bots4")):
+        for _ in range(3):
+            _, hand = call(command, "GET", f"/games/{game_id}/hand", headers=auth)
+            status, hint = call(command, "GET", f"/games/{game_id}/hint?level=greedy", headers=auth)
+            assert status == 200, hint
+            assert hint["tile"] in hand["hand"]
+            turn = {k: hint[k] for k in ("tile", "x", "y", "rotation", "meeple")}
+            assert {k: turn[k] for k in ("tile", "x", "y", "rotation")} in [
+                {k: p[k] for k in ("tile", "x", "y", "rotation")} for p in hand["placements"]
+            ]
+            status, played = call(command, "POST", f"/games/{game_id}/turns", turn, auth)
+            assert status == 200, played
+            seq = played["seq"]
+
+            def bot_moved(seq: int = seq) -> Any:
+                view = call(command, "GET", f"/games/{game_id}/turn")[1]
+                return view if view["seq"] > seq and (view["over"] or view["player"] == 0) else None
+
+            view = wait_until("the bot has moved", bot_moved, timeout=30)
+            assert view["hand_sizes"][1] >= 2  # the bot holds its own hand, refilled
+    _, page = call(command, "GET", f"/games/{game_id}/turn")
+    assert page["over"] is False and "hands" not in page
+
+
 def test_hints_are_off_unless_the_ruleset_allows_them(command: str) -> None:
     status, created = call(command, "POST", "/games", {"players": [{"name": "a"}, {"name": "b"}]})
     assert status == 201

@@ -266,6 +266,8 @@ def test_hostile_input_never_scores(tmp_path, content):
     [
         {"river": True, "abbot": True, "tile_edition": "2nd"},
         {"hole_extra_turn": True, "area": {"width": 7, "height": 7, "border_closes": True}},
+        {"hand": 3},  # R10.3: the choice of hand tile is part of each action
+        {"hand": 3, "unplaceable": "return", "area": {"width": 5, "height": 5}},
     ],
 )
 def test_simulate_plays_any_recorded_ruleset(ruleset, capsys):
