@@ -449,8 +449,7 @@ def _reveal(state: GameState) -> list[Event]:
     """R10.3: the game is ending: open the tiles still in hands (nothing without a hand)."""
     if not state.hands:
         return []
-    hands = tuple(tuple((h.tile or "", h.nonce or "") for h in hand) for hand in state.hands)
-    return [HandsRevealed(hands)]
+    return [HandsRevealed(_opened(state.hands))]
 
 
 def _from_hand(state: GameState, player: int, tile: object) -> HandTile:
@@ -534,12 +533,17 @@ def _play_from_hand(state: GameState, cmd: PlayTurn) -> list[Event]:
 
 
 def _hand_end_after(state: GameState, player: int, held: HandTile) -> list[Event]:
-    """R10.3: the game ends when the bag and every hand are empty, `held` taken out."""
-    hands = [list(hand) for hand in state.hands]
-    hands[player].remove(held)
-    if state.bag_size or any(hands):
+    """R10.3: the game ends when the bag and the hands of the seats still in are empty,
+    `held` taken out (a seat out of the game keeps its hand: revealed then)."""
+    hands = [[h for h in hand if h is not held] for hand in state.hands]
+    if state.bag_size or any(hands[p] for p in state.still_in):
         return []
-    return [HandsRevealed(tuple(() for _ in hands)), GameEnded("last tile placed")]
+    return [HandsRevealed(_opened(hands)), GameEnded("last tile placed")]
+
+
+def _opened(hands: list[list[HandTile]]) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """The hands as `HandsRevealed` opens them: (tile, nonce) per tile, per seat."""
+    return tuple(tuple((h.tile or "", h.nonce or "") for h in hand) for hand in hands)
 
 
 def _check_coordinates(cmd: PlayTurn | RecallAbbot) -> None:
@@ -663,8 +667,7 @@ def _discard_from_hand(state: GameState, cmd: DiscardTile) -> list[Event]:
         rest = [h for h in state.hands[cmd.player] if h is not held]
         if not rest and nothing_placeable(state):
             hands = [rest if p == cmd.player else h for p, h in enumerate(state.hands)]
-            revealed = tuple(tuple((h.tile or "", h.nonce or "") for h in hand) for hand in hands)
-            returned += [HandsRevealed(revealed), GameEnded("no placeable tile left")]
+            returned += [HandsRevealed(_opened(hands)), GameEnded("no placeable tile left")]
         return returned
     discarded = TileDiscarded(cmd.player, held.tile, held.nonce)
     return [discarded, *_hand_end_after(state, cmd.player, held)]

@@ -115,6 +115,10 @@ class Ruleset:
         if self.abbot is True:
             # Not built together yet: the abbot's actions read the one drawn tile.
             raise MalformedError("hand_with_abbot", "the abbot is played without a hand", "R10.3")
+        if self.undo != "off":
+            # An undone placement would have revealed its tile, and the redrawn refill would
+            # log a second commitment of one draw: not combined.
+            raise MalformedError("hand_with_undo", "a hand game has no undo", "R10.3")
         if self.turn_seconds is not None:
             # A hand's turn may begin without a draw (the bag empty), so no draw carries
             # its deadline: not combined for now.

@@ -45,6 +45,7 @@ def auth(token: str) -> dict[str, str]:
         ({"hand": 3, "river": True}, "hand_with_river"),
         ({"hand": 3, "abbot": True}, "hand_with_abbot"),
         ({"hand": 3, "turn_seconds": 60}, "hand_with_turn_limit"),
+        ({"hand": 3, "undo": "consent"}, "hand_with_undo"),
     ],
 )
 def test_bad_hand_rulesets_are_refused(command: Flask, ruleset: dict[str, Any], code: str) -> None:

@@ -29,7 +29,7 @@ from carcassonne.events import (
     event_from_dict,
     event_to_dict,
 )
-from carcassonne.game import decide, hand_actions, hand_of
+from carcassonne.game import decide, hand_actions, hand_of, is_unplaceable
 from carcassonne.hand import commit, seal, unseal_all, verify
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
@@ -76,6 +76,7 @@ def test_r10_3_ruleset_key_defaults_to_one_and_records_three() -> None:
         ({"hand": "3"}, "bad_hand"),
         ({"hand": 3, "river": True}, "hand_with_river"),
         ({"hand": 3, "turn_seconds": 60}, "hand_with_turn_limit"),
+        ({"hand": 3, "undo": "free"}, "hand_with_undo"),
     ],
 )
 def test_r10_3_bad_hand_rulesets_are_refused(data: dict[str, object], code: str) -> None:
@@ -349,3 +350,35 @@ def test_r10_3_without_a_hand_a_turn_may_name_only_the_drawn_tile() -> None:
         decide(state, PlayTurn(0, 0, -1, 2, tile="V"))
     assert caught.value.code == "tile_not_drawn"
     assert decide(state, PlayTurn(0, 0, -1, 2, tile="E"))[0] == TilePlaced(0, "E", 0, -1, 2)
+
+
+def test_r10_3_a_resigned_seat_keeps_its_hand_and_the_game_still_ends() -> None:
+    """R10.3 with resigning (docs/lifecycle.md): a seat that leaves keeps its hand, the others
+    play on, and the game ends once the bag and the hands of the seats still in are empty;
+    the leaver's hand is revealed then."""
+    from carcassonne.events import Resign
+
+    rng = random.Random(2)
+    table = Table(Ruleset(hand=3, area=(3, 3)), players=3)
+    nonce = 0
+    while table.state.phase != OVER:
+        state = table.state
+        if state.phase == DRAW:
+            bag = [name for name, n in sorted(state.bag.items()) for _ in range(n)]
+            table.run(DrawTile(rng.choice(bag), nonce=f"x{nonce}"))
+            nonce += 1
+            continue
+        if state.turn == 2 and state.out[2] is None:
+            table.run(Resign(2))
+            continue
+        dead = [
+            h.tile for h in state.hands[state.current] if h.tile and is_unplaceable(state, h.tile)
+        ]
+        if dead:
+            table.run(DiscardTile(state.current, dead[0]))
+            continue
+        tile, (x, y, rotation, meeple) = rng.choice(hand_actions(state))
+        table.run(PlayTurn(state.current, x, y, rotation, meeple, tile))
+    revealed = next(e for e in table.events if isinstance(e, HandsRevealed))
+    assert revealed.hands[2] and not revealed.hands[0] and not revealed.hands[1]
+    assert verify([seal(e) for e in table.events]) == []
