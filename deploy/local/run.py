@@ -687,8 +687,9 @@ class Suite:
         ports = ", ".join(f"{self.public[n]} -> {' '.join(a)}" for n, a in upstreams.items())
         routed = " (each game to one instance)" if c.instances > 1 else ""
         note = f"{self.nginx}: buffering proxy {ports}{routed}; config in {prefix / 'conf'}"
-        checked = [self.public[n] + "/healthz" for n in upstreams]
-        return part(NginxPart, "nginx", argv, _answers_check(checked), note, "", 15.0)
+        # Healthy: each service answers ready through the proxy (a 502 of nginx's own is not).
+        checked = [self.public[n] + HEALTH_PATH for n in upstreams]
+        return part(NginxPart, "nginx", argv, _ok_check(checked), note, "", 15.0)
 
     def prepare(self) -> None:
         """Directories the parts need, and nginx's configuration from the templates."""
@@ -744,13 +745,20 @@ class Suite:
         """Start every part and wait until each is healthy; raises SuiteError otherwise.
 
         Redis first (the others connect to it; a cluster's nodes are made one cluster the
-        first time), then the rest at once. On failure the parts already started are left
-        running: call `stop`.
+        first time), then the rest at once but nginx, and nginx once every HTTP instance behind
+        it is healthy. On failure the parts already started are left running: call `stop`.
+
+        Why nginx last: a connection it finds refused (a gunicorn not listening yet) marks that
+        instance failed for `fail_timeout` (5 s) in that nginx worker; were every instance so
+        marked, nginx would answer 502 `bad_gateway` ("no live upstreams") for seconds after
+        all of them were up — after "all healthy".
         """
         self.check_ports()
         self.prepare()
         redis_parts = [p for p in self.parts if p.kind == "redis"]
-        rest = [p for p in self.parts if p.kind != "redis"]
+        proxy = [p for p in self.parts if p.kind == "nginx"]
+        rest = [p for p in self.parts if p not in redis_parts and p not in proxy]
+        web = [p for p in rest if p.kind in ("command", "query")]
         for part in redis_parts:
             part.start()
         self.wait_healthy(redis_parts, abort)
@@ -758,6 +766,11 @@ class Suite:
             self.form_cluster()
         for part in rest:
             part.start()
+        if proxy:
+            self.wait_healthy(web, abort)
+            for part in proxy:
+                part.start()
+            rest = [p for p in rest if p not in web] + proxy
         self.wait_healthy(rest, abort)
 
     def form_cluster(self) -> None:
@@ -885,8 +898,8 @@ def _http_check(part: Part) -> bool:
     return http_ok(part.url + HEALTH_PATH)
 
 
-def _answers_check(urls: list[str]) -> Callable[[Part], bool]:
-    return lambda part: all(http_answers(url) for url in urls)
+def _ok_check(urls: list[str]) -> Callable[[Part], bool]:
+    return lambda part: all(http_ok(url) for url in urls)
 
 
 def _free_port(host: str) -> int:

@@ -92,6 +92,10 @@ def test_run_cluster_starts_plays_a_demo_game_and_stops(
         for part in ("redis-1", "redis-3", "broker", "command-2", "query-2", "worker-2", "beat"):
             assert f"  {part} " in out, out
         assert "redis+cluster://" in out and "cluster  created" in out, out
+        # nginx started after every instance behind it was healthy: it never found one
+        # refusing connections (which marks it failed for 5 s: 502 "no live upstreams").
+        proxy_log = (tmp_path / "var" / "log" / "nginx.log").read_text()
+        assert "connect() failed" not in proxy_log, proxy_log
         capsys.readouterr()
         code = demo.main(
             [
