@@ -266,6 +266,19 @@ class Cli:
         """Each part's process (group) id, from its pid file."""
         return {p.stem: int(p.read_text()) for p in (self.var / "run").glob("*.pid")}
 
+    def up_pid(self, name: str, timeout: float = 60) -> int:
+        """The pid of part `name` once it is up. A part that died (a Celery part exits when
+        Redis goes away) has no pid file until the runner restarts it: when the runner's last
+        word on it is that it exited, wait until it says `<name> healthy again`."""
+        while not self.lines.empty():  # what the runner has said so far
+            self.output.append(self.lines.get())
+        said = [line for line in self.output if line.startswith(f"{name} ")]
+        news = [line for line in said if " exited" in line or " healthy again" in line
+                or " not healthy" in line]  # fmt: skip
+        if news and " healthy again" not in news[-1]:
+            self.wait_for(f"{name} healthy again", timeout)
+        return self.pids()[name]
+
     def finish(self, timeout: float = STOP) -> int:
         """Wait for the runner to exit; its exit code (all output read)."""
         code = self.proc.wait(timeout=timeout)
@@ -379,7 +392,9 @@ def test_make_run_restarts_what_dies_and_a_game_stays_playable(tmp_path: Path) -
         for name in ("worker", "nginx"):
             if name not in pids:
                 continue  # no nginx on this machine
-            pids[name] = cli.pids()[name]
+            # The worker may have exited when Redis was killed (Celery 5.7 does, see
+            # `supervise`) and be waiting for its restart: kill it once it is up again.
+            pids[name] = cli.up_pid(name)
             os.kill(pids[name], signal.SIGKILL)
             pids[name] = wait_restarted(cli, name, pids[name])
             demo.turn_view(command, game)
