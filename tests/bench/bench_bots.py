@@ -9,7 +9,10 @@
    playouts, and with a 1 s time budget on a few positions: the deadline is kept) —
    targets: random p99 ≤ 20 ms, greedy p99 ≤ 150 ms, mcts (1 s) p99 ≤ 1.3 s. Baseline:
    enumerating the legal actions of the same positions.
-4. Bot turns per second of one worker process: `BotPlayer.play` (read and fold the game,
+4. Calibration: mcts playouts in one second of CPU time (`time.process_time` as the
+   budget's clock, so other processes on the machine do not shrink it) over positions of
+   every stage: the `--playouts` that stands for "1 s per move" (docs/bots.md).
+5. Bot turns per second of one worker process: `BotPlayer.play` (read and fold the game,
    choose, decide, draw, conditional append) against a private Redis, greedy against
    greedy — target ≥ 20 turns/s. Baseline: the same path with a policy that takes the
    first legal action (what the path costs without thinking).
@@ -131,6 +134,8 @@ def main() -> int:
     mcts_ms = latency_ms(states[::10], lambda s: choose("mcts", player_view(s), 1, budget))
     timed = Budget(think_ms=1000, clock=time.perf_counter)
     mcts_1s_ms = latency_ms(states[::40], lambda s: choose("mcts", player_view(s), 1, timed))
+    cpu_second = Budget(think_ms=1000, clock=time.process_time)
+    per_cpu_second = [choose("mcts", player_view(s), 1, cpu_second).playouts for s in states[::20]]
 
     with private_redis() as url:
         greedy_tps = turns_per_second(url, choose, 4)
@@ -152,6 +157,7 @@ def main() -> int:
             name: {"p50": pct(s, 0.5), "p99": pct(s, 0.99), "n": len(s)} for name, s in samples
         },
         "turns_per_second": {"greedy": greedy_tps, "first_action": bare_tps},
+        "mcts_playouts_per_cpu_second": sorted(per_cpu_second),
     }
     if args.json:
         print(json.dumps(figures))
@@ -187,6 +193,12 @@ def main() -> int:
             f"(n={row['n']})  target p99 {'≤ ' + str(target) if target else '-':>9}   "
             f"baseline legal actions p50 {base['p50']:.2f} / p99 {base['p99']:.2f} ms  {ok}"
         )
+    calibration = sorted(float(n) for n in per_cpu_second)
+    print(
+        f"calibration: mcts playouts per CPU second p50 {pct(calibration, 0.5):.0f} "
+        f"(min {calibration[0]:.0f}, max {calibration[-1]:.0f}, n={len(calibration)}): "
+        "--playouts 600 stands for 1 s a move"
+    )
     print(
         f"bot turns per second per worker process (greedy, read+fold+choose+append): "
         f"{greedy_tps:.1f}   target ≥ 20   baseline first legal action: {bare_tps:.1f}  "
