@@ -152,13 +152,30 @@ def wait_until_dead(pid: int, seconds: float = 10) -> None:
         time.sleep(0.01)
 
 
-def wait_for_workers(master: int, count: int, seconds: float = 20) -> None:
-    """Wait until gunicorn's master has `count` workers, then a moment for them to boot."""
+def wait_for_workers(master: int, count: int, seconds: float = 60) -> None:
+    """Wait until gunicorn's master has `count` workers and each has bound its inbox (after
+    loading the app, just before it accepts): until then a game's connection cannot be handed
+    to its owner, and the worker that accepted it serves it (and caches the game) itself."""
     deadline = time.monotonic() + seconds
     while True:
         children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-        if len(children) >= count:
-            time.sleep(1.0)  # a worker binds its inbox before it accepts
+        bound = [pid for pid in children if has_inbox(int(pid))]
+        if len(bound) >= count:
             return
-        assert time.monotonic() < deadline, children
+        assert time.monotonic() < deadline, (children, bound)
         time.sleep(0.1)
+
+
+def has_inbox(pid: int) -> bool:
+    """Whether process `pid` holds a bound inbox (a Unix socket named ``…/slot-<n>``,
+    services/common/affinity.py), as lsof would tell: its socket fds against /proc/net/unix."""
+    inboxes = set()
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and os.path.basename(fields[7]).startswith("slot-"):
+            inboxes.add(f"socket:[{fields[6]}]")
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") in inboxes for fd in fds)
+    except FileNotFoundError:  # it exited, or an fd closed while we looked
+        return False
