@@ -29,7 +29,7 @@ from services.redis_store import RedisEventStore
 from .games import new_game, play
 from .http_client import free_port
 from .test_integration_api import GOLDEN, golden, random_records
-from .workers import APP, Process, celery_env, running, wait_scored
+from .workers import APP, Process, celery_env, running, wait_scored, wait_tasks_done
 
 SECRET = "a-shared-secret-of-some-length"
 
@@ -218,15 +218,20 @@ def test_webhooks_deliver_every_score_event_once_signed_and_redelivery_changes_n
         assert all(e["tries"] == 1 and e["attempts"][0]["status"] == 200 for e in log)
         # Redelivered tasks (a broker handing a message out twice) and a repeated dispatch.
         sender = Celery("redeliver", broker=env["BROKER_URL"])
+        sent: set[str] = set()
         try:
-            sender.send_task("webhooks.dispatch", args=[game_id], queue="webhooks")
+            sent.add(sender.send_task("webhooks.dispatch", args=[game_id], queue="webhooks").id)
             for seq in range(1, count + 1):
-                sender.send_task("webhooks.deliver", args=[game_id, hook_id, seq, 1],
-                                 queue="webhooks")  # fmt: skip
-            sender.send_task("webhooks.deliver", args=[game_id, hook_id, 1, 2], queue="webhooks")
+                sent.add(sender.send_task("webhooks.deliver", args=[game_id, hook_id, seq, 1],
+                                          queue="webhooks").id)  # fmt: skip
+            sent.add(
+                sender.send_task(
+                    "webhooks.deliver", args=[game_id, hook_id, 1, 2], queue="webhooks"
+                ).id
+            )
         finally:
             sender.close()
-        time.sleep(1.5)
+        wait_tasks_done(env["BROKER_URL"], sent)  # every one of them has run
         assert delivery_log(command, key, game_id, hook_id) == log
         assert len(receiver.received) == count
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -125,3 +126,24 @@ def wait_scored(
         if time.monotonic() > deadline:
             raise AssertionError(f"{len(pending)} games not scored, e.g. {pending[:3]}")
         time.sleep(0.05)
+
+
+def wait_tasks_done(broker_url: str, task_ids: set[str], timeout: float = 60) -> None:
+    """Wait until no task of `task_ids` is left in the broker, queued or being run: with
+    `task_acks_late` (services/scoring/celery_app.py) a task leaves kombu's ``unacked`` hash
+    only once it is done, so then every one of them has run."""
+    client = redis.Redis.from_url(broker_url)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            held = [json.loads(raw) for raw in client.hvals("unacked")]
+            queued = [json.loads(raw) for key in client.scan_iter(_type="list")
+                      for raw in client.lrange(key, 0, -1)]  # fmt: skip
+            messages = [m[0] if isinstance(m, list) else m for m in held + queued]
+            left = task_ids & {m.get("headers", {}).get("id") for m in messages}
+            if not left:
+                return
+            assert time.monotonic() < deadline, f"{len(left)} tasks not done in {timeout:g} s"
+            time.sleep(0.05)
+    finally:
+        client.close()
