@@ -282,7 +282,14 @@ def test_games_on_a_cluster_live_on_the_nodes_of_their_slots(
     redis_cluster,  # noqa: F811
 ) -> None:
     store = RedisEventStore(cluster_client)
-    games = [new_game() for _ in range(30)]
+    primaries = redis_cluster.primary_ports()
+    on: dict[int, list[str]] = {port: [] for port in primaries}
+    while any(len(ids) < 10 for ids in on.values()):  # 10 games on each primary, by their slot
+        game = new_game()
+        ids = on[redis_cluster.port_of_slot(key_slot("g:" + game))]
+        if len(ids) < 10:
+            ids.append(game)
+    games = [game for ids in on.values() for game in ids]
     for game in games:
         store.append(game, MOVES, [drawn(), drawn("F")], expected=0, command_id="c")
     nodes = set()
@@ -292,4 +299,4 @@ def test_games_on_a_cluster_live_on_the_nodes_of_their_slots(
         assert redis_cluster.node_client(port).xlen(key) == 2  # on its slot's primary
         nodes.add(port)
         assert [e.seq for e in store.read(game, MOVES)] == [1, 2]
-    assert len(nodes) == 3  # 30 random games cover the 3 primaries
+    assert nodes == set(primaries) and len(nodes) == 3  # every primary holds its games
