@@ -262,6 +262,10 @@ def load_record(data: Any) -> Record:
         abandoned = data.get("abandoned", False)
         if type(abandoned) is not bool:
             raise MalformedError("bad_record", "abandoned must be true or false")
+        if "draws" in data and data["draws"] is None:
+            # Absent and null are not the same: the document has no null here, so a
+            # record that says `"draws": null` is refused, not read as one without draws.
+            raise MalformedError("bad_draws", "draws is a list of {tile, nonce}, not null", "R10.3")
         draws = draws_from(data.get("draws"), ruleset)
     except GameError as exc:
         raise RecordError(None, exc) from exc

@@ -7,18 +7,21 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.contract.stack import Stack, new_game, play, running_stack
+from tests.contract.stack import Stack, new_game, new_subscription, play, running_stack
 
 
 @pytest.fixture(scope="package")
 def stack(redis_url: str) -> Iterator[Stack]:
-    """Both services, a scoring worker, an API key, and games to aim requests at: `live` (3
-    players, a few turns in), `over` (2 players, played to the end)."""
+    """Both services, a scoring worker, an API key with a subscription, and games to aim
+    requests at: `live` (3 players, a few turns in, hints allowed), `over` (2 players, played
+    to the end), `hand` (R10.3: 2 players with a hand of 3, just started)."""
     with running_stack(redis_url) as running:
         rng = random.Random(15)
-        live = new_game(running.command, ["ann", "bob", "cy"])
+        live = new_game(running.command, ["ann", "bob", "cy"], {"hints": True})
         play(running.command, live, rng, turns=5)
         over = new_game(running.command, ["dee", "eve"])
         play(running.command, over, rng)
-        running.games.update(live=live, over=over)
+        hand = new_game(running.command, ["fay", "gus"], {"hand": 3})
+        running.games.update(live=live, over=over, hand=hand)
+        running.subscription_id = new_subscription(running.command, running.api_key)
         yield running

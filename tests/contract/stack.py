@@ -35,6 +35,7 @@ class Stack:
     redis_url: str
     api_key: str
     games: dict[str, Game] = field(default_factory=dict)
+    subscription_id: str = ""  # one of the key's subscriptions, kept all run
 
 
 @contextmanager
@@ -88,6 +89,20 @@ def play(base: str, game: Game, rng: random.Random, turns: int | None = None) ->
         status, result = call(base, "POST", f"/games/{game.game_id}/turns", body, auth)
         assert status == 200, result
     raise AssertionError("the game did not end")
+
+
+# A public https URL (the stack runs without WEBHOOK_ALLOW_PRIVATE, as in production). Its
+# `.example` name never resolves (RFC 2606), and the stack's worker consumes only the scoring
+# queue: no delivery nor ping ever leaves the machine.
+RECEIVER = "https://receiver.example/carcassonne"
+
+
+def new_subscription(base: str, api_key: str) -> str:
+    """A subscription of the key's games to every event kind; its id."""
+    body = {"url": RECEIVER, "kinds": ["turn_started", "move_made", "game_over"]}
+    status, created = call(base, "POST", "/v1/subscriptions", body, {"X-Api-Key": api_key})
+    assert status == 201, created
+    return str(created["subscription_id"])
 
 
 def wait_scored(query: str, game_id: str, timeout: float = 60) -> dict[str, Any]:

@@ -5,8 +5,11 @@ the document rejects rejected — and must give 0 failures.
 
 Bounded and reproducible: a fixed seed, derandomized generation, MAX_EXAMPLES per operation
 and phase. Requests are aimed at real resources: a path's `game_id` is mostly one of the
-stack's games (a live one and a finished one; some stay random, for the 404s), a turn is sent
-with the token of the seat whose turn it is, and the API key is a real one.
+stack's games (a live one with hints allowed and a finished one, a hand game for `/hand`;
+some stay random, for the 404s), a turn or a hint is sent with the token of the seat whose
+turn it is, the API key is a real one, a `sub_id` is mostly the key's own subscription (a
+delete takes one made for it), and half the subscription bodies get a public https URL so
+creation succeeds until the key's limit (then 422 too_many_subscriptions, documented).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import schemathesis
 from schemathesis import Case
 
 from services.common.openapi import DOC_FILE
-from tests.contract.stack import Stack
+from tests.contract.stack import RECEIVER, Stack
 from tests.integration.http_client import call
 
 MAX_EXAMPLES = int(os.environ.get("CONTRACT_MAX_EXAMPLES", "50"))
@@ -39,6 +42,15 @@ COMMAND_OPS = {
     "listDeliveries",
     "resign",
     "reissueToken",
+    "getHand",
+    "getHint",
+    "createSubscription",
+    "listSubscriptions",
+    "getSubscription",
+    "deleteSubscription",
+    "rotateSubscriptionSecret",
+    "pingSubscription",
+    "listSubscriptionDeliveries",
     "requestUndo",
     "acceptUndo",
     "refuseUndo",
@@ -149,9 +161,15 @@ def _pick(case: Case, choices: int) -> int:
     return digest[0] % choices
 
 
+def _operation(case: Case) -> str:
+    return str(case.operation.definition.raw.get("operationId"))
+
+
 def aim(case: Case, stack: Stack) -> None:
-    """Point a generated request at the stack's games; a turn goes with the current seat's
-    token (the fuzzer's body is then judged by the rules, not refused at the door)."""
+    """Point a generated request at the stack's resources: its games, with the token of the
+    seat to move for a turn or a hint (the fuzzer's request is then judged by the rules, not
+    refused at the door), and the API key's subscriptions."""
+    _aim_subscription(case, stack)
     params = case.path_parameters
     if not params or "game_id" not in params:
         return
@@ -159,16 +177,62 @@ def aim(case: Case, stack: Stack) -> None:
     if which == 3:
         return  # a random id: 404
     game = stack.games["over" if which == 2 else "live"]
-    if case.operation.definition.raw.get("operationId") == "resign":
+    operation = _operation(case)
+    if operation == "resign":
         game = stack.games["over"]  # resigning the live game would end it for the others
+    if operation == "getHand" and which != 2:
+        game = stack.games["hand"]  # the finished game has no hand: 409 no_hand
     params["game_id"] = game.game_id
-    if case.operation.definition.raw.get("operationId") == "playTurn":
+    headers = case.headers
+    sent = "" if headers is None else headers.get("Authorization", "")
+    if headers is None or not sent.startswith("Bearer "):
+        return  # no token or a malformed one: the 401/403 the fuzzer meant
+    if operation in ("playTurn", "getHint"):
         status, view = call(stack.command, "GET", f"/games/{game.game_id}/turn")
-        headers = case.headers
-        sent = "" if headers is None else headers.get("Authorization", "")
-        if status == 200 and view["player"] is not None and sent.startswith("Bearer "):
-            assert headers is not None
+        if status == 200 and view["player"] is not None:
             headers["Authorization"] = f"Bearer {game.tokens[view['player']]}"
+    elif operation == "getHand":
+        seats = sorted(game.tokens)
+        headers["Authorization"] = f"Bearer {game.tokens[seats[_pick(case, len(seats))]]}"
+
+
+def _aim_subscription(case: Case, stack: Stack) -> None:
+    """A `sub_id` mostly names the key's subscription (a delete gets one of its own, so the
+    others keep theirs); a valid creation body mostly names a URL the service accepts."""
+    operation = _operation(case)
+    body = case.body
+    positive = case.meta is not None and case.meta.generation.mode.is_positive
+    if operation == "createSubscription" and positive and isinstance(body, dict):
+        if "url" in body and _pick_body(case, 2) == 0:  # (a negative body stays as made)
+            body["url"] = RECEIVER
+    params = case.path_parameters
+    if not params or "sub_id" not in params or _pick(case, 4) == 3:
+        return  # none, or a random id: 404
+    if operation == "deleteSubscription":
+        params["sub_id"] = _spare_subscription(stack)
+    else:
+        params["sub_id"] = stack.subscription_id
+
+
+def _pick_body(case: Case, choices: int) -> int:
+    digest = hashlib.sha256(repr(case.body).encode()).digest()
+    return digest[0] % choices
+
+
+def _spare_subscription(stack: Stack) -> str:
+    """A subscription of the key that is not the stack's own: a new one, or at the key's
+    limit (MAX_SUBSCRIPTIONS, which the fuzzer's creations reach) the newest made."""
+    key = {"X-Api-Key": stack.api_key}
+    body = {"url": RECEIVER, "kinds": ["game_over"]}
+    status, created = call(stack.command, "POST", "/v1/subscriptions", body, key)
+    if status == 201:
+        return str(created["subscription_id"])
+    assert status == 422 and created["code"] == "too_many_subscriptions", created
+    status, listed = call(stack.command, "GET", "/v1/subscriptions", None, key)
+    assert status == 200, listed
+    spare = [s["subscription_id"] for s in listed["subscriptions"]]
+    spare.remove(stack.subscription_id)
+    return str(spare[-1])
 
 
 # The lazy schema's filters are the ones that count (a fixture's own are replaced).
@@ -199,6 +263,10 @@ SEMANTIC = {
     "undo_answered",
     "own_undo_request",
     "not_a_voter",
+    # Subscriptions (docs/subscriptions.md): the URL policy and the key's limit.
+    "webhook_url_not_public",  # a host on this network (loopback, private, link-local)
+    "webhook_url_not_https",  # http is accepted only in development
+    "too_many_subscriptions",  # the key has MAX_SUBSCRIPTIONS already
 }
 
 
