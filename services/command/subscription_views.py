@@ -107,6 +107,7 @@ class RotateIn(Schema):
         unknown = RAISE
 
     overlap_seconds = fields.Integer(
+        strict=True,  # 2.5 or 1e-42 is not a number of seconds (it was truncated to 2, 0)
         load_default=DEFAULT_OVERLAP_SECONDS,
         validate=validate.Range(0, MAX_OVERLAP_SECONDS),
         metadata={"description": "how long the replaced secret keeps signing (default 1 day)"},

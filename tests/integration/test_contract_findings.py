@@ -61,3 +61,27 @@ def test_a_record_with_null_draws_is_refused_not_read_as_without(client, key, pa
     hand = {k: v for k, v in hand.items() if k not in ("expected", "why", "regression")}
     status, body = post(client, path, key, {**hand, "draws": None})
     assert status == 422 and body["code"] == "bad_draws", body
+
+
+@pytest.mark.parametrize("overlap", [2.5890419884777833e-42, 2.5, "3600", True])
+def test_a_rotation_overlap_is_a_whole_number_of_seconds(client, key, redis_url, overlap) -> None:
+    # The document says integer; 2.589e-42 was truncated to 0 and the secret rotated
+    # (schemathesis: "Schema-violating request accepted").
+    status, created = post(
+        client,
+        "/v1/subscriptions",
+        key,
+        {"url": "https://receiver.example/hook", "kinds": ["game_over"]},
+    )
+    assert status == 201, created
+    sub_id = created["subscription_id"]
+    rotate = f"/v1/subscriptions/{sub_id}/rotate"
+    status, body = post(client, rotate, key, {"overlap_seconds": overlap})
+    assert status == 422 and body["code"] == "invalid_body", body
+    assert "overlap_seconds" in body["details"]["fields"], body
+    # Nothing rotated: the secret made at creation is still the only one.
+    reply = client.get(f"/v1/subscriptions/{sub_id}", headers={"X-Api-Key": key})
+    assert reply.status_code == 200 and reply.get_json()["secrets_live"] == 1
+    status, body = post(client, rotate, key, {"overlap_seconds": 3600})
+    assert status == 200 and body["secret"] != created["secret"], body
+    client.delete(f"/v1/subscriptions/{sub_id}", headers={"X-Api-Key": key})
