@@ -202,9 +202,10 @@ def _aim_subscription(case: Case, stack: Stack) -> None:
     operation = _operation(case)
     body = case.body
     positive = case.meta is not None and case.meta.generation.mode.is_positive
-    if operation == "createSubscription" and positive and isinstance(body, dict):
-        if "url" in body and _pick_body(case, 2) == 0:  # (a negative body stays as made)
-            body["url"] = RECEIVER
+    # A negative body stays as made: its URL may be what makes it invalid.
+    creation = operation == "createSubscription" and positive and _pick_body(case, 2) == 0
+    if creation and isinstance(body, dict) and "url" in body:
+        body["url"] = RECEIVER
     params = case.path_parameters
     if not params or "sub_id" not in params or _pick(case, 4) == 3:
         return  # none, or a random id: 404
