@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from carcassonne.errors import GameError
-from carcassonne.events import Event, GameStarted, TilePlaced, TurnUndone
+from carcassonne.events import Event, GameStarted, HandsRevealed, TilePlaced, TurnUndone
+from carcassonne.hand import open_all
 from carcassonne.state import GameState
 from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import EventStore
@@ -228,6 +229,10 @@ class Projector:
                 elif isinstance(event, TurnUndone):
                     entry.undone[len(entry.placements)] = stored.seq
             entry.state, entry.seq = state, fresh[-1].seq
+            if any(isinstance(e, HandsRevealed) for e in entry.events[-len(fresh) :]):
+                # R10.3: the hands are public now: every position replays with them known
+                entry.events = open_all(entry.events)
+                entry.snapshots, entry.cursor = {}, None
             if first:
                 self._seat(game_id, entry)
         # The marker first: the worker sets it in the same atomic append as the events, so

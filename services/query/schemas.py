@@ -192,6 +192,14 @@ class Board(Closed):
         allow_none=True,
         metadata={"description": "the last placement's undo request, if any (docs/undo.md)"},
     )
+    hands = fields.List(
+        fields.List(fields.String(allow_none=True)),
+        metadata={
+            "description": "R10.3 (a hand game only): each seat's hand at this position, "
+            "each tile null while secret: all of them before the end, none after it (a "
+            "replay of a finished game shows every hand)"
+        },
+    )
     tiles_left = fields.Integer(required=True)
     discarded = fields.List(fields.String(), required=True)
     tiles = fields.List(

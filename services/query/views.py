@@ -107,6 +107,8 @@ def board_view(pos: Position) -> dict[str, Any]:
         "open_features": [f.to_dict() for f in features],
         "farms_if_ended": [f.to_dict() for f in farms],
         "scores_if_ended": list(projected_scores(state, features, farms)),
+        # R10.3: each seat's hand, a tile null while it is secret (before the end: all)
+        **({"hands": state.hand_lists()} if state.hands else {}),
     }
 
 

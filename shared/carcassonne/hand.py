@@ -59,6 +59,29 @@ def unseal_all(
     return out
 
 
+def open_all(events: list[Event]) -> list[Event]:
+    """A finished hand game's log with every sealed `HandDrawn` opened by the event that
+    opened its commitment later (a play, discard, return or the final reveal): folded, every
+    position then knows every hand, as a replay after the end shows it."""
+    openings: dict[str, list[tuple[str, str]]] = {}
+    for event in events:
+        pairs: list[tuple[str, str]] = []
+        match event:
+            case TilePlaced() | TileDiscarded() | TileReturned() if event.nonce is not None:
+                pairs = [(event.tile, event.nonce)]
+            case HandsRevealed():
+                pairs = [pair for hand in event.hands for pair in hand]
+        for tile, nonce in pairs:
+            openings.setdefault(commit(tile, nonce), []).append((tile, nonce))
+    out: list[Event] = []
+    for event in events:
+        if isinstance(event, HandDrawn) and event.tile is None and openings.get(event.commitment):
+            tile, nonce = openings[event.commitment][0]
+            event = HandDrawn(event.player, event.commitment, tile, nonce)
+        out.append(event)
+    return out
+
+
 def verify(events: Iterable[Event]) -> list[str]:
     """Every commitment of a hand game's log checked: a list of faults, empty when each
     `HandDrawn` is opened exactly once (by a play, discard, return or the final reveal) with

@@ -145,6 +145,11 @@ def test_a_whole_hand_game_keeps_hands_out_of_public_views_until_the_end(
     assert record["ruleset"]["hand"] == 3 and len(record["draws"]) >= 1
     scores = qc.get(f"/games/{game_id}/scores").get_json()
     assert replay(load_record(record)).scores == over["scores"]
+    # Replay after the end shows every hand at every turn, as each seat's view showed it.
+    for turn, view in enumerate(views, start=0):
+        board = qc.get(f"/games/{game_id}/board?turn={turn}").get_json()
+        assert None not in [tile for hand in board["hands"] for tile in hand]
+        assert sorted(board["hands"][view["player"]]) == sorted(view["hand"])
     assert json.dumps(events)  # served
     assert scores
 
@@ -176,6 +181,7 @@ def test_public_views_before_the_end_never_name_a_held_tile(command: Flask, quer
             assert set(item["payload"]) == {"player", "commitment"}
         public.apply(event_from_dict({"type": item["type"], **item["payload"]}))
     assert public.hand_lists() == [[None] * n for n in turn["hand_sizes"]]
+    assert board["hands"] == public.hand_lists()  # the board view: sizes, no tile
     held = []
     for seat in (0, 1):
         hand = client.get(f"/games/{game_id}/hand", headers=auth(tokens[seat])).get_json()
