@@ -95,6 +95,21 @@ def test_a_bot_game_finishes_with_each_turn_played_once_after_a_worker_is_killed
     assert [e.payload["player"] for e in turns] == [i % 2 for i in range(len(turns))]
 
 
+def play_then_await_the_bot(
+    command: str, game_id: str, turn: dict[str, Any], auth: dict[str, str]
+) -> Any:
+    """Play seat 0's `turn`, then wait until the bot in seat 1 has moved: the turn view."""
+    status, played = call(command, "POST", f"/games/{game_id}/turns", turn, auth)
+    assert status == 200, played
+    seq = played["seq"]
+
+    def bot_moved() -> Any:
+        view = call(command, "GET", f"/games/{game_id}/turn")[1]
+        return view if view["seq"] > seq and (view["over"] or view["player"] == 0) else None
+
+    return wait_until("the bot has moved", bot_moved, timeout=30)
+
+
 def test_a_human_plays_a_bot_over_http_and_asks_for_hints(
     redis_url: str, redis_client: redis.Redis, command: str
 ) -> None:
@@ -111,15 +126,7 @@ def test_a_human_plays_a_bot_over_http_and_asks_for_hints(
             status, hint = call(command, "GET", f"/games/{game_id}/hint?level=greedy", headers=auth)
             assert status == 200, hint
             turn = {k: hint[k] for k in ("x", "y", "rotation", "meeple")}
-            status, played = call(command, "POST", f"/games/{game_id}/turns", turn, auth)
-            assert status == 200, played
-            seq = played["seq"]
-
-            def bot_moved(seq: int = seq) -> Any:
-                view = call(command, "GET", f"/games/{game_id}/turn")[1]
-                return view if view["seq"] > seq and (view["over"] or view["player"] == 0) else None
-
-            view = wait_until("the bot has moved", bot_moved, timeout=30)
+            view = play_then_await_the_bot(command, game_id, turn, auth)
             if view["over"]:
                 break
     status, refused = call(
@@ -153,15 +160,7 @@ def test_a_bot_plays_a_hand_game_and_hints_name_a_tile_of_the_hand(
             assert {k: turn[k] for k in ("tile", "x", "y", "rotation")} in [
                 {k: p[k] for k in ("tile", "x", "y", "rotation")} for p in hand["placements"]
             ]
-            status, played = call(command, "POST", f"/games/{game_id}/turns", turn, auth)
-            assert status == 200, played
-            seq = played["seq"]
-
-            def bot_moved(seq: int = seq) -> Any:
-                view = call(command, "GET", f"/games/{game_id}/turn")[1]
-                return view if view["seq"] > seq and (view["over"] or view["player"] == 0) else None
-
-            view = wait_until("the bot has moved", bot_moved, timeout=30)
+            view = play_then_await_the_bot(command, game_id, turn, auth)
             assert view["hand_sizes"][1] >= 2  # the bot holds its own hand, refilled
     _, page = call(command, "GET", f"/games/{game_id}/turn")
     assert page["over"] is False and "hands" not in page
