@@ -152,13 +152,18 @@ def wait_until_dead(pid: int, seconds: float = 10) -> None:
         time.sleep(0.01)
 
 
-def wait_for_workers(master: int, count: int, seconds: float = 60) -> None:
-    """Wait until gunicorn's master has `count` workers and each has bound its inbox (after
-    loading the app, just before it accepts): until then a game's connection cannot be handed
-    to its owner, and the worker that accepted it serves it (and caches the game) itself."""
+def wait_for_workers(master: int, count: int, seconds: float = 60, inboxes: bool = True) -> None:
+    """Wait until gunicorn's master has `count` workers and, with game affinity (`inboxes`),
+    each has bound its inbox (after loading the app, just before it accepts): until then a
+    game's connection cannot be handed to its owner, and the worker that accepted it serves it
+    (and caches the game) itself. A plain sync worker (AFFINITY=0) shows no such sign: it gets
+    a moment to boot."""
     deadline = time.monotonic() + seconds
     while True:
         children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+        if not inboxes and len(children) >= count:
+            time.sleep(1.0)
+            return
         bound = [pid for pid in children if has_inbox(int(pid))]
         if len(bound) >= count:
             return

@@ -147,7 +147,7 @@ def test_idle_connections_straight_to_gunicorn_do_not_freeze_the_command_service
     env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0", "AFFINITY": affinity}
     started: list[Any] = []
     with gunicorn("services.command.wsgi:app", CONFIG, env, WORKERS, started) as base:
-        wait_for_workers(started[0].pid, WORKERS)
+        wait_for_workers(started[0].pid, WORKERS, inboxes=affinity == "1")
         player = Player(base)
         idle = idle_connections(base, WORKERS)
         try:
