@@ -600,12 +600,16 @@ class Suite:
             note = f"{_safe(store)}  (REDIS_URL: not started here)"
             parts.append(part(ExternalRedis, "redis", [], _redis_check, note, store))
         upstreams: dict[str, list[str]] = {}  # service -> where its instances listen, behind nginx
+        # The public ports are only bound by nginx once the instances are healthy: the kernel
+        # may offer one of them again for an instance, so every pick avoids what is promised.
+        taken = {c.command_port, c.query_port}
         for role, public in (("command", c.command_port), ("query", c.query_port)):
             if role == "query" and not c.with_query():
                 continue
             self.public[role] = f"http://{c.host}:{public}"
             for name in numbered(role, c.instances):
-                port = _free_port(c.host) if self.nginx else public
+                port = _free_port(c.host, taken) if self.nginx else public
+                taken.add(port)
                 base = f"http://{c.host}:{port}"
                 argv = [py, "-m", "gunicorn", "-c", f"deploy/gunicorn/{role}.py"]
                 argv.append(f"services.{role}.wsgi:app")
@@ -902,11 +906,16 @@ def _ok_check(urls: list[str]) -> Callable[[Part], bool]:
     return lambda part: all(http_ok(url) for url in urls)
 
 
-def _free_port(host: str) -> int:
-    """A port nothing listens on now (the kernel's pick), for a server that binds it soon."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+def _free_port(host: str, taken: set[int] | None = None) -> int:
+    """A port nothing listens on now (the kernel's pick), for a server that binds it soon,
+    and none of `taken` (ports promised to servers that have not bound them yet)."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in (taken or set()):
+            return port
+    raise SystemExit(f"make run: no free port on {host} outside {sorted(taken or ())}")
 
 
 def _log_check(pattern: re.Pattern[bytes]) -> Callable[[Part], bool]:
