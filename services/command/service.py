@@ -543,20 +543,9 @@ class GameService:
                 state = cached.state
             else:
                 state = cached.state.copy()  # other threads may be reading `cached.state`
-            for event in events:
-                state.apply(event)
-            events += self._draw_until_placeable(state, cached.secrets["seed"])
-            new_events = [to_new(e) for e in events]
             try:
-                result = self.store.append(
-                    game_id,
-                    MOVES,
-                    new_events,
-                    expected=cached.seq,
-                    command_id=command_id,
-                    marker="$seq",  # "moves up to here exist": the worker compares its progress
-                    notify_ms=self.notify_ms,
-                    fingerprint=request,  # bound to the command id in the same script
+                events, new_events, result = self._apply_and_append(
+                    game_id, cached, state, events, command_id, request
                 )
             except CommandReused:
                 # The key is in the stream already, for another request. Nothing was
@@ -751,20 +740,9 @@ class GameService:
                 self.keep(game_id, cached)
                 raise
             state = cached.state.copy()
-            for event in events:
-                state.apply(event)
-            events += self._draw_until_placeable(state, cached.secrets["seed"])
-            new_events = [to_new(e) for e in events]
             try:
-                result = self.store.append(
-                    game_id,
-                    MOVES,
-                    new_events,
-                    expected=cached.seq,
-                    command_id=command_id,
-                    marker="$seq",
-                    notify_ms=self.notify_ms,
-                    fingerprint=request,
+                events, new_events, result = self._apply_and_append(
+                    game_id, cached, state, events, command_id, request
                 )
             except CommandReused:
                 self.keep(game_id, cached)
@@ -782,6 +760,37 @@ class GameService:
                 self.notify(game_id)  # an undo may revert scores: the worker follows
             return TurnResult(stored, state, result.last_seq)
         raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
+
+    def _apply_and_append(
+        self,
+        game_id: str,
+        cached: Cached,
+        state: GameState,
+        events: list[Event],
+        command_id: str,
+        request: str,
+    ) -> tuple[list[Event], list[NewEvent], AppendResult]:
+        """Apply a decided command's `events` to `state`, add the draws that follow, and
+        append them all on the condition that the stream is still at `cached.seq`.
+
+        The one append of every seat command (a turn and the rarer ones): its exceptions
+        (`CommandReused`, `ConcurrencyError`) are the caller's to handle.
+        """
+        for event in events:
+            state.apply(event)
+        events = events + self._draw_until_placeable(state, cached.secrets["seed"])
+        new_events = [to_new(e) for e in events]
+        result = self.store.append(
+            game_id,
+            MOVES,
+            new_events,
+            expected=cached.seq,
+            command_id=command_id,
+            marker="$seq",  # "moves up to here exist": the worker compares its progress
+            notify_ms=self.notify_ms,
+            fingerprint=request,  # bound to the command id in the same script
+        )
+        return events, new_events, result
 
     @staticmethod
     def _before_turn(cached: Cached, state: GameState) -> Cached:
