@@ -228,7 +228,7 @@ def main() -> int:
     # (a real server has many more games in flight than workers).
     parser.add_argument("--clients", type=int, default=8, help="concurrent client processes")
     parser.add_argument("--workers", help="gunicorn workers (default: the config's)")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating peak rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating peak rounds")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
