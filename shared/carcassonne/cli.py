@@ -192,10 +192,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _duel_game(job: tuple[int, argparse.Namespace]) -> GameResult:
     """One game of a duel (module level: `--jobs` sends it to worker processes)."""
     game, args = job
+    # `--clock cpu`: this process's CPU time, so a move's think time does not shrink when
+    # other work shares the machine (each `--jobs` worker reads its own).
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     budget = Budget(
         playouts=args.playouts,
         think_ms=args.think_ms,
-        clock=time.perf_counter if args.think_ms is not None else None,
+        clock=clock if args.think_ms is not None else None,
     )
     ruleset = Ruleset(
         tileset=args.tileset, farmers=not args.no_farmers, farm_scoring=args.farm_scoring
@@ -207,7 +210,7 @@ def _duel_game(job: tuple[int, argparse.Namespace]) -> GameResult:
         args.players,
         ruleset,
         (budget, budget),
-        time.perf_counter,
+        clock,
     )
 
 
@@ -248,6 +251,7 @@ def cmd_duel(args: argparse.Namespace) -> int:
                     "ci95_diff": [round(v, 3) for v in summary.ci95_diff],
                     "ms_per_move_a": round(ms_a, 3),
                     "ms_per_move_b": round(ms_b, 3),
+                    "clock": args.clock,
                 }
             )
         )
@@ -261,7 +265,7 @@ def cmd_duel(args: argparse.Namespace) -> int:
         f"  A's share {summary.share_a:.1%} (95 % CI {lo:.1%} - {hi:.1%}; a draw counts half)\n"
         f"  mean score difference A - B {summary.mean_diff:+.1f} "
         f"(95 % CI {dlo:+.1f} .. {dhi:+.1f})\n"
-        f"  thinking: A {ms_a:.1f} ms per move, B {ms_b:.1f} ms per move"
+        f"  thinking: A {ms_a:.1f} ms per move, B {ms_b:.1f} ms per move ({args.clock} clock)"
     )
     return 0
 
@@ -340,6 +344,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     duel.add_argument(
         "--playouts", type=_positive, default=None, help="mcts: playouts per move (reproducible)"
+    )
+    duel.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="what --think-ms is read on: wall time, or the CPU time of the process playing "
+        "the game (steady on a shared machine)",
     )
     duel.add_argument("--jobs", type=_positive, default=1, help="games played at once")
     duel.add_argument("--tileset", choices=sorted(TILESETS), default="base")
