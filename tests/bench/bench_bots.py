@@ -2,16 +2,17 @@
 
 1. greedy vs random, 200 games (2 players, base set, farmers on) — target: greedy wins
    ≥ 95 %. Baseline: random vs random on the same bags (about half).
-2. mcts vs greedy, a small series at `--mcts-playouts` playouts a move — target: mcts takes
-   more than half of the games (the full figure, 100 games at the ~1 s calibration, is a
+2. mcts vs greedy, a small series at `--mcts-think-ms` of CPU time a move — target: mcts
+   takes more than half of the games (the full figure, 100 games at 1 s a move, is a
    documented `carcassonne duel` run: docs/bots.md). Baseline: greedy vs greedy.
-3. Move latency p50 / p99 per level over positions of random games (mcts at the same
-   playouts, and with a 1 s time budget on a few positions: the deadline is kept) —
+3. Move latency p50 / p99 per level over positions of random games (mcts with the same
+   think time, and with 1 s on a few positions: the deadline is kept) —
    targets: random p99 ≤ 20 ms, greedy p99 ≤ 150 ms, mcts (1 s) p99 ≤ 1.3 s. Baseline:
    enumerating the legal actions of the same positions.
 4. Calibration: mcts playouts in one second of CPU time (`time.process_time` as the
    budget's clock, so other processes on the machine do not shrink it) over positions of
-   every stage: the `--playouts` that stands for "1 s per move" (docs/bots.md).
+   every stage: the `--playouts` that stands for "1 s per move" (docs/bots.md), for
+   reproducible runs.
 5. Bot turns per second of one worker process: `BotPlayer.play` (read and fold the game,
    choose, decide, draw, conditional append) against a private Redis, greedy against
    greedy — target ≥ 20 turns/s. Baseline: the same path with a policy that takes the
@@ -49,12 +50,12 @@ from tests.bench.targets import exit_code, verdict  # noqa: E402
 from tests.redis_server import private_redis  # noqa: E402
 
 
-def duel(a: str, b: str, games: int, playouts: int | None, jobs: int) -> dict[str, Any]:
-    """`carcassonne duel --json` as a user runs it."""
+def duel(a: str, b: str, games: int, think_ms: int | None, jobs: int) -> dict[str, Any]:
+    """`carcassonne duel --json` as a user runs it (mcts thinking on the CPU clock)."""
     argv = [sys.executable, "-m", "carcassonne", "duel", "--a", a, "--b", b, "--games",
             str(games), "--seed", "1", "--jobs", str(jobs), "--json"]  # fmt: skip
-    if playouts:
-        argv += ["--playouts", str(playouts)]
+    if think_ms:
+        argv += ["--think-ms", str(think_ms), "--clock", "cpu"]
     out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True)
     return dict(json.loads(out.stdout))
 
@@ -116,21 +117,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=200, help="greedy vs random games")
     parser.add_argument("--mcts-games", type=int, default=16)
-    parser.add_argument("--mcts-playouts", type=int, default=150)
+    parser.add_argument("--mcts-think-ms", type=int, default=200, help="CPU ms per mcts move")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     greedy_random = duel("greedy", "random", args.games, None, args.jobs)
     random_random = duel("random", "random", args.games, None, args.jobs)
-    mcts_greedy = duel("mcts", "greedy", args.mcts_games, args.mcts_playouts, args.jobs)
+    mcts_greedy = duel("mcts", "greedy", args.mcts_games, args.mcts_think_ms, args.jobs)
     greedy_greedy = duel("greedy", "greedy", args.mcts_games, None, args.jobs)
 
     states = positions(200)
     enum_ms = latency_ms(states, actions)
     random_ms = latency_ms(states, lambda s: choose("random", player_view(s), 1))
     greedy_ms = latency_ms(states, lambda s: choose("greedy", player_view(s), 1))
-    budget = Budget(playouts=args.mcts_playouts)
+    budget = Budget(think_ms=args.mcts_think_ms, clock=time.process_time)
     mcts_ms = latency_ms(states[::10], lambda s: choose("mcts", player_view(s), 1, budget))
     timed = Budget(think_ms=1000, clock=time.perf_counter)
     mcts_1s_ms = latency_ms(states[::40], lambda s: choose("mcts", player_view(s), 1, timed))
@@ -145,7 +146,7 @@ def main() -> int:
         ("actions", enum_ms),
         ("random", random_ms),
         ("greedy", greedy_ms),
-        (f"mcts_{args.mcts_playouts}", mcts_ms),
+        (f"mcts_{args.mcts_think_ms}ms", mcts_ms),
         ("mcts_1s", mcts_1s_ms),
     ]
     figures: dict[str, Any] = {
@@ -175,7 +176,7 @@ def main() -> int:
     m = mcts_greedy
     lo, hi = m["ci95"]
     print(
-        f"mcts ({args.mcts_playouts} playouts) vs greedy: {m['wins_a']}-{m['wins_b']} "
+        f"mcts ({args.mcts_think_ms} ms CPU) vs greedy: {m['wins_a']}-{m['wins_b']} "
         f"({m['draws']} draws) of {m['games']}, share {m['share_a']:.1%} (95 % CI {lo:.1%}-"
         f"{hi:.1%}), mean lead {m['mean_diff']:+.1f}, {m['ms_per_move_a']:.0f} ms/move"
         f"   target > 50 %   baseline greedy vs greedy: share "
@@ -197,7 +198,7 @@ def main() -> int:
     print(
         f"calibration: mcts playouts per CPU second p50 {pct(calibration, 0.5):.0f} "
         f"(min {calibration[0]:.0f}, max {calibration[-1]:.0f}, n={len(calibration)}): "
-        "--playouts 600 stands for 1 s a move"
+        f"--playouts {pct(calibration, 0.5):.0f} stands for 1 s a move"
     )
     print(
         f"bot turns per second per worker process (greedy, read+fold+choose+append): "

@@ -3,6 +3,7 @@ the draw order (they are given a `PlayerView`, built from the state alone)."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import random
@@ -226,3 +227,59 @@ def test_duel_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["games"] == 2 and out["wins_a"] + out["wins_b"] + out["draws"] == 2
     assert len(out["ci95"]) == 2 and out["ci95"][0] <= out["ci95"][1]
+
+
+def test_mcts_compares_candidates_on_the_same_determinizations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Paired playouts: within a round every candidate is played out on one bag order and
+    one playout seed; rounds differ; sequential halving narrows the race phase by phase."""
+    from carcassonne.bots import mcts
+
+    calls: list[tuple[tuple[str, ...], int]] = []
+    real = mcts.playout
+
+    def recording(state: GameState, order: list[str], plies: int, rng: random.Random) -> GameState:
+        calls.append((tuple(order), rng.getrandbits(32)))
+        return real(state, order, plies, rng)
+
+    monkeypatch.setattr(mcts, "playout", recording)
+    state = position(2, 2, Ruleset(), 12)
+    assert state is not None
+    choice = choose("mcts", player_view(state), 5, Budget(playouts=120))
+    assert 0 < choice.playouts <= 120 and len(calls) == choice.playouts
+    # Split the calls into rounds: a round is a run of calls with one (order, seed).
+    rounds: list[int] = []
+    for i, call in enumerate(calls):
+        if i and call == calls[i - 1]:
+            rounds[-1] += 1
+        else:
+            rounds.append(1)
+    assert len(rounds) > 1 and len(set(calls)) == len(rounds)  # each round its own draw
+    assert rounds == sorted(rounds, reverse=True)  # the race only ever narrows
+    assert rounds[0] == min(mcts.WIDTH, len(actions(state))) and rounds[-1] <= 2
+    # Stratified: the rounds' first draws (the end of each order) come from one shuffled copy
+    # of the bag, so no tile type is first more often than the bag holds it.
+    firsts = collections.Counter(call[0][-1] for i, call in enumerate(calls)
+                                 if i == 0 or call != calls[i - 1])  # fmt: skip
+    assert len(rounds) <= state.bag_size
+    assert all(firsts[name] <= state.bag[name] for name in firsts)
+
+
+def test_mcts_with_no_playouts_to_spend_plays_the_greedy_estimate() -> None:
+    state = position(3, 2, Ruleset(), 20)
+    assert state is not None
+    me = state.current
+    best = max(margin(worth(after(state, a)), me) for a in actions(state))
+    choice = choose("mcts", player_view(state), 1, Budget(playouts=1))
+    assert choice.playouts == 0
+    assert choice.value == pytest.approx(best)
+
+
+def test_duel_cli_reads_think_time_on_the_cpu_clock(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["duel", "--a", "mcts", "--b", "random", "--games", "1", "--json"]
+    code = cli.main([*argv, "--think-ms", "5", "--clock", "cpu"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["clock"] == "cpu" and out["games"] == 1
+    assert 0 < out["ms_per_move_a"] < 200  # about 5 ms of CPU a move, whatever else runs
