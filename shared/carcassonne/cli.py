@@ -6,6 +6,7 @@ This module is the engine's only edge with I/O (files, stdin, the clock, a termi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -219,17 +220,28 @@ def cmd_duel(args: argparse.Namespace) -> int:
     progress = Progress(args.games)
     jobs = [(game, args) for game in range(args.games)]
     results: list[GameResult] = []
-    if args.jobs > 1:
-        import multiprocessing  # only here: the engine itself never starts processes
+    log = open(args.results, "a", encoding="utf-8") if args.results else None  # noqa: SIM115
 
-        with multiprocessing.Pool(args.jobs) as pool:
-            for result in pool.imap_unordered(_duel_game, jobs):
-                results.append(result)
-                progress.update(len(results))
-    else:
-        for job in jobs:
-            results.append(_duel_game(job))
-            progress.update(len(results))
+    def finished(result: GameResult) -> None:
+        results.append(result)
+        progress.update(len(results))
+        if log is not None:  # one line a game as it ends: a long series stopped keeps its games
+            log.write(json.dumps(dataclasses.asdict(result) | {"diff": result.diff}) + "\n")
+            log.flush()
+
+    try:
+        if args.jobs > 1:
+            import multiprocessing  # only here: the engine itself never starts processes
+
+            with multiprocessing.Pool(args.jobs) as pool:
+                for result in pool.imap_unordered(_duel_game, jobs):
+                    finished(result)
+        else:
+            for job in jobs:
+                finished(_duel_game(job))
+    finally:
+        if log is not None:
+            log.close()
     summary = summarize(results)
     moves_a = sum(r.moves[0] for r in results) or 1
     moves_b = sum(r.moves[1] for r in results) or 1
@@ -357,6 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     duel.add_argument("--farm-scoring", choices=FARM_EDITIONS, default="3rd")
     duel.add_argument("--no-farmers", action="store_true")
     duel.add_argument("--json", action="store_true", help="print one JSON line")
+    duel.add_argument(
+        "--results", metavar="FILE", default=None, help="append one JSON line per game as it ends"
+    )
     duel.set_defaults(func=cmd_duel)
 
     demo = sub.add_parser("demo", help="play and show one random game")

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import random
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -283,3 +284,15 @@ def test_duel_cli_reads_think_time_on_the_cpu_clock(capsys: pytest.CaptureFixtur
     out = json.loads(capsys.readouterr().out)
     assert out["clock"] == "cpu" and out["games"] == 1
     assert 0 < out["ms_per_move_a"] < 200  # about 5 ms of CPU a move, whatever else runs
+
+
+def test_duel_cli_writes_each_game_as_it_ends(tmp_path: Path) -> None:
+    results = tmp_path / "games.jsonl"
+    argv = ["duel", "--a", "greedy", "--b", "random", "--games", "3", "--json"]
+    assert cli.main([*argv, "--results", str(results)]) == 0
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert sorted(line["game"] for line in lines) == [0, 1, 2]
+    for line in lines:
+        seat = line["seat_a"]
+        other = max(s for p, s in enumerate(line["scores"]) if p != seat)
+        assert line["diff"] == line["scores"][seat] - other

@@ -38,6 +38,7 @@ class GameResult:
     scores: tuple[int, ...]
     moves: tuple[int, int]  # moves made by A, by B
     seconds: tuple[float, float]  # thinking time of A, of B (0 without a clock)
+    game: int = 0  # its number in the series
 
     @property
     def diff(self) -> int:
@@ -85,7 +86,9 @@ def play_duel_game(
             state.apply(event)
     if state.phase != OVER:
         state.apply(GameEnded("last tile placed"))
-    return GameResult(seat_a, tuple(state.scores), (moves[0], moves[1]), (seconds[0], seconds[1]))
+    return GameResult(
+        seat_a, tuple(state.scores), (moves[0], moves[1]), (seconds[0], seconds[1]), game
+    )
 
 
 @dataclass(frozen=True)
