@@ -47,8 +47,10 @@ class Progress:
             return
         filled = self.width * done // max(1, self.total)
         rate = done / max(1e-9, time.perf_counter() - self.start)
+        left = (self.total - done) / rate if rate > 0 else 0.0
         self.stream.write(
-            f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{self.total} {rate:,.0f}/s"
+            f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{self.total} "
+            f"{rate:,.3g}/s, {left:,.0f} s left "
         )
         if done == self.total:
             self.stream.write("\n")

@@ -302,3 +302,21 @@ def test_score_reads_a_river_abbot_record(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["final_scores"] == data["expected"]["final_scores"]
     assert any(e["kind"] == "garden" and e["rule"] == "R9.2" for e in report["events"])
+
+
+def test_progress_bar_shows_the_count_and_the_time_left_on_a_terminal() -> None:
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    bar = cli.Progress(4, stream=out, width=8)
+    bar.update(2)
+    bar.update(4)
+    lines = out.getvalue().split("\r")
+    assert "[####....] 2/4" in lines[1] and "s left" in lines[1]
+    assert lines[-1].startswith("[########] 4/4") and lines[-1].endswith("\n")
+    quiet = io.StringIO()  # not a terminal: a log file stays clean
+    cli.Progress(4, stream=quiet).update(4)
+    assert quiet.getvalue() == ""
