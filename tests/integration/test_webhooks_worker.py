@@ -41,7 +41,7 @@ from services.redis_store import RedisEventStore, hook_keys
 from services.redis_store.connect import connect
 from services.scoring.webhooks import delivery_body
 
-from .workers import Process, celery_env, running, worker
+from .workers import Process, celery_env, running, wait_tasks_done, worker
 
 SECRET = "a-shared-secret-of-some-length"
 ROLE_NAME = "cc:webhooks"
@@ -278,7 +278,8 @@ def test_finding_1_every_event_of_a_long_game_delivered_within_the_connection_bo
             while not game.done():  # a live game: a few score events at a time
                 game.append(sender, chunk=5)
             wait_for(lambda: len(receiver.accepted()) >= 130, 60, "130 deliveries")
-            time.sleep(0.5)  # anything more (a duplicate) would arrive now
+            # A duplicate could only come from a task still queued or running: wait for none.
+            wait_tasks_done(env["BROKER_URL"], None, queue="webhooks")
             bound = configured_bound(proc)
             assert 1 <= watch.most <= bound, (watch.most, bound)
             assert watch.count() <= bound
@@ -379,7 +380,9 @@ def test_each_hook_sees_its_seqs_in_order_through_failures_and_duplicate_tasks(
                     sender.send_task("webhooks.deliver", args=[game.game_id, hook_id],
                                      queue="webhooks")  # fmt: skip
             wait_for(lambda: all(len(r.accepted()) >= 45 for r in receivers), 60, "deliveries")
-            time.sleep(0.5)
+            wait_tasks_done(
+                env["BROKER_URL"], None, queue="webhooks"
+            )  # the racing extra tasks have all run
         for receiver, hook_id, failed in zip(receivers, hooks, [fails, {1, 45}], strict=True):
             assert_in_seq_order(receiver)
             check_delivered(store, game.game_id, hook_id, receiver.accepted())

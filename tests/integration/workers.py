@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -128,19 +129,31 @@ def wait_scored(
         time.sleep(0.05)
 
 
-def wait_tasks_done(broker_url: str, task_ids: set[str], timeout: float = 60) -> None:
-    """Wait until no task of `task_ids` is left in the broker, queued or being run: with
-    `task_acks_late` (services/scoring/celery_app.py) a task leaves kombu's ``unacked`` hash
-    only once it is done, so then every one of them has run."""
+def broker_messages(client: redis.Redis, queue: str | None = None) -> list[dict[str, Any]]:
+    """The task messages in a Redis broker (of `queue` only, if given): queued (its lists)
+    or held by a worker (kombu's ``unacked`` hash: with `task_acks_late` a task leaves it
+    only once it is done)."""
+    held = [json.loads(raw) for raw in client.hvals("unacked")]
+    queued = [json.loads(raw) for key in client.scan_iter(_type="list")
+              for raw in client.lrange(key, 0, -1)]  # fmt: skip
+    messages = [m[0] if isinstance(m, list) else m for m in held + queued]
+    if queue is None:
+        return messages
+    routed = [m.get("properties", {}).get("delivery_info", {}) for m in messages]
+    return [m for m, info in zip(messages, routed, strict=True) if info.get("routing_key") == queue]
+
+
+def wait_tasks_done(
+    broker_url: str, task_ids: set[str] | None, timeout: float = 60, queue: str | None = None
+) -> None:
+    """Wait until no task of `task_ids` (None: no task of `queue` at all) is left in the
+    broker, queued or being run: then every one of them has run to its end."""
     client = redis.Redis.from_url(broker_url)
     deadline = time.monotonic() + timeout
     try:
         while True:
-            held = [json.loads(raw) for raw in client.hvals("unacked")]
-            queued = [json.loads(raw) for key in client.scan_iter(_type="list")
-                      for raw in client.lrange(key, 0, -1)]  # fmt: skip
-            messages = [m[0] if isinstance(m, list) else m for m in held + queued]
-            left = task_ids & {m.get("headers", {}).get("id") for m in messages}
+            ids = {m.get("headers", {}).get("id") for m in broker_messages(client, queue)}
+            left = ids if task_ids is None else task_ids & ids
             if not left:
                 return
             assert time.monotonic() < deadline, f"{len(left)} tasks not done in {timeout:g} s"
