@@ -24,7 +24,6 @@ from carcassonne.bots import Budget, choose, choose_in_hand, hand_views, player_
 from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
     AnswerUndo,
-    Command,
     Event,
     PlayTurn,
     RecallAbbot,
@@ -32,6 +31,8 @@ from carcassonne.events import (
     Resign,
     StartGame,
     TokenReissued,
+    TurnUndone,
+    UndoRequested,
     meeple_to_dict,
     with_seats,
 )
@@ -39,6 +40,7 @@ from carcassonne.game import RECALL_ABBOT, actions, decide, hand_actions, hand_o
 from carcassonne.ruleset import Ruleset
 from carcassonne.state import OVER, PLACE, GameState
 from carcassonne.tiles import Meeple
+from carcassonne.undo import undo_voters
 from eventstore.envelope import MOVES, AppendResult, NewEvent, StoredEvent
 from eventstore.errors import CommandReused, ConcurrencyError
 from eventstore.port import EventStore
@@ -679,14 +681,12 @@ class GameService:
         request the other players answer before `undo_seconds` pass (`consent`)."""
         now = int(self.clock() * 1000)
         deadline = now + int(self.undo_seconds * 1000)
-        return self.command(
-            game_id,
-            token,
-            lambda seat: RequestUndo(seat, now, deadline),
-            f"/games/{game_id}/undo",
-            {},
-            idempotency_key,
-        )
+
+        def decided(state: GameState, seat: int, record: dict[str, Any]) -> list[Event]:
+            events = decide(state, RequestUndo(seat, now, deadline))
+            return events + bot_consents(state, events, record, now)
+
+        return self.command(game_id, token, decided, f"/games/{game_id}/undo", {}, idempotency_key)
 
     def answer_undo(
         self,
@@ -702,7 +702,7 @@ class GameService:
         return self.command(
             game_id,
             token,
-            lambda seat: AnswerUndo(seat, request, accept, now),
+            lambda state, seat, _record: decide(state, AnswerUndo(seat, request, accept, now)),
             f"/games/{game_id}/undo/{request}/{verb}",
             {},
             idempotency_key,
@@ -712,12 +712,13 @@ class GameService:
         self,
         game_id: str,
         token: str | None,
-        command_for: Callable[[int], Command],
+        decided: Callable[[GameState, int, dict[str, Any]], list[Event]],
         path: str,
         body: dict[str, Any],
         idempotency_key: str | None = None,
     ) -> TurnResult:
-        """Decide `command_for(seat)` on the game caught up from its stream and append its
+        """Decide the seat's command (`decided(state, seat, secrets record)` gives its events) on
+        the game caught up from its stream and append its
         events (with the next draws, if any) on the condition that the stream is still where
         it was read: the plain path for a seat's rarer commands (a turn has its own, faster
         one). The cached state is never changed in place here: the events apply to a copy.
@@ -735,7 +736,7 @@ class GameService:
                         return replay
                 else:
                     command_id, request = uuid.uuid4().hex, ""
-                events = decide(cached.state, command_for(seat))
+                events = decided(cached.state, seat, cached.secrets)
             except GameError:
                 self.keep(game_id, cached)
                 raise
@@ -947,6 +948,29 @@ class GameService:
             "to_move": to_move,
             "placements": placements,
         }
+
+
+def bot_consents(
+    state: GameState, events: list[Event], record: dict[str, Any], now_ms: int
+) -> list[Event]:
+    """A bot seat's answers to an undo request (`events`, decided on `state`): it accepts at
+    once, in the same append as the request (docs/undo.md), so a request waits only for the
+    human players; when every voter is a bot, the undo itself (`TurnUndone`) follows."""
+    asked = next((e for e in events if isinstance(e, UndoRequested)), None)
+    if asked is None or any(isinstance(e, TurnUndone) for e in events):
+        return []  # no request, or granted already (`free`, or nobody else to ask)
+    bots = [seat for seat in undo_voters(state, asked.player) if is_bot(record, seat)]
+    if not bots:
+        return []
+    twin = state.copy()
+    for event in events:
+        twin.apply(event)
+    answers: list[Event] = []
+    for seat in bots:
+        for event in decide(twin, AnswerUndo(seat, asked.request, True, now_ms)):
+            twin.apply(event)
+            answers.append(event)
+    return answers
 
 
 def undo_view(state: GameState) -> dict[str, Any]:

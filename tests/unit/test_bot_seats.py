@@ -207,3 +207,50 @@ def test_a_human_turn_with_a_limit_tells_the_sweep_its_deadline() -> None:
     done = player(store, secrets).play(game_id)
     assert done.kind == HUMAN and done.due_ms is not None
     assert done.due_ms == service.load(game_id).state.deadline_ms
+
+
+def _placed_by_ann(service: GameService, game_id: str, token: str) -> None:
+    spot = service.turn_view(game_id)["placements"][0]
+    service.play_turn(game_id, token, spot["x"], spot["y"], spot["rotation"], None)
+
+
+def test_a_bot_consents_to_an_undo_in_the_same_append_as_the_request() -> None:
+    """docs/undo.md: in a `consent` game a bot seat accepts at once; with only bots to ask,
+    the undo is granted by the request itself (a bot never leaves it to expire)."""
+    service, store, _, _ = make()
+    game_id, seats = service.create_game(
+        ["ann", "bot"], Ruleset(undo="consent"), [0, 1], None, bots=[None, GREEDY]
+    )
+    _placed_by_ann(service, game_id, seats[0]["token"])
+    before = len(store.read(game_id, MOVES))
+    result = service.request_undo(game_id, seats[0]["token"])
+    types = [e.type for e in result.events]
+    assert types[:3] == ["UndoRequested", "UndoAccepted", "TurnUndone"]
+    assert result.events[1].payload["player"] == 1  # the bot's seat
+    assert all(e.command_id == result.events[0].command_id for e in result.events)  # one append
+    assert len(store.read(game_id, MOVES)) == before + len(result.events)
+    assert service.turn_view(game_id)["player"] == 0  # ann places again
+
+
+def test_with_a_human_and_a_bot_to_ask_the_request_waits_for_the_human_only() -> None:
+    service, _, _, _ = make()
+    game_id, seats = service.create_game(
+        ["ann", "bob", "bot"], Ruleset(undo="consent"), [0, 1, 2], None, bots=[None, None, GREEDY]
+    )
+    _placed_by_ann(service, game_id, seats[0]["token"])
+    asked = service.request_undo(game_id, seats[0]["token"])
+    assert [e.type for e in asked.events] == ["UndoRequested", "UndoAccepted"]
+    assert asked.events[1].payload["player"] == 2
+    request = asked.events[0].payload["request"]
+    answered = service.answer_undo(game_id, seats[1]["token"], request, True)
+    assert [e.type for e in answered.events][:2] == ["UndoAccepted", "TurnUndone"]
+
+
+def test_in_a_free_undo_game_a_bot_is_not_asked() -> None:
+    service, _, _, _ = make()
+    game_id, seats = service.create_game(
+        ["ann", "bot"], Ruleset(undo="free"), [0, 1], None, bots=[None, GREEDY]
+    )
+    _placed_by_ann(service, game_id, seats[0]["token"])
+    result = service.request_undo(game_id, seats[0]["token"])
+    assert [e.type for e in result.events][:2] == ["UndoRequested", "TurnUndone"]
