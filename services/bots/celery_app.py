@@ -26,6 +26,7 @@ from celery.signals import setup_logging as celery_setup_logging
 from celery.signals import worker_process_init
 from prometheus_client import Counter, Histogram
 
+from services.common.celery_conf import reliable
 from services.common.observability import setup_logging
 from services.redis_store import RedisEventStore, mark_pending
 from services.redis_store.bot_index import QUEUE, TASK, drop, due_games, secrets_of, set_due
@@ -41,15 +42,10 @@ if settings["VISIBILITY_TIMEOUT"] * 1000 <= settings["MAX_THINK_MS"] + 5_000:
 
 app = Celery("bots", broker=broker_url(settings["BROKER_URL"], settings["REDIS_URL"]))
 app.conf.update(
-    task_default_queue=QUEUE,
-    task_acks_late=True,  # acknowledged when the turn is played: a killed worker's task is redone
-    task_reject_on_worker_lost=True,
-    task_ignore_result=True,  # the move stream is the result
-    worker_prefetch_multiplier=1,  # a thinking child does not hold other games' turns
-    broker_connection_retry_on_startup=True,
-    broker_transport_options={"visibility_timeout": settings["VISIBILITY_TIMEOUT"]},
+    # Acknowledged when the turn is played: a killed worker's task is redone, and a thinking
+    # child does not hold other games' turns (services/common/celery_conf.py).
+    **reliable(QUEUE, settings["VISIBILITY_TIMEOUT"]),
     beat_schedule={"bots-sweep": {"task": "bots.sweep", "schedule": settings["SWEEP_SECONDS"]}},
-    worker_hijack_root_logger=False,
 )
 
 TURNS = Counter("carcassonne_bot_turns_total", "Bot turns played", ["level"])

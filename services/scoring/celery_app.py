@@ -22,6 +22,7 @@ from celery.signals import setup_logging as celery_setup_logging
 from celery.signals import worker_init, worker_process_init
 from prometheus_client import Counter, Histogram, start_http_server
 
+from services.common.celery_conf import reliable
 from services.common.observability import REQUEST_ID, setup_logging
 from services.redis_store import RedisEventStore, add_pending, clear_scheduled, take_pending
 from services.redis_store.connect import broker_url, shared_client
@@ -41,13 +42,8 @@ settings = from_env()
 
 app = Celery("scoring", broker=broker_url(settings["BROKER_URL"], settings["REDIS_URL"]))
 app.conf.update(
-    task_default_queue=QUEUE,
-    task_acks_late=True,  # a task is acknowledged when done: a killed worker's task is redone
-    task_reject_on_worker_lost=True,
-    task_ignore_result=True,  # the score stream is the result
-    worker_prefetch_multiplier=1,  # a busy child does not hoard other games' tasks
-    broker_connection_retry_on_startup=True,
-    broker_transport_options={"visibility_timeout": settings["VISIBILITY_TIMEOUT"]},
+    # Acknowledged when done: a killed worker's task is redone (services/common/celery_conf.py).
+    **reliable(QUEUE, settings["VISIBILITY_TIMEOUT"]),
     beat_schedule={
         "sweep": {"task": "scoring.sweep", "schedule": settings["SWEEP_SECONDS"]},
         "webhooks-sweep": {"task": "webhooks.sweep", "schedule": settings["SWEEP_SECONDS"]},
@@ -62,7 +58,6 @@ app.conf.update(
             "options": {"expires": max(1.0, settings["TIMER_SECONDS"])},
         },
     },
-    worker_hijack_root_logger=False,
 )
 
 _scorer: Scorer | None = None
