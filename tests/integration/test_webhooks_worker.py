@@ -279,7 +279,7 @@ def test_finding_1_every_event_of_a_long_game_delivered_within_the_connection_bo
                 game.append(sender, chunk=5)
             wait_for(lambda: len(receiver.accepted()) >= 130, 60, "130 deliveries")
             # A duplicate could only come from a task still queued or running: wait for none.
-            wait_tasks_done(env["BROKER_URL"], None, queue="webhooks")
+            wait_tasks_done(env["BROKER_URL"], None, about=game.game_id)
             bound = configured_bound(proc)
             assert 1 <= watch.most <= bound, (watch.most, bound)
             assert watch.count() <= bound
@@ -381,7 +381,7 @@ def test_each_hook_sees_its_seqs_in_order_through_failures_and_duplicate_tasks(
                                      queue="webhooks")  # fmt: skip
             wait_for(lambda: all(len(r.accepted()) >= 45 for r in receivers), 60, "deliveries")
             wait_tasks_done(
-                env["BROKER_URL"], None, queue="webhooks"
+                env["BROKER_URL"], None, about=game.game_id
             )  # the racing extra tasks have all run
         for receiver, hook_id, failed in zip(receivers, hooks, [fails, {1, 45}], strict=True):
             assert_in_seq_order(receiver)

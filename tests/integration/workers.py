@@ -129,30 +129,30 @@ def wait_scored(
         time.sleep(0.05)
 
 
-def broker_messages(client: redis.Redis, queue: str | None = None) -> list[dict[str, Any]]:
-    """The task messages in a Redis broker (of `queue` only, if given): queued (its lists)
-    or held by a worker (kombu's ``unacked`` hash: with `task_acks_late` a task leaves it
-    only once it is done)."""
+def broker_messages(client: redis.Redis, about: str | None = None) -> list[dict[str, Any]]:
+    """The task messages in a Redis broker (with `about`: only those whose arguments name
+    it, e.g. a game id; the session's broker holds other tests' tasks too): queued (its
+    lists) or held by a worker (kombu's ``unacked`` hash: with `task_acks_late` a task
+    leaves it only once it is done)."""
     held = [json.loads(raw) for raw in client.hvals("unacked")]
     queued = [json.loads(raw) for key in client.scan_iter(_type="list")
               for raw in client.lrange(key, 0, -1)]  # fmt: skip
     messages = [m[0] if isinstance(m, list) else m for m in held + queued]
-    if queue is None:
+    if about is None:
         return messages
-    routed = [m.get("properties", {}).get("delivery_info", {}) for m in messages]
-    return [m for m, info in zip(messages, routed, strict=True) if info.get("routing_key") == queue]
+    return [m for m in messages if about in str(m.get("headers", {}).get("argsrepr", ""))]
 
 
 def wait_tasks_done(
-    broker_url: str, task_ids: set[str] | None, timeout: float = 60, queue: str | None = None
+    broker_url: str, task_ids: set[str] | None, timeout: float = 60, about: str | None = None
 ) -> None:
-    """Wait until no task of `task_ids` (None: no task of `queue` at all) is left in the
-    broker, queued or being run: then every one of them has run to its end."""
+    """Wait until no task of `task_ids` (None: no task whose arguments name `about`) is left
+    in the broker, queued or being run: then every one of them has run to its end."""
     client = redis.Redis.from_url(broker_url)
     deadline = time.monotonic() + timeout
     try:
         while True:
-            ids = {m.get("headers", {}).get("id") for m in broker_messages(client, queue)}
+            ids = {m.get("headers", {}).get("id") for m in broker_messages(client, about)}
             left = ids if task_ids is None else task_ids & ids
             if not left:
                 return
