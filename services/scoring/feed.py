@@ -78,21 +78,40 @@ def _hand_turn_starts(state: GameState, was: tuple[str, int]) -> bool:
     return was != (PLACE, state.current) and bool(state.hands[state.current])
 
 
-def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> list[Item]:
-    """The items of a game's moves from its first (the fold starts there), with the score
-    events given (those of moves not given are ignored)."""
-    by_move: dict[int, list[StoredEvent]] = {}
-    for score in scores:
-        by_move.setdefault(int(score.payload["move"]), []).append(score)
-    state = GameState()
-    ids: tuple[str | None, ...] = ()
-    items: list[Item] = []
-    for stored in moves:
+class Feed:
+    """A game's feed folded forward: `advance` turns the moves after `seq` into their items
+    and keeps the fold, so a dispatcher that keeps a `Feed` per game folds each move once
+    instead of the whole game at every dispatch (services/scoring/subscriptions.py)."""
+
+    __slots__ = ("ids", "seq", "state")
+
+    def __init__(self) -> None:
+        self.state = GameState()
+        self.ids: tuple[str | None, ...] = ()
+        self.seq = 0  # the last move folded
+
+    def advance(self, moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> list[Item]:
+        """The items of `moves` (the moves right after `seq`, in order), with those of the
+        score events given that belong to them; the fold then stands after the last move."""
+        by_move: dict[int, list[StoredEvent]] = {}
+        for score in scores:
+            by_move.setdefault(int(score.payload["move"]), []).append(score)
+        items: list[Item] = []
+        for stored in moves:
+            if stored.seq != self.seq + 1:
+                raise ValueError(f"feed at move {self.seq} given move {stored.seq}")
+            self._fold(stored, by_move.get(stored.seq, ()), items)
+            self.seq = stored.seq
+        return items
+
+    def _fold(self, stored: StoredEvent, scored: Iterable[StoredEvent], items: list[Item]) -> None:
+        state = self.state
         event = to_engine(stored)
         was = (state.phase, state.current)
         state.apply(event)
         if isinstance(event, GameStarted):
-            ids = tuple(event.player_ids or (None,) * event.players)
+            self.ids = tuple(event.player_ids or (None,) * event.players)
+        ids = self.ids
         seq, at = stored.seq, stored.time_ms
 
         if stored.type in MOVES_MADE:
@@ -105,7 +124,7 @@ def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> l
                     {**_seat(ids, player), "event": stored.type, "move": dict(stored.payload)},
                 )
             )
-        for score in by_move.get(seq, []):
+        for score in scored:
             items.append(
                 Item(SCORE_KINDS[score.type], seq, score.time_ms, dict(score.payload), score.seq)
             )
@@ -127,4 +146,9 @@ def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> l
             # R10.3: its tiles are the seat's secret: `tile` is null (the seat's /hand says).
             data = {**_seat(ids, state.current), "tile": None, "deadline_ms": None}
             items.append(Item("turn_started", seq, at, data))
-    return items
+
+
+def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> list[Item]:
+    """The items of a game's moves from its first (the fold starts there), with the score
+    events given (those of moves not given are ignored)."""
+    return Feed().advance(moves, scores)

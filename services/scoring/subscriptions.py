@@ -61,13 +61,14 @@ from . import delivery, process
 from .config import from_env
 from .delivery import Deliverer, Request, dispatch_args, new_entry, now_ms, text
 from .delivery_scripts import DISPATCH_LUA
-from .feed import Item, feed_items
+from .feed import Feed, Item
 
 log = logging.getLogger(__name__)
 settings = from_env()
 QUEUE = settings["WEBHOOK_QUEUE"]
 USER_AGENT = "CarcassonneCloud-Notifications/1"
 OWNERS_KEPT = 10_000  # games whose owner key a process remembers (it never changes)
+FEEDS_KEPT = 2_000  # games whose folded feed a process keeps (as the scorer keeps states)
 
 
 def delivery_id(sub_id: str, game_id: str, position: int) -> str:
@@ -206,13 +207,21 @@ class Owners:
 class SubscriptionDispatcher:
     """Turns a game's feed into deliveries, one atomic step per subscription."""
 
-    def __init__(self, client: redis.Redis, store: EventStore, window_s: float) -> None:
+    def __init__(
+        self, client: redis.Redis, store: EventStore, window_s: float, feeds_kept: int = FEEDS_KEPT
+    ) -> None:
         self.client = client
         self.store = store
         self.owners = Owners(client)
         self.channel = SubscriptionChannel(client, self.owners)
         self.window_ms = int(window_s * 1000)
         self._dispatch = client.register_script(DISPATCH_LUA)
+        # Each game's feed folded as far as its last dispatch: the next one reads and folds
+        # only the moves since (without it a dispatch re-read and re-folded the game from
+        # move 1: O(moves) per move; bench_notify measures both).
+        self.feeds_kept = feeds_kept
+        self._feeds: OrderedDict[str, Feed] = OrderedDict()
+        self._feeds_lock = threading.Lock()  # the worker's task threads share one dispatcher
 
     def owner(self, game_id: str) -> str | None:
         """The API key that created or imported the game."""
@@ -255,13 +264,15 @@ class SubscriptionDispatcher:
             if not behind:
                 break
             lowest = min(st["scores"] for st in behind.values())
-            moves = self.store.read(game_id, MOVES, after=0, limit=upto)
+            feed = self._feed(game_id, min(st["moves"] for st in behind.values()))
+            moves = self.store.read(game_id, MOVES, after=feed.seq, limit=upto - feed.seq)
             scores = [
                 e
                 for e in self.store.read(game_id, SCORES, after=lowest)
                 if int(e.payload["move"]) <= upto
             ]
-            items = feed_items(moves, scores)
+            items = feed.advance(moves, scores)
+            self._keep(game_id, feed)
             last_score = scores[-1].seq if scores else lowest
             lost = False
             for sub_id, st in behind.items():
@@ -273,6 +284,27 @@ class SubscriptionDispatcher:
             if not lost:
                 break
         return created
+
+    def _feed(self, game_id: str, cursor: int) -> Feed:
+        """The game's kept feed if it stands at or before `cursor` (the lowest cursor of the
+        subscriptions behind), else a new one from move 1 (a subscription behind the kept
+        fold: a new one, or this process never saw the game). Taken out of the cache: a
+        second thread on the same game folds its own."""
+        with self._feeds_lock:
+            feed = self._feeds.pop(game_id, None)
+        return feed if feed is not None and feed.seq <= cursor else Feed()
+
+    def _keep(self, game_id: str, feed: Feed) -> None:
+        if self.feeds_kept <= 0:
+            return
+        with self._feeds_lock:
+            current = self._feeds.get(game_id)
+            if current is not None and current.seq > feed.seq:
+                return  # another thread got further
+            self._feeds[game_id] = feed
+            self._feeds.move_to_end(game_id)
+            while len(self._feeds) > self.feeds_kept:
+                self._feeds.popitem(last=False)
 
     def _state(self, game_id: str, sub_id: str) -> dict[str, int]:
         raw = self.client.hmget(

@@ -15,6 +15,12 @@ Baseline, same run and Redis: a bare XADD → XREAD BLOCK consumer round trip (a
 blocked on a stream, the floor any Redis-stream consumer pays), p50 / p99 of as many samples.
 
 Target: p99 ≤ 200 ms; every turn_started delivered once, in order.
+
+Also the dispatcher's cost per move over a whole 3-player game, in process on the same
+Redis (`SubscriptionDispatcher.dispatch` after each scored move, one subscription): with the
+game's feed kept folded between dispatches, as the worker runs it, beside the baseline of a
+dispatcher that keeps none and re-reads and re-folds the game from move 1 each time.
+Target: the kept feed's last 10 dispatches cost ≤ 1.5× its first 10 (flat over the game).
 """
 
 from __future__ import annotations
@@ -36,13 +42,19 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
+from eventstore.envelope import MOVES  # noqa: E402
 from services.command.apikeys import ApiKeys  # noqa: E402
+from services.command.subscriptions import Subscriptions  # noqa: E402
+from services.redis_store import RedisEventStore  # noqa: E402
+from services.scoring.subscriptions import SubscriptionDispatcher  # noqa: E402
 from tests.bench.targets import exit_code, verdict  # noqa: E402
 from tests.integration.http_client import call, gunicorn  # noqa: E402
+from tests.integration.owned_games import owned_game, score_up_to  # noqa: E402
 from tests.integration.workers import celery_env, running, worker  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
 TARGET_P99_MS = 200.0
+TARGET_LATE_RATIO = 1.5
 
 
 class Receiver:
@@ -153,6 +165,25 @@ def baseline(url: str, samples: int) -> list[float]:
     return got
 
 
+def dispatch_costs(url: str, feeds_kept: int, seed: int) -> list[float]:
+    """Wall ms of each `dispatch` of one whole game, dispatched after every scored move."""
+    client = redis.Redis.from_url(url)
+    store = RedisEventStore(client)
+    key_id = f"bench-dispatch-{feeds_kept}"
+    Subscriptions(client, None, development=False).create(
+        key_id, "https://hooks.example.com/in", ["turn_started", "move_made", "score"]
+    )
+    game_id = owned_game(client, store, key_id, seed)
+    dispatcher = SubscriptionDispatcher(client, store, window_s=60, feeds_kept=feeds_kept)
+    costs: list[float] = []
+    for upto in range(1, store.last_seq(game_id, MOVES) + 1):
+        score_up_to(store, game_id, upto)
+        started = time.perf_counter()
+        dispatcher.dispatch(game_id)
+        costs.append((time.perf_counter() - started) * 1000)
+    return costs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="subscription notification latency")
     parser.add_argument("--games", type=int, default=3, help="3-player games played")
@@ -184,6 +215,8 @@ def main() -> int:
                 played += args.turns
             time.sleep(0.5)  # a duplicate would arrive now
         floor = baseline(url, max(len(latencies), 50))
+        kept = dispatch_costs(url, feeds_kept=100, seed=args.seed)
+        refold = dispatch_costs(url, feeds_kept=0, seed=args.seed)
     finally:
         receiver.server.shutdown()
         redis_proc.terminate()
@@ -201,6 +234,17 @@ def main() -> int:
         "baseline_xadd_xread_p50_ms": round(b50, 2),
         "baseline_xadd_xread_p99_ms": round(b99, 2),
     }
+    early, late = statistics.median(kept[:10]), statistics.median(kept[-10:])
+    refold_early, refold_late = statistics.median(refold[:10]), statistics.median(refold[-10:])
+    figures |= {
+        "dispatch_moves": len(kept),
+        "dispatch_kept_first10_ms": round(early, 3),
+        "dispatch_kept_last10_ms": round(late, 3),
+        "dispatch_refold_first10_ms": round(refold_early, 3),
+        "dispatch_refold_last10_ms": round(refold_late, 3),
+        "dispatch_kept_total_ms": round(sum(kept), 1),
+        "dispatch_refold_total_ms": round(sum(refold), 1),
+    }
     if args.json:
         print(json.dumps(figures))
     every = len(latencies) == played
@@ -213,6 +257,15 @@ def main() -> int:
           f"{verdict('turn_started p99', p99 <= TARGET_P99_MS)}")  # fmt: skip
     print(f"  baseline, same Redis: bare XADD → XREAD BLOCK consumer p50 {b50:.2f} ms, "
           f"p99 {b99:.2f} ms ({len(floor)} samples)")  # fmt: skip
+    ratio = late / early
+    print(
+        f"  subscription dispatch per move over a {len(kept)}-move game (median ms, in process, "
+        f"same Redis): kept feed first 10 {early:.2f}, last 10 {late:.2f} = {ratio:.2f}x "
+        f"(target ≤ {TARGET_LATE_RATIO}x)  {verdict('dispatch flat', ratio <= TARGET_LATE_RATIO)}"
+    )
+    print(f"  baseline, re-fold from move 1 at each dispatch: first 10 {refold_early:.2f}, "
+          f"last 10 {refold_late:.2f} = {refold_late / refold_early:.2f}x; whole game "
+          f"{sum(kept):.0f} ms kept vs {sum(refold):.0f} ms re-folded")  # fmt: skip
     return exit_code()
 
 

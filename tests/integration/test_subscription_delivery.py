@@ -7,26 +7,21 @@ leaves the due index."""
 from __future__ import annotations
 
 import json
-import random
 import time
 from typing import Any
 
 import pytest
 import redis
 
-from carcassonne.events import with_seats
-from carcassonne.simulate import random_game
-from carcassonne.state import GameState
-from eventstore.envelope import MOVES, SCORES
-from eventstore.schemas import to_new
-from eventstore.score_stream import score_events
+from eventstore.envelope import MOVES
 from services.command.subscriptions import Subscriptions
 from services.common.signing import SIGNATURE_HEADER, verify
-from services.redis_store import RedisEventStore, secrets_key
-from services.redis_store.keys import derived_game_id, subscription_keys, subscriptions_key
+from services.redis_store import RedisEventStore
+from services.redis_store.keys import subscription_keys, subscriptions_key
 from services.scoring import delivery
 from services.scoring.posting import Answer
 from services.scoring.subscriptions import SubscriptionDispatcher
+from tests.integration.owned_games import owned_game, score_up_to
 
 URL = "https://hooks.example.com/in"
 
@@ -50,27 +45,6 @@ class Poster:
 @pytest.fixture
 def store(redis_client: redis.Redis) -> RedisEventStore:
     return RedisEventStore(redis_client)
-
-
-def owned_game(client: redis.Redis, store: RedisEventStore, key_id: str, seed: int) -> str:
-    """A whole random 3-player game owned by `key_id`, its moves not scored yet."""
-    _, events = random_game(random.Random(seed), 3)
-    events = with_seats(events, ["A", "B", "C"], ["a", "b", "c"])
-    game_id = derived_game_id(f"owned-{key_id}-{seed}".encode())
-    client.set(secrets_key(game_id), json.dumps({"names": ["A", "B", "C"], "key_id": key_id}))
-    store.append(game_id, MOVES, [to_new(e) for e in events], expected=0, command_id="c",
-                 marker="$seq")  # fmt: skip
-    return game_id
-
-
-def score_up_to(store: RedisEventStore, game_id: str, upto: int) -> None:
-    """What the scoring worker does: the score events of moves ≤ `upto` and its progress."""
-    moves = store.read(game_id, MOVES, after=0, limit=upto)
-    scored = store.last_seq(game_id, SCORES)
-    events = score_events(GameState(), moves)
-    done = len([e for e in store.read(game_id, SCORES)])
-    store.append(game_id, SCORES, events[done:], expected=scored, command_id=f"s{upto}",
-                 marker=str(upto))  # fmt: skip
 
 
 def subscribe(client: redis.Redis, key_id: str, kinds: list[str]) -> tuple[str, str]:
@@ -146,3 +120,49 @@ def test_a_failing_receiver_holds_its_queue_in_order_and_a_deleted_one_leaves(
     assert deliverer.run(game_id, sub_id).outcome in ("idle", "gone")
     list(delivery.stalled(redis_client, channel, grace_ms=0))
     assert redis_client.zscore(index, member) is None
+
+
+def logged_items(client: redis.Redis, game_id: str, sub_id: str) -> list[dict[str, Any]]:
+    log = client.hgetall(subscription_keys(game_id, sub_id)[1])
+    return [json.loads(log[k])["item"] for k in sorted(log, key=int)]
+
+
+def test_a_dispatch_per_move_from_the_kept_feed_logs_what_one_dispatch_from_move_1_does(
+    redis_client: redis.Redis, store: RedisEventStore
+) -> None:
+    """The dispatcher keeps each game's feed folded as far as its last dispatch; moves are
+    then folded once. Two keys, the same game played: one dispatched after every scored
+    move by a dispatcher that keeps feeds, one dispatched once at the end by one that keeps
+    none. A subscription added mid-game (cursor 0, behind the kept fold) is served from move
+    1 again."""
+    kinds = ["turn_started", "move_made", "score", "game_over"]
+    stepped_sub, _ = subscribe(redis_client, "k_step", kinds)
+    once_sub, _ = subscribe(redis_client, "k_once", kinds)
+    stepped = owned_game(redis_client, store, "k_step", 3)
+    once = owned_game(redis_client, store, "k_once", 3)
+    keeping = SubscriptionDispatcher(redis_client, store, window_s=60)
+    last = store.last_seq(stepped, MOVES)
+    late_sub = None
+    for upto in range(1, last + 1):
+        score_up_to(store, stepped, upto)
+        keeping.dispatch(stepped)
+        if upto == last // 2:
+            late_sub, _ = subscribe(redis_client, "k_step", ["move_made"])
+            # As if made before the game: it wants every move, from move 1.
+            raw = redis_client.hget(subscriptions_key("k_step"), late_sub)
+            assert isinstance(raw, bytes)
+            config = json.loads(raw)
+            config["created_ms"] = 0
+            redis_client.hset(subscriptions_key("k_step"), late_sub, json.dumps(config))
+        assert keeping._feeds[stepped].seq == upto  # the kept fold advanced
+    score_up_to(store, once, last)
+    SubscriptionDispatcher(redis_client, store, window_s=60, feeds_kept=0).dispatch(once)
+    strip = lambda items: [{k: v for k, v in i.items() if k != "time_ms"} for i in items]  # noqa: E731
+    mine, reference = (
+        logged_items(redis_client, stepped, stepped_sub),
+        logged_items(redis_client, once, once_sub),
+    )
+    assert len(mine) > last // 2 and strip(mine) == strip(reference)
+    assert late_sub is not None
+    late = logged_items(redis_client, stepped, late_sub)
+    assert strip(late) == [i for i in strip(mine) if i["kind"] == "move_made"]

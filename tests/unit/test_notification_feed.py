@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from carcassonne.events import with_seats
 from carcassonne.simulate import random_game
 from carcassonne.state import GameState
@@ -14,7 +16,7 @@ from eventstore.schemas import to_new
 from eventstore.score_stream import score_events
 from services.common.notifications import live_secrets
 from services.common.signing import sign, verify
-from services.scoring.feed import feed_items
+from services.scoring.feed import Feed, feed_items
 
 
 def stored_game(seed: int) -> InMemoryEventStore:
@@ -61,6 +63,18 @@ def test_a_prefix_of_the_moves_gives_a_prefix_of_the_feed() -> None:
     cut = moves[len(moves) // 2].seq
     part = feed_items(moves[: len(moves) // 2 + 1], [s for s in scores if s.payload["move"] <= cut])
     assert [i.to_dict() for i in part] == whole[: len(part)]
+
+
+def test_a_feed_resumed_move_by_move_gives_the_whole_feed_and_refuses_a_gap() -> None:
+    store = stored_game(9)
+    moves, scores = store.read("g", MOVES), store.read("g", SCORES)
+    feed, resumed = Feed(), []
+    for move in moves:
+        resumed += feed.advance([move], [s for s in scores if s.payload["move"] == move.seq])
+    assert feed.seq == moves[-1].seq
+    assert [i.to_dict() for i in resumed] == [i.to_dict() for i in feed_items(moves, scores)]
+    with pytest.raises(ValueError, match="given move 3"):
+        Feed().advance(moves[2:], scores)  # a fold that skipped moves would tell wrong seats
 
 
 def test_signatures_carry_one_v1_per_live_secret_and_a_window() -> None:
