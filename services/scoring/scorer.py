@@ -9,8 +9,6 @@ skip a move nor score one twice: the loser of a race appends nothing and starts 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from carcassonne.state import GameState
@@ -19,6 +17,8 @@ from eventstore.errors import ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine
 from eventstore.score_stream import score_events
+
+from .kept import Kept
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +48,7 @@ class Scorer:
     def __init__(self, store: EventStore, batch: int = 1_000, cache_size: int = 2_000) -> None:
         self.store = store
         self.batch = max(1, batch)
-        self.cache_size = cache_size
-        self._cache: OrderedDict[str, _Cached] = OrderedDict()
-        self._lock = threading.Lock()  # the worker's thread pool shares one scorer
+        self._cache: Kept[_Cached] = Kept(cache_size, lambda cached: cached.progress)
 
     def catch_up(self, game_id: str) -> CatchUp:
         """Score every move of the game not scored yet, a batch per atomic append."""
@@ -59,12 +57,10 @@ class Scorer:
         moves = events = conflicts = 0
         lags: list[int] = []
         while True:
-            with self._lock:  # taken out: a second thread on this game folds its own
-                cached = self._cache.pop(game_id, None)
-            cached = cached or self._load(game_id)
+            cached = self._cache.take(game_id) or self._load(game_id)
             batch = self.store.read(game_id, MOVES, after=cached.progress, limit=self.batch)
             if not batch:
-                self._keep(game_id, cached)
+                self._cache.keep(game_id, cached)
                 break
             state = cached.state
             scored = score_events(state, batch)  # `state` now stands after the batch
@@ -83,7 +79,7 @@ class Scorer:
                 conflicts += 1  # another worker scored some of these: start from its progress
                 log.info("game %s: lost a race at move %d; reloading", game_id, cached.progress)
                 continue
-            self._keep(game_id, _Cached(state, last, result.last_seq))
+            self._cache.keep(game_id, _Cached(state, last, result.last_seq))
             moves += len(batch)
             events += len(scored)
             if scored and not result.duplicate:
@@ -91,18 +87,14 @@ class Scorer:
                 lags += [result.time_ms - moved[e.payload["move"]] for e in scored]
             if len(batch) < self.batch:
                 break
-        with self._lock:
-            kept = self._cache.get(game_id)
+        kept = self._cache.peek(game_id)
         return CatchUp(game_id, moves, events, conflicts, kept.progress if kept else 0, tuple(lags))
 
     def folded(self, game_id: str) -> tuple[GameState, int] | None:
         """A copy of the game's folded state and the move it stands after, if this scorer
         has it cached (the turn timer starts from it rather than from the first move)."""
-        with self._lock:
-            cached = self._cache.get(game_id)
-            if cached is None:
-                return None
-            return cached.state.copy(), cached.progress
+        cached = self._cache.peek(game_id)
+        return None if cached is None else (cached.state.copy(), cached.progress)
 
     def _load(self, game_id: str) -> _Cached:
         """The game folded up to its saved progress (no cache, or the cache was stale)."""
@@ -114,13 +106,3 @@ class Scorer:
             for stored in self.store.read(game_id, MOVES, after=0, limit=progress):
                 state.apply(to_engine(stored))
         return _Cached(state, progress, score_seq)
-
-    def _keep(self, game_id: str, cached: _Cached) -> None:
-        with self._lock:
-            current = self._cache.get(game_id)
-            if current is not None and current.progress > cached.progress:
-                return  # another thread got further
-            self._cache[game_id] = cached
-            self._cache.move_to_end(game_id)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)

@@ -62,6 +62,7 @@ from .config import from_env
 from .delivery import Deliverer, Request, dispatch_args, new_entry, now_ms, text
 from .delivery_scripts import DISPATCH_LUA
 from .feed import Feed, Item
+from .kept import Kept
 
 log = logging.getLogger(__name__)
 settings = from_env()
@@ -219,9 +220,7 @@ class SubscriptionDispatcher:
         # Each game's feed folded as far as its last dispatch: the next one reads and folds
         # only the moves since (without it a dispatch re-read and re-folded the game from
         # move 1: O(moves) per move; bench_notify measures both).
-        self.feeds_kept = feeds_kept
-        self._feeds: OrderedDict[str, Feed] = OrderedDict()
-        self._feeds_lock = threading.Lock()  # the worker's task threads share one dispatcher
+        self.feeds: Kept[Feed] = Kept(feeds_kept, lambda feed: feed.seq)
 
     def owner(self, game_id: str) -> str | None:
         """The API key that created or imported the game."""
@@ -272,7 +271,7 @@ class SubscriptionDispatcher:
                 if int(e.payload["move"]) <= upto
             ]
             items = feed.advance(moves, scores)
-            self._keep(game_id, feed)
+            self.feeds.keep(game_id, feed)
             last_score = scores[-1].seq if scores else lowest
             lost = False
             for sub_id, st in behind.items():
@@ -288,23 +287,9 @@ class SubscriptionDispatcher:
     def _feed(self, game_id: str, cursor: int) -> Feed:
         """The game's kept feed if it stands at or before `cursor` (the lowest cursor of the
         subscriptions behind), else a new one from move 1 (a subscription behind the kept
-        fold: a new one, or this process never saw the game). Taken out of the cache: a
-        second thread on the same game folds its own."""
-        with self._feeds_lock:
-            feed = self._feeds.pop(game_id, None)
+        fold: a new one, or this process never saw the game)."""
+        feed = self.feeds.take(game_id)
         return feed if feed is not None and feed.seq <= cursor else Feed()
-
-    def _keep(self, game_id: str, feed: Feed) -> None:
-        if self.feeds_kept <= 0:
-            return
-        with self._feeds_lock:
-            current = self._feeds.get(game_id)
-            if current is not None and current.seq > feed.seq:
-                return  # another thread got further
-            self._feeds[game_id] = feed
-            self._feeds.move_to_end(game_id)
-            while len(self._feeds) > self.feeds_kept:
-                self._feeds.popitem(last=False)
 
     def _state(self, game_id: str, sub_id: str) -> dict[str, int]:
         raw = self.client.hmget(

@@ -19,8 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -37,6 +35,8 @@ from eventstore.schemas import to_engine, to_new
 from services.common.draws import draw_until_placeable
 from services.redis_store.indexes import shard_pages
 from services.redis_store.keys import deadlines_key, idle_key, secrets_key
+
+from .kept import Kept
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +84,8 @@ class Timer:
     ) -> None:
         self.store = store
         self.client = client
-        self.cache_size = cache_size
         self.warm = warm
-        self._cache: OrderedDict[str, tuple[GameState, int]] = OrderedDict()
-        self._lock = threading.Lock()  # ticks on several pool threads share one timer
+        self._cache: Kept[tuple[GameState, int]] = Kept(cache_size, lambda kept: kept[1])
 
     def expire(self, game_id: str, now_ms: int) -> bool:
         """Skip the game's current turn if its deadline has passed; True if this call did."""
@@ -169,8 +167,7 @@ class Timer:
     def _fold(self, game_id: str) -> tuple[GameState | None, int]:
         """The game's state at the end of its move stream, for the caller to change: from
         this timer's cache, else the warm state offered, else from the first move."""
-        with self._lock:
-            hit = self._cache.pop(game_id, None)
+        hit = self._cache.take(game_id)
         if hit is None and self.warm is not None:
             hit = self.warm(game_id)
         state, seq = hit if hit is not None else (GameState(), 0)
@@ -181,10 +178,7 @@ class Timer:
         if seq == 0:
             return None, 0
         if state.phase != OVER:  # kept as it is now; the caller changes its own copy
-            with self._lock:
-                self._cache[game_id] = (state.copy(), seq)
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+            self._cache.keep(game_id, (state.copy(), seq))
         return state, seq
 
     def _seed(self, game_id: str) -> str | None:

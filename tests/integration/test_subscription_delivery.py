@@ -154,7 +154,8 @@ def test_a_dispatch_per_move_from_the_kept_feed_logs_what_one_dispatch_from_move
             config = json.loads(raw)
             config["created_ms"] = 0
             redis_client.hset(subscriptions_key("k_step"), late_sub, json.dumps(config))
-        assert keeping._feeds[stepped].seq == upto  # the kept fold advanced
+        kept = keeping.feeds.peek(stepped)
+        assert kept is not None and kept.seq == upto  # the kept fold advanced
     score_up_to(store, once, last)
     SubscriptionDispatcher(redis_client, store, window_s=60, feeds_kept=0).dispatch(once)
     strip = lambda items: [{k: v for k, v in i.items() if k != "time_ms"} for i in items]  # noqa: E731

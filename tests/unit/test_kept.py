@@ -1,0 +1,63 @@
+"""`Kept` (services/scoring/kept.py): the per-game folds a worker process keeps between tasks."""
+
+from __future__ import annotations
+
+import threading
+
+from services.scoring.kept import Kept
+
+
+def test_a_value_is_taken_out_while_in_use_and_never_replaced_by_one_behind_it() -> None:
+    kept: Kept[tuple[str, int]] = Kept(10, lambda value: value[1])
+    kept.keep("g", ("first", 3))
+    taken = kept.take("g")
+    assert taken == ("first", 3) and kept.take("g") is None  # a second thread folds its own
+    kept.keep("g", ("other thread", 7))
+    kept.keep("g", taken)  # behind the one kept meanwhile: dropped
+    assert kept.peek("g") == ("other thread", 7)
+    kept.keep("g", ("next", 8))
+    assert kept.peek("g") == ("next", 8)
+
+
+def test_the_least_recently_kept_game_goes_first_and_size_0_keeps_nothing() -> None:
+    kept: Kept[int] = Kept(2, lambda value: value)
+    for game in ("a", "b", "c"):
+        kept.keep(game, 1)
+    assert len(kept) == 2 and kept.peek("a") is None and kept.peek("c") == 1
+    kept.keep("b", 2)  # kept again: now the most recent
+    kept.keep("d", 1)
+    assert kept.peek("c") is None and kept.peek("b") == 2
+    none: Kept[int] = Kept(0, lambda value: value)
+    none.keep("a", 1)
+    assert none.peek("a") is None and len(none) == 0
+
+
+def test_threads_taking_and_keeping_one_game_never_share_a_value() -> None:
+    kept: Kept[list[int]] = Kept(4, len)
+    kept.keep("g", [])
+    held: set[int] = set()
+    longest = [0]
+    clash = threading.Event()
+    lock = threading.Lock()
+
+    def work() -> None:
+        for _ in range(2_000):
+            value = kept.take("g") or []
+            with lock:
+                if id(value) in held:
+                    clash.set()
+                held.add(id(value))
+            value.append(1)
+            with lock:
+                held.discard(id(value))
+                longest[0] = max(longest[0], len(value))
+            kept.keep("g", value)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not clash.is_set()
+    final = kept.peek("g")
+    assert final is not None and len(final) == longest[0]  # the furthest value is the one kept
