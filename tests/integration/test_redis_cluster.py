@@ -6,11 +6,14 @@ the query service, all with REDIS_URL=redis+cluster://…
   and the query service shows them;
 - a live game's slot migrated to another primary while it is played (CLUSTER SETSLOT
   IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE): every turn is accepted once, none lost,
-  duplicated or refused (MOVED/ASK/TRYAGAIN followed by the clients).
+  duplicated or refused (MOVED/ASK/TRYAGAIN followed by the clients);
+- live (SSE) streams of games on every primary, opened before the games are played: each
+  gets every move and score event once, in order, then `end`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import subprocess
@@ -31,6 +34,7 @@ from eventstore.envelope import MOVES, SCORES
 from services.redis_store import RedisEventStore, game_keys
 from services.redis_store.connect import connect
 from tests.integration.http_client import ROOT, gunicorn
+from tests.integration.live_checks import assert_every_event_in_order, opened
 from tests.integration.workers import running, wait_scored, worker
 from tests.redis_cluster import redis_cluster, redis_cluster_url  # noqa: F401
 
@@ -214,6 +218,49 @@ def test_a_live_games_slot_migrated_while_it_is_played_loses_and_refuses_nothing
     assert played == len(statuses)  # each accepted turn once: none lost, none twice
     wait_scored(client, store, [game.game_id], timeout=60)
     _check_scored(suite, game.game_id)
+
+
+def test_live_streams_of_games_on_every_primary_get_every_event_once_in_order(
+    suite: dict[str, Any],
+    redis_cluster: Cluster,  # noqa: F811
+) -> None:
+    """The query service's live reader on a cluster reads each watched game on the primary
+    that holds it (one XREAD names keys of one slot only)."""
+    command, query, client = suite["command"], suite["query"], suite["client"]
+    primaries = set(redis_cluster.primary_ports())
+    games: list[Game] = []
+    for _ in range(30):  # until the games sit on every primary (random ids: a few tries)
+        game = create_game(command, ["ann", "bob"])
+        games.append(game)
+        owners = {
+            redis_cluster.port_of_slot(client.keyslot(game_keys(g.game_id, MOVES)[0]))
+            for g in games
+        }
+        if owners == primaries and len(games) >= 4:
+            break
+    assert owners == primaries
+    statuses: list[int] = []
+
+    def play(game: Game, seed: int) -> None:
+        rng = random.Random(seed)
+        while _turn(command, game, rng, statuses):
+            pass
+
+    async def scenario() -> list[Any]:
+        streams = [await opened(query, g.game_id) for g in games]
+        for stream in streams:  # subscribed once its "live from" comment came
+            while not stream.comments:
+                await stream.next()
+        playing = [asyncio.to_thread(play, g, i) for i, g in enumerate(games)]
+        await asyncio.wait_for(asyncio.gather(*playing), timeout=180)
+        await asyncio.wait_for(asyncio.gather(*(s.until_end() for s in streams)), timeout=60)
+        return streams
+
+    streams = asyncio.run(scenario())
+    assert set(statuses) == {200}
+    for stream in streams:
+        assert_every_event_in_order(stream, suite["store"])
+        assert any(e["event"] == "score" for e in stream.events)  # the worker's too
 
 
 def test_the_api_key_cli_works_on_a_cluster_url(redis_cluster_url: str) -> None:  # noqa: F811
