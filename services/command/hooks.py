@@ -30,6 +30,7 @@ from eventstore.port import EventStore
 from services.common.webhook_url import MAX_URL, RefusedUrl, check, normalise
 from services.redis_store import hook_keys, hooks_key
 from services.redis_store.keys import hook_member, hooks_due_key, shard_of
+from services.redis_store.scripts import script
 
 from .service import NotFound
 
@@ -114,7 +115,7 @@ class Webhooks:
         self.store = store
         self.dispatch = dispatch
         self.allow_private = allow_private
-        self._register = client.register_script(REGISTER_LUA)
+        self._register = script(client, REGISTER_LUA)
 
     def register(self, game_id: str, url: Any, secret: Any, key_id: str) -> dict[str, Any]:
         """Add a hook to a game; every score event (from the first) will be delivered to it."""

@@ -14,6 +14,8 @@ from typing import Any
 
 import redis
 
+from services.redis_store.scripts import script
+
 from .apikeys import KEYS, bucket_key, key_hash
 
 # KEYS: the keys hash, the key's bucket. ARGV: key hash, rate per second, burst, cost.
@@ -57,7 +59,7 @@ class RateLimiter:
     def __init__(self, client: redis.Redis, rate: float, burst: int) -> None:
         self.rate = float(rate)
         self.burst = max(1, int(burst))
-        self._gate = client.register_script(GATE_LUA)
+        self._gate = script(client, GATE_LUA)
 
     def check(self, key: str, cost: int = 1) -> Decision:
         """Look the key up and charge it `cost` tokens, in one atomic step."""

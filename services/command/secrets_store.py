@@ -19,6 +19,7 @@ from typing import Any
 import redis
 
 from services.redis_store import secrets_key
+from services.redis_store.scripts import script
 
 # KEYS: the secrets record. ARGV: seat, new token hash. The seat's token hash (whatever it
 # was) is replaced; returns 0 for a game without a record.
@@ -41,7 +42,7 @@ class RedisSecrets:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self._replace = client.register_script(REPLACE_TOKEN_LUA)
+        self._replace = script(client, REPLACE_TOKEN_LUA)
 
     @staticmethod
     def key(game_id: str) -> str:

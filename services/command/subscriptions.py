@@ -31,6 +31,7 @@ from services.common.notifications import (
 )
 from services.common.webhook_url import MAX_URL, RefusedUrl, check, normalise
 from services.redis_store.keys import subscription_recent_key, subscriptions_key
+from services.redis_store.scripts import script
 
 from .hooks import BadWebhook, TaskSender
 from .service import NotFound
@@ -109,8 +110,8 @@ class Subscriptions:
         self.client = client
         self.ping_sender = ping
         self.development = development
-        self._add = client.register_script(ADD_LUA)
-        self._replace = client.register_script(REPLACE_LUA)
+        self._add = script(client, ADD_LUA)
+        self._replace = script(client, REPLACE_LUA)
 
     def create(self, key_id: str, url: Any, kinds: Any) -> dict[str, Any]:
         """A new subscription of every game of `key_id`; answers its secret (only now)."""

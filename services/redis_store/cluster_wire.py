@@ -17,20 +17,18 @@ come here (the append script is idempotent by command id), so sending one again 
 While a slot migrates, a command naming several of its keys (the append script) gets
 TRYAGAIN whenever some of them have moved and others not yet; the cluster client gives up
 after 16 tries (~0.5 s, "TTL exhausted"). A batch of a big slot can take longer, so such a
-command is tried again here for up to `SETTLE_SECONDS` before the error is the caller's.
+command is tried again here for up to `scripts.SETTLE_SECONDS` before the error is the caller's.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, cast
 
 from redis.cluster import RedisCluster
 from redis.exceptions import (
     AskError,
     ClusterDownError,
-    ClusterError,
     ConnectionError,
     NoScriptError,
     SlotNotCoveredError,
@@ -38,6 +36,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from .scripts import settled
 from .wire import Wire
 
 # What the cluster client knows how to handle and a node's Wire does not (MovedError is an
@@ -50,23 +49,6 @@ _HAND_OVER = (
     ConnectionError,
     TimeoutError,
 )
-
-
-SETTLE_SECONDS = 5.0  # how long a command is retried while its slot is split by a migration
-
-
-def _settled(send: Any) -> Any:
-    """`send()`, tried again while the cluster answers TRYAGAIN/CLUSTERDOWN or gives up on
-    them (ClusterError "TTL exhausted"), for up to `SETTLE_SECONDS`."""
-    deadline, pause = time.monotonic() + SETTLE_SECONDS, 0.02
-    while True:
-        try:
-            return send()
-        except (TryAgainError, ClusterDownError, ClusterError):
-            if time.monotonic() + pause > deadline:
-                raise
-            time.sleep(pause)
-            pause = min(0.25, pause * 2)
 
 
 def _raw_entries(parsed: Any) -> list[Any]:
@@ -110,7 +92,7 @@ class ClusterWire:
         try:
             return self._wire(str(args[1])).call(*args)
         except _HAND_OVER:
-            reply = _settled(lambda: self._client.execute_command(*args))
+            reply = settled(lambda: self._client.execute_command(*args))
             return _raw_entries(reply) if str(args[0]).upper() == "XRANGE" else reply
 
     def evalsha(self, sha: str, script: str, keys: list[str], args: list[Any]) -> Any:
@@ -118,7 +100,7 @@ class ClusterWire:
         try:
             return self._wire(keys[0]).evalsha(sha, script, keys, args)
         except _HAND_OVER:
-            return _settled(lambda: self._evalsha(sha, script, keys, args))
+            return settled(lambda: self._evalsha(sha, script, keys, args))
 
     def _evalsha(self, sha: str, script: str, keys: list[str], args: list[Any]) -> Any:
         try:

@@ -35,6 +35,7 @@ import redis
 from celery.utils.time import get_exponential_backoff_interval
 
 from services.redis_store.indexes import shard_pages
+from services.redis_store.scripts import script
 
 from .delivery_scripts import NEXT_LUA, RECORD_LUA, RELEASE_LUA, SETTLE_LUA
 from .posting import Poster
@@ -227,9 +228,9 @@ class Deliverer:
         # the timeout) and renewed before each attempt. Should it still run out, another task
         # may POST the same delivery again: at least once, same delivery id.
         self.lease_ms = int(max(30.0, 4 * timeout) * 1000)
-        self._next = client.register_script(NEXT_LUA)
-        self._record = client.register_script(RECORD_LUA)
-        self._release = client.register_script(RELEASE_LUA)
+        self._next = script(client, NEXT_LUA)
+        self._record = script(client, RECORD_LUA)
+        self._release = script(client, RELEASE_LUA)
 
     def run(
         self,
@@ -366,8 +367,8 @@ def stalled(
     receivers with work due, not the ones ever registered. Each receiver looked at is then
     settled: its entry moves to when it next has work, or leaves the index when it has none.
     """
-    look = client.register_script(NEXT_LUA)
-    settle = client.register_script(SETTLE_LUA)
+    look = script(client, NEXT_LUA)
+    settle = script(client, SETTLE_LUA)
     now = now_ms()
     for members in shard_pages(client, channel.due_key, page, high=now - grace_ms):
         games: dict[str, list[str]] = {}

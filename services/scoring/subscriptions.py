@@ -56,6 +56,7 @@ from services.redis_store.keys import (
     subscription_recent_key,
     subscriptions_key,
 )
+from services.redis_store.scripts import script
 
 from . import delivery, process
 from .config import from_env
@@ -216,7 +217,7 @@ class SubscriptionDispatcher:
         self.owners = Owners(client)
         self.channel = SubscriptionChannel(client, self.owners)
         self.window_ms = int(window_s * 1000)
-        self._dispatch = client.register_script(DISPATCH_LUA)
+        self._dispatch = script(client, DISPATCH_LUA)
         # Each game's feed folded as far as its last dispatch: the next one reads and folds
         # only the moves since (without it a dispatch re-read and re-folded the game from
         # move 1: O(moves) per move; bench_notify measures both).

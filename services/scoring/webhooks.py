@@ -47,6 +47,7 @@ from services.redis_store.keys import (
     shard_of,
     split_hook_member,
 )
+from services.redis_store.scripts import script
 
 from . import delivery, process
 from .config import from_env
@@ -114,7 +115,7 @@ class Dispatcher:
         self.store = store
         self.window_ms = int(window_s * 1000)
         self.batch = max(1, batch)
-        self._dispatch = client.register_script(DISPATCH_LUA)
+        self._dispatch = script(client, DISPATCH_LUA)
 
     def dispatch(self, game_id: str) -> list[tuple[str, int]]:
         """Record the deliveries of every score event past each hook's progress; returns the

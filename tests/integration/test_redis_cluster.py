@@ -7,6 +7,8 @@ the query service, all with REDIS_URL=redis+cluster://…
 - a live game's slot migrated to another primary while it is played (CLUSTER SETSLOT
   IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE): every turn is accepted once, none lost,
   duplicated or refused (MOVED/ASK/TRYAGAIN followed by the clients);
+- a rate-limit check (a script naming two keys) while its slot is split by a migration for
+  longer than redis-py retries TRYAGAIN: it waits for the migration instead of failing;
 - live (SSE) streams of games on every primary, opened before the games are played: each
   gets every move and score event once, in order, then `end`.
 """
@@ -26,11 +28,15 @@ from typing import Any
 
 import pytest
 import redis
+from redis.crc import key_slot
+from redis.exceptions import ClusterError, TryAgainError
 
 from deploy.local.cluster import Cluster
 from deploy.local.demo import Game, choose, create_game
 from deploy.local.demo import call as http
 from eventstore.envelope import MOVES, SCORES
+from services.command.apikeys import KEYS, ApiKeys, bucket_key, key_hash
+from services.command.ratelimit import GATE_LUA, RateLimiter
 from services.redis_store import RedisEventStore, game_keys
 from services.redis_store.connect import connect
 from tests.integration.http_client import ROOT, gunicorn
@@ -150,6 +156,13 @@ def _node_id(node: redis.Redis) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
+def _start_migration(cluster: Cluster, slot: int, source: int, target: int) -> None:
+    """Mark `slot` as moving from the primary at `source` to the one at `target`."""
+    src, dst = cluster.node_client(source), cluster.node_client(target)
+    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", _node_id(src))
+    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", _node_id(dst))
+
+
 def _migrate_slot(
     cluster: Cluster, slot: int, source: int, target: int, between: Callable[[], None]
 ) -> None:
@@ -157,10 +170,8 @@ def _migrate_slot(
     calling `between()` after each batch (the game goes on while its keys are split: its
     append script, which names several of them, waits with TRYAGAIN until they are together
     again; single-key commands follow ASK)."""
-    src, dst = cluster.node_client(source), cluster.node_client(target)
-    src_id, dst_id = _node_id(src), _node_id(dst)
-    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
-    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+    src, dst_id = cluster.node_client(source), _node_id(cluster.node_client(target))
+    _start_migration(cluster, slot, source, target)
     for _ in range(1000):
         keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 2)
         if not keys:
@@ -218,6 +229,51 @@ def test_a_live_games_slot_migrated_while_it_is_played_loses_and_refuses_nothing
     assert played == len(statuses)  # each accepted turn once: none lost, none twice
     wait_scored(client, store, [game.game_id], timeout=60)
     _check_scored(suite, game.game_id)
+
+
+def test_a_script_call_while_its_slot_is_split_waits_for_the_migration_to_end(
+    redis_cluster_url: str,  # noqa: F811
+    redis_cluster: Cluster,  # noqa: F811
+) -> None:
+    """A rate-limit check names the API keys hash and the key's bucket (one slot). With the
+    bucket moved and the hash not yet, Redis answers TRYAGAIN; redis-py gives up after ~0.5 s,
+    so before `scripts.script` the check failed (a 503) during a resharding. The split is held
+    here for 1.5 s."""
+    client = connect(redis_cluster_url, role="test", max_connections=8)
+    _, key = ApiKeys(client).create("migrating")
+    limiter = RateLimiter(client, rate=100, burst=10)
+    assert limiter.check(key).allowed  # its bucket exists now
+    hashed = key_hash(key)
+    slot = key_slot(KEYS.encode())
+    source = redis_cluster.port_of_slot(slot)
+    target = next(p for p in redis_cluster.primary_ports() if p != source)
+    _start_migration(redis_cluster, slot, source, target)
+    src = redis_cluster.node_client(source)
+    src.execute_command("MIGRATE", redis_cluster.host, target, "", 0, 5000, "KEYS",
+                        bucket_key(hashed))  # fmt: skip
+    split = time.monotonic()
+    raw = client.register_script(GATE_LUA)  # redis-py alone: gives up while the slot is split
+    with pytest.raises((TryAgainError, ClusterError)):
+        raw(keys=[KEYS, bucket_key(hashed)], args=[hashed, "100.0", 10, 1])
+    outcome: dict[str, Any] = {}
+
+    def check() -> None:
+        try:
+            outcome["decision"] = limiter.check(key)
+        except BaseException as exc:  # reported by the test's thread
+            outcome["error"] = exc
+        outcome["at"] = time.monotonic()
+
+    checker = threading.Thread(target=check)
+    checker.start()
+    time.sleep(max(0.0, split + 1.5 - time.monotonic()))  # the split lasts 1.5 s: the scenario
+    assert checker.is_alive()  # still waiting for the migration, not failed
+    ended = time.monotonic()
+    _migrate_slot(redis_cluster, slot, source, target, lambda: None)  # the rest, then NODE
+    checker.join(timeout=10)
+    assert "error" not in outcome, outcome
+    assert outcome["decision"].allowed and outcome["at"] >= ended
+    assert redis_cluster.port_of_slot(slot) == target
 
 
 def test_live_streams_of_games_on_every_primary_get_every_event_once_in_order(
