@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from marshmallow import Schema, fields, validate
 
+from eventstore.score_stream import REVERTIBLE_KINDS
 from services.common.schemas import (
     FEATURES,
     Closed,
@@ -258,7 +259,7 @@ class RevertedScore(Closed):
     seq = fields.Integer(required=True, metadata={"description": "in the score stream"})
     move = fields.Integer(required=True, metadata={"description": "the TurnUndone's seq"})
     request = fields.Integer(required=True, metadata={"description": "the undo request"})
-    kind = fields.String(required=True, validate=validate.OneOf(["road", "city", "monastery"]))
+    kind = fields.String(required=True, validate=validate.OneOf(REVERTIBLE_KINDS))
     turn = fields.Integer(required=True, metadata={"description": "the scoring's turn"})
     tiles = fields.List(position(), required=True)
     points = fields.Integer(required=True)

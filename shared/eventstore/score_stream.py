@@ -31,6 +31,8 @@ from .schemas import register, to_engine, validate_payload
 
 FEATURE_SCORED, GAME_SCORED, SCORE_REVERTED = "FeatureScored", "GameScored", "ScoreReverted"
 
+REVERTIBLE_KINDS = ["road", "city", "monastery", "garden"]  # ScoreReverted's `kind`
+
 _PLAYER_INTS = fields.List(fields.Integer(strict=True), validate=validate.Length(2, 6))
 _POS = fields.List(fields.Integer(strict=True), validate=validate.Length(2, 2))
 
@@ -81,7 +83,9 @@ class ScoreRevertedV1(FastLoadSchema):
 
     move = fields.Integer(required=True, strict=True, validate=validate.Range(1))
     request = fields.Integer(required=True, strict=True, validate=validate.Range(1))
-    kind = fields.String(required=True, validate=validate.OneOf(["road", "city", "monastery"]))
+    # Any scoring an undoable placement can make: a completed feature (R6; a garden, R9.2)
+    # or the abbot taken back (R9.2). Not a farm: farms score only at the end, which stands.
+    kind = fields.String(required=True, validate=validate.OneOf(REVERTIBLE_KINDS))
     turn = fields.Integer(required=True, strict=True, validate=validate.Range(0))
     tiles = fields.List(_POS, required=True)
     points = fields.Integer(required=True, strict=True, validate=validate.Range(0))
