@@ -40,7 +40,7 @@ from carcassonne.ruleset import Ruleset
 from carcassonne.state import GameState
 from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import InMemoryEventStore
-from eventstore.schemas import to_engine
+from eventstore.schemas import to_engine, to_new
 from eventstore.score_stream import FEATURE_SCORED, SCORE_REVERTED
 from services.command.service import GameService
 from services.common.draws import draw_until_placeable
@@ -553,3 +553,10 @@ def test_undoing_any_placement_with_the_abbot_and_r10_6_restores_the_state_befor
             play(rng.choice(actions(state)))
     assert fold(log).snapshot() == state.snapshot()
     assert replay(record_from_events(log)).snapshot() == state.snapshot()
+    # The scoring worker scores the whole log: every score event it appends (a garden's or
+    # a recall's ScoreReverted too) passes the store's schemas, and its finals are the game's.
+    store = InMemoryEventStore()
+    store.append("g", MOVES, [to_new(e) for e in log], expected=0, command_id="log")
+    Scorer(store).catch_up("g")
+    final = store.read("g", SCORES)[-1]
+    assert final.type == "GameScored" and final.payload["final_scores"] == state.scores
