@@ -14,6 +14,7 @@ import secrets
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -57,6 +58,12 @@ EVENTS_READ = Counter(
     "carcassonne_events_read_total",
     "Move events read from the stream to catch a cached game state up (XRANGE entries)",
 )
+HINTS = Counter(
+    "carcassonne_hints_total",
+    "Hints answered, by level and whether the bot searched or a kept hint was sent",
+    ["level", "source"],
+)
+HINTS_KEPT = 1_024  # positions whose hints a process keeps (one search per position and level)
 
 
 def status_of(state: GameState) -> str:
@@ -293,6 +300,10 @@ class GameService:
         self._cache: dict[str, Cached] = {}
         self._cache_size = cache_size
         self._lock = threading.Lock()
+        # Hints already worked out, by (game, seq, level): an mcts hint holds this worker for
+        # up to HINT_THINK_MS, and a client asking again (or a thousand times) for the same
+        # position gets the same answer at once. Each position costs one search per level.
+        self._hints: OrderedDict[tuple[str, int, str], dict[str, Any]] = OrderedDict()
 
     # -- loading ----------------------------------------------------------------------
     def load(self, game_id: str, take: bool = False) -> Cached:
@@ -833,10 +844,18 @@ class GameService:
         value; only in a game whose ruleset allows hints, and only for the seat to move.
 
         The bot sees `player_view(state)` (no draw seed) and its generator is seeded by the
-        game and sequence, so the same position gets the same hint (greedy, random)."""
+        game and sequence, so the same position gets the same hint (greedy, random); a hint
+        worked out once is kept (`HINTS_KEPT` positions), so it is the same at every level
+        and asking again costs no search."""
         cached = self.load(game_id)
         seat = self.seat_of(cached, token)
         state = cached.state
+        key = (game_id, cached.seq, level)
+        with self._lock:
+            known = self._hints.get(key)
+        if known is not None and known["player"] == seat:
+            HINTS.labels(level, "kept").inc()
+            return dict(known)
         if not state.ruleset.hints:
             raise Forbidden(
                 "hints_disabled", "this game's ruleset does not allow hints (ruleset.hints)"
@@ -860,7 +879,7 @@ class GameService:
         else:
             choice = choose(level, player_view(state), f"hint:{game_id}:{cached.seq}", budget)
         x, y, rotation, meeple = choice.action
-        return {
+        hint = {
             "game_id": game_id,
             "seq": cached.seq,
             "player": seat,
@@ -874,6 +893,12 @@ class GameService:
             "playouts": choice.playouts,
             "think_ms": int((time.perf_counter() - started) * 1000),
         }
+        HINTS.labels(level, "searched").inc()
+        with self._lock:
+            self._hints[key] = hint
+            while len(self._hints) > HINTS_KEPT:
+                self._hints.popitem(last=False)
+        return dict(hint)
 
     # -- views ------------------------------------------------------------------------
     def turn_view(self, game_id: str) -> dict[str, Any]:

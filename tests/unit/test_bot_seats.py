@@ -179,6 +179,43 @@ def test_a_hint_is_a_legal_move_for_the_seat_to_move() -> None:
     assert result.events[0].type == "TilePlaced"
 
 
+def test_an_mcts_hint_is_searched_once_per_position_and_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An mcts hint holds a worker for its think time: asked again (or by a client that
+    hammers the endpoint) for the same position it is answered from what was kept, the same
+    move; the next position is searched anew; the seat not to move is still refused."""
+    import services.command.service as command_service
+
+    searches: list[str] = []
+
+    def counted(level: str, view: PlayerView, seed: str, budget: Any) -> Choice:
+        searches.append(seed)
+        return choose(level, view, seed, budget)
+
+    monkeypatch.setattr(command_service, "choose", counted)
+    monkeypatch.setattr(command_service, "HINTS_KEPT", 2)
+    service, _, _, _ = make()
+    game_id, seats = service.create_game(["ann", "bob"], Ruleset(hints=True), [0, 1])
+    first = service.hint(game_id, seats[0]["token"], "mcts", 200)
+    for _ in range(50):
+        assert service.hint(game_id, seats[0]["token"], "mcts", 200) == first
+    assert len(searches) == 1
+    service.hint(game_id, seats[0]["token"], "greedy", 200)  # another level: its own search
+    assert len(searches) == 2
+    with pytest.raises(GameError) as info:
+        service.hint(game_id, seats[1]["token"], "mcts", 200)
+    assert info.value.code == "not_your_turn"
+    service.play_turn(game_id, seats[0]["token"], first["x"], first["y"], first["rotation"], None)
+    after = service.hint(game_id, seats[1]["token"], "mcts", 200)
+    assert after["seq"] > first["seq"] and after["player"] == 1 and len(searches) == 3
+    # Bounded (HINTS_KEPT, 2 here): the oldest position's hint went first.
+    assert list(service._hints) == [
+        (game_id, first["seq"], "greedy"),
+        (game_id, after["seq"], "mcts"),
+    ]
+
+
 def test_a_resignation_that_passes_the_turn_to_a_bot_hands_it_over() -> None:
     service, _, _, handoff = make()
     game_id, seats = service.create_game(
