@@ -222,7 +222,10 @@ def cmd_duel(args: argparse.Namespace) -> int:
     progress = Progress(args.games)
     jobs = [(game, args) for game in range(args.games)]
     results: list[GameResult] = []
-    log = open(args.results, "a", encoding="utf-8") if args.results else None  # noqa: SIM115
+    try:  # before the first game: a long series must not fail at its first result
+        log = open(args.results, "a", encoding="utf-8") if args.results else None  # noqa: SIM115
+    except OSError as exc:
+        raise SystemExit(_fail(f"cannot write {args.results}: {exc.strerror}")) from exc
 
     def finished(result: GameResult) -> None:
         results.append(result)

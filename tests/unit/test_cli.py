@@ -320,3 +320,16 @@ def test_progress_bar_shows_the_count_and_the_time_left_on_a_terminal() -> None:
     quiet = io.StringIO()  # not a terminal: a log file stays clean
     cli.Progress(4, stream=quiet).update(4)
     assert quiet.getvalue() == ""
+
+
+def test_duel_refuses_a_results_file_it_cannot_write_before_playing(tmp_path, capsys):
+    """A long series must not stop at its first finished game: the file is opened first."""
+    for target in (tmp_path / "missing" / "games.jsonl", tmp_path):  # no folder; a folder
+        argv = ["duel", "--a", "random", "--b", "random", "--games", "2", "--results"]
+        assert run([*argv, str(target)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"carcassonne: cannot write {target}: ")
+    written = tmp_path / "games.jsonl"
+    assert run(["duel", "--a", "random", "--b", "random", "--games", "2", "--json",
+                "--results", str(written)]) == 0  # fmt: skip
+    assert len(written.read_text(encoding="utf-8").splitlines()) == 2
