@@ -33,7 +33,7 @@ from services.redis_store.bot_index import QUEUE, TASK, drop, due_games, secrets
 from services.redis_store.connect import broker_url, shared_client
 
 from .config import from_env
-from .player import GONE, HUMAN, OVER, PLAYED, BotPlayer
+from .player import GONE, HUMAN, OVER, PLAYED, WAITING, BotPlayer
 
 log = logging.getLogger(__name__)
 settings = from_env()
@@ -70,6 +70,7 @@ def player() -> BotPlayer:
                 lambda game_id: secrets_of(client, game_id),
                 max_think_ms=settings["MAX_THINK_MS"],
                 notify_ms=settings["NOTIFY_MS"],
+                undo_grace_ms=int(settings["UNDO_GRACE_SECONDS"] * 1000),
             )
         return _player
 
@@ -109,6 +110,9 @@ def play(game_id: str) -> str:
         drop(client, game_id)
     elif done.kind == HUMAN:
         _human_next(client, game_id, done.due_ms)
+    elif done.kind == WAITING:  # a human may still undo their placement: play after that
+        assert done.due_ms is not None
+        _play_at(client, game_id, done.due_ms, grace_ms)
     elif done.kind == PLAYED:
         assert done.choice is not None
         TURNS.labels(done.level).inc()
@@ -130,6 +134,23 @@ def play(game_id: str) -> str:
         else:  # a human's turn, or the game is over: the next step is not ours
             _human_next(client, game_id, done.due_ms)
     return done.kind
+
+
+# The longest a task is held back by the broker (an ETA): well inside the visibility timeout,
+# after which the broker would hand a held task out a second time. Longer waits (an undo
+# request's deadline, UNDO_SECONDS) are left to the sweep.
+MAX_COUNTDOWN_SECONDS = 30.0
+
+
+def _play_at(client: Any, game_id: str, at_ms: int, grace_ms: int) -> None:
+    """Play the game's bot turn at `at_ms`: a task held until then if that is soon, and the
+    sweep's entry just after it in any case (a lost task is sent again)."""
+    set_due(client, game_id, at_ms + grace_ms)
+    wait = max(0.0, (at_ms - _now_ms()) / 1000)
+    if wait <= MAX_COUNTDOWN_SECONDS:
+        play.apply_async((game_id,), queue=QUEUE, countdown=wait)
+    else:
+        set_due(client, game_id, at_ms)
 
 
 def _human_next(client: Any, game_id: str, deadline_ms: int | None) -> None:

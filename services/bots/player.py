@@ -21,8 +21,8 @@ from typing import Any
 from carcassonne.bots import Budget, Choice, choose, hand_views, player_view
 from carcassonne.events import PlayTurn
 from carcassonne.game import command_for_action, decide
-from carcassonne.state import PLACE
-from eventstore.envelope import MOVES
+from carcassonne.state import PLACE, GameState
+from eventstore.envelope import MOVES, StoredEvent
 from eventstore.errors import ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine, to_new
@@ -31,6 +31,7 @@ from services.redis_store.bot_index import bot_seats
 
 # What a call found or did (the task decides what happens to the game's sweep entry).
 PLAYED, HUMAN, OVER, GONE, RACED = "played", "human", "over", "gone", "raced"
+WAITING = "waiting"  # a human may still take back their last placement: play at `due_ms`
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,42 @@ class Outcome:
     choice: Choice | None = None
     think_ms: int = 0
     level: str = ""
-    due_ms: int | None = None  # a human's turn limit runs out then (None: no limit)
+    due_ms: int | None = None  # a human's turn limit runs out then; WAITING: play then
 
 
 def command_id(game_id: str, seq: int) -> str:
     """The bot turn's idempotency key: the game and the sequence it was decided at."""
     return f"bot:{game_id}:{seq}"
+
+
+def undo_wait(
+    state: GameState,
+    stored: list[StoredEvent],
+    bots: list[dict[str, Any] | None],
+    grace_ms: int,
+    now_ms: int,
+) -> int | None:
+    """Until when (Unix ms) the bot to move leaves a human's last placement undoable, or None
+    to play now (docs/undo.md, "Bot seats").
+
+    A bot's placement closes the window in which the player who placed last may take it
+    back, and a bot replies in milliseconds: against bots a human could never undo. So,
+    while that placement may still be undone (`undo_point`) and it was a human's, the bot
+    waits `grace_ms` from its append; and while an undo request of it waits for another
+    human's answer (`consent`), until the request's deadline (placing would refuse it)."""
+    if state.undo_point is None:
+        return None  # undo is off, or the last placement stands already
+    placer = state.undo_point.current
+    if placer < len(bots) and bots[placer] is not None:
+        return None  # a bot's own placement: bots never ask
+    request = state.undo
+    if request is not None and request.refused_by is None and request.deadline_ms is not None:
+        return request.deadline_ms if request.deadline_ms > now_ms else None
+    placed = next((e for e in reversed(stored) if e.type == "TilePlaced"), None)
+    if placed is None or grace_ms <= 0:
+        return None
+    ends = placed.time_ms + grace_ms
+    return ends if ends > now_ms else None
 
 
 class BotPlayer:
@@ -64,10 +95,14 @@ class BotPlayer:
         max_think_ms: int = 10_000,
         notify_ms: int = 2_000,
         policy: Callable[..., Choice] = choose,
+        undo_grace_ms: int = 0,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.store, self.secrets, self.clock = store, secrets, clock
         self.max_think_ms, self.notify_ms = max_think_ms, notify_ms
         self.policy = policy  # `carcassonne.bots.choose`; a test may wrap it to see its input
+        self.undo_grace_ms = undo_grace_ms  # see `undo_wait`
+        self.wall = wall  # Unix seconds, the clock the store stamps events with
 
     def play(self, game_id: str, on_think: Callable[[int], None] | None = None) -> Outcome:
         """Play the turn to move if a bot holds it; `on_think(ms)` is told before thinking."""
@@ -88,6 +123,9 @@ class BotPlayer:
             # With a turn limit, the human's turn may time out and pass to a bot without
             # anyone sending the task: the sweep should look again just after the deadline.
             return Outcome(HUMAN, seq, due_ms=state.deadline_ms)
+        wait = undo_wait(state, stored, bots, self.undo_grace_ms, int(self.wall() * 1000))
+        if wait is not None:
+            return Outcome(WAITING, seq, due_ms=wait)
         think_ms = min(int(bot.get("think_ms") or 0), self.max_think_ms)
         if on_think is not None:
             on_think(think_ms)

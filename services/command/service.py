@@ -770,6 +770,8 @@ class GameService:
                 self.keep(game_id, cached.advanced(state, result.last_seq, events))
             if result.notify and self.notify is not None:
                 self.notify(game_id)  # an undo may revert scores: the worker follows
+            # A refused undo lets a bot to move play now (it waited for the answer).
+            self._hand_to_bot(game_id, cached.secrets, state)
             return TurnResult(stored, state, result.last_seq)
         raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
 

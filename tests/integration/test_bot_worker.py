@@ -137,6 +137,39 @@ def test_a_human_plays_a_bot_over_http_and_asks_for_hints(
     assert (status, refused["code"]) == (422, "invalid_query")
 
 
+def test_against_a_bot_a_human_can_still_undo_and_the_bot_replies_after_the_grace(
+    redis_url: str, redis_client: redis.Redis, command: str
+) -> None:
+    """docs/undo.md: the bot waits UNDO_GRACE_SECONDS (2 here) after a human's placement in
+    a game with undo, so the human can take it back (before, a greedy bot closed the window
+    within milliseconds); then it plays, once."""
+    status, created = call(command, "POST", "/games", {
+        "players": [{"name": "ann"}, {"name": "robot", "bot": "greedy"}],
+        "ruleset": {"tileset": "demo", "undo": "free"},
+        "seat_order": [0, 1],
+    })  # fmt: skip
+    assert status == 201, created
+    game_id, token = created["game_id"], created["players"][0]["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    store = RedisEventStore(redis_client)
+    env = celery_env(redis_url, **BOT_ENV, UNDO_GRACE_SECONDS="2")
+    with running(worker(env, "bots-undo", concurrency=1, pool="prefork", queues="bots",
+                        app=BOTS_APP)):  # fmt: skip
+        spot = call(command, "GET", f"/games/{game_id}/turn")[1]["placements"][0]
+        turn = {"x": spot["x"], "y": spot["y"], "rotation": spot["rotation"], "meeple": None}
+        status, played = call(command, "POST", f"/games/{game_id}/turns", turn, auth)
+        assert status == 200, played
+        status, undone = call(command, "POST", f"/games/{game_id}/undo", {}, auth)
+        assert status == 200, undone
+        assert "TurnUndone" in [e["type"] for e in undone["events"]]
+        assert call(command, "GET", f"/games/{game_id}/turn")[1]["player"] == 0
+        play_then_await_the_bot(command, game_id, turn, auth)
+    ann, robot = placed(store, game_id)[-2:]
+    assert (ann.payload["player"], robot.payload["player"]) == (0, 1)
+    assert robot.time_ms - ann.time_ms >= 2_000  # it waited out the grace
+    assert len(placed(store, game_id)) == 3  # ann's undone placement, ann's, the bot's
+
+
 def test_a_bot_plays_a_hand_game_and_hints_name_a_tile_of_the_hand(
     redis_url: str, command: str
 ) -> None:

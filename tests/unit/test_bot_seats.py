@@ -14,7 +14,7 @@ from carcassonne.ruleset import Ruleset
 from eventstore.envelope import MOVES
 from eventstore.port import InMemoryEventStore
 from eventstore.schemas import to_engine
-from services.bots.player import GONE, HUMAN, OVER, PLAYED, RACED, BotPlayer, command_id
+from services.bots.player import GONE, HUMAN, OVER, PLAYED, RACED, WAITING, BotPlayer, command_id
 from services.command.service import GameService, MemorySecrets
 
 GREEDY = {"level": "greedy", "think_ms": 1}
@@ -291,3 +291,71 @@ def test_in_a_free_undo_game_a_bot_is_not_asked() -> None:
     _placed_by_ann(service, game_id, seats[0]["token"])
     result = service.request_undo(game_id, seats[0]["token"])
     assert [e.type for e in result.events][:2] == ["UndoRequested", "TurnUndone"]
+
+
+def _placed_at(store: InMemoryEventStore, game_id: str) -> int:
+    """When the last placement was appended (Unix ms, the store's stamp)."""
+    return next(e.time_ms for e in reversed(store.read(game_id, MOVES)) if e.type == "TilePlaced")
+
+
+def test_a_bot_waits_before_it_closes_a_humans_window_to_undo() -> None:
+    """docs/undo.md: a bot's placement closes the window in which the human who placed last
+    may undo, and a bot replies in milliseconds. In a game with undo it waits the grace
+    after a human's placement; an undo meanwhile gives the turn back to the human, and the
+    bot plays once the grace is over. After its own placements, and in games without undo,
+    a bot does not wait."""
+    now = [0]
+    for mode in ("free", "off"):
+        service, store, secrets, _ = make()
+        game_id, seats = service.create_game(
+            ["ann", "bot"], Ruleset(undo=mode), [0, 1], None, bots=[None, GREEDY]
+        )
+        bots = player(store, secrets, undo_grace_ms=3_000, wall=lambda: now[0] / 1000)
+        _placed_by_ann(service, game_id, seats[0]["token"])
+        placed = _placed_at(store, game_id)
+        now[0] = placed + 1_000
+        before = store.last_seq(game_id, MOVES)
+        done = bots.play(game_id)
+        if mode == "off":
+            assert done.kind == PLAYED  # nothing to wait for
+            continue
+        assert (done.kind, done.due_ms) == (WAITING, placed + 3_000)
+        assert store.last_seq(game_id, MOVES) == before  # nothing appended
+        service.request_undo(game_id, seats[0]["token"])  # within the grace: granted
+        assert bots.play(game_id).kind == HUMAN  # ann's turn again
+        _placed_by_ann(service, game_id, seats[0]["token"])
+        now[0] = _placed_at(store, game_id) + 3_000
+        assert bots.play(game_id).kind == PLAYED  # the grace is over
+        with pytest.raises(GameError) as info:
+            service.request_undo(game_id, seats[0]["token"])
+        assert info.value.code == "undo_not_allowed"
+    service, store, secrets, _ = make()
+    game_id, _ = service.create_game(
+        ["bot a", "bot b"], Ruleset(undo="free"), [0, 1], None, bots=[GREEDY, RANDOM]
+    )
+    bots = player(store, secrets, undo_grace_ms=3_000, wall=lambda: now[0] / 1000)
+    for _ in range(3):  # a bot's own placement: the next bot plays at once
+        now[0] = max(now[0], max(e.time_ms for e in store.read(game_id, MOVES)))
+        assert bots.play(game_id).kind == PLAYED
+
+
+def test_a_bot_waits_for_a_pending_undo_request_and_plays_once_it_is_refused() -> None:
+    """`consent`: while ann's request waits for bob, the bot to move waits until the
+    request's deadline (its placement would refuse the request for it, though bots accept);
+    bob's refusal hands the turn to the bot at once."""
+    now = [0]
+    service, store, secrets, handoff = make(undo_seconds=60)
+    game_id, seats = service.create_game(
+        ["ann", "bot", "bob"], Ruleset(undo="consent"), [0, 1, 2], None, bots=[None, GREEDY, None]
+    )
+    bots = player(store, secrets, undo_grace_ms=3_000, wall=lambda: now[0] / 1000)
+    _placed_by_ann(service, game_id, seats[0]["token"])
+    asked = service.request_undo(game_id, seats[0]["token"])
+    request = asked.events[0].payload
+    now[0] = _placed_at(store, game_id) + 10_000  # the grace is over; the request is not
+    done = bots.play(game_id)
+    assert (done.kind, done.due_ms) == (WAITING, request["deadline_ms"])
+    called = len(handoff.called)
+    service.answer_undo(game_id, seats[2]["token"], request["request"], False)
+    assert len(handoff.called) == called + 1  # the refusal sent the bot task
+    assert bots.play(game_id).kind == PLAYED
