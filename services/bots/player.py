@@ -32,6 +32,7 @@ from services.redis_store.bot_index import bot_seats
 # What a call found or did (the task decides what happens to the game's sweep entry).
 PLAYED, HUMAN, OVER, GONE, RACED = "played", "human", "over", "gone", "raced"
 WAITING = "waiting"  # a human may still take back their last placement: play at `due_ms`
+TURN_MARGIN_MS = 5_000  # a waiting bot still plays this long before its turn limit, plus think
 
 
 @dataclass(frozen=True)
@@ -68,19 +69,25 @@ def undo_wait(
     back, and a bot replies in milliseconds: against bots a human could never undo. So,
     while that placement may still be undone (`undo_point`) and it was a human's, the bot
     waits `grace_ms` from its append; and while an undo request of it waits for another
-    human's answer (`consent`), until the request's deadline (placing would refuse it)."""
+    human's answer (`consent`), until the request's deadline (placing would refuse it).
+    Never past `TURN_MARGIN_MS` before the bot's own turn limit (`turn_seconds`), with its
+    think time: waiting must not make the bot's turn time out."""
     if state.undo_point is None:
         return None  # undo is off, or the last placement stands already
     placer = state.undo_point.current
     if placer < len(bots) and bots[placer] is not None:
         return None  # a bot's own placement: bots never ask
     request = state.undo
-    if request is not None and request.refused_by is None and request.deadline_ms is not None:
-        return request.deadline_ms if request.deadline_ms > now_ms else None
     placed = next((e for e in reversed(stored) if e.type == "TilePlaced"), None)
-    if placed is None or grace_ms <= 0:
+    if request is not None and request.refused_by is None and request.deadline_ms is not None:
+        ends = request.deadline_ms
+    elif placed is not None and grace_ms > 0:
+        ends = placed.time_ms + grace_ms
+    else:
         return None
-    ends = placed.time_ms + grace_ms
+    bot = bots[state.current] if state.current < len(bots) else None
+    if state.deadline_ms is not None and bot is not None:
+        ends = min(ends, state.deadline_ms - int(bot.get("think_ms") or 0) - TURN_MARGIN_MS)
     return ends if ends > now_ms else None
 
 

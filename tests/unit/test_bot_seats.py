@@ -359,3 +359,31 @@ def test_a_bot_waits_for_a_pending_undo_request_and_plays_once_it_is_refused() -
     service.answer_undo(game_id, seats[2]["token"], request["request"], False)
     assert len(handoff.called) == called + 1  # the refusal sent the bot task
     assert bots.play(game_id).kind == PLAYED
+
+
+def test_a_waiting_bot_still_plays_before_its_own_turn_limit() -> None:
+    """With a turn limit (`turn_seconds`) shorter than the undo request's deadline, the bot
+    waits only until its turn limit less its think time and a margin: waiting never makes
+    its own turn time out."""
+    from services.bots.player import TURN_MARGIN_MS
+
+    now = [0]
+    service, store, secrets, _ = make(undo_seconds=120)
+    game_id, seats = service.create_game(
+        ["ann", "bot", "bob"],
+        Ruleset(undo="consent", turn_seconds=30),
+        [0, 1, 2],
+        None,
+        bots=[None, GREEDY, None],
+    )
+    bots = player(store, secrets, undo_grace_ms=3_000, wall=lambda: now[0] / 1000)
+    _placed_by_ann(service, game_id, seats[0]["token"])
+    asked = service.request_undo(game_id, seats[0]["token"])
+    deadline = service.load(game_id).state.deadline_ms  # the bot's turn limit
+    assert deadline is not None and asked.events[0].payload["deadline_ms"] > deadline
+    now[0] = _placed_at(store, game_id) + 5_000
+    done = bots.play(game_id)
+    think = int(str(GREEDY["think_ms"]))
+    assert (done.kind, done.due_ms) == (WAITING, deadline - think - TURN_MARGIN_MS)
+    now[0] = deadline - TURN_MARGIN_MS
+    assert bots.play(game_id).kind == PLAYED  # the request is still open: the bot refuses it
