@@ -136,21 +136,28 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_simulate(args: argparse.Namespace) -> int:
-    """Play random legal games and report throughput."""
-    if args.ruleset is not None:
-        try:
-            data = json.loads(args.ruleset)
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            return _fail("--ruleset must be a JSON object, e.g. '{\"hole_extra_turn\": true}'")
-        # The recorded ruleset as a whole: keys it leaves out take the ruleset's defaults.
-        ruleset = Ruleset.from_dict(data)
-    else:
-        ruleset = Ruleset(
+def _ruleset(args: argparse.Namespace) -> Ruleset:
+    """`--ruleset` (the whole ruleset as recorded JSON) or the --tileset, --farm-scoring and
+    --no-farmers options."""
+    if args.ruleset is None:
+        return Ruleset(
             tileset=args.tileset, farmers=not args.no_farmers, farm_scoring=args.farm_scoring
         )
+    try:
+        data = json.loads(args.ruleset)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise SystemExit(
+            _fail("--ruleset must be a JSON object, e.g. '{\"hole_extra_turn\": true}'")
+        )
+    # The recorded ruleset as a whole: keys it leaves out take the ruleset's defaults.
+    return Ruleset.from_dict(data)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Play random legal games and report throughput."""
+    ruleset = _ruleset(args)
     rng = random.Random(args.seed)
     progress = Progress(args.games)
     times = []
@@ -203,15 +210,12 @@ def _duel_game(job: tuple[int, argparse.Namespace]) -> GameResult:
         think_ms=args.think_ms,
         clock=clock if args.think_ms is not None else None,
     )
-    ruleset = Ruleset(
-        tileset=args.tileset, farmers=not args.no_farmers, farm_scoring=args.farm_scoring
-    )
     return play_duel_game(
         game,
         args.seed,
         (args.a, args.b),
         args.players,
-        ruleset,
+        args.rules,
         (budget, budget),
         clock,
     )
@@ -219,6 +223,9 @@ def _duel_game(job: tuple[int, argparse.Namespace]) -> GameResult:
 
 def cmd_duel(args: argparse.Namespace) -> int:
     """Play bot A against bot B and print wins, draws and the score difference with 95 % CIs."""
+    args.rules = _ruleset(args)
+    if args.rules.hand > 1:
+        return _fail('duel: games with a hand (R10.3) are not supported; leave out "hand"')
     progress = Progress(args.games)
     jobs = [(game, args) for game in range(args.games)]
     results: list[GameResult] = []
@@ -373,6 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
     duel.add_argument("--tileset", choices=sorted(TILESETS), default="base")
     duel.add_argument("--farm-scoring", choices=FARM_EDITIONS, default="3rd")
     duel.add_argument("--no-farmers", action="store_true")
+    duel.add_argument(
+        "--ruleset",
+        default=None,
+        help="the whole ruleset as recorded JSON (replaces --tileset, --farm-scoring and "
+        '--no-farmers), e.g. \'{"river": true, "abbot": true, "tile_edition": "2nd"}\'',
+    )
     duel.add_argument("--json", action="store_true", help="print one JSON line")
     duel.add_argument(
         "--results", metavar="FILE", default=None, help="append one JSON line per game as it ends"

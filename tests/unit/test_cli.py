@@ -333,3 +333,19 @@ def test_duel_refuses_a_results_file_it_cannot_write_before_playing(tmp_path, ca
     assert run(["duel", "--a", "random", "--b", "random", "--games", "2", "--json",
                 "--results", str(written)]) == 0  # fmt: skip
     assert len(written.read_text(encoding="utf-8").splitlines()) == 2
+
+
+def test_duel_plays_the_ruleset_given_and_refuses_hand_games(tmp_path, capsys):
+    """`--ruleset` as simulate takes it: with the river (12 more tiles, R9.1) and the abbot
+    each game has more than the base set's 71 turns; a hand game (R10.3) is refused."""
+    results = tmp_path / "river.jsonl"
+    rules = '{"river": true, "abbot": true, "tile_edition": "2nd"}'
+    argv = ["duel", "--a", "greedy", "--b", "random", "--games", "2", "--json"]
+    assert run([*argv, "--ruleset", rules, "--results", str(results)]) == 0
+    assert json.loads(capsys.readouterr().out)["games"] == 2
+    for line in results.read_text(encoding="utf-8").splitlines():
+        assert sum(json.loads(line)["moves"]) > 71
+    assert run([*argv, "--ruleset", '{"hand": 3}']) == 2
+    assert "hand (R10.3)" in capsys.readouterr().err
+    assert run([*argv, "--ruleset", "[1]"]) == 2
+    assert "must be a JSON object" in capsys.readouterr().err
