@@ -170,6 +170,48 @@ def test_against_a_bot_a_human_can_still_undo_and_the_bot_replies_after_the_grac
     assert len(placed(store, game_id)) == 3  # ann's undone placement, ann's, the bot's
 
 
+def test_a_bot_waiting_out_the_undo_grace_plays_once_after_its_worker_is_killed(
+    redis_url: str, redis_client: redis.Redis, command: str
+) -> None:
+    """The bot's wait is a task held by the worker until the grace is over (a countdown).
+    The worker is SIGKILLed while it holds it: the broker hands the task out again (late
+    acknowledgement) and the sweep re-sends it; the bot plays once, after the grace (a second
+    copy finds ann to move, or its turn's command id taken: it appends nothing)."""
+    status, created = call(command, "POST", "/games", {
+        "players": [{"name": "ann"}, {"name": "robot", "bot": "greedy"}],
+        "ruleset": {"tileset": "demo", "undo": "free"},
+        "seat_order": [0, 1],
+    })  # fmt: skip
+    assert status == 201, created
+    game_id, token = created["game_id"], created["players"][0]["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    store = RedisEventStore(redis_client)
+    env = celery_env(redis_url, **BOT_ENV, UNDO_GRACE_SECONDS="3")
+    first = worker(env, "bots-held", concurrency=1, pool="prefork", queues="bots", app=BOTS_APP)
+    with running(first, beat(env, app=BOTS_APP)):
+        spot = call(command, "GET", f"/games/{game_id}/turn")[1]["placements"][0]
+        turn = {"x": spot["x"], "y": spot["y"], "rotation": spot["rotation"], "meeple": None}
+        status, played = call(command, "POST", f"/games/{game_id}/turns", turn, auth)
+        assert status == 200, played
+
+        def holding() -> bool:  # it answered "waiting" and holds the countdown task
+            log = first.log.read_text(errors="replace")
+            return "'waiting'" in log and log.count("received") >= 2
+
+        wait_until("the worker holds the bot's task", holding, timeout=30)
+        assert len(placed(store, game_id)) == 1  # only ann's
+        first.kill()
+        second = worker(env, "bots-after", concurrency=1, pool="prefork", queues="bots",
+                        app=BOTS_APP).start("ready.")  # fmt: skip
+        try:
+            wait_until("the bot has moved", lambda: len(placed(store, game_id)) >= 2, timeout=60)
+        finally:
+            second.stop()
+    ann, robot = placed(store, game_id)
+    assert robot.time_ms - ann.time_ms >= 3_000
+    assert robot.command_id == f"bot:{game_id}:{robot.seq - 1}"
+
+
 def test_a_bot_plays_a_hand_game_and_hints_name_a_tile_of_the_hand(
     redis_url: str, command: str
 ) -> None:
