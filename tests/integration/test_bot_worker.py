@@ -32,9 +32,25 @@ def command(redis_url: str) -> Iterator[str]:
         yield base
 
 
-def bot_worker(redis_url: str, name: str) -> Process:
-    env = celery_env(redis_url, **BOT_ENV)
+def bot_worker(redis_url: str, name: str, **settings: str) -> Process:
+    env = celery_env(redis_url, **BOT_ENV, **settings)
     return worker(env, name, concurrency=1, pool="prefork", queues="bots", app=BOTS_APP)
+
+
+def undo_game_against_greedy(command: str) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A `free` undo game, ann (seat 0) against a greedy bot: its id, ann's Authorization
+    header and a turn body for ann's first placement."""
+    status, created = call(command, "POST", "/games", {
+        "players": [{"name": "ann"}, {"name": "robot", "bot": "greedy"}],
+        "ruleset": {"tileset": "demo", "undo": "free"},
+        "seat_order": [0, 1],
+    })  # fmt: skip
+    assert status == 201, created
+    game_id = created["game_id"]
+    auth = {"Authorization": f"Bearer {created['players'][0]['token']}"}
+    spot = call(command, "GET", f"/games/{game_id}/turn")[1]["placements"][0]
+    turn = {"x": spot["x"], "y": spot["y"], "rotation": spot["rotation"], "meeple": None}
+    return game_id, auth, turn
 
 
 def wait_until(what: str, check: Any, timeout: float = 90) -> Any:
@@ -143,20 +159,9 @@ def test_against_a_bot_a_human_can_still_undo_and_the_bot_replies_after_the_grac
     """docs/undo.md: the bot waits UNDO_GRACE_SECONDS (2 here) after a human's placement in
     a game with undo, so the human can take it back (before, a greedy bot closed the window
     within milliseconds); then it plays, once."""
-    status, created = call(command, "POST", "/games", {
-        "players": [{"name": "ann"}, {"name": "robot", "bot": "greedy"}],
-        "ruleset": {"tileset": "demo", "undo": "free"},
-        "seat_order": [0, 1],
-    })  # fmt: skip
-    assert status == 201, created
-    game_id, token = created["game_id"], created["players"][0]["token"]
-    auth = {"Authorization": f"Bearer {token}"}
+    game_id, auth, turn = undo_game_against_greedy(command)
     store = RedisEventStore(redis_client)
-    env = celery_env(redis_url, **BOT_ENV, UNDO_GRACE_SECONDS="2")
-    with running(worker(env, "bots-undo", concurrency=1, pool="prefork", queues="bots",
-                        app=BOTS_APP)):  # fmt: skip
-        spot = call(command, "GET", f"/games/{game_id}/turn")[1]["placements"][0]
-        turn = {"x": spot["x"], "y": spot["y"], "rotation": spot["rotation"], "meeple": None}
+    with running(bot_worker(redis_url, "bots-undo", UNDO_GRACE_SECONDS="2")):
         status, played = call(command, "POST", f"/games/{game_id}/turns", turn, auth)
         assert status == 200, played
         status, undone = call(command, "POST", f"/games/{game_id}/undo", {}, auth)
@@ -177,20 +182,11 @@ def test_a_bot_waiting_out_the_undo_grace_plays_once_after_its_worker_is_killed(
     The worker is SIGKILLed while it holds it: the broker hands the task out again (late
     acknowledgement) and the sweep re-sends it; the bot plays once, after the grace (a second
     copy finds ann to move, or its turn's command id taken: it appends nothing)."""
-    status, created = call(command, "POST", "/games", {
-        "players": [{"name": "ann"}, {"name": "robot", "bot": "greedy"}],
-        "ruleset": {"tileset": "demo", "undo": "free"},
-        "seat_order": [0, 1],
-    })  # fmt: skip
-    assert status == 201, created
-    game_id, token = created["game_id"], created["players"][0]["token"]
-    auth = {"Authorization": f"Bearer {token}"}
+    game_id, auth, turn = undo_game_against_greedy(command)
     store = RedisEventStore(redis_client)
-    env = celery_env(redis_url, **BOT_ENV, UNDO_GRACE_SECONDS="3")
-    first = worker(env, "bots-held", concurrency=1, pool="prefork", queues="bots", app=BOTS_APP)
-    with running(first, beat(env, app=BOTS_APP)):
-        spot = call(command, "GET", f"/games/{game_id}/turn")[1]["placements"][0]
-        turn = {"x": spot["x"], "y": spot["y"], "rotation": spot["rotation"], "meeple": None}
+    grace = {"UNDO_GRACE_SECONDS": "3"}
+    first = bot_worker(redis_url, "bots-held", **grace)
+    with running(first, beat(celery_env(redis_url, **BOT_ENV, **grace), app=BOTS_APP)):
         status, played = call(command, "POST", f"/games/{game_id}/turns", turn, auth)
         assert status == 200, played
 
@@ -201,8 +197,7 @@ def test_a_bot_waiting_out_the_undo_grace_plays_once_after_its_worker_is_killed(
         wait_until("the worker holds the bot's task", holding, timeout=30)
         assert len(placed(store, game_id)) == 1  # only ann's
         first.kill()
-        second = worker(env, "bots-after", concurrency=1, pool="prefork", queues="bots",
-                        app=BOTS_APP).start("ready.")  # fmt: skip
+        second = bot_worker(redis_url, "bots-after", **grace).start("ready.")
         try:
             wait_until("the bot has moved", lambda: len(placed(store, game_id)) >= 2, timeout=60)
         finally:
