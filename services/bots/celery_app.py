@@ -145,9 +145,9 @@ MAX_COUNTDOWN_SECONDS = 30.0
 def _play_at(client: Any, game_id: str, at_ms: int, grace_ms: int) -> None:
     """Play the game's bot turn at `at_ms`: a task held until then if that is soon, and the
     sweep's entry just after it in any case (a lost task is sent again)."""
-    set_due(client, game_id, at_ms + grace_ms)
     wait = max(0.0, (at_ms - _now_ms()) / 1000)
     if wait <= MAX_COUNTDOWN_SECONDS:
+        set_due(client, game_id, at_ms + grace_ms)  # the held task's turn: not sent again
         play.apply_async((game_id,), queue=QUEUE, countdown=wait)
     else:
         set_due(client, game_id, at_ms)

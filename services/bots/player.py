@@ -78,10 +78,10 @@ def undo_wait(
     if placer < len(bots) and bots[placer] is not None:
         return None  # a bot's own placement: bots never ask
     request = state.undo
-    placed = next((e for e in reversed(stored) if e.type == "TilePlaced"), None)
     if request is not None and request.refused_by is None and request.deadline_ms is not None:
         ends = request.deadline_ms
-    elif placed is not None and grace_ms > 0:
+    elif grace_ms > 0:
+        placed = next(e for e in reversed(stored) if e.type == "TilePlaced")  # the undoable one
         ends = placed.time_ms + grace_ms
     else:
         return None

@@ -199,9 +199,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _duel_game(job: tuple[int, argparse.Namespace]) -> GameResult:
+def _duel_game(job: tuple[int, argparse.Namespace, Ruleset]) -> GameResult:
     """One game of a duel (module level: `--jobs` sends it to worker processes)."""
-    game, args = job
+    game, args, ruleset = job
     # `--clock cpu`: this process's CPU time, so a move's think time does not shrink when
     # other work shares the machine (each `--jobs` worker reads its own).
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -215,7 +215,7 @@ def _duel_game(job: tuple[int, argparse.Namespace]) -> GameResult:
         args.seed,
         (args.a, args.b),
         args.players,
-        args.rules,
+        ruleset,
         (budget, budget),
         clock,
     )
@@ -223,16 +223,16 @@ def _duel_game(job: tuple[int, argparse.Namespace]) -> GameResult:
 
 def cmd_duel(args: argparse.Namespace) -> int:
     """Play bot A against bot B and print wins, draws and the score difference with 95 % CIs."""
-    args.rules = _ruleset(args)
-    if args.rules.hand > 1:
+    ruleset = _ruleset(args)
+    if ruleset.hand > 1:
         return _fail('duel: games with a hand (R10.3) are not supported; leave out "hand"')
     progress = Progress(args.games)
-    jobs = [(game, args) for game in range(args.games)]
+    jobs = [(game, args, ruleset) for game in range(args.games)]
     results: list[GameResult] = []
     try:  # before the first game: a long series must not fail at its first result
         log = open(args.results, "a", encoding="utf-8") if args.results else None  # noqa: SIM115
     except OSError as exc:
-        raise SystemExit(_fail(f"cannot write {args.results}: {exc.strerror}")) from exc
+        return _fail(f"cannot write {args.results}: {exc.strerror}")
 
     def finished(result: GameResult) -> None:
         results.append(result)
