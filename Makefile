@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run run-cluster demo test bench lint openapi clean
+.PHONY: install run run-cluster demo test test-fast bench lint openapi clean
 
 install: $(STAMP)
 
@@ -28,8 +28,15 @@ run-cluster: install
 demo: install
 	$(PY) deploy/local/demo.py $(DEMO_ARGS)
 
+# The whole suite on TEST_WORKERS pytest-xdist workers: the tests mostly wait on real processes,
+# so more workers than cores pays (tests/conftest.py: one group per module, slow ones first).
+TEST_WORKERS ?= 4
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
+
+# The edit-run loop: the unit tests and one game over HTTP scored by a real worker.
+test-fast: install
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not integration or smoke" $(PYTEST_ARGS)
 
 # Every benchmark runs even when an earlier one missed a target; any miss fails `make bench`.
 BENCHES := engine redis_client command scoring thirdparty live proxy webhooks notify indexes hotspots instances cluster board page bots lifecycle

@@ -1,13 +1,31 @@
-"""Shared fixtures: a private redis-server on a free port (never the machine's own Redis)."""
+"""Shared fixtures: a private redis-server on a free port (never the machine's own Redis), and
+how the suite is split and ordered.
+
+Markers (pyproject.toml):
+- `integration`: every test under tests/integration and tests/contract (real processes);
+  given here, by folder.
+- `smoke`: the thin integration check `make test-fast` keeps (a game over HTTP, scored).
+- `slow`: fault injection and soak (SIGKILL, outages, failover, slot migration, whole suites).
+
+`make test` runs everything with pytest-xdist (`--dist loadgroup`): each test module is one
+group, so its module-scoped servers start once, on one worker; the contract package is one
+group (one stack for both its modules). Groups holding slow tests are handed out first, so the
+longest modules do not start last and leave the other workers idle at the end.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
 from tests.redis_server import private_redis
+from tests.stack import Stack, running_stack
+
+TESTS = Path(__file__).resolve().parent
+REAL_PROCESSES = ("integration", "contract")
 
 
 @pytest.fixture(scope="session")
@@ -21,3 +39,31 @@ def redis_url() -> Iterator[str]:
 def redis_client(redis_url: str) -> redis.Redis:
     """A client of the session's private Redis."""
     return redis.Redis.from_url(redis_url)
+
+
+def _group(item: pytest.Item) -> str:
+    """The xdist group of a test: its module, or its package for tests/contract."""
+    parts = item.path.resolve().relative_to(TESTS).parts
+    return "contract" if parts[0] == "contract" else "/".join(parts)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slow_groups: set[str] = set()
+    for item in items:
+        if item.path.resolve().relative_to(TESTS).parts[0] in REAL_PROCESSES:
+            item.add_marker(pytest.mark.integration)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
+        if item.get_closest_marker("slow") is not None:
+            slow_groups.add(_group(item))
+    # Stable: the order inside a module is kept; modules with slow tests go first.
+    items.sort(key=lambda item: _group(item) not in slow_groups)
+
+
+@pytest.fixture(scope="session")
+def running_suite() -> Iterator[Stack]:
+    """The session's running suite (tests/stack.py), on a Redis of its own: the contract
+    fuzzer's pings and deliveries to public https URLs stay queued on its broker, and no other
+    test's worker takes its tasks (or it theirs)."""
+    with private_redis() as url, running_stack(url) as stack:
+        yield stack

@@ -2,10 +2,12 @@
 
 Run: ``celery -A services.scoring.celery_app worker --concurrency 2 -Q scoring`` and
 ``celery -A services.scoring.celery_app beat``. The command service sends
-``scoring.catch_up(game_id)`` by name (services never import each other) when a move raises
-the game's notification flag; ``scoring.sweep`` runs on beat and re-sends it for every game
-whose moves are not all scored (read from the 64 shards' unscored indexes, no SCAN:
-services/scoring/sweep.py), so a lost notification delays scores but never drops them.
+``scoring.drain`` by name (services never import each other) when a move raises the game's
+notification flag and no drain is scheduled; the drain scores every game in the pending set.
+``scoring.sweep`` runs on beat and queues for a drain every game whose moves are not all
+scored (read from the 64 shards' unscored indexes, no SCAN: services/scoring/sweep.py), so a
+lost notification delays scores but never drops them. ``scoring.catch_up(game_id)`` scores
+one game; only tests and benchmarks send it.
 """
 
 from __future__ import annotations
@@ -143,6 +145,7 @@ def _metrics_server(**_: Any) -> None:
 @app.task(name="scoring.catch_up")
 def catch_up(game_id: str, request_id: str = "") -> dict[str, Any]:
     """Score every unscored move of one game (idempotent: safe to run twice or at once).
+    Sent only by tests and benchmarks; the command service sends `drain`.
 
     `request_id` is the id of the command request whose move sent this task: the logs of
     the scoring carry it, so one id follows a move from its request to its score events.

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.contract.stack import Stack
 from tests.integration.http_client import call
+from tests.stack import Stack
 
 PACKAGE = "carcassonne_cloud_client"
 BIN = Path(sys.executable).parent

@@ -25,8 +25,8 @@ import schemathesis
 from schemathesis import Case
 
 from services.common.openapi import DOC_FILE
-from tests.contract.stack import RECEIVER, Stack
 from tests.integration.http_client import call
+from tests.stack import RECEIVER, Stack
 
 MAX_EXAMPLES = int(os.environ.get("CONTRACT_MAX_EXAMPLES", "50"))
 SEED = 15

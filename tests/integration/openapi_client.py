@@ -1,6 +1,11 @@
-"""Contract checks: every HTTP response the integration tests get is validated against the
+"""Contract checks: the HTTP responses the integration tests get are validated against the
 published document (docs/openapi.json) with openapi-core — status, media type, body schema and
 required headers. A mismatch fails the test that made the request.
+
+Each response shape — (method, path template, status, media type) — is validated the first
+time a test meets it in a run, not on every response: openapi-core's full validation of
+thousands of game responses cost minutes of CPU, while conformance in depth is the contract
+fuzzer's job (tests/contract). `CONTRACT_CHECK_EVERY=1` validates every response again.
 
 `ValidatingClient` is Flask's test client with the check; tests/integration/conftest.py makes
 it every app's test client and turns it on for `http_client.call` (real gunicorn servers).
@@ -9,6 +14,8 @@ it every app's test client and turns it on for `http_client.call` (real gunicorn
 from __future__ import annotations
 
 import json
+import os
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,6 +38,10 @@ OPERATIONAL = ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs")
 ASSETS = ("/viewer/",)  # the web pages' scripts and styles (services/query/pages.py): files
 STREAMS = ("text/event-stream",)
 SERVICE_APPS = {"game_service", "query_service"}  # what the services' apps carry
+
+
+CHECK_EVERY = os.environ.get("CONTRACT_CHECK_EVERY") == "1"
+_checked: set[tuple[str, str, int, str]] = set()  # the shapes validated (and passed) so far
 
 
 class ContractError(AssertionError):
@@ -79,11 +90,37 @@ class _SentRequest(WerkzeugOpenAPIRequest):
         return None
 
 
+@cache
+def _templates() -> list[tuple[re.Pattern[str], str]]:
+    """The document's paths as patterns, literal ones first (`/games/recent` before
+    `/games/{game_id}`)."""
+    paths = json.loads(DOC.read_text(encoding="utf-8"))["paths"]
+    ordered = sorted(paths, key=lambda t: (t.count("{"), t))
+    return [(re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(t)) + "$"), t)
+            for t in ordered]  # fmt: skip
+
+
+def shape(method: str, path: str, status: int, mimetype: str) -> tuple[str, str, int, str]:
+    """What makes two responses the same to the document: the operation (method and path
+    template; the path itself where the document has none), the status and the media type."""
+    template = next((t for pattern, t in _templates() if pattern.match(path)), path)
+    return method, template, status, mimetype
+
+
 def check(request: Request, response: Response) -> None:
-    """Raise `ContractError` unless `response` is what the document allows for `request`."""
+    """Raise `ContractError` unless `response` is what the document allows for `request`
+    (once per shape and run: see the module's docstring)."""
     path = request.path
     if path.startswith(OPERATIONAL + ASSETS) or request.method in ("OPTIONS", "HEAD"):
         return
+    kind = shape(request.method, path, response.status_code, response.mimetype)
+    if kind in _checked and not CHECK_EVERY:
+        return
+    _validate(request, response)
+    _checked.add(kind)  # only once it passed: a failing shape is checked again next time
+
+
+def _validate(request: Request, response: Response) -> None:
     wrapped_response = (
         _StreamResponse(response)
         if response.mimetype in STREAMS
@@ -149,6 +186,10 @@ def check_raw(
     payload: bytes,
 ) -> None:
     """`check` for a request made over a socket (tests/integration/http_client.py)."""
+    mimetype = next((v for k, v in response_headers if k.lower() == "content-type"), "")
+    kind = shape(method, path.split("?", 1)[0], status, mimetype.split(";", 1)[0].strip())
+    if kind in _checked and not CHECK_EVERY:
+        return
     environ = EnvironBuilder(
         path=path, base_url=base, method=method, headers=list(headers.items()), data=body
     ).get_environ()

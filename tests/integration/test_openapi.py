@@ -18,6 +18,7 @@ from referencing.jsonschema import DRAFT202012
 from services.command.app import create_app as create_command_app
 from services.common.openapi import DOC_FILE, OPERATIONS, document_json
 from services.query.app import create_app as create_query_app
+from tests.integration import openapi_client
 from tests.integration.openapi_client import ContractError, ValidatingClient
 
 # Free-form objects the document keeps on purpose: an error's details (they depend on the
@@ -123,7 +124,11 @@ def test_ruleset_booleans_true_and_false_are_taken(command: Flask) -> None:
     assert reply.status_code == 201, reply.get_json()
 
 
-def test_the_contract_check_fails_on_a_response_the_document_does_not_allow() -> None:
+def test_the_contract_check_fails_on_a_response_the_document_does_not_allow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every response checked: an earlier test may already have passed these shapes' first.
+    monkeypatch.setattr(openapi_client, "CHECK_EVERY", True)
     app = flask.Flask("liar")
     app.test_client_class = ValidatingClient
     app.extensions["query_service"] = None  # checked as a service's app
@@ -145,6 +150,32 @@ def test_the_contract_check_fails_on_a_response_the_document_does_not_allow() ->
     for path in ("turn", "board", "scores"):
         with pytest.raises(ContractError):
             client.get(f"/games/{game}/{path}")
+
+
+def test_each_response_shape_is_validated_until_it_passes_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked: set[tuple[str, str, int, str]] = set()
+    monkeypatch.setattr(openapi_client, "_checked", checked)
+    app = flask.Flask("liar")
+    app.test_client_class = ValidatingClient
+    app.extensions["query_service"] = None
+    missing = {"code": "game_not_found", "message": "no such game", "rule": None, "details": {}}
+    replies = iter([({"player": "nobody"}, 200), ({"player": "nobody"}, 200), (missing, 404)])
+
+    @app.get("/games/<game_id>/turn")
+    def turn(game_id: str) -> Any:
+        return next(replies)  # not a TurnView, twice; then a 404 the document allows
+
+    client = app.test_client()
+    for _ in range(2):  # a shape that failed is not remembered: checked again, fails again
+        with pytest.raises(ContractError):
+            client.get(f"/games/{'1' * 32}/turn")
+    assert checked == set()
+    assert client.get(f"/games/{'2' * 32}/turn").status_code == 404
+    assert checked == {("GET", "/games/{game_id}/turn", 404, "application/json")}
+    assert openapi_client.shape("GET", "/games/ab/turns", 200, "application/json") == (
+        "GET", "/games/{game_id}/turns", 200, "application/json")  # fmt: skip
 
 
 DOC_URI = "urn:carcassonne-cloud:openapi"

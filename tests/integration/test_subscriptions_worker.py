@@ -3,9 +3,9 @@ gunicorn, a Celery worker (scoring and webhook queues) and beat, and a receiver 
 HTTP server on a loopback port (the development setting allows it).
 
 - a 3-player game created with the key, played through the HTTP API to its end, with the
-  receiver down for 60 s in the middle (connections refused): every `turn_started` and
-  `move_made` arrives once, in the game's order, each signature valid; the seats and player
-  ids are the ones the game's move stream says;
+  receiver down in the middle for two backoff caps (8 s, connections refused): every
+  `turn_started` and `move_made` arrives once, in the game's order, each signature valid; the
+  seats and player ids are the ones the game's move stream says;
 - a ping, a secret rotation (both secrets sign during the overlap), the delivery log.
 """
 
@@ -31,7 +31,10 @@ from services.redis_store import RedisEventStore
 from .http_client import call, gunicorn
 from .workers import beat, celery_env, running, worker
 
-OUTAGE_S = 60.0
+BACKOFF_MAX_S = 4.0
+# Two backoff caps: long enough that retries reach the cap and wait it out at least once;
+# a longer outage only repeats the same capped retry (it proves nothing more).
+OUTAGE_S = 2 * BACKOFF_MAX_S
 
 
 class Receiver:
@@ -98,7 +101,7 @@ def suite(redis_url: str) -> Iterator[tuple[str, str, str]]:
         redis_url,
         WEBHOOK_ALLOW_PRIVATE="1",
         WEBHOOK_BACKOFF_BASE="0.5",
-        WEBHOOK_BACKOFF_MAX="4",
+        WEBHOOK_BACKOFF_MAX=str(BACKOFF_MAX_S),
         SWEEP_SECONDS="2",
     )
     key_id, key = ApiKeys(redis.Redis.from_url(redis_url)).create("subscriber")
@@ -142,7 +145,7 @@ def expected_feed(store: RedisEventStore, game_id: str) -> list[tuple[str, int, 
     return out
 
 
-def test_a_three_player_game_is_delivered_once_in_order_across_a_60_s_outage(
+def test_a_three_player_game_is_delivered_once_in_order_across_an_outage(
     suite: tuple[str, str, str], redis_url: str
 ) -> None:
     base, key, _ = suite
@@ -177,7 +180,7 @@ def test_a_three_player_game_is_delivered_once_in_order_across_a_60_s_outage(
         return any(a["status"] is None and a["outcome"] == "retrying" for a in log["attempts"])
 
     wait_for("a refused attempt in the delivery log", refused)
-    while time.monotonic() - down_at < OUTAGE_S:  # the outage itself lasts 60 s
+    while time.monotonic() - down_at < OUTAGE_S:  # the outage itself
         time.sleep(0.5)
     receiver.up()
     while play_turn(base, game_id, tokens, rng):

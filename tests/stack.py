@@ -1,5 +1,10 @@
-"""The suite the contract tests run against: both services under gunicorn with their deploy
-configs, a real scoring worker, a private Redis, and games made and played over HTTP."""
+"""The session's running suite: both services under gunicorn with their deploy configs (one
+worker each), a real scoring worker, a private Redis, and games made and played over HTTP.
+
+One per test session (per pytest-xdist worker): the contract tests fuzz it, and every
+integration test that only needs "a running suite" uses it (`suite` in tests/conftest.py).
+Tests keep to their own games and API keys, so they stay independent; a test that changes a
+setting starts private servers instead."""
 
 from __future__ import annotations
 
@@ -40,8 +45,8 @@ class Stack:
 
 @contextmanager
 def running_stack(redis_url: str) -> Iterator[Stack]:
-    """Both services (2 command workers with game affinity, 1 gevent query worker), a scoring
-    worker, and an API key; everything stopped afterwards."""
+    """Both services (1 sync command worker, 1 gevent query worker), a scoring worker, and an
+    API key; everything stopped afterwards."""
     env = celery_env(redis_url)
     command_env = {
         **env,
@@ -52,7 +57,7 @@ def running_stack(redis_url: str) -> Iterator[Stack]:
     client = redis.Redis.from_url(redis_url)
     key_id, key = ApiKeys(client).create("contract-tests")
     with ExitStack() as stack:
-        command = stack.enter_context(gunicorn(*COMMAND, command_env, workers=2))
+        command = stack.enter_context(gunicorn(*COMMAND, command_env, workers=1))
         query = stack.enter_context(gunicorn(*QUERY, query_env, workers=1))
         stack.enter_context(running(worker(env, name="contract")))
         try:

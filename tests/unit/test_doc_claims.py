@@ -1,0 +1,54 @@
+"""Claims of "only" in the docs, checked against the code: a sentence that says who writes a
+stream must name every writer there is (found here by reading the services' source).
+
+Review step (README "Docs claim only what a test shows"): a new "only", "never" or "every"
+about the system's behaviour names the test that shows it, or gets one here.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVICES = ROOT / "services"
+
+
+def writers(stream: str) -> set[str]:
+    """The service packages with a `<something>.store.append(game_id, <stream>, …)` call."""
+    found: set[str] = set()
+    for path in SERVICES.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "append"
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Name)
+                and node.args[1].id == stream
+            ):
+                found.add(path.relative_to(SERVICES).parts[0])
+    return found
+
+
+def test_the_readme_names_every_writer_of_the_move_and_score_streams() -> None:
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    moves = re.search(r"a \*\*move stream\*\* \(([^)]*)\)", readme)
+    scores = re.search(r"a \*\*score stream\*\* \(([^)]*)\)", readme)
+    assert moves and scores, "README: the event store section names each stream's writers"
+    # services/<package> -> how the README names the process that runs it
+    names = {"command": "command service", "bots": "bot worker", "scoring": "turn timer"}
+    assert writers("MOVES") == {"command", "bots", "scoring"}
+    assert all(names[p] in moves.group(1) for p in writers("MOVES")), moves.group(1)
+    assert writers("SCORES") == {"scoring"}
+    assert scores.group(1) == "written only by the scoring worker"
+
+
+def test_the_scoring_worker_docstring_names_the_task_the_command_service_sends() -> None:
+    from services.command import notify
+    from services.scoring import celery_app
+
+    doc = celery_app.__doc__ or ""
+    assert f"``{notify.TASK}``" in doc
+    assert "scoring.catch_up" not in doc or "tests" in doc.split("scoring.catch_up", 1)[1][:200]
