@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextvars
+import glob
 import json
 import logging
 import os
@@ -100,11 +101,29 @@ def request_id_from(value: str | None) -> str:
     return uuid.uuid4().hex
 
 
+class SettledFilesCollector(multiprocess.MultiProcessCollector):  # type: ignore[misc]
+    """prometheus_client's multiprocess collector, skipping a worker's file that is still being
+    created: the library creates it empty, then sizes it, and a `/metrics` that read it in
+    between raised struct.error (a 500, seen while a worker booted beside a busy one). A file
+    that is not sized yet holds no sample."""
+
+    def collect(self) -> Any:
+        files = [f for f in glob.glob(os.path.join(self._path, "*.db")) if _sized(f)]
+        return self.merge(files, accumulate=True)
+
+
+def _sized(path: str) -> bool:
+    try:
+        return os.path.getsize(path) >= 8  # the used-bytes header and the padding after it
+    except OSError:  # removed meanwhile (a dead worker's live gauges)
+        return False
+
+
 def metrics_response() -> Response:
     """The Prometheus exposition of this process (all gunicorn workers in multiprocess mode)."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        SettledFilesCollector(registry)
         data = generate_latest(registry)
     else:
         data = generate_latest()
