@@ -47,6 +47,7 @@ def _group(item: pytest.Item) -> str:
     return "contract" if parts[0] == "contract" else "/".join(parts)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     slow_groups: set[str] = set()
     for item in items:
