@@ -68,6 +68,7 @@ def test_every_request_of_a_game_is_served_by_the_worker_that_owns_it(server: st
     assert served(server, "/healthz")["owns_game"] is False
 
 
+@pytest.mark.slow
 def test_a_killed_workers_games_are_served_at_once_and_owned_again_after_its_restart(
     server: str,
 ) -> None:

@@ -67,6 +67,7 @@ def placed(store: RedisEventStore, game_id: str) -> list[Any]:
     return [e for e in store.read(game_id, MOVES) if e.type == "TilePlaced"]
 
 
+@pytest.mark.slow
 def test_a_bot_game_finishes_with_each_turn_played_once_after_a_worker_is_killed_mid_think(
     redis_url: str, redis_client: redis.Redis, command: str
 ) -> None:
@@ -176,6 +177,7 @@ def test_against_a_bot_a_human_can_still_undo_and_the_bot_replies_after_the_grac
     assert len(placed(store, game_id)) == 3  # ann's undone placement, ann's, the bot's
 
 
+@pytest.mark.slow
 def test_a_bot_waiting_out_the_undo_grace_plays_once_after_its_worker_is_killed(
     redis_url: str, redis_client: redis.Redis, command: str
 ) -> None:

@@ -285,6 +285,7 @@ def write(
         done.add()
 
 
+@pytest.mark.slow
 def test_a_redis_killed_mid_writes_leaves_no_index_out_of_step(tmp_path) -> None:
     """Writers append moves and progress as fast as they can; Redis (append-only file,
     fsync always) is SIGKILLed under them, then restarted from its file: every game's index
@@ -386,6 +387,7 @@ def readers(client: redis.Redis) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow
 def test_readers_cost_the_same_with_1000_or_20000_stored_games(lone_redis) -> None:
     client = redis.Redis.from_url(lone_redis)
     client.flushdb()

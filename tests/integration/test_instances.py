@@ -255,6 +255,7 @@ def test_twenty_conflicting_writers_on_both_instances_get_exactly_one_turn_each_
         assert stack.store.last_seq(game_id, MOVES) > before
 
 
+@pytest.mark.slow
 def test_a_worker_process_killed_mid_catch_up_leaves_every_score_event_exactly_once(
     stack: Stack,
 ) -> None:

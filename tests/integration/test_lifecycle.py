@@ -30,6 +30,8 @@ from tests.redis_server import private_redis
 from .http_client import call, gunicorn
 from .workers import beat, celery_env, running, worker
 
+pytestmark = pytest.mark.slow  # turn timeouts and abandon sweeps: real waits
+
 COMMAND = ("services.command.wsgi:app", "deploy/gunicorn/command.py")
 TURN_SECONDS = 2
 ABANDON_AFTER = 6.0

@@ -203,6 +203,7 @@ def test_a_new_games_stream_does_not_wait_for_the_readers_block(capped, command,
     asyncio.run(scenario())
 
 
+@pytest.mark.slow
 def test_a_quiet_stream_outlives_the_redis_socket_timeout(server, command, store) -> None:
     """Finding 3: with the default heartbeat (15 s) a stream on a quiet game stays open past
     20 s, sends a keepalive comment, and still delivers the next event."""
@@ -262,6 +263,7 @@ def test_a_finished_games_stream_replays_the_rest_then_ends(
     asyncio.run(scenario())
 
 
+@pytest.mark.slow
 def test_1000_streams_get_every_event_in_order_while_2000_views_are_served(
     server, command, redis_client, store
 ) -> None:

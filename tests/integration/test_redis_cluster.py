@@ -182,6 +182,7 @@ def _migrate_slot(
         cluster.node_client(port).execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
 
 
+@pytest.mark.slow
 def test_a_live_games_slot_migrated_while_it_is_played_loses_and_refuses_nothing(
     suite: dict[str, Any],
     redis_cluster: Cluster,  # noqa: F811
@@ -231,6 +232,7 @@ def test_a_live_games_slot_migrated_while_it_is_played_loses_and_refuses_nothing
     _check_scored(suite, game.game_id)
 
 
+@pytest.mark.slow
 def test_a_script_call_while_its_slot_is_split_waits_for_the_migration_to_end(
     redis_cluster_url: str,  # noqa: F811
     redis_cluster: Cluster,  # noqa: F811

@@ -28,6 +28,8 @@ from services.redis_store.connect import connect
 from services.redis_store.keys import key_slot
 from services.redis_store.replication import NotReplicated
 
+pytestmark = pytest.mark.slow  # failovers: real waits for a replica's promotion
+
 NODE_TIMEOUT_MS = 1000  # a dead primary is replaced within ~2-3 s
 
 

@@ -103,6 +103,7 @@ def test_games_played_through_the_command_service_are_scored_by_a_worker(
         assert moves == sorted(moves) and moves[-1] == store.last_seq(game_id, MOVES)
 
 
+@pytest.mark.slow
 def test_sigkill_mid_catch_up_neither_skips_nor_double_counts(
     redis_url: str, redis_client: redis.Redis, store: RedisEventStore, sender: Celery
 ) -> None:

@@ -145,6 +145,7 @@ def expected_feed(store: RedisEventStore, game_id: str) -> list[tuple[str, int, 
     return out
 
 
+@pytest.mark.slow
 def test_a_three_player_game_is_delivered_once_in_order_across_an_outage(
     suite: tuple[str, str, str], redis_url: str
 ) -> None:

@@ -293,6 +293,7 @@ def test_finding_1_every_event_of_a_long_game_delivered_within_the_connection_bo
         receiver.stop()
 
 
+@pytest.mark.slow
 def test_one_worker_process_runs_2000_webhook_tasks_within_its_connection_bound(
     redis_url, redis_client, store, sender
 ) -> None:
@@ -327,6 +328,7 @@ BACKOFF_MAX_S = 4.0
 OUTAGE_S = 2 * BACKOFF_MAX_S
 
 
+@pytest.mark.slow
 def test_receivers_down_for_two_backoff_caps_get_every_event_in_order_once_they_are_up(
     redis_url, redis_client, store, sender
 ) -> None:
