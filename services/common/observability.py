@@ -101,7 +101,7 @@ def request_id_from(value: str | None) -> str:
     return uuid.uuid4().hex
 
 
-class SettledFilesCollector(multiprocess.MultiProcessCollector):  # type: ignore[misc]
+class SettledFilesCollector(multiprocess.MultiProcessCollector):
     """prometheus_client's multiprocess collector, skipping a worker's file that is still being
     created: the library creates it empty, then sizes it, and a `/metrics` that read it in
     between raised struct.error (a 500, seen while a worker booted beside a busy one). A file

@@ -30,11 +30,12 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TextIO, cast
 
 import redis
 
+from carcassonne.progress import Progress
 from eventstore.envelope import MOVES, SCORES
 
 from .connect import connect, is_cluster
@@ -62,30 +63,17 @@ FINAL = ("delivered", "failed")
 
 
 @dataclass
-class Progress:
-    """What a run did so far (printed as one line on stderr)."""
+class Tally:
+    """What a run did so far."""
 
     scanned: int = 0  # keys looked at
     total: int = 0  # keys in the database(s) when the run started
     indexed: int = 0  # games whose entries were written
     skipped: int = 0  # games the append script had indexed already
     cursor: str = "0"
-    out: TextIO | None = field(default=None, repr=False)
-    _shown: float = 0.0
 
-    def show(self, final: bool = False) -> None:
-        if self.out is None or (not final and time.monotonic() - self._shown < 0.2):
-            return
-        self._shown = time.monotonic()
-        share = min(1.0, self.scanned / self.total) if self.total else 1.0
-        bar = "#" * int(share * 30)
-        self.out.write(
-            f"\r[{bar:<30}] {share:4.0%} {self.scanned:,}/{self.total:,} keys"
-            f" · {self.indexed:,} games indexed, {self.skipped:,} already · cursor {self.cursor}"
-        )
-        if final:
-            self.out.write("\n")
-        self.out.flush()
+    def note(self) -> str:
+        return f"· {self.indexed:,} games indexed, {self.skipped:,} already · cursor {self.cursor}"
 
 
 def game_of(key: str) -> str | None:
@@ -193,12 +181,15 @@ def run(
     node_index: int = 0,
     count: int = 1000,
     out: TextIO | None = None,
-) -> Progress:
+) -> Tally:
     """Index every game found by SCAN (of each node from `node_index`, the first from
     `cursor`)."""
     databases = nodes(client)
-    progress = Progress(out=out)
-    progress.total = sum(int(cast(Any, db.dbsize())) for db in databases[node_index:])
+    tally = Tally()
+    tally.total = sum(int(cast(Any, db.dbsize())) for db in databases[node_index:])
+    # On stderr even off a terminal (a line a second): the cursor to resume from must reach
+    # the operator's log.
+    bar = Progress(tally.total, out, unit="keys", lines=True, every_s=1.0)
     for i, db in enumerate(databases[node_index:], start=node_index):
         start = cursor if i == node_index else 0
         for following, keys in scan_keys(db, start, count):
@@ -207,15 +198,16 @@ def run(
                 if game_id is None:
                     continue
                 if index_game(client, game_id):
-                    progress.indexed += 1
+                    tally.indexed += 1
                 else:
-                    progress.skipped += 1
-            progress.scanned += len(keys)
+                    tally.skipped += 1
+            tally.scanned += len(keys)
             node = f" --node {i}" if len(databases) > 1 else ""
-            progress.cursor = f"{following}{node}"
-            progress.show()
-    progress.show(final=True)
-    return progress
+            tally.cursor = f"{following}{node}"
+            bar.update(min(tally.scanned, tally.total), tally.note())
+    done = max(tally.scanned, tally.total)  # the scan is over: all there was is scanned
+    bar.finish(done, tally.note())
+    return tally
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from .bots import LEVELS
 from .bots.budget import Budget
@@ -22,6 +22,7 @@ from .bots.duel import GameResult, play_duel_game, summarize
 from .errors import GameError, RecordError
 from .export import looks_like_export, record_from_export
 from .notation import format_record, parse_record
+from .progress import Progress
 from .record import Record, load_record, play_record, record_from_events, replay, score_report
 from .render import render_board, render_scores
 from .ruleset import FARM_EDITIONS, Ruleset
@@ -31,30 +32,6 @@ from .svg import board_svg
 from .tilesets import TILESETS
 
 EXIT_BAD_INPUT = 2
-
-
-class Progress:
-    """A one-line progress bar on a terminal (stderr); silent when stderr is not a terminal."""
-
-    def __init__(self, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
-        self.total, self.stream, self.width = total, stream, width
-        self.enabled = stream.isatty()
-        self.start = time.perf_counter()
-
-    def update(self, done: int) -> None:
-        """Redraw the bar after `done` items."""
-        if not self.enabled or (done % max(1, self.total // 200) and done != self.total):
-            return
-        filled = self.width * done // max(1, self.total)
-        rate = done / max(1e-9, time.perf_counter() - self.start)
-        left = (self.total - done) / rate if rate > 0 else 0.0
-        self.stream.write(
-            f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{self.total} "
-            f"{rate:,.3g}/s, {left:,.0f} s left "
-        )
-        if done == self.total:
-            self.stream.write("\n")
-        self.stream.flush()
 
 
 def read_record(path: str) -> Record:

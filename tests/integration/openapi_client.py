@@ -113,7 +113,7 @@ def check(request: Request, response: Response) -> None:
     path = request.path
     if path.startswith(OPERATIONAL + ASSETS) or request.method in ("OPTIONS", "HEAD"):
         return
-    kind = shape(request.method, path, response.status_code, response.mimetype)
+    kind = shape(request.method, path, response.status_code, response.mimetype or "")
     if kind in _checked and not CHECK_EVERY:
         return
     _validate(request, response)

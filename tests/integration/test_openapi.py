@@ -160,7 +160,8 @@ def test_each_response_shape_is_validated_until_it_passes_once(
     app = flask.Flask("liar")
     app.test_client_class = ValidatingClient
     app.extensions["query_service"] = None
-    missing = {"code": "game_not_found", "message": "no such game", "rule": None, "details": {}}
+    missing: dict[str, Any] = {"code": "game_not_found", "message": "no such game",
+                               "rule": None, "details": {}}  # fmt: skip
     replies = iter([({"player": "nobody"}, 200), ({"player": "nobody"}, 200), (missing, 404)])
 
     @app.get("/games/<game_id>/turn")

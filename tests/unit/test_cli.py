@@ -349,3 +349,20 @@ def test_duel_plays_the_ruleset_given_and_refuses_hand_games(tmp_path, capsys):
     assert "hand (R10.3)" in capsys.readouterr().err
     assert run([*argv, "--ruleset", "[1]"]) == 2
     assert "must be a JSON object" in capsys.readouterr().err
+
+
+def test_the_one_progress_line_off_a_terminal_is_silent_or_a_line_now_and_then() -> None:
+    from carcassonne.progress import Progress
+
+    log = io.StringIO()
+    bar = Progress(1000, log, unit="keys", lines=True, every_s=3600)
+    for done in range(1, 1001):
+        bar.update(done, f"cursor {done}")
+    lines = log.getvalue().splitlines()
+    # the first and the last update only (one an hour): no bar redrawn into a log
+    assert len(lines) == 2 and "\r" not in log.getvalue()
+    assert lines[0].startswith("[") and "1/1,000 keys (0%)" in lines[0]
+    assert "1,000/1,000 keys (100%)" in lines[1] and lines[1].endswith("cursor 1000")
+    short = io.StringIO()
+    Progress(10, short, lines=True).finish(7, "done")  # a scan that ended short of its estimate
+    assert "7/10" in short.getvalue() and short.getvalue().endswith("done\n")
