@@ -9,7 +9,6 @@ import http.client
 import json
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import pytest
@@ -22,13 +21,13 @@ from carcassonne.svg import board_svg
 from services.redis_store import RedisEventStore
 from services.scoring.scorer import Scorer
 from tests.integration import http_client
-from tests.integration.http_client import ROOT, gunicorn
+from tests.integration.http_client import ROOT
+from tests.stack import Stack
 from tests.unit.test_query_games import store_game
 
 GOLDEN = ROOT / "tests" / "golden"
 FULL_GAME = "regression_base_3p_seed2024"  # a whole base game: 72 tiles
 SVG = "image/svg+xml"
-QUERY = ("services.query.wsgi:app", "deploy/gunicorn/query.py")
 
 
 def golden_events(name: str) -> list[Event]:
@@ -71,10 +70,10 @@ def error(resp: Reply) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def game(redis_url: str) -> tuple[str, list[Event]]:
+def game(running_suite: Stack) -> tuple[str, list[Event]]:
     """The full golden game, stored as the command service stores moves, and scored."""
     events = golden_events(FULL_GAME)
-    store = RedisEventStore(redis.Redis.from_url(redis_url))
+    store = RedisEventStore(redis.Redis.from_url(running_suite.redis_url))
     game_id = uuid.uuid4().hex
     store_game(store, game_id, events)
     Scorer(store).catch_up(game_id)
@@ -82,9 +81,9 @@ def game(redis_url: str) -> tuple[str, list[Event]]:
 
 
 @pytest.fixture(scope="module")
-def server(redis_url: str) -> Iterator[str]:
-    with gunicorn(*QUERY, {"REDIS_URL": redis_url}, workers=2) as base:
-        yield base
+def server(running_suite: Stack) -> str:
+    """The session suite's query service (the pictures need nothing of their own)."""
+    return running_suite.query
 
 
 def test_a_whole_game_is_the_golden_picture(server, game) -> None:
