@@ -8,9 +8,11 @@ Markers (pyproject.toml):
 - `slow`: fault injection and soak (SIGKILL, outages, failover, slot migration, whole suites).
 
 `make test` runs everything with pytest-xdist (`--dist loadgroup`): each test module is one
-group, so its module-scoped servers start once, on one worker; the contract package is one
-group (one stack for both its modules). Groups holding slow tests are handed out first, so the
-longest modules do not start last and leave the other workers idle at the end.
+group, so its module-scoped servers start once, on one worker. Modules that use a costly
+session fixture share one group, so that fixture starts once in the run rather than once per
+worker: every module on the session's Redis Cluster is in group `cluster`, every module on the
+running suite (the contract tests too) in group `suite`. Groups holding slow tests are handed
+out first, so the longest modules do not start last and leave the other workers idle.
 """
 
 from __future__ import annotations
@@ -41,24 +43,33 @@ def redis_client(redis_url: str) -> redis.Redis:
     return redis.Redis.from_url(redis_url)
 
 
-def _group(item: pytest.Item) -> str:
-    """The xdist group of a test: its module, or its package for tests/contract."""
-    parts = item.path.resolve().relative_to(TESTS).parts
-    return "contract" if parts[0] == "contract" else "/".join(parts)
+# Session fixtures that start several processes: the modules using one share a group.
+SHARED = {"redis_cluster": "cluster", "running_suite": "suite"}
+
+
+def _module(item: pytest.Item) -> str:
+    return "/".join(item.path.resolve().relative_to(TESTS).parts)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    group: dict[str, str] = {}  # module -> its xdist group
+    for item in items:
+        shared = [name for fixture, name in SHARED.items() if fixture in item.fixturenames]
+        if shared:
+            group[_module(item)] = shared[0]
+        else:
+            group.setdefault(_module(item), _module(item))
     slow_groups: set[str] = set()
     for item in items:
         if item.path.resolve().relative_to(TESTS).parts[0] in REAL_PROCESSES:
             item.add_marker(pytest.mark.integration)
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
+            item.add_marker(pytest.mark.xdist_group(group[_module(item)]))
         if item.get_closest_marker("slow") is not None:
-            slow_groups.add(_group(item))
-    # Stable: the order inside a module is kept; modules with slow tests go first.
-    items.sort(key=lambda item: _group(item) not in slow_groups)
+            slow_groups.add(group[_module(item)])
+    # Stable: the order inside a module is kept; groups with slow tests go first.
+    items.sort(key=lambda item: group[_module(item)] not in slow_groups)
 
 
 @pytest.fixture(scope="session")
