@@ -262,17 +262,22 @@ def test_tiles_placed_plus_discarded_equals_tiles_drawn(game):
 @given(river_games)
 def test_the_river_is_legal(game):
     """R9.1: the river tiles come first, the lake last of them; each placed one continues the
-    river's open end, the river never turns the same way twice in a row, never flows into a
-    tile, and no meeple stands on it (it is no feature)."""
+    river's open end, no two river tiles in a row turn the same way (a straight between two
+    curves resets this: TILES.md §3), the river never flows into a tile or off the table —
+    its end is never a taken square, whatever comes after — and no meeple stands on it (it
+    is no feature)."""
     state, events = play(game)
     drawn = [e.tile for e in events if isinstance(e, TileDrawn)]
     rivers = [t for t in drawn if t.startswith("RIV")]
     assert drawn[: len(rivers)] == rivers and rivers[-1] == LAKE and len(rivers) == 11
     now = GameState()
-    turns: list[int] = []
+    turns: list[int] = []  # per river tile placed: +1 right, -1 left, 0 straight on
     for event in events:
         end, heading = now.river_end, now.river_heading
         now.apply(event)
+        if now.river_end is not None:
+            assert now.river_end not in now.board.tiles
+            assert now.board.in_bounds(now.river_end) or now.turn == 0  # the spring's end
         if not (isinstance(event, TilePlaced) and event.tile.startswith("RIV")):
             continue
         assert (event.x, event.y) == end
@@ -280,13 +285,12 @@ def test_the_river_is_legal(game):
         outs = [d for d in ttype.river_edges(event.rotation) if d != heading ^ 2]
         assert heading ^ 2 in ttype.river_edges(event.rotation)
         if outs:
-            turn = river_turn(heading, outs[0])
-            if turn:
-                turns.append(turn)
+            turns.append(river_turn(heading, outs[0]))
+            assert now.river_turn == turns[-1]
             assert now.river_end is not None and now.river_end not in now.board.tiles
         else:
             assert event.tile == LAKE and now.river_end is None
-    assert all(a != b for a, b in pairwise(turns)), turns
+    assert not any(a and a == b for a, b in pairwise(turns)), turns
     kinds = (ROAD, CITY, FIELD, MONASTERY, GARDEN)
     assert all(f is None or f.kind in kinds for f in state.board.feats)
 

@@ -16,7 +16,7 @@ import pytest
 from carcassonne.events import DiscardTile, DrawTile, PlayTurn, TileDiscarded, TilePlaced
 from carcassonne.game import actions, decide, drawable, placements
 from carcassonne.notation import format_record, parse_record
-from carcassonne.record import load_record, record_from_events, replay
+from carcassonne.record import load_record, record_from_events, replay, score_record
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from carcassonne.state import GameState
@@ -73,17 +73,68 @@ def test_r9_1_a_river_tile_must_continue_the_open_end() -> None:
 
 
 def test_r9_1_no_u_turn() -> None:
-    """R9.1: RIVG0@2,0 turns right (east to south). At (2,1) the curve may turn left
-    (RIVJ2, out east) but not right again (RIVJ1, out west): river_u_turn. A straight in
-    between does not reset the rule: after RIVD1@2,1, RIVJ1@2,2 is still a second right turn."""
+    """R9.1: RIVG0@2,0 turns right (east to south). At (2,1) the next curve may turn left
+    (RIVJ2, out east) but not right again (RIVJ1, out west): river_u_turn, as in a record."""
     state = state_after("RIVD0@1,0 RIVG0@2,0", draw="RIVJ", opts=RIVER)
     assert state.river_end == (2, 1) and state.river_turn == 1
     assert sorted(placements(state)) == [(2, 1, 2)]
     err = refused(state, PlayTurn(0, 2, 1, 1))
     assert (err.code, err.rule) == ("river_u_turn", "R9.1")
-    err2 = record_error("RIVD0@1,0 RIVG0@2,0 RIVF1@2,1 RIVJ1@2,2", opts=RIVER)
-    assert (err2.index, err2.code) == (3, "river_u_turn")
-    assert state_after("RIVD0@1,0 RIVG0@2,0 RIVF1@2,1 RIVJ2@2,2", opts=RIVER).river_end == (3, 2)
+    err2 = record_error("RIVD0@1,0 RIVG0@2,0 RIVJ1@2,1", opts=RIVER)
+    assert (err2.index, err2.code) == (2, "river_u_turn")
+
+
+# Turn, straight, turn the same way (TILES.md §3, Hans im Glück's Big Box FAQ). The spring
+# flows east. Right (issue #26's record): RIVG0@1,0 turns south, RIVD1@1,1 runs on, and at
+# (1,2) RIVJ may turn either way: RIVJ1 right (west) or RIVJ2 left (east). Left, its mirror
+# image: RIVG1@1,0 turns north, RIVD1@1,-1, and at (1,-2) RIVJ0 turns left (west) or RIVJ3
+# right (east). Either way the river then flows west, and RIVE turning the same way once
+# more would be an immediate U-turn (RIVE2 north after right, RIVE3 south after left); it
+# may only turn the other way (RIVE3, RIVE2).
+TURN_STRAIGHT_TURN = {
+    "right": ("RIVG0@1,0 RIVD1@1,1", [(1, 2, 1), (1, 2, 2)], "RIVJ1@1,2", (0, 2), 1, (2, 3)),
+    "left": ("RIVG1@1,0 RIVD1@1,-1", [(1, -2, 0), (1, -2, 3)], "RIVJ0@1,-2", (0, -2), -1, (3, 2)),
+}
+
+
+@pytest.mark.parametrize("side", sorted(TURN_STRAIGHT_TURN))
+def test_r9_1_a_straight_between_two_curves_resets_the_no_u_turn_rule(side: str) -> None:
+    """R9.1 (TILES.md §3): only an immediate U-turn is illegal. After a curve and a straight
+    the next curve may turn either way (`placements` and `actions` offer both, `decide`
+    takes both), the same way included; right after that curve, the same turn again is a
+    U-turn (river_u_turn)."""
+    before, both, third, end, turn, (again, other) = TURN_STRAIGHT_TURN[side]
+    state = state_after(before, draw="RIVJ", opts=RIVER)
+    assert state.river_turn == 0  # the straight reset it
+    assert sorted(placements(state)) == both
+    assert sorted({(x, y, r) for x, y, r, _ in actions(state)}) == both
+    for x, y, rotation in both:
+        decide(state, PlayTurn(state.current, x, y, rotation))
+    after = state_after(f"{before} {third}", draw="RIVE", opts=RIVER)
+    assert (after.river_end, after.river_heading, after.river_turn) == (end, 3, turn)
+    err = refused(after, PlayTurn(after.current, end[0], end[1], again))
+    assert (err.code, err.rule) == ("river_u_turn", "R9.1")
+    assert placements(after) == [(end[0], end[1], other)]
+
+
+def test_r9_1_issue_26_record_imports_and_scores() -> None:
+    """Issue #26: this record, made elsewhere, stopped at its third tile with river_u_turn;
+    turn right, straight, turn right is legal (TILES.md §3): it replays and scores."""
+    data = {
+        "format": "carcassonne-record/1",
+        "ruleset": {"tileset": "base", "farmers": True, "farm_scoring": "3rd",
+                    "incomplete_score": True, "river": True},
+        "players": 2,
+        "start": {"tile": "RIVA", "x": 0, "y": 0, "rotation": 0},
+        "turns": [{"tile": "RIVG", "x": 1, "y": 0, "rotation": 0, "meeple": None},
+                  {"tile": "RIVD", "x": 1, "y": 1, "rotation": 1, "meeple": None},
+                  {"tile": "RIVJ", "x": 1, "y": 2, "rotation": 1, "meeple": None}],
+    }  # fmt: skip
+    rec = load_record(data)
+    state = replay(rec)
+    assert state.over and state.turn == 3
+    assert state.river_end == (0, 2) and state.river_heading == 3  # flowing west
+    assert score_record(rec)["final_scores"] == [0, 0]
 
 
 def test_r9_1_no_meeple_on_the_river() -> None:
