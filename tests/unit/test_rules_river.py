@@ -13,7 +13,14 @@ import random
 
 import pytest
 
-from carcassonne.events import DiscardTile, DrawTile, PlayTurn, TileDiscarded, TilePlaced
+from carcassonne.events import (
+    DiscardTile,
+    DrawTile,
+    PlayTurn,
+    RequestUndo,
+    TileDiscarded,
+    TilePlaced,
+)
 from carcassonne.game import actions, decide, drawable, is_unplaceable, placements
 from carcassonne.notation import format_record, parse_record
 from carcassonne.record import load_record, record_from_events, replay, score_record
@@ -115,6 +122,23 @@ def test_r9_1_a_straight_between_two_curves_resets_the_no_u_turn_rule(side: str)
     err = refused(after, PlayTurn(after.current, end[0], end[1], again))
     assert (err.code, err.rule) == ("river_u_turn", "R9.1")
     assert placements(after) == [(end[0], end[1], other)]
+
+
+def test_r9_1_an_undo_gives_back_how_the_river_last_turned() -> None:
+    """Undo (docs/undo.md) puts back the whole state before the placement, `river_turn`
+    with it: undoing the straight brings back the right turn before it (RIVJ may then only
+    turn left), undoing the curve after the straight brings back the reset (either way)."""
+    opts = RIVER + " undo=free"
+    straight = state_after("RIVD0@1,0 RIVG0@2,0 RIVF1@2,1", opts=opts)
+    assert straight.river_turn == 0
+    run(straight, RequestUndo(0))
+    assert (straight.drawn, straight.river_end, straight.river_turn) == ("RIVF", (2, 1), 1)
+    assert sorted(placements(straight, "RIVJ")) == [(2, 1, 2)]
+    curve = state_after("RIVD0@1,0 RIVG0@2,0 RIVF1@2,1 RIVJ1@2,2", opts=opts)
+    assert curve.river_turn == 1
+    run(curve, RequestUndo(1))
+    assert (curve.drawn, curve.river_end, curve.river_turn) == ("RIVJ", (2, 2), 0)
+    assert sorted(placements(curve)) == [(2, 2, 1), (2, 2, 2)]
 
 
 def test_r9_1_issue_26_record_imports_and_scores() -> None:
