@@ -127,8 +127,9 @@ def nothing_placeable(state: GameState) -> bool:
 
 def river_placements(state: GameState, ttype: TileType) -> list[Placement]:
     """R9.1: a river tile goes only where the river ends, continuing it: edges match (R4.2),
-    it does not turn the way the river last turned (no U-turn), and its own river end leads
-    to an empty square on the table."""
+    a curve does not turn the way the tile just before it turned (no immediate U-turn; after
+    a straight either way is fine), and its own river end leads to an empty square on the
+    table. Empty when nothing continues the river: the tile fits nowhere (R4.4)."""
     end = state.river_end
     if end is None:
         return []
@@ -583,7 +584,9 @@ def _check_placement(state: GameState, ttype: TileType, x: int, y: int, rotation
     fault = _river_fault(state, ttype, pos, rotation) if ttype.river else None
     if fault == "river_u_turn":
         raise IllegalMoveError(
-            fault, "the river may not turn the same way twice in a row (no U-turn)", "R9.1"
+            fault,
+            "the river may not turn the same way on two river tiles in a row (no U-turn)",
+            "R9.1",
         )
     if fault == "river_blocked":
         raise IllegalMoveError(fault, "the river would flow into a tile or off the table", "R9.1")

@@ -54,7 +54,8 @@ RESIGNED, TIMED_OUT = "resigned", "timed_out"  # why a seat is out (`GameState.o
 
 def river_turn(heading: int, out: int) -> int:
     """How the river turns when it flows in heading `heading` and leaves across edge `out`:
-    0 straight on, +1 right (clockwise), -1 left (R9.1's no-U-turn rule compares these)."""
+    0 straight on, +1 right (clockwise), -1 left (R9.1's no-U-turn rule compares a curve's
+    turn with the turn of the river tile just before it)."""
     if out == heading:
         return 0
     return 1 if out == (heading + 1) % 4 else -1
@@ -159,7 +160,8 @@ class GameState:
         self.turn = 0  # tiles placed after the start tile
         self.extra_turn = False  # the player to move is on a turn granted by R10.6
         # R9.1: the empty square the river must continue into (None: no river, or it ended),
-        # the direction it flows there, and its last turn (+1 right, -1 left, 0 none yet).
+        # the direction it flows there, and how the last river tile turned it (+1 right, -1
+        # left, 0 straight on or none yet: a straight resets the no-U-turn rule).
         self.river_end: Pos | None = None
         self.river_heading = 0
         self.river_turn = 0
@@ -312,9 +314,8 @@ class GameState:
             self.river_end = None
             return
         out = outs[0]
-        turn = river_turn(self.river_heading, out)
-        if turn:
-            self.river_turn = turn
+        # R9.1: only an immediate U-turn is banned, so a straight (0) clears the last turn.
+        self.river_turn = river_turn(self.river_heading, out)
         self._river_flows(pos, out)
 
     def _river_flows(self, pos: Pos, out: int) -> None:

@@ -129,6 +129,33 @@ def test_an_illegal_record_names_its_first_bad_turn_the_code_and_the_rule(
     assert info.value.status == 422 and info.value.details["index"] == index
 
 
+# Issue #26: a River record made elsewhere, as its body reached `POST /v1/score`. It was
+# refused at its third turn (river_u_turn, R9.1): turn right, straight, turn right is legal
+# (TILES.md §3: only an immediate U-turn is forbidden). An immediate second right turn is
+# still refused.
+ISSUE_26 = (
+    '{"format": "carcassonne-record/1",'
+    ' "ruleset": {"tileset": "base", "farmers": true, "farm_scoring": "3rd",'
+    ' "incomplete_score": true, "river": true},'
+    ' "players": 2,'
+    ' "start": {"tile": "RIVA", "x": 0, "y": 0, "rotation": 0},'
+    ' "turns": [{"tile": "RIVG", "x": 1, "y": 0, "rotation": 0, "meeple": null},'
+    ' {"tile": "RIVD", "x": 1, "y": 1, "rotation": 1, "meeple": null},'
+    ' {"tile": "RIVJ", "x": 1, "y": 2, "rotation": 1, "meeple": null}]}'
+)
+
+
+def test_issue_26_river_record_turning_right_straight_right_is_scored() -> None:
+    body = score_body(replay_record(read_record(ISSUE_26.encode(), "application/json")[0]))
+    assert body["final_scores"] == [0, 0] and len(body["timeline"]) == 3
+    u_turn = json.loads(ISSUE_26)
+    u_turn["turns"][1].update(tile="RIVJ", rotation=1)  # right again at once: south to west
+    del u_turn["turns"][2]
+    with pytest.raises(RecordError) as info:
+        replay_record(read_record(json.dumps(u_turn).encode(), "application/json")[0])
+    assert (info.value.index, info.value.code, info.value.rule) == (1, "river_u_turn", "R9.1")
+
+
 def test_a_meeple_on_an_occupied_feature_is_refused_at_its_turn() -> None:
     """R5.3: a knight already stands in the city the new tile joins."""
     record, _ = golden(GOLDEN / "readme_example_2p.json")

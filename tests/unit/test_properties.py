@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from carcassonne.errors import GameError
 from carcassonne.events import (
     AbbotRecalled,
+    Command,
     DiscardTile,
     DrawTile,
     EndGame,
@@ -39,7 +40,9 @@ from carcassonne.events import (
 from carcassonne.game import (
     RECALL_ABBOT,
     actions,
+    command_for_action,
     decide,
+    drawable,
     evolve,
     fold,
     is_unplaceable,
@@ -50,7 +53,7 @@ from carcassonne.notation import format_record, format_turn, parse_record, parse
 from carcassonne.record import load_record, record_events, record_from_events, score_record
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
-from carcassonne.state import PLACE, GameState, river_turn
+from carcassonne.state import DRAW, OVER, PLACE, GameState, river_turn
 from carcassonne.tiles import CITY, FIELD, GARDEN, MONASTERY, ROAD, Meeple
 from carcassonne.tilesets import LAKE
 
@@ -262,17 +265,22 @@ def test_tiles_placed_plus_discarded_equals_tiles_drawn(game):
 @given(river_games)
 def test_the_river_is_legal(game):
     """R9.1: the river tiles come first, the lake last of them; each placed one continues the
-    river's open end, the river never turns the same way twice in a row, never flows into a
-    tile, and no meeple stands on it (it is no feature)."""
+    river's open end, no two river tiles in a row turn the same way (a straight between two
+    curves resets this: TILES.md §3), the river never flows into a tile or off the table —
+    its end is never a taken square, whatever comes after — and no meeple stands on it (it
+    is no feature)."""
     state, events = play(game)
     drawn = [e.tile for e in events if isinstance(e, TileDrawn)]
     rivers = [t for t in drawn if t.startswith("RIV")]
     assert drawn[: len(rivers)] == rivers and rivers[-1] == LAKE and len(rivers) == 11
     now = GameState()
-    turns: list[int] = []
+    turns: list[int] = []  # per river tile placed: +1 right, -1 left, 0 straight on
     for event in events:
         end, heading = now.river_end, now.river_heading
         now.apply(event)
+        if now.river_end is not None:
+            assert now.river_end not in now.board.tiles
+            assert now.board.in_bounds(now.river_end) or now.turn == 0  # the spring's end
         if not (isinstance(event, TilePlaced) and event.tile.startswith("RIV")):
             continue
         assert (event.x, event.y) == end
@@ -280,15 +288,69 @@ def test_the_river_is_legal(game):
         outs = [d for d in ttype.river_edges(event.rotation) if d != heading ^ 2]
         assert heading ^ 2 in ttype.river_edges(event.rotation)
         if outs:
-            turn = river_turn(heading, outs[0])
-            if turn:
-                turns.append(turn)
+            turns.append(river_turn(heading, outs[0]))
+            assert now.river_turn == turns[-1]
             assert now.river_end is not None and now.river_end not in now.board.tiles
         else:
             assert event.tile == LAKE and now.river_end is None
-    assert all(a != b for a, b in pairwise(turns)), turns
+    assert not any(a and a == b for a, b in pairwise(turns)), turns
     kinds = (ROAD, CITY, FIELD, MONASTERY, GARDEN)
     assert all(f is None or f.kind in kinds for f in state.board.feats)
+
+
+def _takes(state: GameState, command: Command) -> bool:
+    try:
+        decide(state, command)
+    except GameError:
+        return False
+    return True
+
+
+@FAST
+@given(river_games)
+def test_river_games_through_decide_never_raise_and_end(game):
+    """R9.1 with R4.4, now that the river may run back beside itself and trap its own end: a
+    game played command by command through `decide` (each draw from `drawable`; a tile that
+    fits nowhere discarded, else a uniformly chosen action) raises nothing and ends. On each
+    river draw, `placements` is exactly what `decide` takes at the river's end and what
+    `actions` places. Twelve land tiles after the river, the game is ended (the land part is
+    the other tests' business); every loop takes a tile out of the bag or places it."""
+    seed, players, ruleset = game
+    rng = random.Random(seed)
+    state = GameState()
+
+    def run(command: Command) -> None:
+        for event in decide(state, command):
+            state.apply(event)
+
+    run(StartGame(ruleset, players))
+    land = 0
+    for _ in range(2 * (11 + 12) + 1):
+        if state.phase == OVER:
+            break
+        if state.phase == DRAW:
+            pool = drawable(state)
+            if not any(state.tiles.types[name].river for name in pool):
+                land += 1
+                if land > 12:
+                    run(EndGame("stopped"))
+                    continue
+            run(DrawTile(rng.choice([name for name, n in sorted(pool.items()) for _ in range(n)])))
+            continue
+        assert state.drawn is not None
+        if state.tiles.types[state.drawn].river:
+            end = state.river_end
+            assert end is not None and end not in state.board.tiles
+            takes = {(*end, r) for r in range(4) if _takes(state, PlayTurn(state.current, *end, r))}
+            assert set(placements(state)) == takes == {(x, y, r) for x, y, r, _ in actions(state)}
+        choices = actions(state)
+        if not choices:
+            assert is_unplaceable(state)
+            run(DiscardTile(state.current))
+            continue
+        run(command_for_action(state, choices[rng.randrange(len(choices))]))
+    assert state.over
+    assert not any(name.startswith("RIV") for name in state.bag)
 
 
 # ------------------------------------------------------------------- event sourcing
