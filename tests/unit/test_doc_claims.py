@@ -1,8 +1,8 @@
 """Claims of "only" in the docs, checked against the code: a sentence that says who writes a
 stream must name every writer there is (found here by reading the services' source).
 
-Review step (README "Docs claim only what a test shows"): a new "only", "never" or "every"
-about the system's behaviour names the test that shows it, or gets one here.
+The review step before a commit (README, "Tests") reads every new "only", "never", "every" or
+"always" about the system's behaviour: each names the test that shows it, or gets one here.
 """
 
 from __future__ import annotations
