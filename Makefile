@@ -24,9 +24,9 @@ run: install
 run-cluster: install
 	$(PY) deploy/local/run.py --cluster $(RUN_ARGS)
 
-# A game between bots through the HTTP API of a running `make run`.
+# A game between bots through the HTTP API of a running `make run` (tools/demo.py --help).
 demo: install
-	$(PY) deploy/local/demo.py $(DEMO_ARGS)
+	$(PY) -m tools.demo $(DEMO_ARGS)
 
 test: install
 	$(PY) -m pytest
@@ -48,8 +48,8 @@ openapi: install
 	$(PY) -m services.common.openapi
 
 lint: install
-	$(PY) -m ruff check shared services tests deploy
-	$(PY) -m ruff format --check shared services tests deploy
+	$(PY) -m ruff check shared services tests deploy tools
+	$(PY) -m ruff format --check shared services tests deploy tools
 	$(PY) -m mypy
 
 clean:

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local import demo, run
+from deploy.local import run
 from tests.nginx import find_nginx
+from tools import demo
 
 RUN_PY = run.ROOT / "deploy" / "local" / "run.py"
 

@@ -35,10 +35,11 @@ import pytest
 import redis
 
 from carcassonne.state import GameState
-from deploy.local import demo, run
+from deploy.local import run
 from eventstore.envelope import MOVES, SCORES
 from eventstore.score_stream import GAME_SCORED, score_events
 from services.redis_store import RedisEventStore
+from tools import gameclient as demo
 
 from .http_client import free_port
 
@@ -190,7 +191,7 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(suite: run.Suite) -
         # The query service catches up from the streams: its totals become the final scores.
         body = demo.query_scores(query, game, game.view["scores"], wait=20.0)
         assert body is not None, "the query service has no score view of the game"
-        totals = demo._totals(body)
+        totals = demo.totals(body)
         assert totals is None or totals == game.view["scores"]
 
     assert suite.stop() == []  # nothing had to be killed
