@@ -15,14 +15,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Redis, command and query services, scoring worker and beat until Ctrl-C (logs in var/log/).
+# Redis, nginx, the command and query services, the workers and beats under supervisord until
+# Ctrl-C (logs in var/log/; deploy/local/run.py --help).
 run: install
-	$(PY) deploy/local/run.py $(RUN_ARGS)
+	$(PY) -m deploy.local.run $(RUN_ARGS)
 
 # The same on a 3-primary Redis Cluster (REDIS_PORT, +1, +2; the broker on +3), 2 command and
 # 2 query instances behind nginx (each game routed to one instance), 2 worker processes, beat.
 run-cluster: install
-	$(PY) deploy/local/run.py --cluster $(RUN_ARGS)
+	$(PY) -m deploy.local.run --cluster $(RUN_ARGS)
 
 # A game between bots through the HTTP API of a running `make run` (tools/demo.py --help).
 demo: install
