@@ -76,8 +76,10 @@ def probe(ready: str, log: Path | None = None, since: int = 0) -> bool:
                 return bool(r.ping())
         if ready.startswith("http://"):
             return all(urllib.request.urlopen(u, timeout=2).status == 200 for u in ready.split())
-        found = log and re.search(ready.removeprefix("log:").encode(), log.read_bytes()[since:])
-        return not ready or found is not None
+        if ready.startswith("log:"):
+            pattern = ready.removeprefix("log:").encode()
+            return log is not None and re.search(pattern, log.read_bytes()[since:]) is not None
+        return not ready
     except (OSError, redis.RedisError):
         return False
 
@@ -97,7 +99,8 @@ def render(stages: Sequence[Stage], var: Path) -> Path:
     """Fill the template into <var>/supervisord.conf (the first stage starts with supervisord,
     `serve` starts the others); returns its path."""
     header, group, program = re.split(r";;; \w+\n", TEMPLATE.read_text())
-    text = header.format(var=var, url=socket_url(var), socket=socket_url(var)[7:])
+    url = socket_url(var)
+    text = header.format(var=var, url=url, socket=url.removeprefix("unix://"))
     for rank, stage in enumerate(s for s in stages if s.programs):
         names = ",".join(p.name for p in stage.programs)
         text += group.format(group=stage.group, programs=names, priority=rank * 10 + 10)
