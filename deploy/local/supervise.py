@@ -218,5 +218,6 @@ def serve(
             _killpg(supervisord.pid)
         supervisord.wait()
         _killpg(*pids.values())  # whatever outlived supervisord
+        Path(socket_url(var).removeprefix("unix://")).unlink(missing_ok=True)  # if it was killed
         say("stopped")
     return code
