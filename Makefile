@@ -15,18 +15,19 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Redis, command and query services, scoring worker and beat until Ctrl-C (logs in var/log/).
+# Redis, nginx, the command and query services, the workers and beats under supervisord until
+# Ctrl-C (logs in var/log/; deploy/local/run.py --help).
 run: install
-	$(PY) deploy/local/run.py $(RUN_ARGS)
+	$(PY) -m deploy.local.run $(RUN_ARGS)
 
 # The same on a 3-primary Redis Cluster (REDIS_PORT, +1, +2; the broker on +3), 2 command and
 # 2 query instances behind nginx (each game routed to one instance), 2 worker processes, beat.
 run-cluster: install
-	$(PY) deploy/local/run.py --cluster $(RUN_ARGS)
+	$(PY) -m deploy.local.run --cluster $(RUN_ARGS)
 
-# A game between bots through the HTTP API of a running `make run`.
+# A game between bots through the HTTP API of a running `make run` (tools/demo.py --help).
 demo: install
-	$(PY) deploy/local/demo.py $(DEMO_ARGS)
+	$(PY) -m tools.demo $(DEMO_ARGS)
 
 # The whole suite on TEST_WORKERS pytest-xdist workers: the tests mostly wait on real processes,
 # so more workers than cores pays (tests/conftest.py: one group per module, slow ones first).
@@ -55,8 +56,8 @@ openapi: install
 	$(PY) -m services.common.openapi
 
 lint: install
-	$(PY) -m ruff check shared services tests deploy
-	$(PY) -m ruff format --check shared services tests deploy
+	$(PY) -m ruff check shared services tests deploy tools
+	$(PY) -m ruff format --check shared services tests deploy tools
 	$(PY) -m mypy
 
 clean:

@@ -15,20 +15,22 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from deploy.local import run
-from tests.redis_server import free_port
+from deploy.local.host import free_port, nginx_binary
+from deploy.local.nginx_conf import nginx_argv, nginx_limits, nginx_servers, render_nginx
 
 _INSTALL_TRIED: list[str] = []  # the outcome of the one install attempt of this process
 
 
 def find_nginx() -> tuple[str | None, str]:
     """(the nginx binary, "") or (None, why there is none). Installs it once if we may."""
-    found = run.nginx_binary()
+    found = nginx_binary()
     if found is not None:
         return found, ""
     if _INSTALL_TRIED:
@@ -40,7 +42,7 @@ def find_nginx() -> tuple[str | None, str]:
     else:
         why = _apt_install()
     _INSTALL_TRIED.append(why)
-    found = run.nginx_binary()
+    found = nginx_binary()
     return (found, "") if found is not None else (None, why)
 
 
@@ -53,7 +55,7 @@ def _apt_install() -> str:
     if done.returncode != 0:  # no package lists yet, or stale ones
         subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600)
         done = subprocess.run(install, env=env, capture_output=True, timeout=600)
-    if done.returncode == 0 and run.nginx_binary() is not None:
+    if done.returncode == 0 and nginx_binary() is not None:
         return ""
     tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
     return "nginx is not installed and apt-get could not install it: " + " / ".join(tail)
@@ -71,7 +73,7 @@ def nginx(
         raise RuntimeError(why)
     prefix = Path(tempfile.mkdtemp(prefix="cc-nginx-"))
     public = {name: free_port() for name in upstreams}
-    nofile, connections = run.nginx_limits()
+    nofile, connections = nginx_limits()
     values = {
         "CC_WORKER_PROCESSES": "auto",
         "CC_NOFILE": str(nofile),
@@ -81,11 +83,11 @@ def nginx(
     for name, address in upstreams.items():
         values[f"CC_{name.upper()}_LISTEN"] = f"127.0.0.1:{public[name]}"
         servers = [address] if isinstance(address, str) else list(address)
-        values[f"CC_{name.upper()}_SERVERS"] = run.nginx_servers(servers)
-    conf = run.render_nginx(prefix / "conf", values, list(upstreams))
+        values[f"CC_{name.upper()}_SERVERS"] = nginx_servers(servers)
+    conf = render_nginx(prefix / "conf", values, list(upstreams))
     error_log = prefix / "error.log"
     proc = subprocess.Popen(
-        run.nginx_argv(binary, prefix, conf, str(error_log)),
+        nginx_argv(binary, prefix, conf, str(error_log)),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
@@ -94,7 +96,7 @@ def nginx(
     bases = {name: f"http://127.0.0.1:{port}" for name, port in public.items()}
     try:
         deadline = time.monotonic() + 15
-        while not all(run.http_answers(base + "/healthz") for base in bases.values()):
+        while not all(_answers(base + "/healthz") for base in bases.values()):
             if proc.poll() is not None or time.monotonic() > deadline:
                 log = error_log.read_text() if error_log.exists() else "(no error log)"
                 raise RuntimeError(f"nginx did not start ({conf}):\n{log}")
@@ -110,6 +112,17 @@ def nginx(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # any worker left behind
         shutil.rmtree(prefix, ignore_errors=True)
+
+
+def _answers(url: str) -> bool:
+    """Whether something answers HTTP at `url` (any status: nginx is up even if gunicorn is not)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2.0):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
 
 
 def ring_server(key: str, servers: Sequence[str]) -> str:

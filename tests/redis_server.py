@@ -4,7 +4,6 @@ never touches the machine's own Redis (one already listens on 6379 here)."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -13,14 +12,9 @@ from contextlib import contextmanager
 
 import redis
 
-from deploy.local.run import redis_server_binary  # the one `make run` starts
+from deploy.local.host import free_port, redis_server_binary  # the ones `make run` uses
 
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["free_port", "private_redis", "start_redis"]
 
 
 def start_redis() -> tuple[subprocess.Popen[bytes], str, str]:

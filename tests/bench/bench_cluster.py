@@ -28,12 +28,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from deploy.local.cluster import start_cluster  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
 from services.redis_store.wire import Wire  # noqa: E402
 from tests.bench.bench_command import CONFIG, run_load  # noqa: E402
 from tests.bench.targets import exit_code, verdict  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
+from tests.redis_cluster import start_cluster  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
 TARGET = 1.3  # cluster / single, CPU per turn and p99

@@ -12,10 +12,10 @@ import pytest
 import redis
 
 from carcassonne.game import fold
-from deploy.local import demo
 from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine
 from services.redis_store import RedisEventStore
+from tools import gameclient as demo  # the client `make demo` plays with
 
 from .http_client import call, gunicorn
 from .workers import BOTS_APP, Process, beat, celery_env, running, worker
@@ -259,7 +259,7 @@ def test_bad_bot_seats_are_refused(command: str) -> None:
 
 
 def test_make_demo_pits_a_server_bot_against_its_client_bot(redis_url: str, command: str) -> None:
-    """deploy/local/demo.py with `--bots greedy`: seat "Ada" is the server's, "Brunel" the
+    """tools/demo.py with `--bots greedy`: seat "Ada" is the server's, "Brunel" the
     script's random client; the game is played to the end."""
     game = demo.create_game(command, ["Ada", "Brunel"], "demo", bots=["greedy"])
     assert sorted(t is None for t in game.tokens.values()) == [False, True]

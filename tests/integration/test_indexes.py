@@ -23,7 +23,7 @@ import redis
 from carcassonne.record import record_from_events
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
-from deploy.local.run import redis_server_binary
+from deploy.local.host import redis_server_binary
 from eventstore.envelope import MOVES, SCORES
 from eventstore.schemas import to_new
 from services.command.hooks import Webhooks

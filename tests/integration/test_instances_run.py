@@ -5,117 +5,83 @@ shown by the query service; SIGTERM stops everything. (Slow: ~30 s.)"""
 
 from __future__ import annotations
 
-import os
-import random
 import signal
-import socket
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from deploy.local import demo, run
+from deploy.local.host import free_ports
 from tests.nginx import find_nginx
 
-RUN_PY = run.ROOT / "deploy" / "local" / "run.py"
+from .test_suite_run import STOP, Runner, alive
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def cluster_ports(rng: random.Random) -> int:
-    """A first port p with p…p+3 (3 primaries and the broker) and p+10000…p+10002 (their
-    cluster bus) free."""
-    for _ in range(200):
-        first = rng.randrange(20000, 30000)
-        wanted = [first + i for i in range(4)] + [first + 10000 + i for i in range(3)]
-        if all(_free(p) for p in wanted):
-            return first
-    raise RuntimeError("no free run of ports for a cluster")
-
-
-def _two_free_ports() -> tuple[int, int]:
-    ports: list[int] = []
-    while len(ports) < 2:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in ports:
-            ports.append(port)
-    return ports[0], ports[1]
-
-
-def test_run_cluster_starts_plays_a_demo_game_and_stops(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_run_cluster_starts_plays_a_demo_game_and_stops(tmp_path: Path) -> None:
     if find_nginx()[0] is None:
         pytest.skip(find_nginx()[1])
-    redis_port = cluster_ports(random.Random(os.getpid()))
-    command_port, query_port = _two_free_ports()
-    argv = [
-        sys.executable, str(RUN_PY), "--cluster", "--var", str(tmp_path / "var"),
-        "--redis-port", str(redis_port), "--command-port", str(command_port),
-        "--query-port", str(query_port), "--web-concurrency", "1", "--concurrency", "2",
-        "--sweep-seconds", "1", "--timeout", "60",
-    ]  # fmt: skip
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    # REDIS_PORT, +1, +2 (the primaries, their bus ports 10000 higher) and +3 (the broker).
+    redis_port = free_ports(4, bus=True, consecutive=True)[0]
+    command_port, query_port = free_ports(2)
+    var = tmp_path / "var"
+    run = Runner(
+        [
+            sys.executable,
+            "-m",
+            "deploy.local.run",
+            "--cluster",
+            "--var",
+            str(var),
+            "--redis-port",
+            str(redis_port),
+            "--command-port",
+            str(command_port),
+            "--query-port",
+            str(query_port),
+            "--web-concurrency",
+            "1",
+            "--concurrency",
+            "2",
+            "--sweep-seconds",
+            "1",
+            "--timeout",
+            "60",
+        ],
+        var,
     )
-    lines: list[str] = []
-    healthy = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            lines.append(raw.decode(errors="replace").rstrip())
-            if "all healthy" in lines[-1]:
-                healthy.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    family = set[int]()
     try:
-        deadline = time.monotonic() + 75
-        while not healthy.wait(0.2):
-            assert proc.poll() is None, "\n".join(lines)
-            assert time.monotonic() < deadline, "\n".join(lines)
-        out = "\n".join(lines)
-        for part in ("redis-1", "redis-3", "broker", "command-2", "query-2", "worker-2", "beat"):
-            assert f"  {part} " in out, out
-        assert "redis+cluster://" in out and "cluster  created" in out, out
-        # nginx started after every instance behind it was healthy: it never found one
-        # refusing connections (which marks it failed for 5 s: 502 "no live upstreams").
-        proxy_log = (tmp_path / "var" / "log" / "nginx.log").read_text()
+        run.wait_for("all healthy")
+        out = run.text()
+        parts = "redis-1, redis-2, redis-3, broker, command-1, command-2, query-1, query-2, "
+        assert parts + "worker-1, worker-2, bots, beat, bots-beat, nginx" in out, out
+        assert "redis+cluster://" in out and "store: cluster created" in out, out
+        # nginx started after every instance behind it was ready: it never found one refusing
+        # connections (which marks it failed for 5 s: 502 "no live upstreams").
+        proxy_log = (var / "log" / "nginx.log").read_text()
         assert "connect() failed" not in proxy_log, proxy_log
-        capsys.readouterr()
-        code = demo.main(
+        family = run.family()
+        demo = subprocess.run(
             [
+                sys.executable,
+                "-m",
+                "tools.demo",
                 f"--command-url=http://127.0.0.1:{command_port}",
                 f"--query-url=http://127.0.0.1:{query_port}",
                 "--seed=3",
-            ]
+            ],
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
-        shown = capsys.readouterr().out
-        assert code == 0, shown
+        assert demo.returncode == 0, demo.stdout + demo.stderr
         # The query service showed the score track: the worker scored every move.
-        assert f"(query service http://127.0.0.1:{query_port})" in shown, shown
+        assert f"(query service http://127.0.0.1:{query_port})" in demo.stdout, demo.stdout
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.finish(STOP) == 0, run.text()
+        assert run.output[-1] == "stopped"
+        assert not [pid for pid in family if alive(pid)]
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=45)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
-        reader.join(timeout=5)
-    assert code == 0, "\n".join(lines)
-    assert lines[-1] == "stopped", "\n".join(lines)
+        run.clean_up(family)

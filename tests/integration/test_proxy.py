@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
-from deploy.local import run
+from deploy.local.nginx_conf import NGINX_TEMPLATES, nginx_argv, nginx_servers, render_nginx
 from tests import nginx as private_nginx
 
-from .http_client import call, free_port, gunicorn
+from .http_client import ROOT, call, free_port, gunicorn
 from .test_affinity import wait_for_workers
 
 CONFIG = "deploy/gunicorn/command.py"
@@ -335,8 +335,8 @@ def test_the_viewer_pages_and_files_are_gzipped_through_the_proxy(
 def test_the_k8s_copies_of_the_nginx_templates_are_the_templates() -> None:
     """kustomize reads files only below deploy/k8s/: it carries copies, which must not drift
     (`cp deploy/nginx/*.template deploy/nginx/sites/*.template deploy/k8s/nginx/`)."""
-    templates = {p.name: p.read_bytes() for p in run.NGINX_TEMPLATES.rglob("*.template")}
-    copies = {p.name: p.read_bytes() for p in (run.ROOT / "deploy/k8s/nginx").glob("*.template")}
+    templates = {p.name: p.read_bytes() for p in NGINX_TEMPLATES.rglob("*.template")}
+    copies = {p.name: p.read_bytes() for p in (ROOT / "deploy/k8s/nginx").glob("*.template")}
     assert copies == templates
 
 
@@ -351,11 +351,11 @@ def test_the_templates_render_to_a_configuration_nginx_accepts(
         "CC_WORKER_CONNECTIONS": "1024",
         "CC_ACCESS_LOG": "/dev/stdout timed",
         "CC_COMMAND_LISTEN": f"127.0.0.1:{free_port()}",
-        "CC_COMMAND_SERVERS": run.nginx_servers(["localhost:8000", "127.0.0.1:8002"]),
+        "CC_COMMAND_SERVERS": nginx_servers(["localhost:8000", "127.0.0.1:8002"]),
         "CC_QUERY_LISTEN": f"127.0.0.1:{free_port()}",
         "CC_QUERY_SERVERS": "server localhost:8001; server 127.0.0.1:8003;",
     }
-    conf = run.render_nginx(tmp_path / "conf", values, ["command", "query"])
-    argv = run.nginx_argv(nginx_binary, tmp_path, conf, str(tmp_path / "error.log"))
+    conf = render_nginx(tmp_path / "conf", values, ["command", "query"])
+    argv = nginx_argv(nginx_binary, tmp_path, conf, str(tmp_path / "error.log"))
     checked = subprocess.run([*argv, "-t"], capture_output=True, text=True, timeout=30)
     assert checked.returncode == 0, checked.stderr

@@ -31,9 +31,6 @@ import redis
 from redis.crc import key_slot
 from redis.exceptions import ClusterError, TryAgainError
 
-from deploy.local.cluster import Cluster
-from deploy.local.demo import Game, choose, create_game
-from deploy.local.demo import call as http
 from eventstore.envelope import MOVES, SCORES
 from services.command.apikeys import KEYS, ApiKeys, bucket_key, key_hash
 from services.command.ratelimit import GATE_LUA, RateLimiter
@@ -42,7 +39,9 @@ from services.redis_store.connect import connect
 from tests.integration.http_client import ROOT, gunicorn
 from tests.integration.live_checks import assert_every_event_in_order, opened
 from tests.integration.workers import running, wait_scored, worker
-from tests.redis_cluster import redis_cluster, redis_cluster_url  # noqa: F401
+from tests.redis_cluster import Cluster, redis_cluster, redis_cluster_url  # noqa: F401
+from tools.gameclient import Game, choose, create_game
+from tools.gameclient import call as http
 
 
 @pytest.fixture(scope="module")

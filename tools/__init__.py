@@ -1,0 +1,1 @@
+"""Developer tools that drive a running suite from outside: `make demo` and its game client."""
