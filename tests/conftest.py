@@ -55,7 +55,8 @@ def _module(item: pytest.Item) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     group: dict[str, str] = {}  # module -> its xdist group
     for item in items:
-        shared = [name for fixture, name in SHARED.items() if fixture in item.fixturenames]
+        used = getattr(item, "fixturenames", ())  # a Function's; other items use none
+        shared = [name for fixture, name in SHARED.items() if fixture in used]
         if shared:
             group[_module(item)] = shared[0]
         else:

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from carcassonne.progress import Progress
 from carcassonne.track import SPACES, track_position
 from tools.gameclient import (
     Game,
@@ -63,27 +64,18 @@ def ask_human(command: str, game: Game, rng: random.Random) -> dict[str, Any]:
         return {**{k: placement[k] for k in keys}, "meeple": meeple}
 
 
-class Progress:
-    """A progress bar on a terminal; a plain line per turn otherwise."""
+class TurnProgress:
+    """The demo's turns on the project's one progress line (carcassonne.progress): a bar on
+    a terminal, a plain line per turn otherwise; the note is the running score."""
 
-    def __init__(self, stream: TextIO, tty: bool | None = None, width: int = 30) -> None:
-        self.stream = stream
-        self.tty = stream.isatty() if tty is None else tty
-        self.width = width
+    def __init__(self, stream: TextIO, tty: bool | None = None) -> None:
+        self.bar = Progress(0, stream, unit="turns", tty=tty, lines=True, every_s=0)
 
     def __call__(self, game: Game, done: int, total: int) -> None:
         """Show that `done` of about `total` turns are played."""
         scores = game.view.get("scores") or []
         tally = "  ".join(f"{n} {s}" for n, s in zip(game.names, scores, strict=False))
-        if self.tty:
-            filled = self.width * done // max(total, 1)
-            bar = "#" * filled + "-" * (self.width - filled)
-            self.stream.write(f"\r[{bar}] {done:>3}/{total:<3} turns  {tally}\x1b[K")
-            if done >= total:
-                self.stream.write("\n")
-        else:
-            self.stream.write(f"turn {done}/{total}: {tally}\n")
-        self.stream.flush()
+        self.bar.update(done, tally, total=total)
 
 
 def track_lines(names: Sequence[str], scores: Sequence[int]) -> list[str]:
@@ -191,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             random.Random(seed),
             args.meeple_chance,
             args.delay,
-            Progress(out),
+            TurnProgress(out),
             human=human,
             ask=ask_human,
         )

@@ -366,3 +366,17 @@ def test_the_one_progress_line_off_a_terminal_is_silent_or_a_line_now_and_then()
     short = io.StringIO()
     Progress(10, short, lines=True).finish(7, "done")  # a scan that ended short of its estimate
     assert "7/10" in short.getvalue() and short.getvalue().endswith("done\n")
+
+
+def test_make_demo_shows_a_line_per_turn_with_the_score_off_a_terminal() -> None:
+    from tools.demo import TurnProgress
+    from tools.gameclient import Game
+
+    log = io.StringIO()
+    game = Game("g", ["Ada", "Bo"], {0: "t0", 1: "t1"}, view={"scores": [3, 5]})
+    show = TurnProgress(log)
+    for done in (1, 2, 3):
+        show(game, done, 3)
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 3 and all(line.endswith("Ada 3  Bo 5") for line in lines)
+    assert "3/3 turns (100%)" in lines[-1]
