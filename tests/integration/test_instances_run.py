@@ -17,6 +17,8 @@ from tests.nginx import find_nginx
 
 from .test_suite_run import STOP, Runner, alive
 
+pytestmark = pytest.mark.slow  # a whole cluster suite started and stopped
+
 
 def test_run_cluster_starts_plays_a_demo_game_and_stops(tmp_path: Path) -> None:
     if find_nginx()[0] is None:
