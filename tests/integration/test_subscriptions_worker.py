@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ from services.command.apikeys import ApiKeys
 from services.common.signing import SIGNATURE_HEADER, verify
 from services.redis_store import RedisEventStore
 
-from .http_client import call, gunicorn
+from .http_client import call, free_port, gunicorn
 from .workers import beat, celery_env, running, worker
 
 BACKOFF_MAX_S = 4.0
@@ -42,10 +41,7 @@ class Receiver:
     come back; keeps every POST it answered 200, in arrival order."""
 
     def __init__(self) -> None:
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.port = int(probe.getsockname()[1])
-        probe.close()
+        self.port = free_port()  # kept across down() and up(): the receiver's one address
         self.url = f"http://127.0.0.1:{self.port}/carcassonne/in"
         self.got: list[tuple[dict[str, str], bytes]] = []
         self.lock = threading.Lock()
