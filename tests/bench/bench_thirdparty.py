@@ -3,9 +3,12 @@
 Starts a private redis-server and the command service under its gunicorn config (one API key,
 rate limit off), then client processes POST the same record again and again: alone (no
 queueing), at peak (closed loop), and paced at half of that peak. Reports records/s, p50/p99
-latency and server CPU per record, beside the target (p50 ≤ 15 ms) and an in-run baseline:
-the engine's own `score_record(load_record(...))` in process for the same record, and the
-whole request handler (JSON in, replay, JSON out) in process.
+latency and server CPU per record, beside in-run baselines: the engine's own
+`score_record(load_record(...))` in process for the same record, and the whole request
+handler (JSON in, replay, JSON out) in process.
+
+Target (tests/bench/targets.py): p50 alone and at half peak ≤ 5.7x the engine alone in the
+same run (was ≤ 15 ms, set when the engine alone took 2.62 ms: 15 / 2.62).
 
     .venv/bin/python tests/bench/bench_thirdparty.py [--seconds 5] [--clients 3]
 """
@@ -37,11 +40,11 @@ from carcassonne.simulate import random_game  # noqa: E402
 from services.command.apikeys import ApiKeys  # noqa: E402
 from services.command.records import read_record, replay_record, score_body  # noqa: E402
 from tests.bench.bench_command import CONFIG, tree_cpu  # noqa: E402
-from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.http_client import call, gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
-TARGET_P50_MS = 15.0
+MAX_P50_VS_ENGINE = 5.7  # 15 ms / 2.62 ms (the docstring)
 MAX_REQUESTS_PER_CLIENT = 20_000  # a hard bound besides the time limit
 
 
@@ -190,11 +193,11 @@ def main() -> int:
         f"(engine-only ceiling on {figures['cores']} cores: {ceiling:.0f}/s)"
     )
     for label, row in (("1 client", figures["single"]), ("50% of peak", figures["half"])):
-        p50 = row["p50_ms"]
-        ok = verdict(f"p50 at {label}", p50 <= TARGET_P50_MS)
-        print(
-            f"p50 at {label}: {p50:.2f} ms (target ≤ {TARGET_P50_MS:.0f} ms; "
-            f"engine alone {engine_ms:.2f} ms)  {ok}"
+        judge(
+            f"/v1/score p50 at {label} / engine alone",
+            row["p50_ms"],
+            engine_ms,
+            max_ratio=MAX_P50_VS_ENGINE,
         )
     return 0
 
