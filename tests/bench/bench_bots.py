@@ -63,7 +63,7 @@ def duel(a: str, b: str, games: int, think_ms: int | None, jobs: int) -> dict[st
             str(games), "--seed", "1", "--jobs", str(jobs), "--json"]  # fmt: skip
     if think_ms:
         argv += ["--think-ms", str(think_ms), "--clock", "cpu"]
-    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True, timeout=1800)
     return dict(json.loads(out.stdout))
 
 

@@ -28,6 +28,7 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Coroutine
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -238,6 +239,18 @@ async def _holder(conn: Connection, base: str, game_ids: list[str], parallel: in
         conn.send({"closed": len(streams)})
 
 
+async def bounded(views: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    """Timed views, given up after 300 s (a view never answered would hold the bench)."""
+    return await asyncio.wait_for(views, 300)
+
+
+def reply(conn: Connection, timeout: float = 300) -> Any:
+    """The stream process's answer, waited for at most `timeout` seconds (it may have died)."""
+    if not conn.poll(timeout):
+        raise RuntimeError(f"the stream process gave no answer in {timeout:g} s")
+    return conn.recv()
+
+
 def run(args: argparse.Namespace, base: str, master: int, url: str) -> list[dict[str, Any]]:
     client = redis.Redis.from_url(url)
     store = RedisEventStore(client)
@@ -251,14 +264,15 @@ def run(args: argparse.Namespace, base: str, master: int, url: str) -> list[dict
     mover = Mover(store, games, args.moves_per_s)
     rows: list[dict[str, Any]] = []
     try:
-        asyncio.run(time_views(base, game_ids, min(200, args.views), args.view_conns))  # warm
+        # warm the views
+        asyncio.run(bounded(time_views(base, game_ids, min(200, args.views), args.view_conns)))
         for level in [0, *args.levels]:
             ours.send(("open", level))
-            opened = ours.recv()
+            opened = reply(ours)
             appended = mover.appended
             mover.on.set()  # the games go on while the streams are held and views timed
             time.sleep(args.settle)
-            views = asyncio.run(time_views(base, game_ids, args.views, args.view_conns))
+            views = asyncio.run(bounded(time_views(base, game_ids, args.views, args.view_conns)))
             mover.on.clear()
             row = {
                 "streams": level,
@@ -271,7 +285,7 @@ def run(args: argparse.Namespace, base: str, master: int, url: str) -> list[dict
             rows.append(row)
             print_row(row)
         ours.send(("check", {g.game_id: store.last_seq(g.game_id, MOVES) for g in games}))
-        rows.append(ours.recv())
+        rows.append(reply(ours))
     finally:
         mover.stop.set()
         ours.send(("close", None))

@@ -164,7 +164,10 @@ def main() -> int:
             wait_all_scored(store, played, 120)
             # ... and the tasks still queued for them (no-ops by now) before measuring.
             broker = redis.Redis.from_url(env["BROKER_URL"])
+            drained_by = time.monotonic() + 120
             while broker.llen("scoring"):
+                if time.monotonic() > drained_by:
+                    raise RuntimeError("the scoring queue did not drain in 120 s")
                 time.sleep(0.05)
             time.sleep(0.5)
             since = int(time.time() * 1000)
