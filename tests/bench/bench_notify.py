@@ -14,11 +14,13 @@ wake-up (NOTIFY_DELAY_MS), the catch-up, the dispatch and deliver tasks and the 
 Baseline, same run and Redis: a bare XADD → XREAD BLOCK consumer round trip (a thread
 blocked on a stream, the floor any Redis-stream consumer pays), p50 / p99 of as many samples.
 
-Targets (tests/bench/targets.py): every turn_started delivered (a count); p99 ≤ 520x the
-baseline's p99 (was ≤ 200 ms, set when the baseline's p99 was 0.38 ms: 200 / 0.38). The
-baseline is the floor of the mechanism every hop uses (a blocked Redis reader woken by a
-write), not the same work: the turn_started path is three Celery hops, a fold and a POST
-after the fixed NOTIFY_DELAY_MS (20 ms) wake-up delay, so the ratio is loose by design.
+Targets (tests/bench/targets.py): every turn_started delivered (a count); p99 ≤ 2,000x the
+baseline's p50 (was ≤ 200 ms, set when the baseline's p50 was 0.10 ms: 200 / 0.10). The
+baseline's p50, not its p99: a p99 of ~120 sub-millisecond samples is one or two scheduler
+hiccups (0.12-0.45 ms over four runs, while the p50 read 0.07-0.10 ms). The baseline is the
+floor of the mechanism every hop uses (a blocked Redis reader woken by a write), not the same
+work: the turn_started path is three Celery hops, a fold and a POST after the fixed
+NOTIFY_DELAY_MS (20 ms) wake-up delay, so the ratio is loose by design.
 
 Also the dispatcher's cost per move over a whole 3-player game, in process on the same
 Redis (`SubscriptionDispatcher.dispatch` after each scored move, one subscription): with the
@@ -58,7 +60,7 @@ from tests.integration.owned_games import owned_game, score_up_to  # noqa: E402
 from tests.integration.workers import celery_env, running, worker  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
-MAX_P99_VS_BASELINE = 520  # 200 ms / 0.38 ms (the docstring)
+MAX_P99_VS_FLOOR_P50 = 2_000  # 200 ms / 0.10 ms (the docstring)
 TARGET_LATE_RATIO = 1.5
 
 
@@ -260,10 +262,10 @@ def main() -> int:
           f"p99 {b99:.2f} ms ({len(floor)} samples)")  # fmt: skip
     check("turn_started delivered", len(latencies), at_least=played)
     judge(
-        "turn_started p99 / XADD→XREAD p99",
+        "turn_started p99 / XADD→XREAD p50",
         p99 if latencies else None,
-        b99,
-        max_ratio=MAX_P99_VS_BASELINE,
+        b50,
+        max_ratio=MAX_P99_VS_FLOOR_P50,
     )
     print(f"  subscription dispatch per move over a {len(kept)}-move game (median ms, in process, "
           f"same Redis): kept feed first 10 {early:.2f}, last 10 {late:.2f}")  # fmt: skip
