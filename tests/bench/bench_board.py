@@ -14,7 +14,10 @@ warm-up (the game is projected and cached, as for any viewed game):
 - stepping: board.svg `?turn=t` for t = 0 … 71 in order, as a replay page steps (server time);
 - size of the picture, and its gzip size (level 1, nginx's default `gzip_comp_level`, and 6).
 
-Targets: board.svg p50 server time ≤ 20 ms; size ≤ 200 KB.
+Targets (tests/bench/targets.py): board.svg p50 server time ≤ 29x the JSON board's p50 round
+trip in the same run (was ≤ 20 ms, set when that round trip was 0.68 ms: 20 / 0.68; both are
+served by the same worker, interleaved). Size ≤ 200 KB, judged as it is: bytes do not depend on
+the machine's speed.
 """
 
 from __future__ import annotations
@@ -38,14 +41,14 @@ import redis  # noqa: E402
 from carcassonne.record import load_record, record_events  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
 from services.scoring.scorer import Scorer  # noqa: E402
-from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.bench.targets import check, exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 from tests.unit.test_query_games import store_game  # noqa: E402
 
 GAME = ROOT / "tests" / "golden" / "regression_base_3p_seed2024.json"
 CONFIG = "deploy/gunicorn/query.py"
-P50_TARGET_MS, SIZE_TARGET = 20.0, 200 * 1024
+MAX_P50_VS_JSON, SIZE_TARGET_KB = 29, 200  # 20 ms / 0.68 ms (the docstring)
 
 
 def stored_game(url: str) -> str:
@@ -137,14 +140,13 @@ def main() -> int:
         f"  size {size / 1024:.1f} KB (gzip -1 {len(gzip.compress(body, 1)) / 1024:.1f} KB, "
         f"-6 {len(gzip.compress(body, 6)) / 1024:.1f} KB); ?open=1 {len(open_body) / 1024:.1f} KB"
     )
-    print(
-        f"  target: p50 server ≤ {P50_TARGET_MS:.0f} ms: {p50:.2f} ms "
-        f"{verdict('board.svg p50 server time', p50 <= P50_TARGET_MS)}"
+    judge(
+        "board.svg p50 server time / JSON board round trip",
+        p50,
+        statistics.median(json_rt),
+        max_ratio=MAX_P50_VS_JSON,
     )
-    print(
-        f"  target: size ≤ {SIZE_TARGET // 1024} KB: {size / 1024:.1f} KB "
-        f"{verdict('board.svg size', size <= SIZE_TARGET)}"
-    )
+    check("board.svg size", size / 1024, at_most=SIZE_TARGET_KB, unit="KB")
     return exit_code()
 
 

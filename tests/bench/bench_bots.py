@@ -1,22 +1,29 @@
 """Bot benchmarks (`make bench`): strength, move latency and bot turns per worker process.
 
+Speed targets are ratios to a baseline of the same run (tests/bench/targets.py), each derived
+from the absolute target of issue 19 and the first recorded baseline beside a passing figure
+(docs/bots.md's run); strength targets are shares of games, judged as they are.
+
 1. greedy vs random, 200 games (2 players, base set, farmers on) — target: greedy wins
    ≥ 95 %. Baseline: random vs random on the same bags (about half).
 2. mcts vs greedy, a small series at `--mcts-think-ms` of CPU time a move — target: mcts
    takes more than half of the games (the full figure, 100 games at 1 s a move, is a
    documented `carcassonne duel` run: docs/bots.md). Baseline: greedy vs greedy.
 3. Move latency p50 / p99 per level over positions of random games (mcts with the same
-   think time, and with 1 s on a few positions: the deadline is kept) —
-   targets: random p99 ≤ 20 ms, greedy p99 ≤ 150 ms, mcts (1 s) p99 ≤ 1.3 s. Baseline:
-   enumerating the legal actions of the same positions.
+   think time, and with 1 s on a few positions: the deadline is kept). Baseline: enumerating
+   the legal actions of the same positions (p99 0.13 ms in docs/bots.md's run). Targets:
+   random p99 ≤ 150x the baseline's p99 (was ≤ 20 ms: 20 / 0.13), greedy p99 ≤ 1,150x (was
+   ≤ 150 ms: 150 / 0.13); mcts with a 1 s wall-clock budget p99 ≤ 1.3x the budget (a
+   deadline kept: the budget itself is the baseline).
 4. Calibration: mcts playouts in one second of CPU time (`time.process_time` as the
    budget's clock, so other processes on the machine do not shrink it) over positions of
    every stage: the `--playouts` that stands for "1 s per move" (docs/bots.md), for
    reproducible runs.
 5. Bot turns per second of one worker process: `BotPlayer.play` (read and fold the game,
    choose, decide, draw, conditional append) against a private Redis, greedy against
-   greedy — target ≥ 20 turns/s. Baseline: the same path with a policy that takes the
-   first legal action (what the path costs without thinking).
+   greedy. Baseline: the same path with a policy that takes the first legal action (what the
+   path costs without thinking). Target ≥ 0.097x the baseline (was ≥ 20 turns/s, against
+   205.7/s for the baseline in docs/bots.md: 20 / 205.7).
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from services.bots.player import PLAYED, BotPlayer  # noqa: E402
 from services.command.secrets_store import RedisSecrets  # noqa: E402
 from services.command.service import GameService  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
-from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.bench.targets import check, exit_code, judge  # noqa: E402
 from tests.redis_server import private_redis  # noqa: E402
 
 
@@ -56,7 +63,7 @@ def duel(a: str, b: str, games: int, think_ms: int | None, jobs: int) -> dict[st
             str(games), "--seed", "1", "--jobs", str(jobs), "--json"]  # fmt: skip
     if think_ms:
         argv += ["--think-ms", str(think_ms), "--clock", "cpu"]
-    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True, timeout=1800)
     return dict(json.loads(out.stdout))
 
 
@@ -169,9 +176,8 @@ def main() -> int:
     print(
         f"greedy vs random: greedy wins {greedy_random['wins_a']}/{greedy_random['games']} "
         f"({share:.1%}, 95 % CI {lo:.1%}-{hi:.1%}), mean lead {greedy_random['mean_diff']:+.1f}"
-        f"   target ≥ 95 %   baseline random vs random: A wins "
-        f"{random_random['wins_a']}/{random_random['games']}  "
-        f"{verdict('greedy vs random', share >= 0.95)}"
+        f"   baseline random vs random: A wins "
+        f"{random_random['wins_a']}/{random_random['games']}"
     )
     m = mcts_greedy
     lo, hi = m["ci95"]
@@ -179,20 +185,13 @@ def main() -> int:
         f"mcts ({args.mcts_think_ms} ms CPU) vs greedy: {m['wins_a']}-{m['wins_b']} "
         f"({m['draws']} draws) of {m['games']}, share {m['share_a']:.1%} (95 % CI {lo:.1%}-"
         f"{hi:.1%}), mean lead {m['mean_diff']:+.1f}, {m['ms_per_move_a']:.0f} ms/move"
-        f"   target > 50 %   baseline greedy vs greedy: share "
-        f"{greedy_greedy['share_a']:.1%}  {verdict('mcts vs greedy', m['share_a'] > 0.5)}"
+        f"   baseline greedy vs greedy: share {greedy_greedy['share_a']:.1%}"
     )
-    targets = {"random": 20.0, "greedy": 150.0, "mcts_1s": 1300.0}
     base = figures["latency_ms"]["actions"]
     for name, row in figures["latency_ms"].items():
-        if name == "actions":
-            continue
-        target = targets.get(name)
-        ok = "" if target is None else verdict(f"{name} p99", row["p99"] <= target)
         print(
             f"move latency {name:<10} p50 {row['p50']:8.2f} ms  p99 {row['p99']:8.2f} ms "
-            f"(n={row['n']})  target p99 {'≤ ' + str(target) if target else '-':>9}   "
-            f"baseline legal actions p50 {base['p50']:.2f} / p99 {base['p99']:.2f} ms  {ok}"
+            f"(n={row['n']})"
         )
     calibration = sorted(float(n) for n in per_cpu_second)
     print(
@@ -202,8 +201,22 @@ def main() -> int:
     )
     print(
         f"bot turns per second per worker process (greedy, read+fold+choose+append): "
-        f"{greedy_tps:.1f}   target ≥ 20   baseline first legal action: {bare_tps:.1f}  "
-        f"{verdict('bot turns/s', greedy_tps >= 20)}"
+        f"{greedy_tps:.1f}   baseline first legal action: {bare_tps:.1f}"
+    )
+    check("greedy vs random: greedy's win share", share, at_least=0.95)
+    check("mcts vs greedy: mcts's share", m["share_a"], more_than=0.5)
+    latency = figures["latency_ms"]
+    judge(
+        "random move p99 / legal actions p99", latency["random"]["p99"], base["p99"], max_ratio=150
+    )
+    judge(
+        "greedy move p99 / legal actions p99", latency["greedy"]["p99"], base["p99"], max_ratio=1150
+    )
+    judge(
+        "mcts move p99, 1 s budget / the budget", latency["mcts_1s"]["p99"], 1000.0, max_ratio=1.3
+    )
+    judge(
+        "bot turns/s, greedy / first legal action", greedy_tps, bare_tps, min_ratio=0.097, unit="/s"
     )
     return 0
 

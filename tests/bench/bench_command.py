@@ -7,6 +7,13 @@ turns are worked out before each timed phase (`prepare_games`), so during it the
 both endpoints do the same thing: send a prepared body, read the whole reply. Reports
 turns/s and p50/p99 latency at peak; p50/p99 at half of the turn endpoint's own peak; and
 the cost of turns 66-70 against turns 1-5.
+
+Targets, each a ratio to a figure of the same run (tests/bench/targets.py):
+- turn throughput at peak ≥ 0.6x the baseline's peak (issue 3);
+- turn p99 at half of its own peak ≤ 3.1x the baseline's p99 at its peak (was ≤ 25 ms, set
+  when the baseline's peak p99 was 8.04 ms: 25 / 8.04; both are latencies of one gunicorn
+  config, the same clients and one Redis write, so they scale alike with the machine);
+- turns 66-70 ≤ 1.2x turns 1-5 (median, one client).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from carcassonne.events import meeple_to_dict  # noqa: E402
 from carcassonne.game import meeple_spots, placements  # noqa: E402
 from eventstore.envelope import MOVES, NewEvent  # noqa: E402
 from eventstore.port import InMemoryEventStore  # noqa: E402
-from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.http_client import call, gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
@@ -306,20 +313,17 @@ def main() -> int:
         f"peak rounds (req/s, alternating): baseline {rounds['baseline_per_s']}, "
         f"turns {rounds['turns_per_s']}; the best of each is shown"
     )
-    print(
-        f"turn throughput / baseline: {ratio:.0%} (target ≥ 60%)"
-        f"  {verdict('turn throughput', ratio >= 0.6)}"
+    judge(
+        "POST /turns peak / Flask + XADD peak", p["per_s"], b["per_s"], min_ratio=0.6, unit="req/s"
     )
-    print(
-        f"p99 at half load: {h['p99_ms']:.1f} ms (target ≤ 25 ms)"
-        f"  {verdict('p99 at half load', h['p99_ms'] <= 25)}"
+    judge("turn p99 at half load / baseline peak p99", h["p99_ms"], b["p99_ms"], max_ratio=3.1)
+    # No late turns in the phase (a game that short) is a figure not measured: a miss.
+    judge(
+        "turns 66-70 / turns 1-5 (median)",
+        cost["turn66_70_ms"],
+        cost["turn1_5_ms"] or 0.0,
+        max_ratio=1.2,
     )
-    if turn_ratio is not None:
-        print(
-            f"turns 66-70 vs 1-5 (median): {cost['turn66_70_ms']:.2f} / {cost['turn1_5_ms']:.2f}"
-            f" ms = {turn_ratio:.2f}x (target ≤ 1.2x)"
-            f"  {verdict('late turn cost', turn_ratio <= 1.2)}"
-        )
     return 0
 
 

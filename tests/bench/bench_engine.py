@@ -1,15 +1,20 @@
-"""Engine benchmarks (`make bench`): each figure beside its target and an in-run baseline.
+"""Engine benchmarks (`make bench`): each figure judged as a ratio to a baseline measured in
+the same run (tests/bench/targets.py); the times are printed for information.
 
 1. A full random 2-player game (base set, farmers on; every turn enumerates all legal
-   (placement, meeple) actions and picks one uniformly) — target: median ≤ 10 ms.
-   Baseline: the same games replayed from their events (the floor: no move generation).
-2. All legal placements of one tile on a late-game (~70-tile) board — target: median
-   ≤ 0.1 ms. Baseline: a naive scan of every empty square in the board's bounding box.
-3. Rebuilding a finished game's state from its events — target: median ≤ 3 ms.
-   Baseline: `functools.reduce(evolve, …)`, the pure fold that copies the state per event.
+   (placement, meeple) actions and picks one uniformly). Baseline: the same games replayed
+   from their events (the floor: no move generation). Target ≤ 7.4x (was ≤ 10 ms, set when
+   the replay took 1.36 ms: 10 / 1.36).
+2. All legal placements of one tile on a late-game (~70-tile) board. Baseline: a naive scan
+   of every empty square in the board's bounding box. Target ≤ 0.18x (was ≤ 0.1 ms, set when
+   the scan took 0.544 ms: 0.1 / 0.544).
+3. Rebuilding a finished game's state from its events (fold). Baseline:
+   `functools.reduce(evolve, …)`, the pure fold that copies the state per event. Target
+   ≤ 0.37x (was ≤ 3 ms, set when reduce took 8.01 ms: 3 / 8.01).
 4. A full random River+Abbot game (R9.1, R9.2 on 2nd-edition tiles: 84 tiles, gardens, the
-   abbot placed and taken back; every legal action enumerated each turn) — target: median
-   ≤ 5 ms. Baseline: figure 1, the base game, in the same run.
+   abbot placed and taken back; every legal action enumerated each turn). Baseline: figure 1,
+   the base game, in the same run. Target ≤ 1.5x (issue 26; was ≤ 5 ms: 2.50 beside 1.76 ms
+   when it was set, 1.42x).
 
 Times are this thread's CPU time (`time.thread_time_ns`): the engine is pure, single-threaded
 computation, and on a shared 2-core machine wall time also counted the other programs'
@@ -38,7 +43,7 @@ from carcassonne.game import evolve, fold, placements
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from carcassonne.state import GameState
-from tests.bench.targets import exit_code, verdict
+from tests.bench.targets import exit_code, judge
 
 
 def _median_ms(fn: Callable[[], object], runs: int, inner: int = 1) -> float:
@@ -132,24 +137,34 @@ def main() -> int:
     if args.json:
         print(json.dumps(figures))
         return 0
-    rows = [
-        ("full random game, 2 players, all actions", figures["random_game_ms_median"], 10.0,
-         "replay of the same games", figures["replay_same_games_ms_median"]),
-        (f"placements of one tile, {figures['late_board_tiles_median']:.0f}-tile board",
-         figures["placements_late_ms_median"], 0.1,
-         "naive bounding-box scan", figures["placements_naive_scan_ms_median"]),
-        ("rebuild finished game from events (fold)", figures["rebuild_fold_ms_median"], 3.0,
-         "reduce(evolve) with copies", figures["rebuild_reduce_evolve_ms_median"]),
-        ("full random River+Abbot game, 2nd edition", figures["river_abbot_game_ms_median"], 5.0,
-         "base game (figure 1)", figures["random_game_ms_median"]),
-    ]  # fmt: skip
-    print(f"engine benchmarks, CPython {figures['python']}, {args.games} random games")
-    print(f"{'figure':<46}{'median ms':>11}{'target':>9}  {'baseline (same run)':<28}{'ms':>9}")
-    for label, value, target, base_label, base in rows:
-        ok = verdict(label, value <= target)
-        print(
-            f"{label:<46}{value:>11.4f}{'≤' + str(target):>9}  {base_label:<28}{base:>9.4f}  {ok}"
-        )
+    print(
+        f"engine benchmarks, CPython {figures['python']}, {args.games} random games; median CPU ms"
+    )
+    # Ratio targets from the figures when each absolute target was set (docstring).
+    judge(
+        "random game, 2 players, all actions / replay",
+        figures["random_game_ms_median"],
+        figures["replay_same_games_ms_median"],
+        max_ratio=7.4,
+    )
+    judge(
+        f"placements, {figures['late_board_tiles_median']:.0f}-tile board / naive scan",
+        figures["placements_late_ms_median"],
+        figures["placements_naive_scan_ms_median"],
+        max_ratio=0.18,
+    )
+    judge(
+        "rebuild by fold / reduce(evolve) with copies",
+        figures["rebuild_fold_ms_median"],
+        figures["rebuild_reduce_evolve_ms_median"],
+        max_ratio=0.37,
+    )
+    judge(
+        "River+Abbot game / base game",
+        figures["river_abbot_game_ms_median"],
+        figures["random_game_ms_median"],
+        max_ratio=1.5,
+    )
     print(f"random game p90: {figures['random_game_ms_p90']:.2f} ms")
     return 0
 

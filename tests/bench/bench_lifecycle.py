@@ -8,12 +8,14 @@ Against a private redis-server, in one process (what one worker thread does):
   is due: each is folded, decided (`TurnTimedOut`, the next player's draw) and appended on
   its expected sequence. Baseline, same run, same Redis: plain turns played through the
   command service's `GameService.play_turn` (a decided and appended turn, the cached path).
-  Target ≥ 500/s.
+  Target ≥ 0.145x the baseline (was ≥ 500/s, set when the baseline ran 3,444/s: 500 / 3,444),
+  for games just started and games 30 turns in (the timer's state cached); and every due turn
+  timed out (a count).
 * a beat tick with games waiting (deadlines ahead, nothing due): the tick reads only the due
   part of the 64 shards' deadline and idle indexes, so its cost must not grow with the games
   waiting. Timed with 1,000 and with 10,000 games waiting; baseline: what a tick that
   scanned (SCAN over every game's move stream key) would cost with 10,000.
-  Target: 10,000 / 1,000 within noise (≤ 1.5×).
+  Target: 10,000 / 1,000 within noise (≤ 1.5×, a ratio of the same run already).
 """
 
 from __future__ import annotations
@@ -39,10 +41,10 @@ from services.redis_store import RedisEventStore, game_keys  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
 from services.scoring.timer import Timer  # noqa: E402
 from tests.bench.bench_indexes import median_ms  # noqa: E402
-from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.bench.targets import check, exit_code, judge  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
-TARGET_PER_SECOND = 500
+MIN_TIMEOUTS_VS_TURNS = 0.145  # 500/s / 3,444/s (the docstring)
 TARGET_RATIO = 1.5
 LIMITED = Ruleset(turn_seconds=60)
 ABANDON_AFTER_MS = 30 * 86_400_000
@@ -139,29 +141,43 @@ def main(argv: list[str] | None = None) -> int:
     ratio = figures["tick_large_ms"] / figures["tick_small_ms"]
     if args.json:
         print(json.dumps({**figures, "ratio": ratio, "timed_out": timed_out}, indent=1))
-    ok = timed_out == args.due and figures["timeouts_per_s"] >= TARGET_PER_SECOND
+    turns = figures["turn_appends_per_s"]
     print(f"turn timer, one process, {args.due:,} turns due at once")
     print(f"  timed-out turns handled      {figures['timeouts_per_s']:9.0f}/s "
-          f"({timed_out:,} of {args.due:,}; target ≥ {TARGET_PER_SECOND}/s)  "
-          f"{verdict('timeouts_per_s', ok)}")  # fmt: skip
-    deep_ok = figures["deep_warm_per_s"] >= TARGET_PER_SECOND
+          f"({timed_out:,} of {args.due:,})")  # fmt: skip
     print(f"  … games {args.depth} turns in, cached {figures['deep_warm_per_s']:9.0f}/s "
-          f"(the timer's state caught up; target ≥ {TARGET_PER_SECOND}/s)  "
-          f"{verdict('deep_warm_per_s', deep_ok)}")  # fmt: skip
+          "(the timer's state caught up)")  # fmt: skip
     print(f"  … games {args.depth} turns in, cold   {figures['deep_cold_per_s']:9.0f}/s "
           "(first sight: folded from move 1; no target, see docs/lifecycle.md)")  # fmt: skip
-    print(
-        f"  baseline: plain turn appends {figures['turn_appends_per_s']:9.0f}/s "
-        "(GameService.play_turn, cached)"
-    )
+    print(f"  baseline: plain turn appends {turns:9.0f}/s (GameService.play_turn, cached)")
     n1, n2 = f"{args.small:,}", f"{args.large:,}"
     print(f"beat tick with games waiting, nothing due (median ms): {n1} → {n2}")
     print(f"  tick (deadline + idle index)  {figures['tick_small_ms']:8.2f} → "
-          f"{figures['tick_large_ms']:8.2f}  ×{ratio:.2f} (target ≤ {TARGET_RATIO}×)  "
-          f"{verdict('tick_ratio', ratio <= TARGET_RATIO)}")  # fmt: skip
+          f"{figures['tick_large_ms']:8.2f}  ×{ratio:.2f}")  # fmt: skip
     print(f"  baseline: tick with no game   {figures['tick_empty_ms']:8.2f}")
     print(
         f"  baseline: a scan of {n2} games {figures['scan_large_ms']:8.2f} (what must not happen)"
+    )
+    check("due turns timed out (fewest of 3 rounds)", timed_out, at_least=args.due)
+    judge(
+        "timed-out turns/s / plain turn appends/s",
+        figures["timeouts_per_s"],
+        turns,
+        min_ratio=MIN_TIMEOUTS_VS_TURNS,
+        unit="/s",
+    )
+    judge(
+        f"… games {args.depth} turns in, cached / turn appends",
+        figures["deep_warm_per_s"],
+        turns,
+        min_ratio=MIN_TIMEOUTS_VS_TURNS,
+        unit="/s",
+    )
+    judge(
+        f"beat tick, {n2} / {n1} games waiting",
+        figures["tick_large_ms"],
+        figures["tick_small_ms"],
+        max_ratio=TARGET_RATIO,
     )
     return 0
 

@@ -7,7 +7,9 @@ go on (moves appended at `--moves-per-s`, fanned out to their viewers), `--views
 views are timed over `--view-conns` keep-alive connections. Baseline, same run: the same
 views with no stream open.
 
-Targets: ≥ 5,000 streams held, board p99 ≤ 50 ms at every step, 0 × 503 on views.
+Targets (tests/bench/targets.py): board p99 at every step ≤ 8.9x the same run's p99 with
+no stream open (was ≤ 50 ms, set when that baseline was 5.6 ms: 50 / 5.6). Counts, judged as
+they are: ≥ 5,000 streams held, 0 × 503 on views, 0 events missing.
 Also printed: streams refused, events delivered / missing, Redis connections held by the
 query processes (CLIENT LIST by name) and their memory.
 
@@ -26,6 +28,7 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Coroutine
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -40,12 +43,12 @@ from carcassonne.simulate import random_game  # noqa: E402
 from eventstore.envelope import MOVES, NewEvent  # noqa: E402
 from eventstore.schemas import to_new  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
-from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.bench.targets import check, exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.integration.live_client import Stream, Views, raise_fd_limit  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
-P99_TARGET_MS, STREAMS_TARGET = 50.0, 5_000
+MAX_P99_VS_NO_STREAMS, STREAMS_TARGET = 8.9, 5_000  # 50 ms / 5.6 ms (the docstring)
 
 
 class Game:
@@ -236,6 +239,18 @@ async def _holder(conn: Connection, base: str, game_ids: list[str], parallel: in
         conn.send({"closed": len(streams)})
 
 
+async def bounded(views: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    """Timed views, given up after 300 s (a view never answered would hold the bench)."""
+    return await asyncio.wait_for(views, 300)
+
+
+def reply(conn: Connection, timeout: float = 300) -> Any:
+    """The stream process's answer, waited for at most `timeout` seconds (it may have died)."""
+    if not conn.poll(timeout):
+        raise RuntimeError(f"the stream process gave no answer in {timeout:g} s")
+    return conn.recv()
+
+
 def run(args: argparse.Namespace, base: str, master: int, url: str) -> list[dict[str, Any]]:
     client = redis.Redis.from_url(url)
     store = RedisEventStore(client)
@@ -249,14 +264,15 @@ def run(args: argparse.Namespace, base: str, master: int, url: str) -> list[dict
     mover = Mover(store, games, args.moves_per_s)
     rows: list[dict[str, Any]] = []
     try:
-        asyncio.run(time_views(base, game_ids, min(200, args.views), args.view_conns))  # warm
+        # warm the views
+        asyncio.run(bounded(time_views(base, game_ids, min(200, args.views), args.view_conns)))
         for level in [0, *args.levels]:
             ours.send(("open", level))
-            opened = ours.recv()
+            opened = reply(ours)
             appended = mover.appended
             mover.on.set()  # the games go on while the streams are held and views timed
             time.sleep(args.settle)
-            views = asyncio.run(time_views(base, game_ids, args.views, args.view_conns))
+            views = asyncio.run(bounded(time_views(base, game_ids, args.views, args.view_conns)))
             mover.on.clear()
             row = {
                 "streams": level,
@@ -269,7 +285,7 @@ def run(args: argparse.Namespace, base: str, master: int, url: str) -> list[dict
             rows.append(row)
             print_row(row)
         ours.send(("check", {g.game_id: store.last_seq(g.game_id, MOVES) for g in games}))
-        rows.append(ours.recv())
+        rows.append(reply(ours))
     finally:
         mover.stop.set()
         ours.send(("close", None))
@@ -331,24 +347,18 @@ def main() -> int:
     baseline = steps[0]
     top = max(r["held"] for r in steps)
     print(f"baseline (0 streams): board p99 {baseline['p99_ms']:.2f} ms")
-    print(
-        f"streams held: {top} (target ≥ {STREAMS_TARGET})  "
-        f"{verdict('live streams held', top >= STREAMS_TARGET)}"
-    )
+    check("live streams held", top, at_least=STREAMS_TARGET)
     for row in steps[1:]:
-        ok = row["p99_ms"] <= P99_TARGET_MS
-        name = f"board p99 at {row['streams']} streams"
-        print(
-            f"board p99 at {row['streams']} streams: {row['p99_ms']:.2f} ms (target ≤ "
-            f"{P99_TARGET_MS:.0f} ms; baseline {baseline['p99_ms']:.2f} ms)  "
-            f"{verdict(name, ok)}"
+        judge(
+            f"board p99 at {row['streams']} streams / at 0",
+            row["p99_ms"],
+            baseline["p99_ms"],
+            max_ratio=MAX_P99_VS_NO_STREAMS,
         )
     n503 = sum(r["statuses"].get(503, 0) for r in steps)
-    print(f"views answered 503: {n503} (target 0)  {verdict('views 503', n503 == 0)}")
-    print(
-        f"events delivered to streams: {tail['delivered']}, missing: {tail['missing']} "
-        f"(target 0)  {verdict('live events missing', tail['missing'] == 0)}"
-    )
+    check("views answered 503", n503, at_most=0)
+    print(f"events delivered to streams: {tail['delivered']}")
+    check("live events missing", tail["missing"], at_most=0)
     return 0
 
 

@@ -14,13 +14,20 @@ wake-up (NOTIFY_DELAY_MS), the catch-up, the dispatch and deliver tasks and the 
 Baseline, same run and Redis: a bare XADD → XREAD BLOCK consumer round trip (a thread
 blocked on a stream, the floor any Redis-stream consumer pays), p50 / p99 of as many samples.
 
-Target: p99 ≤ 200 ms; every turn_started delivered once, in order.
+Targets (tests/bench/targets.py): every turn_started delivered (a count); p99 ≤ 2,000x the
+baseline's p50 (was ≤ 200 ms, set when the baseline's p50 was 0.10 ms: 200 / 0.10). The
+baseline's p50, not its p99: a p99 of ~120 sub-millisecond samples is one or two scheduler
+hiccups (0.12-0.45 ms over four runs, while the p50 read 0.07-0.10 ms). The baseline is the
+floor of the mechanism every hop uses (a blocked Redis reader woken by a write), not the same
+work: the turn_started path is three Celery hops, a fold and a POST after the fixed
+NOTIFY_DELAY_MS (20 ms) wake-up delay, so the ratio is loose by design.
 
 Also the dispatcher's cost per move over a whole 3-player game, in process on the same
 Redis (`SubscriptionDispatcher.dispatch` after each scored move, one subscription): with the
 game's feed kept folded between dispatches, as the worker runs it, beside the baseline of a
 dispatcher that keeps none and re-reads and re-folds the game from move 1 each time.
-Target: the kept feed's last 10 dispatches cost ≤ 1.5× its first 10 (flat over the game).
+Target (a ratio already): the kept feed's last 10 dispatches cost ≤ 1.5× its first 10 (flat
+over the game).
 """
 
 from __future__ import annotations
@@ -47,13 +54,13 @@ from services.command.apikeys import ApiKeys  # noqa: E402
 from services.command.subscriptions import Subscriptions  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
 from services.scoring.subscriptions import SubscriptionDispatcher  # noqa: E402
-from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.bench.targets import check, exit_code, judge  # noqa: E402
 from tests.integration.http_client import call, gunicorn  # noqa: E402
 from tests.integration.owned_games import owned_game, score_up_to  # noqa: E402
 from tests.integration.workers import celery_env, running, worker  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
-TARGET_P99_MS = 200.0
+MAX_P99_VS_FLOOR_P50 = 2_000  # 200 ms / 0.10 ms (the docstring)
 TARGET_LATE_RATIO = 1.5
 
 
@@ -247,25 +254,25 @@ def main() -> int:
     }
     if args.json:
         print(json.dumps(figures))
-    every = len(latencies) == played
     print(f"notifications: turn_started per API-key subscription, {args.games} 3-player games x "
           f"{args.turns} turns over HTTP, one worker process (scoring,webhooks)")  # fmt: skip
-    print(f"  received: {len(latencies)}/{played} turn_started within 10 s each "
-          f"(target: all)  {verdict('turn_started delivered', every)}")  # fmt: skip
-    print(f"  latency from the previous move's append: p50 {p50:.1f} ms, p99 {p99:.1f} ms "
-          f"(target p99 ≤ {TARGET_P99_MS:.0f} ms)  "
-          f"{verdict('turn_started p99', p99 <= TARGET_P99_MS)}")  # fmt: skip
+    print(f"  received: {len(latencies)}/{played} turn_started within 10 s each")
+    print(f"  latency from the previous move's append: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
     print(f"  baseline, same Redis: bare XADD → XREAD BLOCK consumer p50 {b50:.2f} ms, "
           f"p99 {b99:.2f} ms ({len(floor)} samples)")  # fmt: skip
-    ratio = late / early
-    print(
-        f"  subscription dispatch per move over a {len(kept)}-move game (median ms, in process, "
-        f"same Redis): kept feed first 10 {early:.2f}, last 10 {late:.2f} = {ratio:.2f}x "
-        f"(target ≤ {TARGET_LATE_RATIO}x)  {verdict('dispatch flat', ratio <= TARGET_LATE_RATIO)}"
+    check("turn_started delivered", len(latencies), at_least=played)
+    judge(
+        "turn_started p99 / XADD→XREAD p50",
+        p99 if latencies else None,
+        b50,
+        max_ratio=MAX_P99_VS_FLOOR_P50,
     )
+    print(f"  subscription dispatch per move over a {len(kept)}-move game (median ms, in process, "
+          f"same Redis): kept feed first 10 {early:.2f}, last 10 {late:.2f}")  # fmt: skip
     print(f"  baseline, re-fold from move 1 at each dispatch: first 10 {refold_early:.2f}, "
           f"last 10 {refold_late:.2f} = {refold_late / refold_early:.2f}x; whole game "
           f"{sum(kept):.0f} ms kept vs {sum(refold):.0f} ms re-folded")  # fmt: skip
+    judge("dispatch, kept feed: last 10 / first 10", late, early, max_ratio=TARGET_LATE_RATIO)
     return exit_code()
 
 

@@ -13,7 +13,10 @@ system Chromium (tests/browser.py) driven by Playwright:
   picture in the page and the next frame. Baseline, same run: one `fetch` of the board view
   of a turn from the page's script (what a step would cost if it asked the server).
 
-Targets: load p90 ≤ 1 s; step p90 ≤ 50 ms (p50 and the worst are printed too).
+Targets (tests/bench/targets.py), each a ratio to the same run's baseline median (p50, the
+steadier figure of a few samples): load p90 ≤ 14x the JSON view's load (was ≤ 1 s, set when
+that load took ~70 ms: 1000 / 70); step p90 ≤ 16x one fetch (was ≤ 50 ms, set when a fetch
+took ~3 ms: 50 / 3). p50 and the worst are printed too.
 """
 
 from __future__ import annotations
@@ -36,13 +39,13 @@ from carcassonne.ruleset import Ruleset  # noqa: E402
 from carcassonne.simulate import random_game  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
 from services.scoring.scorer import Scorer  # noqa: E402
-from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.browser import find_chromium, playwright_chromium  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.redis_server import private_redis  # noqa: E402
 from tests.unit.test_query_games import store_game  # noqa: E402
 
-LOAD_TARGET_MS, STEP_TARGET_MS = 1000.0, 50.0
+MAX_LOAD_VS_JSON, MAX_STEP_VS_FETCH = 14, 16  # 1000 / 70 ms and 50 / 3 ms (the docstring)
 GAME_ID = "be9c" + "0" * 28
 
 # In the page: step with the → key `count` times, each timed from the key press to the new
@@ -149,16 +152,20 @@ def main() -> int:
 
     print(f"game viewer, a finished game of {turns} turns ({tiles} tiles drawn at the end)")
     print(f"  baseline: JSON board view load  {summary(json_loads)}")
-    load_ok = pct(page_loads, 90) <= LOAD_TARGET_MS
-    print(
-        f"  page load to a drawn board      {summary(page_loads)}  "
-        f"target p90 ≤ {LOAD_TARGET_MS:.0f} ms: {verdict('page load', load_ok)}"
-    )
+    print(f"  page load to a drawn board      {summary(page_loads)}")
     print(f"  baseline: fetch of /board?turn  {summary(fetches)}")
-    step_ok = pct(steps, 90) <= STEP_TARGET_MS
-    print(
-        f"  step one turn ({len(steps):2d} steps)     {summary(steps)}  "
-        f"target p90 ≤ {STEP_TARGET_MS:.0f} ms: {verdict('step', step_ok)}"
+    print(f"  step one turn ({len(steps):2d} steps)     {summary(steps)}")
+    judge(
+        "page load p90 / JSON view load p50",
+        pct(page_loads, 90),
+        statistics.median(json_loads),
+        max_ratio=MAX_LOAD_VS_JSON,
+    )
+    judge(
+        "step p90 / fetch of /board?turn p50",
+        pct(steps, 90),
+        statistics.median(fetches),
+        max_ratio=MAX_STEP_VS_FETCH,
     )
     return exit_code()
 

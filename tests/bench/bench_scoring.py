@@ -10,7 +10,16 @@
    score: one Celery round trip and two Redis reads) — the ceiling of one task per event.
 2. Lag. The command service runs at half its peak with the worker (and beat) running and
    notifications on; for every score event, the time from its move's append to its own
-   append. Reported: p50/p99 (target p99 ≤ 100 ms).
+   append. Reported: p50/p99. Baseline: the p99 of the turns themselves in the same phase
+   (`POST /turns` at half its peak: a fold and an append triggered by a request, on the
+   machine as loaded at that moment).
+
+Targets, each a ratio to a figure of the same run (tests/bench/targets.py): backlog turns/s
+≥ 1x the command peak; lag p99 ≤ 9.7x the turns' p99 in the same phase. The lag target was
+≤ 100 ms, set in the run where the command service's p99 at half its peak was 10.3 ms
+(bench_command, same run): 100 / 10.3. Not the bare tasks: their rate is a mean cost at
+saturation, measured before the load; a p99 under load also holds the machine's queueing at
+that moment (three runs here: bare task 1.6-2.2 ms, lag p99 70-326 ms).
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from eventstore.envelope import MOVES, SCORES  # noqa: E402
 from eventstore.schemas import to_new  # noqa: E402
 from services.redis_store import RedisEventStore, game_keys  # noqa: E402
 from tests.bench.bench_command import CONFIG, run_load  # noqa: E402
-from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.integration.workers import beat, celery_env, worker  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
@@ -158,11 +167,17 @@ def main() -> int:
             wait_all_scored(store, played, 120)
             # ... and the tasks still queued for them (no-ops by now) before measuring.
             broker = redis.Redis.from_url(env["BROKER_URL"])
+            drained_by = time.monotonic() + 120
             while broker.llen("scoring"):
+                if time.monotonic() > drained_by:
+                    raise RuntimeError("the scoring queue did not drain in 120 s")
                 time.sleep(0.05)
             time.sleep(0.5)
             since = int(time.time() * 1000)
-            run_load(base, "turns", args.clients, args.seconds, peak["per_s"] / 2, redis_url)
+            loaded = run_load(
+                base, "turns", args.clients, args.seconds, peak["per_s"] / 2, redis_url
+            )
+            figures["turns_half_load_p99_ms"] = loaded["p99_ms"]
             time.sleep(1.0)  # let the last notifications be handled
         lags = sorted(lag_ms(client, store, since))
         figures["lag"] = {
@@ -185,20 +200,23 @@ def main() -> int:
     print(f"  backlog: {back['turns']} turns / {back['move_events']} move events "
           f"in {back['seconds']:.2f} s = {back['turns_per_s']:.0f} turns/s "
           f"({back['events_per_s']:.0f} events/s)")  # fmt: skip
-    print(
-        f"  command service peak (same run): {figures['command_peak_turns_per_s']:.0f} turns/s"
-        f" -> worker/command = {ratio:.1f}x (target ≥ 1x)  {verdict('worker/command', ratio >= 1)}"
+    print(f"  command service peak (same run): {figures['command_peak_turns_per_s']:.0f} turns/s"
+          f" -> worker/command = {ratio:.1f}x")  # fmt: skip
+    judge(
+        "scoring backlog turns/s / command peak",
+        back["turns_per_s"],
+        figures["command_peak_turns_per_s"],
+        min_ratio=1.0,
+        unit="/s",
     )
-    print(
-        f"  baseline, one task per event: bare catch_up tasks {figures['bare_tasks_per_s']:.0f}"
-        " tasks/s"
-    )
+    print(f"  baseline, one task per event: bare catch_up tasks {figures['bare_tasks_per_s']:.0f}"
+          " tasks/s")  # fmt: skip
     if lag["p99_ms"] is not None:
-        print(
-            f"  lag move -> score event at half command peak: p50 {lag['p50_ms']:.0f} ms, "
-            f"p99 {lag['p99_ms']:.0f} ms over {lag['score_events']} score events "
-            f"(target p99 ≤ 100 ms)  {verdict('scoring lag p99', lag['p99_ms'] <= 100)}"
-        )
+        print(f"  lag move -> score event at half command peak: p50 {lag['p50_ms']:.0f} ms, "
+              f"p99 {lag['p99_ms']:.0f} ms over {lag['score_events']} score events; the turns "
+              f"of that phase: p99 {figures['turns_half_load_p99_ms']:.1f} ms")  # fmt: skip
+    judge("scoring lag p99 / turn p99, same phase", lag["p99_ms"],
+          figures["turns_half_load_p99_ms"], max_ratio=9.7)  # fmt: skip
     return 0
 
 

@@ -3,9 +3,13 @@
 Starts a private redis-server and the command service under its gunicorn config (one API key,
 rate limit off), then client processes POST the same record again and again: alone (no
 queueing), at peak (closed loop), and paced at half of that peak. Reports records/s, p50/p99
-latency and server CPU per record, beside the target (p50 ≤ 15 ms) and an in-run baseline:
-the engine's own `score_record(load_record(...))` in process for the same record, and the
-whole request handler (JSON in, replay, JSON out) in process.
+latency and server CPU per record, beside in-run baselines: the engine's own
+`score_record(load_record(...))` in process for the same record, and the whole request
+handler (JSON in, replay, JSON out) in process.
+
+Target (tests/bench/targets.py): p50 alone and at half peak ≤ 5.7x the engine alone,
+measured again just before each of the two phases (was ≤ 15 ms, set when the engine alone
+took 2.62 ms: 15 / 2.62).
 
     .venv/bin/python tests/bench/bench_thirdparty.py [--seconds 5] [--clients 3]
 """
@@ -37,11 +41,11 @@ from carcassonne.simulate import random_game  # noqa: E402
 from services.command.apikeys import ApiKeys  # noqa: E402
 from services.command.records import read_record, replay_record, score_body  # noqa: E402
 from tests.bench.bench_command import CONFIG, tree_cpu  # noqa: E402
-from tests.bench.targets import exit_code, verdict  # noqa: E402
+from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.http_client import call, gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
-TARGET_P50_MS = 15.0
+MAX_P50_VS_ENGINE = 5.7  # 15 ms / 2.62 ms (the docstring)
 MAX_REQUESTS_PER_CLIENT = 20_000  # a hard bound besides the time limit
 
 
@@ -151,8 +155,13 @@ def main() -> int:
             assert status == 200, answer
             assert answer["final_scores"] == expected, "the service and the engine disagree"
             pids = (started[0].pid, redis_proc.pid)
+            # The engine baseline again just before each judged phase: the machine's load when
+            # the phase starts, not only at the start of the run.
+            engine_at = figures["engine_before_phase_ms"] = {}
+            engine_at["single"] = median_ms(lambda: score_record(load_record(record)), 30)
             figures["single"] = run_load(base, body, key, 1, args.seconds, 0, pids)
             figures["peak"] = peak = run_load(base, body, key, args.clients, args.seconds, 0, pids)
+            engine_at["half"] = median_ms(lambda: score_record(load_record(record)), 30)
             figures["half"] = run_load(
                 base, body, key, args.clients, args.seconds, peak["per_s"] / 2, pids
             )
@@ -181,20 +190,22 @@ def main() -> int:
         )
     print("(server CPU: gunicorn master and workers plus redis-server, per record)")
     print(
-        f"baseline, in process: engine score_record(load_record()) {engine_ms:.2f} ms; "
-        f"whole handler (JSON in, replay, JSON out) {handler_ms:.2f} ms"
+        f"baseline, in process: engine score_record(load_record()) {engine_ms:.2f} ms "
+        f"(just before the 1-client phase {engine_at['single']:.2f} ms, before the half-peak "
+        f"phase {engine_at['half']:.2f} ms); whole handler (JSON in, replay, JSON out) "
+        f"{handler_ms:.2f} ms"
     )
     ceiling = (figures["cores"] or 1) * 1000 / engine_ms
     print(
         f"records/s at peak: {figures['peak']['per_s']:.0f} "
         f"(engine-only ceiling on {figures['cores']} cores: {ceiling:.0f}/s)"
     )
-    for label, row in (("1 client", figures["single"]), ("50% of peak", figures["half"])):
-        p50 = row["p50_ms"]
-        ok = verdict(f"p50 at {label}", p50 <= TARGET_P50_MS)
-        print(
-            f"p50 at {label}: {p50:.2f} ms (target ≤ {TARGET_P50_MS:.0f} ms; "
-            f"engine alone {engine_ms:.2f} ms)  {ok}"
+    for label, phase in (("1 client", "single"), ("50% of peak", "half")):
+        judge(
+            f"/v1/score p50 at {label} / engine alone",
+            figures[phase]["p50_ms"],
+            engine_at[phase],
+            max_ratio=MAX_P50_VS_ENGINE,
         )
     return 0
 
