@@ -54,10 +54,11 @@ bench: install
 	if [ $$status -ne 0 ]; then echo "make bench: exited non-zero:$$failed (see MISSED above)"; fi; \
 	exit $$status
 
-# docs/openapi.json: the whole API's one document, rebuilt from both services' schemas
+# services/common/openapi.json (docs/openapi.json links to it): the whole API's one document,
+# rebuilt from both services' schemas
 # (tests/integration/test_openapi.py fails when the served document and the file differ).
 openapi: install
-	$(PY) -m services.common.openapi
+	$(PY) -m tools.openapi
 
 lint: install
 	$(PY) -m ruff check shared services tests deploy tools

@@ -20,7 +20,7 @@ from carcassonne.errors import GameError, MalformedError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
 from services.common.affinity import OWNS_GAME
-from services.common.openapi import ContractApi
+from services.common.api_doc import ContractApi
 from services.common.webapp import Blueprint, checked_game_id, new_app, with_allow
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import broker_url

@@ -20,9 +20,9 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from carcassonne.errors import GameError
 from services.redis_store.connect import connect, is_cluster_url
 
+from .api_doc import OPENAPI_VERSION
 from .body import read_json
 from .observability import instrument
-from .openapi import OPENAPI_VERSION
 from .settings import from_env
 
 GAME_ID = re.compile(r"[0-9a-f]{32}")  # what the command service's uuid4().hex ids look like

@@ -20,7 +20,7 @@ from flask_smorest import Blueprint
 from werkzeug.exceptions import HTTPException
 
 from carcassonne.errors import GameError
-from services.common.openapi import ContractApi
+from services.common.api_doc import ContractApi
 from services.common.webapp import checked_game_id, new_app, with_allow
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import (
@@ -189,7 +189,7 @@ class Events(MethodView):
 class Live(MethodView):
     @blp.arguments(LiveArgs(), location="query")
     @blp.doc(
-        # Last-Event-ID is added by services/common/openapi.py: a `parameters` list here
+        # Last-Event-ID is added by tools/openapi.py: a `parameters` list here
         # would replace the query parameters @blp.arguments documents.
         responses={
             "200": {

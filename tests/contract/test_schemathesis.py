@@ -24,7 +24,7 @@ import pytest
 import schemathesis
 from schemathesis import Case
 
-from services.common.openapi import DOC_FILE
+from services.common.api_doc import DOC_FILE
 from tests.integration.http_client import call
 from tests.stack import RECEIVER, Stack
 

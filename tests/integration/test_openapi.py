@@ -5,6 +5,9 @@ integration test's responses to it can fail (issue 15, "Every operation fully de
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import flask
@@ -16,10 +19,11 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from services.command.app import create_app as create_command_app
-from services.common.openapi import DOC_FILE, OPERATIONS, document_json
+from services.common.api_doc import DOC_FILE
 from services.query.app import create_app as create_query_app
 from tests.integration import openapi_client
 from tests.integration.openapi_client import ContractError, ValidatingClient
+from tools.openapi import OPERATIONS, document_json
 
 # Free-form objects the document keeps on purpose: an error's details (they depend on the
 # code) and a stored event's payload (its keys depend on the type: described in words).
@@ -179,6 +183,7 @@ def test_each_response_shape_is_validated_until_it_passes_once(
         "GET", "/games/{game_id}/turns", 200, "application/json")  # fmt: skip
 
 
+ROOT = Path(__file__).resolve().parents[2]
 DOC_URI = "urn:carcassonne-cloud:openapi"
 
 
@@ -264,3 +269,22 @@ def test_each_operation_names_the_service_that_serves_it(doc: dict[str, Any]) ->
     for item in doc["paths"].values():
         for _, op in _operations(item):
             assert len(op["servers"]) == 1, op["operationId"]
+
+
+def test_serving_the_document_loads_nothing_of_the_other_service(redis_url: str) -> None:
+    """The query process serves the checked-in file: it never imports the command service (nor
+    the builder, which imports both)."""
+    script = (
+        "import sys, json\n"
+        "from services.query.app import create_app\n"
+        f"app = create_app({{'REDIS_URL': {redis_url!r}}})\n"
+        "reply = app.test_client().get('/openapi.json')\n"
+        "assert reply.status_code == 200, reply.status_code\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('services', 'tools')))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert "services.query.app" in loaded
+    assert not [m for m in loaded if m.startswith(("services.command", "tools"))], loaded

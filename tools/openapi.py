@@ -1,4 +1,5 @@
-"""One OpenAPI document for the whole public API, served by both services at /openapi.json.
+"""Builds the one OpenAPI document for the whole public API (`make openapi`), which both
+services serve at /openapi.json from the checked-in file (services/common/api_doc.py).
 
 Each service's operations come from its blueprints (flask-smorest, from the marshmallow
 schemas); `document()` registers both services' blueprints on bare apps (no Redis, no
@@ -7,9 +8,10 @@ generated clients, every error status an operation can answer (all in the one er
 `services.common.schemas.Error`), response headers, the non-JSON media types and the
 security schemes (`bearerAuth`: a seat's token; `apiKey`: `X-Api-Key`).
 
-`docs/openapi.json` is this document, checked in (`make openapi` writes it; a test fails
-when the two drift). The integration tests validate every response against it
-(tests/integration/openapi_client.py).
+`services/common/openapi.json` (linked as `docs/openapi.json`) is this document, checked in
+(`make openapi` writes it; a test fails when the two drift). Only `make openapi` and that test
+import this module: a service never loads the other service to serve its document. The
+integration tests validate responses against it (tests/integration/openapi_client.py).
 """
 
 from __future__ import annotations
@@ -18,17 +20,15 @@ import copy
 import json
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import flask
 import flask_smorest
 
-from . import openapi_examples as ex
-from .schemas import MEEPLE_RULE, Error
+from services.common.api_doc import DOC_FILE, OPENAPI_VERSION, SpecApi
+from services.common.schemas import MEEPLE_RULE
+from tools import openapi_examples as ex
 
-DOC_FILE = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
-OPENAPI_VERSION = "3.1.0"
 TITLE = "Carcassonne Cloud"
 DESCRIPTION = """\
 The whole public API of Carcassonne Cloud: the command service (create and play games,
@@ -385,19 +385,6 @@ OPERATIONS: dict[tuple[str, str], Op] = {
 }
 
 
-class SpecApi(flask_smorest.Api):
-    """flask-smorest's Api with the services' error schema in place of its default one."""
-
-    ERROR_SCHEMA = Error
-
-
-class ContractApi(SpecApi):
-    """The services' Api: /openapi.json serves the one combined document."""
-
-    def _openapi_json(self) -> flask.Response:
-        return flask.current_app.response_class(document_json(), mimetype=JSON)
-
-
 def _service_spec(service: str, blueprints: list[flask_smorest.Blueprint]) -> dict[str, Any]:
     """One service's spec, each operation naming that service as its server and saying so."""
     spec = _blueprints_spec(service, blueprints)
@@ -615,7 +602,7 @@ def document_json() -> str:
 
 
 def main() -> None:
-    """`python -m services.common.openapi`: write docs/openapi.json (`make openapi`)."""
+    """`python -m tools.openapi`: write the checked-in document (`make openapi`)."""
     DOC_FILE.write_text(document_json(), encoding="utf-8")
     print(f"wrote {DOC_FILE}")
 

@@ -1,4 +1,4 @@
-"""Examples for the OpenAPI document (services/common/openapi.py): real requests and answers,
+"""Examples for the OpenAPI document (tools/openapi.py): real requests and answers,
 captured from a 2-player game played on the services (3 turns; lists shortened), so each is
 what a client sees. tests/integration/test_openapi.py validates every example against its
 schema, and schemathesis sends the request examples to the services (tests/contract).
