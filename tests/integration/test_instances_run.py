@@ -15,7 +15,7 @@ import pytest
 from deploy.local.host import free_ports
 from tests.nginx import find_nginx
 
-from .test_suite_run import STOP, Runner, alive
+from .test_suite_run import STOP, alive, suite_runner
 
 pytestmark = pytest.mark.slow  # a whole cluster suite started and stopped
 
@@ -27,31 +27,8 @@ def test_run_cluster_starts_plays_a_demo_game_and_stops(tmp_path: Path) -> None:
     redis_port = free_ports(4, bus=True, consecutive=True)[0]
     command_port, query_port = free_ports(2)
     var = tmp_path / "var"
-    run = Runner(
-        [
-            sys.executable,
-            "-m",
-            "deploy.local.run",
-            "--cluster",
-            "--var",
-            str(var),
-            "--redis-port",
-            str(redis_port),
-            "--command-port",
-            str(command_port),
-            "--query-port",
-            str(query_port),
-            "--web-concurrency",
-            "1",
-            "--concurrency",
-            "2",
-            "--sweep-seconds",
-            "1",
-            "--timeout",
-            "60",
-        ],
-        var,
-    )
+    run = suite_runner(var, (redis_port, command_port, query_port), "--cluster",
+                       "--web-concurrency", "1", "--sweep-seconds", "1")  # fmt: skip
     family = set[int]()
     try:
         run.wait_for("all healthy")

@@ -348,6 +348,17 @@ def test_a_second_stop_request_kills_everything_at_once(tmp_path: Path) -> None:
         run.clean_up(family)
 
 
+def suite_runner(var: Path, ports: tuple[int, int, int], *options: str) -> Runner:
+    """`python -m deploy.local.run` (what `make run` runs) on these Redis, command and query
+    ports, 2 worker threads and a 60 s start timeout, plus `options`; not waited for."""
+    redis_port, command_port, query_port = (str(port) for port in ports)
+    argv = [sys.executable, "-m", "deploy.local.run", "--var", str(var),
+            "--redis-port", redis_port, "--command-port", command_port,
+            "--query-port", query_port, "--concurrency", "2", "--timeout", "60",
+            *options]  # fmt: skip
+    return Runner(argv, var)
+
+
 @contextmanager
 def outage(port: int, pid: int, current: Callable[[], int]) -> Iterator[None]:
     """Kill Redis (-9) and hold its port for the `with` block, so that its restart fails
@@ -426,30 +437,8 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(tmp_path: Path) -> 
     nothing left."""
     var = tmp_path / "var"
     redis_port, command_port, query_port = free_ports(3)
-    run = Runner(
-        [
-            sys.executable,
-            "-m",
-            "deploy.local.run",
-            "--var",
-            str(var),
-            "--redis-port",
-            str(redis_port),
-            "--command-port",
-            str(command_port),
-            "--query-port",
-            str(query_port),
-            "--web-concurrency",
-            "2",
-            "--concurrency",
-            "2",
-            "--sweep-seconds",
-            "0.5",
-            "--timeout",
-            "60",
-        ],
-        var,
-    )
+    run = suite_runner(var, (redis_port, command_port, query_port), "--web-concurrency", "2",
+                       "--sweep-seconds", "0.5")  # fmt: skip
     family = set[int]()
     try:
         run.wait_for("all healthy")
