@@ -11,17 +11,18 @@ import os
 from typing import Any
 
 import redis
-from flask import Flask, Response, current_app, jsonify, request
+from flask import Flask, Response, current_app, request
 from flask.views import MethodView
 from prometheus_client import Counter
-from werkzeug.exceptions import HTTPException
 
 from carcassonne.errors import GameError, MalformedError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
+from services.common import http_errors
 from services.common.affinity import OWNS_GAME
 from services.common.api_doc import ContractApi
-from services.common.webapp import Blueprint, checked_game_id, new_app, with_allow
+from services.common.http_errors import error_response
+from services.common.webapp import Blueprint, checked_game_id, new_app
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import broker_url
 from services.redis_store.replication import NotReplicated
@@ -45,15 +46,6 @@ from .schemas import (
 from .schemas import TurnResult as TurnResultOut
 from .secrets_store import RedisSecrets
 from .service import GameService, TurnResult
-
-HTTP_CODES = {
-    400: "bad_request",
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "body_too_large",
-    415: "unsupported_media_type",
-    422: "invalid_body",
-}
 
 blp = Blueprint("games", __name__, url_prefix="/games", description="Create and play games")
 EVENTS_APPENDED = Counter(
@@ -290,17 +282,6 @@ class Hint(MethodView):
         )
 
 
-def _error(
-    code: str,
-    message: str,
-    status: int,
-    rule: str | None = None,
-    details: dict[str, Any] | None = None,
-) -> tuple[Response, int]:
-    body = {"code": code, "message": message, "rule": rule, "details": details or {}}
-    return jsonify(body), status
-
-
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app; `test_config` overrides settings (and may inject `GAME_SERVICE`)."""
     app = new_app(__name__, "command", from_env(), test_config)
@@ -343,54 +324,23 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     subscription_views.init_app(app, api)  # /v1/subscriptions
     undo_api.init_app(app, api)  # /games/{id}/undo…
 
-    @app.errorhandler(GameError)
-    def game_error(exc: GameError) -> tuple[Response, int]:
-        return _error(exc.code, exc.message, exc.status, exc.rule, exc.details)
-
-    @app.errorhandler(redis.RedisError)
-    def store_error(exc: redis.RedisError) -> tuple[Response, int]:
+    def not_replicated(exc: redis.RedisError) -> Response | None:
         # An append is one script: it happened whole or not at all (the reply may be what
         # was lost). Retrying with the same Idempotency-Key is safe either way.
-        if isinstance(exc, NotReplicated):  # appended, but not yet safe from a failover
-            app.logger.warning("append not replicated: %s", exc)
-            response, status = _error(
-                "not_replicated",
-                "the move was stored but not confirmed by a replica in time; "
-                "retry with the same Idempotency-Key",
-                503,
-                details={"replicas": exc.acked, "wanted": exc.wanted},
-            )
-            response.headers["Retry-After"] = "1"
-            return response, status
-        app.logger.warning("event store unavailable: %s", exc)
-        response, status = _error("store_unavailable", "the event store is unavailable", 503)
-        response.headers["Retry-After"] = "2"
-        return response, status
-
-    @app.errorhandler(HTTPException)
-    def http_error(exc: HTTPException) -> tuple[Response, int]:
-        status = exc.code or 500
-        data = getattr(exc, "data", None) or {}
-        messages = data.get("messages")
-        if messages == {"json": ["Invalid JSON body."]}:
-            return _error("invalid_json", "the request body is not valid JSON", 400)
-        if messages and "query" in messages:  # webargs: the query string failed its schema
-            return _error(
-                "invalid_query",
-                "the query string does not match the schema",
-                422,
-                details={"fields": messages["query"]},
-            )
-        if messages:  # webargs/marshmallow: the body failed its schema
-            return _error(
-                "invalid_body",
-                "the request body does not match the schema",
-                422,
-                details={"fields": messages.get("json", messages)},
-            )
-        response, status = _error(
-            HTTP_CODES.get(status, f"http_{status}"), exc.description or exc.name, status
+        if not isinstance(exc, NotReplicated):
+            return None  # the generic 503: the store is unavailable
+        app.logger.warning("append not replicated: %s", exc)  # appended, not yet on a replica
+        response = error_response(
+            "not_replicated",
+            "the move was stored but not confirmed by a replica in time; "
+            "retry with the same Idempotency-Key",
+            503,
+            details={"replicas": exc.acked, "wanted": exc.wanted},
         )
-        return with_allow(exc, response), status
+        response.headers["Retry-After"] = "1"
+        return response
 
+    http_errors.register(
+        app, retry_after=2, unprocessable="invalid_body", store_error=not_replicated
+    )
     return app

@@ -15,7 +15,6 @@ from flask import Flask, Request
 from flask_cors import CORS
 from marshmallow import Schema
 from webargs.flaskparser import FlaskParser
-from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from carcassonne.errors import GameError
 from services.redis_store.connect import connect, is_cluster_url
@@ -191,14 +190,6 @@ def cors_origins(raw: str) -> str | list[str]:
                 f"CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port]) or '*'"
             )
     return origins
-
-
-def with_allow(exc: HTTPException, response: flask.Response) -> flask.Response:
-    """`response` with the ``Allow`` header a 405 must carry (RFC 9110 15.5.6): an error
-    handler that builds its own JSON body drops the one werkzeug's exception has."""
-    if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
-        response.headers["Allow"] = ", ".join(exc.valid_methods)
-    return response
 
 
 def _redis_probe(url: str, service: str) -> Callable[[], bool]:

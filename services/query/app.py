@@ -13,15 +13,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import redis
 from flask import Flask, Response, current_app, request
 from flask.views import MethodView
 from flask_smorest import Blueprint
-from werkzeug.exceptions import HTTPException
 
 from carcassonne.errors import GameError
+from services.common import http_errors
 from services.common.api_doc import ContractApi
-from services.common.webapp import checked_game_id, new_app, with_allow
+from services.common.webapp import checked_game_id, new_app
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import (
     blocking_read_timeout,
@@ -42,14 +41,6 @@ from .service import QueryService, to_json
 
 NDJSON = "application/x-ndjson"
 LIVE_CLUSTER_READERS = 96  # per node: the 64 shard slots and some older games' slots
-HTTP_CODES = {
-    400: "bad_request",
-    404: "not_found",
-    405: "method_not_allowed",
-    406: "not_acceptable",
-    422: "invalid_query",
-}
-
 blp = Blueprint("games", __name__, url_prefix="/games", description="Views of games (read only)")
 NOT_MODIFIED = {"description": "Not Modified: the If-None-Match ETag is current"}
 # One event of a live stream as an EventSource reads it (services/query/log.py writes them).
@@ -233,17 +224,6 @@ class Live(MethodView):
         return resp
 
 
-def _error(
-    code: str,
-    message: str,
-    status: int,
-    rule: str | None = None,
-    details: dict[str, Any] | None = None,
-) -> Response:
-    body = {"code": code, "message": message, "rule": rule, "details": details or {}}
-    return _json(to_json(body), status)
-
-
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app; `test_config` overrides settings (and may inject `QUERY_SERVICE`)."""
     app = new_app(__name__, "query", from_env(), test_config)
@@ -289,33 +269,5 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     api.register_blueprint(pictures.tilesets)
     pages.register(app, api)  # the web pages: /, /games/{id}/view, /viewer/…
 
-    @app.errorhandler(GameError)
-    def game_error(exc: GameError) -> Response:
-        resp = _error(exc.code, exc.message, exc.status, exc.rule, exc.details)
-        if exc.status == 503:
-            resp.headers["Retry-After"] = "5"
-        return resp
-
-    @app.errorhandler(redis.RedisError)
-    def store_error(exc: redis.RedisError) -> Response:
-        current_app.logger.warning("event store unavailable: %s", exc)
-        resp = _error("store_unavailable", "the event store is unavailable", 503)
-        resp.headers["Retry-After"] = "5"
-        return resp
-
-    @app.errorhandler(HTTPException)
-    def http_error(exc: HTTPException) -> Response:
-        status = exc.code or 500
-        data = getattr(exc, "data", None) or {}
-        messages = data.get("messages")
-        if messages:  # webargs/marshmallow: a query parameter failed its schema
-            return _error(
-                "invalid_query",
-                "the query parameters do not match the schema",
-                422,
-                details={"fields": messages.get("query", messages)},
-            )
-        resp = _error(HTTP_CODES.get(status, f"http_{status}"), exc.description or exc.name, status)
-        return with_allow(exc, resp)
-
+    http_errors.register(app, retry_after=5, unprocessable="invalid_query")
     return app

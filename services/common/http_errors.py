@@ -1,0 +1,99 @@
+"""The services' one error shape, `{"code", "message", "rule", "details"}` (schema `Error`),
+and the handlers that answer every error in it, registered once per app by `register`: an
+engine `GameError` (its own status and stable code), an event store that is down (503 with
+Retry-After), and werkzeug's HTTP errors — a body or query string that fails its schema
+(422 with the fields), unreadable JSON (400), a 405 with its Allow header.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import flask
+import redis
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
+
+from carcassonne.errors import GameError
+
+# Stable codes of werkzeug's errors (a 422 without field messages is the app's own: `register`).
+HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def error_response(
+    code: str,
+    message: str,
+    status: int,
+    rule: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> flask.Response:
+    body = {"code": code, "message": message, "rule": rule, "details": details or {}}
+    response = flask.jsonify(body)
+    response.status_code = status
+    return response
+
+
+def with_allow(exc: HTTPException, response: flask.Response) -> flask.Response:
+    """`response` with the ``Allow`` header a 405 must carry (RFC 9110 15.5.6): an error
+    handler that builds its own JSON body drops the one werkzeug's exception has."""
+    if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+        response.headers["Allow"] = ", ".join(exc.valid_methods)
+    return response
+
+
+def register(
+    app: flask.Flask,
+    *,
+    retry_after: int,
+    unprocessable: str,
+    store_error: Callable[[redis.RedisError], flask.Response | None] | None = None,
+) -> None:
+    """Answer every error of `app` in the one shape. `retry_after`: seconds a client should
+    wait when the store is down; `unprocessable`: the code of a bare 422 (the service's main
+    input: `invalid_body` or `invalid_query`); `store_error`: the app's own answer to some
+    store errors (None: the generic 503)."""
+
+    def unavailable(response: flask.Response) -> flask.Response:
+        response.headers["Retry-After"] = str(retry_after)
+        return response
+
+    @app.errorhandler(GameError)
+    def game_error(exc: GameError) -> flask.Response:
+        response = error_response(exc.code, exc.message, exc.status, exc.rule, exc.details)
+        return unavailable(response) if exc.status == 503 else response
+
+    @app.errorhandler(redis.RedisError)
+    def redis_error(exc: redis.RedisError) -> flask.Response:
+        own = store_error(exc) if store_error is not None else None
+        if own is not None:
+            return own
+        app.logger.warning("event store unavailable: %s", exc)
+        return unavailable(
+            error_response("store_unavailable", "the event store is unavailable", 503)
+        )
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> flask.Response:
+        status = exc.code or 500
+        messages = (getattr(exc, "data", None) or {}).get("messages")
+        if messages == {"json": ["Invalid JSON body."]}:
+            return error_response("invalid_json", "the request body is not valid JSON", 400)
+        if messages and "query" in messages:  # webargs: the query string failed its schema
+            fields = {"fields": messages["query"]}
+            return error_response(
+                "invalid_query", "the query string does not match the schema", 422, None, fields
+            )
+        if messages:  # webargs/marshmallow: the body failed its schema
+            fields = {"fields": messages.get("json", messages)}
+            return error_response(
+                "invalid_body", "the request body does not match the schema", 422, None, fields
+            )
+        code = HTTP_CODES.get(status, unprocessable if status == 422 else f"http_{status}")
+        return with_allow(exc, error_response(code, exc.description or exc.name, status))
