@@ -46,6 +46,7 @@ from services.redis_store.connect import broker_url
 from services.redis_store.keys import derived_game_id, new_game_id
 
 from .client import command_client
+from .errors import AuthError, Forbidden, IdempotencyKeyReused, NotFound, check_reuse
 from .hooks import TaskSender, Webhooks
 from .ratelimit import RateLimiter
 from .records import (
@@ -58,14 +59,7 @@ from .records import (
 )
 from .schemas import Deliveries as DeliveriesOut
 from .schemas import ImportedGame, ScoreResult, Webhook
-from .service import (
-    AuthError,
-    Forbidden,
-    GameService,
-    IdempotencyKeyReused,
-    NotFound,
-    check_reuse,
-)
+from .service import GameService
 
 API_KEY = "X-Api-Key"
 IMPORT_COMMAND = "import"  # the command id of an import's one append

@@ -8,20 +8,14 @@ caught up from the stream, so a late turn costs what an early one does.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import secrets
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from prometheus_client import Counter
-
-from carcassonne.bots import Budget, choose, choose_in_hand, hand_views, player_view
 from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
     AnswerUndo,
@@ -37,81 +31,30 @@ from carcassonne.events import (
     meeple_to_dict,
     with_seats,
 )
-from carcassonne.game import RECALL_ABBOT, actions, decide, hand_actions, hand_of
+from carcassonne.game import decide
 from carcassonne.ruleset import Ruleset
-from carcassonne.state import OVER, PLACE, GameState
+from carcassonne.state import OVER, GameState
 from carcassonne.tiles import Meeple
 from carcassonne.undo import undo_voters
 from eventstore.envelope import MOVES, AppendResult, NewEvent, StoredEvent
 from eventstore.errors import CommandReused, ConcurrencyError
 from eventstore.port import EventStore
-from eventstore.schemas import to_engine, to_new
+from eventstore.schemas import to_new
 from services.common.body import fingerprint
-from services.common.draws import draw_until_placeable, opened
+from services.common.draws import draw_until_placeable
 from services.redis_store.bot_index import is_bot
 from services.redis_store.keys import new_game_id
 
-# What a turn costs beyond its append: move events read from the stream to bring a cached state
-# up to date (a cold load reads the whole game). With each game served by one process it stays
-# near 0 per turn; tests/bench/bench_instances.py reads it from /metrics.
-EVENTS_READ = Counter(
-    "carcassonne_events_read_total",
-    "Move events read from the stream to catch a cached game state up (XRANGE entries)",
-)
-HINTS = Counter(
-    "carcassonne_hints_total",
-    "Hints answered, by level and whether the bot searched or a kept hint was sent",
-    ["level", "source"],
-)
-HINTS_KEPT = 1_024  # positions whose hints a process keeps (one search per position and level)
-
-
-def status_of(state: GameState) -> str:
-    """A game's status as views and `GET /games?status=` name it."""
-    if state.phase != OVER:
-        return "in_progress"
-    return "abandoned" if state.abandoned else "over"
+from . import hints, views
+from .cache import Cached, FoldCache
+from .errors import AuthError, Forbidden, IdempotencyKeyReused, NotFound, check_reuse
+from .hints import kept_hints
+from .secrets_store import Secrets, token_hash
 
 
 def now_ms() -> int:
     """The service's clock (Unix ms): deadlines are computed here, never in the engine."""
     return int(time.time() * 1000)
-
-
-class NotFound(GameError):
-    """No such game."""
-
-    status = 404
-
-
-class AuthError(GameError):
-    """Missing or unknown player token."""
-
-    status = 401
-
-
-class Forbidden(GameError):
-    """A valid token of another seat."""
-
-    status = 403
-
-
-class IdempotencyKeyReused(GameError):
-    """An Idempotency-Key sent again with a different request: 422, nothing done."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "idempotency_key_reused",
-            "this Idempotency-Key was used for a different request; "
-            "send a new key with a new request",
-        )
-
-
-def check_reuse(stored: str, given: str) -> None:
-    """`IdempotencyKeyReused` when a key's stored request fingerprint is not this request's
-    (an empty one, from before fingerprints were stored, is taken as a match)."""
-    if stored and given and stored != given:
-        raise IdempotencyKeyReused
 
 
 def turn_fingerprint(
@@ -146,101 +89,6 @@ class BotHandoff(Protocol):
 
     def __call__(self, game_id: str) -> None:
         """A bot is to move in the game."""
-
-
-class Secrets(Protocol):
-    """Per-game secrets kept outside the event log: token hashes and the draw seed."""
-
-    def put(self, game_id: str, data: dict[str, Any]) -> None:
-        """Store a new game's secrets."""
-
-    def put_new(self, game_id: str, data: dict[str, Any]) -> bool:
-        """Store a game's secrets unless it has some already; True if these were stored."""
-
-    def get(self, game_id: str) -> dict[str, Any] | None:
-        """A game's secrets, or None for an unknown game."""
-
-    def replace_token(self, game_id: str, seat: int, token_hash: str) -> bool:
-        """Make `token_hash` the seat's only token (the old one stops matching); False if
-        the game has no secrets."""
-
-
-class MemorySecrets:
-    """`Secrets` in a dict (unit tests)."""
-
-    def __init__(self) -> None:
-        self._data: dict[str, dict[str, Any]] = {}
-
-    def put(self, game_id: str, data: dict[str, Any]) -> None:
-        """See `Secrets.put`."""
-        self._data[game_id] = data
-
-    def put_new(self, game_id: str, data: dict[str, Any]) -> bool:
-        """See `Secrets.put_new`."""
-        return self._data.setdefault(game_id, data) is data
-
-    def get(self, game_id: str) -> dict[str, Any] | None:
-        """See `Secrets.get`."""
-        return self._data.get(game_id)
-
-    def replace_token(self, game_id: str, seat: int, token_hash: str) -> bool:
-        """See `Secrets.replace_token`."""
-        record = self._data.get(game_id)
-        if record is None:
-            return False
-        tokens = {h: s for h, s in record["tokens"].items() if s != seat}
-        self._data[game_id] = {**record, "tokens": {**tokens, token_hash: seat}}
-        return True
-
-
-def token_hash(token: str) -> str:
-    """Tokens are stored hashed: a leaked secrets record does not let anyone play."""
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-# Events a cached game keeps since its last checkpoint before it takes a new one (a copy of
-# the state): a turn's events are applied to the cached state in place, and a refused append
-# rebuilds the state at the cached sequence from the checkpoint and these events. A copy per
-# turn cost ~50 µs; one per this many events costs a few µs a turn.
-CHECKPOINT_EVENTS = 64
-
-
-@dataclass
-class Cached:
-    """A game's state at `seq` (the last move event it reflects), with its secrets record.
-
-    `base` is a copy of the state at `base_seq` and `since` the engine events applied after
-    it up to `seq`, all in memory: a turn runs ahead of the stream on `state` itself, and if
-    its append is refused, `rewound` gives the state at `seq` again without reading the
-    stream (the events after `seq` are then read, never the whole game).
-    """
-
-    state: GameState
-    seq: int
-    secrets: dict[str, Any]
-    base: GameState | None = None
-    base_seq: int = 0
-    since: list[Event] = field(default_factory=list)
-
-    def checkpoint(self) -> None:
-        """Make sure `state` can be rewound to `seq` after it is changed in place."""
-        if self.base is None or len(self.since) >= CHECKPOINT_EVENTS:
-            self.base, self.base_seq, self.since = self.state.copy(), self.seq, []
-
-    def advanced(self, state: GameState, seq: int, events: list[Event]) -> Cached:
-        """The cache entry for `state` at `seq`: this one's with `events` applied."""
-        if self.base is None:
-            return Cached(state, seq, self.secrets)
-        return Cached(state, seq, self.secrets, self.base, self.base_seq, self.since + events)
-
-    def rewound(self) -> Cached:
-        """The state at `seq` again, rebuilt from the checkpoint (the state ran ahead)."""
-        if self.base is None:
-            raise AssertionError("a cached state changed in place without a checkpoint")
-        state = self.base.copy()
-        for event in self.since:
-            state.apply(event)
-        return Cached(state, self.seq, self.secrets, self.base, self.base_seq, self.since)
 
 
 @dataclass(frozen=True)
@@ -297,69 +145,24 @@ class GameService:
         self.secrets = secrets_store
         self.notify = notify
         self.notify_ms = notify_ms if notify is not None else 0
-        self._cache: dict[str, Cached] = {}
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
-        # Hints already worked out, by (game, seq, level): an mcts hint holds this worker for
-        # up to HINT_THINK_MS, and a client asking again (or a thousand times) for the same
-        # position gets the same answer at once. Each position costs one search per level.
-        self._hints: OrderedDict[tuple[str, int, str], dict[str, Any]] = OrderedDict()
+        self.games = FoldCache(store, secrets_store, cache_size, in_place)
+        self._cache = self.games.kept  # the states themselves (tests look at an entry)
+        self._hints = kept_hints()
 
     # -- loading ----------------------------------------------------------------------
     def load(self, game_id: str, take: bool = False) -> Cached:
-        """The game's state caught up to the end of its move stream.
-
-        With `take`, the cached state is removed from the cache and handed over to be
-        changed in place (a command puts it back with `keep` once its append succeeded);
-        otherwise the cached state is shared and must only be read.
-        """
-        if take:
-            cached = self._take(game_id)
-        else:
-            with self._lock:
-                cached = self._cache.get(game_id)
-        if cached is None:
-            found = self.secrets.get(game_id)
-            if found is None:
-                raise NotFound("game_not_found", f"no game {game_id}")
-            cached = Cached(GameState(), 0, found)
-        # A state at sequence 0 is new here; a taken one is ours alone when one thread runs.
-        own = (take and self.in_place) or cached.seq == 0
-        cached = self._caught_up(game_id, cached, own=own)
-        if cached.seq == 0:
-            raise NotFound("game_not_found", f"no game {game_id}")
-        if not take:
-            self.keep(game_id, cached)
-        return cached
-
-    def _caught_up(self, game_id: str, cached: Cached, own: bool) -> Cached:
-        """`cached` with the moves appended since its sequence applied (in place if `own`)."""
-        fresh = self.store.read(game_id, MOVES, after=cached.seq)
-        if not fresh:
-            return cached
-        EVENTS_READ.inc(len(fresh))
-        if not own:
-            cached = Cached(cached.state.copy(), cached.seq, cached.secrets)
-        events = []
-        seed = cached.secrets["seed"]
-        for stored in fresh:
-            event = opened(cached.state, to_engine(stored), seed)  # R10.3: hands known here
-            cached.state.apply(event)
-            events.append(event)
-        advanced = cached.advanced(cached.state, fresh[-1].seq, events)
-        if any(isinstance(e, TokenReissued) for e in events):
-            # A seat's token was replaced: the cached token hashes are stale from here on.
-            advanced.secrets = self.secrets.get(game_id) or advanced.secrets
-        return advanced
+        """The game's state caught up to the end of its move stream (`FoldCache.load`)."""
+        return self.games.load(game_id, take)
 
     def keep(self, game_id: str, cached: Cached) -> None:
         """Cache a state (unless a newer one is there already)."""
-        with self._lock:
-            current = self._cache.get(game_id)
-            if current is None or current.seq <= cached.seq:
-                if current is None and len(self._cache) >= self._cache_size:
-                    self._cache.pop(next(iter(self._cache)))  # the oldest entry
-                self._cache[game_id] = cached
+        self.games.keep(game_id, cached)
+
+    def _caught_up(self, game_id: str, cached: Cached, own: bool) -> Cached:
+        return self.games.caught_up(game_id, cached, own)
+
+    def _take(self, game_id: str) -> Cached | None:
+        return self.games.take(game_id)
 
     # -- commands ---------------------------------------------------------------------
     def create_game(
@@ -571,7 +374,7 @@ class GameService:
                     ) from None
                 # Another process won: catch up from our sequence and decide again.
                 cached, checked = (
-                    self._caught_up(game_id, self._before_turn(cached, state), own=self.in_place),
+                    self._caught_up(game_id, cached.before(state), own=self.in_place),
                     True,
                 )
                 continue
@@ -580,7 +383,7 @@ class GameService:
                 # first reply was lost, or a client's retry with the same Idempotency-Key that
                 # got there first. Either way the answer is what was stored for it.
                 cached, checked = (
-                    self._caught_up(game_id, self._before_turn(cached, state), own=self.in_place),
+                    self._caught_up(game_id, cached.before(state), own=self.in_place),
                     True,
                 )
                 self.keep(game_id, cached)
@@ -806,16 +609,6 @@ class GameService:
         )
         return events, new_events, result
 
-    @staticmethod
-    def _before_turn(cached: Cached, state: GameState) -> Cached:
-        """`cached` as it was before a turn ran ahead on `state` (rebuilt if in place)."""
-        return cached.rewound() if state is cached.state else cached
-
-    def _take(self, game_id: str) -> Cached | None:
-        """Remove a game's cached state from the cache, to be changed in place."""
-        with self._lock:
-            return self._cache.pop(game_id, None)
-
     def _replayed(
         self, game_id: str, cached: Cached, command_id: str, request: str
     ) -> TurnResult | None:
@@ -841,140 +634,22 @@ class GameService:
         """Draw for the next player (R4.4), the turn's clock starting now (a turn limit)."""
         return draw_until_placeable(state, seed, now_ms())
 
+    # -- hints and views ----------------------------------------------------------------
     def hint(self, game_id: str, token: str | None, level: str, think_ms: int) -> dict[str, Any]:
-        """The move bot `level` would play now for the token's seat, with its estimated
-        value; only in a game whose ruleset allows hints, and only for the seat to move.
-
-        The bot sees `player_view(state)` (no draw seed) and its generator is seeded by the
-        game and sequence, so the same position gets the same hint (greedy, random); a hint
-        worked out once is kept (`HINTS_KEPT` positions), so it is the same at every level
-        and asking again costs no search."""
+        """The move bot `level` would play now for the token's seat (services/command/hints.py)."""
         cached = self.load(game_id)
-        seat = self.seat_of(cached, token)
-        state = cached.state
-        key = (game_id, cached.seq, level)
-        with self._lock:
-            known = self._hints.get(key)
-        if known is not None and known["player"] == seat:
-            HINTS.labels(level, "kept").inc()
-            return dict(known)
-        if not state.ruleset.hints:
-            raise Forbidden(
-                "hints_disabled", "this game's ruleset does not allow hints (ruleset.hints)"
-            )
-        if state.over:
-            raise OutOfTurnError("game_over", "the game is over", "R7.1")
-        if seat != state.current:
-            raise OutOfTurnError(
-                "not_your_turn",
-                f"it is player {state.current}'s turn",
-                "R2.2",
-                current=state.current,
-            )
-        budget = Budget(think_ms=think_ms, clock=time.perf_counter)
-        started = time.perf_counter()
-        tile = state.drawn
-        if state.hands:  # R10.3: the bot weighs each tile of the seat's own hand
-            tile, choice = choose_in_hand(
-                level, hand_views(state), f"hint:{game_id}:{cached.seq}", budget
-            )
-        else:
-            choice = choose(level, player_view(state), f"hint:{game_id}:{cached.seq}", budget)
-        x, y, rotation, meeple = choice.action
-        hint = {
-            "game_id": game_id,
-            "seq": cached.seq,
-            "player": seat,
-            "tile": tile,
-            "level": level,
-            "x": x,
-            "y": y,
-            "rotation": rotation,
-            "meeple": None if meeple is None else meeple_to_dict(meeple),
-            "value": round(choice.value, 2),
-            "playouts": choice.playouts,
-            "think_ms": int((time.perf_counter() - started) * 1000),
-        }
-        HINTS.labels(level, "searched").inc()
-        with self._lock:
-            self._hints[key] = hint
-            while len(self._hints) > HINTS_KEPT:
-                self._hints.popitem(last=False)
-        return dict(hint)
+        return hints.hint(
+            self._hints, game_id, cached, self.seat_of(cached, token), level, think_ms
+        )
 
-    # -- views ------------------------------------------------------------------------
     def turn_view(self, game_id: str) -> dict[str, Any]:
         """Whose turn, the drawn tile, and every legal placement with its meeple spots."""
-        cached = self.load(game_id)
-        state = cached.state
-        options: dict[tuple[int, int, int], list[Any]] = {}
-        recalls: set[tuple[int, int, int]] = set()  # R9.2: placements that may take it back
-        for x, y, rotation, meeple in actions(state):
-            spots = options.setdefault((x, y, rotation), [])
-            if meeple == RECALL_ABBOT:
-                recalls.add((x, y, rotation))
-            elif meeple is not None:
-                spots.append(meeple_to_dict(meeple))
-        view: dict[str, Any] = {
-            "game_id": game_id,
-            "seq": cached.seq,
-            "over": state.phase == OVER,
-            "player": None if state.phase == OVER else state.current,
-            "player_name": None if state.phase == OVER else cached.secrets["names"][state.current],
-            "tile": state.drawn,
-            "tiles_left": state.bag_size,
-            "scores": list(state.scores),
-            "supply": list(state.supply),
-            "placements": [
-                {"x": x, "y": y, "rotation": r, "meeples": spots}
-                | ({"recall_abbot": True} if (x, y, r) in recalls else {})
-                for (x, y, r), spots in options.items()
-            ],
-            "deadline_ms": state.deadline_ms,
-            "out": list(state.out),
-            "status": status_of(state),
-        }
-        if state.phase == OVER:
-            view["seed"] = cached.secrets["seed"]  # R2.1 Decision: revealed once the game ends
-        if state.ruleset.undo != "off":
-            view["undo"] = undo_view(state)
-        if state.hands:  # R10.3: how many tiles each seat holds; which, only once it is over
-            view["hand_sizes"] = [len(hand) for hand in state.hands]
-            if state.phase == OVER:
-                view["hands"] = state.hand_lists()
-        return view
+        return views.turn_view(game_id, self.load(game_id))
 
     def hand_view(self, game_id: str, token: str | None) -> dict[str, Any]:
-        """R10.3: the token's seat's own hand, and when it is that seat's move every legal
-        (tile, placement) with its meeple spots. Nobody else's hand: the seat comes from the
-        token. Once the game is over every hand is public (the turn view's `hands`)."""
+        """R10.3: the token's seat's own hand (services/command/views.py `hand_view`)."""
         cached = self.load(game_id)
-        seat = self.seat_of(cached, token)
-        state = cached.state
-        if not state.hands:
-            raise OutOfTurnError(
-                "no_hand", "this game is played without a hand (ruleset hand 1)", "R10.3"
-            )
-        to_move = state.phase == PLACE and state.current == seat
-        placements: list[dict[str, Any]] = []
-        if to_move:
-            options: dict[tuple[str, int, int, int], list[Any]] = {}
-            for tile, (x, y, rotation, meeple) in hand_actions(state):
-                spots = options.setdefault((tile, x, y, rotation), [])
-                if meeple is not None:
-                    spots.append(meeple_to_dict(meeple))
-            placements = [
-                {"tile": tile, "x": x, "y": y, "rotation": r, "meeples": spots}
-                for (tile, x, y, r), spots in options.items()
-            ]
-        return {
-            "game_id": game_id,
-            "seq": cached.seq,
-            "player": seat,
-            "hand": hand_of(state, seat),
-            "to_move": to_move,
-            "placements": placements,
-        }
+        return views.hand_view(game_id, cached, self.seat_of(cached, token))
 
 
 def bot_consents(
@@ -998,14 +673,3 @@ def bot_consents(
             twin.apply(event)
             answers.append(event)
     return answers
-
-
-def undo_view(state: GameState) -> dict[str, Any]:
-    """What a client needs to offer undo: who may ask now (None: nobody) and the last
-    placement's request, if any (its deadline is the client's to compare with its clock)."""
-    point, pending = state.undo_point, state.undo
-    return {
-        "mode": state.ruleset.undo,
-        "may_request": point.current if point is not None and pending is None else None,
-        "request": None if pending is None else pending.to_dict(),
-    }

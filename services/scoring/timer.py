@@ -33,10 +33,9 @@ from eventstore.errors import ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine, to_new
 from services.common.draws import draw_until_placeable
+from services.common.kept import Kept
 from services.redis_store.indexes import shard_pages
 from services.redis_store.keys import deadlines_key, idle_key, secrets_key
-
-from .kept import Kept
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +84,7 @@ class Timer:
         self.store = store
         self.client = client
         self.warm = warm
-        self._cache: Kept[tuple[GameState, int]] = Kept(cache_size, lambda kept: kept[1])
+        self._cache: Kept[str, tuple[GameState, int]] = Kept(cache_size, lambda kept: kept[1])
 
     def expire(self, game_id: str, now_ms: int) -> bool:
         """Skip the game's current turn if its deadline has passed; True if this call did."""

@@ -12,7 +12,9 @@ from carcassonne.errors import GameError
 from carcassonne.ruleset import Ruleset
 from eventstore.envelope import MOVES, StoredEvent
 from eventstore.port import InMemoryEventStore
-from services.command.service import CHECKPOINT_EVENTS, GameService, MemorySecrets
+from services.command.cache import CHECKPOINT_EVENTS
+from services.command.secrets_store import MemorySecrets
+from services.command.service import GameService
 
 
 class CountingStore(InMemoryEventStore):
