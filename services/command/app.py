@@ -30,6 +30,7 @@ from . import integration, subscription_views, undo_api
 from .bots import BotCaller
 from .client import command_client
 from .config import from_env
+from .handlers import TurnResult
 from .notify import CeleryNotifier
 from .schemas import (
     DEFAULT_THINK_MS,
@@ -44,7 +45,7 @@ from .schemas import (
 )
 from .schemas import TurnResult as TurnResultOut
 from .secrets_store import RedisSecrets
-from .service import GameService, TurnResult
+from .service import GameService
 
 HTTP_CODES = {
     400: "bad_request",

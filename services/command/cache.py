@@ -21,6 +21,7 @@ from eventstore.port import EventStore
 from eventstore.schemas import to_engine
 from services.common.draws import opened
 from services.common.kept import Kept
+from services.common.moves import Appended
 
 from .errors import NotFound
 from .secrets_store import Secrets
@@ -146,3 +147,62 @@ class FoldCache:
     def keep(self, game_id: str, cached: Cached) -> None:
         """Cache a state (unless a newer one is there already)."""
         self.kept.keep(game_id, cached)
+
+
+class Taken:
+    """A game's cached state taken out of the fold cache for one command: the command
+    service's unit of work (`services.common.moves.Unit`).
+
+    With `trust`, a cached state is taken as current without reading the stream (`checked`
+    False): the append is conditional on its sequence, so nothing rests on that belief.
+    With `in_place` a decision is applied to the cached state itself (after a checkpoint),
+    else to a copy; a lost race rewinds it from memory and reads only the moves after it."""
+
+    def __init__(self, games: FoldCache, game_id: str, trust: bool, in_place: bool) -> None:
+        self.games, self.game_id, self.in_place = games, game_id, in_place
+        cached = games.take(game_id) if trust else None
+        self.checked = cached is None
+        self.cached = games.load(game_id, take=True) if cached is None else cached
+        self.ran_ahead: GameState | None = None
+
+    @property
+    def seq(self) -> int:
+        """See `Unit.seq`."""
+        return self.cached.seq
+
+    @property
+    def state(self) -> GameState:
+        """The state at `seq`, to decide on (never to change)."""
+        return self.cached.state
+
+    def work(self) -> GameState:
+        """See `Unit.work`."""
+        if not self.in_place:
+            return self.cached.state.copy()  # other threads may be reading `cached.state`
+        self.cached.checkpoint()
+        self.ran_ahead = self.cached.state
+        return self.ran_ahead
+
+    def catch_up(self) -> None:
+        """See `Unit.catch_up`."""
+        before = self.cached if self.ran_ahead is None else self.cached.before(self.ran_ahead)
+        self.cached, self.checked, self.ran_ahead = (
+            self.games.caught_up(self.game_id, before),
+            True,
+            None,
+        )
+
+    def commit(self, state: GameState, appended: Appended) -> None:
+        """See `Unit.commit`: a finished game takes no more commands, so it is not kept."""
+        self.ran_ahead = None
+        if state.over:
+            return
+        advanced = self.cached.advanced(state, appended.result.last_seq, appended.events)
+        if any(isinstance(e, TokenReissued) for e in appended.events):
+            advanced.secrets = self.games.secrets.get(self.game_id) or advanced.secrets
+        self.games.keep(self.game_id, advanced)
+
+    def release(self) -> None:
+        """See `Unit.release`: a state that ran ahead of the stream is not kept."""
+        if self.ran_ahead is None:
+            self.games.keep(self.game_id, self.cached)

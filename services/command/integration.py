@@ -38,8 +38,9 @@ from carcassonne.notation import format_record
 from carcassonne.record import record_from_events
 from eventstore.envelope import MOVES
 from eventstore.errors import CommandReused
-from eventstore.schemas import to_engine, to_new
+from eventstore.schemas import to_engine
 from services.common.body import fingerprint, read_body
+from services.common.moves import append_moves
 from services.common.schemas import Record
 from services.common.webapp import Blueprint, checked_game_id
 from services.redis_store.connect import broker_url
@@ -263,16 +264,16 @@ def import_game(
             found = service.secrets.get(game_id) or {}
             check_reuse(found.get("imported", {}).get("fingerprint", "?"), request)
     try:
-        result = service.store.append(
+        # Moves up to the marker wait to be scored: the worker's sweep sees them too.
+        result = append_moves(
+            service.store,
             game_id,
-            MOVES,
-            [to_new(e) for e in with_seats(replayed.events, names, player_ids)],
+            with_seats(replayed.events, names, player_ids),
             expected=0,
             command_id=IMPORT_COMMAND,
-            marker="$seq",  # moves up to here wait to be scored: the worker's sweep sees it too
-            notify_ms=service.notify_ms,
             fingerprint=request,
-        )
+            notify_ms=service.notify_ms,
+        ).result
     except CommandReused:
         raise IdempotencyKeyReused from None
     if result.notify and service.notify is not None:

@@ -1,9 +1,11 @@
 """The command side's service layer: create games, play turns, describe the turn to play.
 
-It folds the move stream with the engine, decides commands, draws tiles with the game's
-secret seed, and appends every resulting event in one conditional, idempotent append. A
-rejected command appends nothing. States are cached per process with their sequence and
-caught up from the stream, so a late turn costs what an early one does.
+`GameService` is the composition of the command side: the fold cache (cache.py), the
+seat's commands as handlers (handlers.py) run by the one write path
+(`services.common.moves.run_command`: decide, draw, one conditional and idempotent append,
+retry on conflict from the cached sequence), hints (hints.py) and views (views.py). A
+rejected command appends nothing. After an append it wakes the scoring worker and hands a
+bot seat's turn to the bot worker.
 """
 
 from __future__ import annotations
@@ -13,22 +15,16 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from carcassonne.errors import GameError, MalformedError, OutOfTurnError
+from carcassonne.errors import MalformedError, OutOfTurnError
 from carcassonne.events import (
     AnswerUndo,
     Event,
-    PlayTurn,
-    RecallAbbot,
     RequestUndo,
-    Resign,
     StartGame,
-    TokenReissued,
     TurnUndone,
     UndoRequested,
-    meeple_to_dict,
     with_seats,
 )
 from carcassonne.game import decide
@@ -36,49 +32,19 @@ from carcassonne.ruleset import Ruleset
 from carcassonne.state import OVER, GameState
 from carcassonne.tiles import Meeple
 from carcassonne.undo import undo_voters
-from eventstore.envelope import MOVES, AppendResult, NewEvent, StoredEvent
-from eventstore.errors import CommandReused, ConcurrencyError
+from eventstore.errors import CommandReused
 from eventstore.port import EventStore
-from eventstore.schemas import to_new
-from services.common.body import fingerprint
 from services.common.draws import draw_until_placeable
+from services.common.moves import Committed, Handler, append_moves, now_ms, run_command
 from services.redis_store.bot_index import is_bot
 from services.redis_store.keys import new_game_id
 
 from . import hints, views
-from .cache import Cached, FoldCache
-from .errors import AuthError, Forbidden, IdempotencyKeyReused, NotFound, check_reuse
+from .cache import Cached, FoldCache, Taken
+from .errors import Forbidden, IdempotencyKeyReused, NotFound
+from .handlers import Asked, Command, Decide, Reissue, Resignation, Turn, TurnResult, seat_of
 from .hints import kept_hints
 from .secrets_store import Secrets, token_hash
-
-
-def now_ms() -> int:
-    """The service's clock (Unix ms): deadlines are computed here, never in the engine."""
-    return int(time.time() * 1000)
-
-
-def turn_fingerprint(
-    game_id: str,
-    seat: int,
-    x: Any,
-    y: Any,
-    rotation: Any,
-    meeple: Meeple | None,
-    tile: str | None = None,
-) -> str:
-    """What a turn's Idempotency-Key is bound to: the request as the command means it (the
-    seat of its token, the placement and the meeple), so a retry that spells the same body
-    differently (key order, an explicit `"meeple": null`) is still the same request."""
-    body = {
-        "seat": seat,
-        "x": x,
-        "y": y,
-        "rotation": rotation,
-        "meeple": None if meeple is None else meeple_to_dict(meeple),
-    }
-    if tile is not None:  # R10.3: the hand tile played is part of the request
-        body["tile"] = tile
-    return fingerprint("POST", f"/games/{game_id}/turns", body)
 
 
 class BotHandoff(Protocol):
@@ -89,26 +55,6 @@ class BotHandoff(Protocol):
 
     def __call__(self, game_id: str) -> None:
         """A bot is to move in the game."""
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """What a turn appended and what comes next."""
-
-    events: list[StoredEvent]
-    state: GameState
-    seq: int
-    replayed: bool = False
-
-
-def stored_events(
-    game_id: str, new_events: list[NewEvent], result: AppendResult, command_id: str
-) -> list[StoredEvent]:
-    """The events of a command's append as stored (seqs and time from the append's result)."""
-    return [
-        StoredEvent(game_id, MOVES, seq, e.type, e.version, result.time_ms, command_id, e.payload)
-        for seq, e in enumerate(new_events, start=result.first_seq)
-    ]
 
 
 class GameService:
@@ -158,11 +104,9 @@ class GameService:
         """Cache a state (unless a newer one is there already)."""
         self.games.keep(game_id, cached)
 
-    def _caught_up(self, game_id: str, cached: Cached, own: bool) -> Cached:
-        return self.games.caught_up(game_id, cached, own)
-
-    def _take(self, game_id: str) -> Cached | None:
-        return self.games.take(game_id)
+    def seat_of(self, cached: Cached, token: str | None) -> int:
+        """The seat a bearer token belongs to."""
+        return seat_of(cached, token)
 
     # -- commands ---------------------------------------------------------------------
     def create_game(
@@ -181,96 +125,37 @@ class GameService:
         Two players whose names are the same once trimmed and compared without case are
         refused (422 `duplicate_player_name`): an app could not tell their seats apart.
         `seed` (tests and tools only; never taken from a request) fixes the draws."""
-        if not 2 <= len(names) <= 6:
-            raise MalformedError("bad_players", "a game has 2 to 6 players", "R1.3")
-        seen: dict[str, int] = {}
-        for index, name in enumerate(names):
-            first_index = seen.setdefault(name.strip().casefold(), index)
-            if first_index != index:
-                raise MalformedError(
-                    "duplicate_player_name",
-                    f"players {first_index} and {index} are both called {name.strip()!r}: "
-                    "names must differ (ignoring case and surrounding spaces)",
-                    None,
-                    name=name,
-                    indexes=[first_index, index],
-                )
-        ids = list(player_ids) if player_ids is not None else [None] * len(names)
-        if len(ids) != len(names):
-            raise MalformedError("bad_player_ids", "one player_id (or null) per player")
-        kinds = list(bots) if bots is not None else [None] * len(names)
-        if len(kinds) != len(names):
-            raise MalformedError("bad_bots", "one bot (or null) per player")
+        ids, kinds = checked_players(names, player_ids, bots)
         game_id = new_game_id()  # on an index shard's slot (services/redis_store/keys.py)
         seed = seed or secrets.token_hex(16)
-        if seat_order is None:  # R2.2 Decision: a random first player, then clockwise
-            first = random.Random(seed + ":seats").randrange(len(names))
-            seat_order = [(first + i) % len(names) for i in range(len(names))]
-        elif sorted(seat_order) != list(range(len(names))):
-            raise MalformedError("bad_seat_order", "seat_order must list each player once", "R10.2")
-        seats = [names[i] for i in seat_order]
-        seat_ids = [ids[i] for i in seat_order]
-        seat_bots = [kinds[i] for i in seat_order]
+        order = seats_in_order(len(names), seat_order, seed)
+        seats = [names[i] for i in order]
+        seat_ids = [ids[i] for i in order]
+        seat_bots = [kinds[i] for i in order]
         # A bot seat has no token: nobody may play its turns but the bot worker.
         tokens = [None if b else secrets.token_urlsafe(24) for b in seat_bots]
-        record: dict[str, Any] = {
-            "seed": seed,
-            "names": seats,
-            "tokens": {token_hash(t): i for i, t in enumerate(tokens) if t is not None},
-        }
-        if any(i is not None for i in seat_ids):
-            # Beside the names, in seat order: the append script indexes both (GET /games).
-            record["player_ids"] = seat_ids
-        if key_id is not None:  # the API key that created it (its subscriptions cover it)
-            record["key_id"] = key_id
-        if any(seat_bots):
-            record["bots"] = seat_bots  # read by the bot worker (services/bots)
+        record = secrets_record(seed, seats, tokens, seat_ids, key_id, seat_bots)
         self.secrets.put(game_id, record)
         if any(seat_bots) and self.bots is not None:
             self.bots.expect(game_id)
         state = GameState()
-        events = self._run(state, StartGame(ruleset, len(seats)))
+        events = decide(state, StartGame(ruleset, len(seats)))
+        for event in events:
+            state.apply(event)
         events = with_seats(events, seats, seat_ids)  # the log itself says who sits where
-        events += self._draw_until_placeable(state, seed)
+        events += draw_until_placeable(state, seed, now_ms())
         # Nothing to score yet; but a game with an owner key wakes the worker all the same:
         # its subscriptions learn of the first turn when the worker has passed the start.
         wake = key_id is not None and self.notify is not None
-        result = self.store.append(
-            game_id,
-            MOVES,
-            [to_new(e) for e in events],
-            expected=0,
-            command_id="create",
-            marker="$seq",
-            notify_ms=self.notify_ms if wake else 0,
+        notify_ms = self.notify_ms if wake else 0
+        appended = append_moves(
+            self.store, game_id, events, expected=0, command_id="create", notify_ms=notify_ms
         )
-        if wake and result.notify and self.notify is not None:
+        if wake and appended.result.notify and self.notify is not None:
             self.notify(game_id)
         if seat_bots[state.current] and self.bots is not None:
             self.bots(game_id)  # a bot moves first
-        players = []
-        for seat, (index, token) in enumerate(zip(seat_order, tokens, strict=True)):
-            player: dict[str, Any] = {
-                "seat": seat,
-                "name": names[index],
-                "player_index": index,  # which entry of the request's `players` sits here
-                "token": token,
-            }
-            if ids[index] is not None:
-                player["player_id"] = ids[index]
-            if kinds[index]:
-                player["bot"] = kinds[index]
-            players.append(player)
-        return game_id, players
-
-    def seat_of(self, cached: Cached, token: str | None) -> int:
-        """The seat a bearer token belongs to."""
-        if not token:
-            raise AuthError("missing_token", "send Authorization: Bearer <player token>")
-        seat = cached.secrets["tokens"].get(token_hash(token))
-        if seat is None:
-            raise Forbidden("bad_token", "this token belongs to no player of this game")
-        return int(seat)
+        return game_id, seated_players(names, order, tokens, ids, kinds)
 
     def play_turn(
         self,
@@ -297,152 +182,20 @@ class GameService:
         the cached sequence, so if another process did append meanwhile, the append is refused
         and the turn is decided again on the cached state caught up with the events after its
         sequence (never the whole game again); and a turn is only refused after its refusal
-        was checked against the stream.
+        was checked against the stream. The turn runs ahead of the stream on the cached state
+        itself (no copy per turn) unless request threads may read it (`in_place` False).
         """
-        cached = self._take(game_id) if trust_cache else None
-        checked = cached is None  # True: `cached` was caught up with the stream just now
-        if cached is None:
-            cached = self.load(game_id, take=True)
-        any_id = uuid.uuid4().hex
-        for _attempt in range(4):
-            # Checked again after every catch-up: a re-issued token (TokenReissued) brought
-            # fresh secrets, and the old token must stop working at once.
-            try:
-                seat = self.seat_of(cached, token)
-            except GameError:
-                self.keep(game_id, cached)
-                raise
-            if idempotency_key:
-                command_id = f"turn:{seat}:{idempotency_key}"
-                request = turn_fingerprint(game_id, seat, x, y, rotation, meeple, tile)
-                request += ":recall_abbot" if recall else ""  # R9.2: another request
-            else:
-                command_id, request = any_id, ""
-            if checked and idempotency_key:
-                try:
-                    replay = self._replayed(game_id, cached, command_id, request)
-                except GameError:
-                    self.keep(game_id, cached)  # nothing was decided on it yet
-                    raise
-                if replay is not None:
-                    self.keep(game_id, cached)
-                    return replay
-            try:
-                if expected_seq is not None and expected_seq != cached.seq:
-                    raise OutOfTurnError(
-                        "stale_sequence",
-                        f"the game is at sequence {cached.seq}",
-                        None,
-                        expected=expected_seq,
-                        actual=cached.seq,
-                    )
-                command = (
-                    RecallAbbot(seat, x, y, rotation)
-                    if recall
-                    else PlayTurn(seat, x, y, rotation, meeple, tile)
-                )
-                events = decide(cached.state, command)
-            except GameError:
-                # A refusal may come from a cached state that is behind the stream (or be a
-                # retry of a turn already played): check first.
-                if not checked:
-                    cached, checked = self._caught_up(game_id, cached, own=self.in_place), True
-                    continue
-                self.keep(game_id, cached)
-                raise
-            # The turn runs ahead of the stream on the cached state itself (no copy per turn):
-            # if the append is refused (another process appended meanwhile), the state at the
-            # cached sequence is rebuilt from its checkpoint in memory and catches up from
-            # that sequence (XRANGE after it), never from 0.
-            if self.in_place:
-                cached.checkpoint()
-                state = cached.state
-            else:
-                state = cached.state.copy()  # other threads may be reading `cached.state`
-            try:
-                events, new_events, result = self._apply_and_append(
-                    game_id, cached, state, events, command_id, request
-                )
-            except CommandReused:
-                # The key is in the stream already, for another request. Nothing was
-                # appended; this state ran ahead of the stream, so it is not kept.
-                raise IdempotencyKeyReused from None
-            except ConcurrencyError:
-                if expected_seq is not None:  # the client's If-Match is behind the stream too
-                    raise OutOfTurnError(
-                        "stale_sequence", "the game moved on; reload and retry", None
-                    ) from None
-                # Another process won: catch up from our sequence and decide again.
-                cached, checked = (
-                    self._caught_up(game_id, cached.before(state), own=self.in_place),
-                    True,
-                )
-                continue
-            if result.duplicate:
-                # This command id is in the stream already: our own append, retried after its
-                # first reply was lost, or a client's retry with the same Idempotency-Key that
-                # got there first. Either way the answer is what was stored for it.
-                cached, checked = (
-                    self._caught_up(game_id, cached.before(state), own=self.in_place),
-                    True,
-                )
-                self.keep(game_id, cached)
-                replay = self._replayed(game_id, cached, command_id, request)
-                if replay is not None:
-                    return replay
-                continue
-            stored = stored_events(game_id, new_events, result, command_id)
-            if not state.over:  # a finished game takes no more turns: no need to keep it
-                self.keep(game_id, cached.advanced(state, result.last_seq, events))
-            if result.notify and self.notify is not None:
-                self.notify(game_id)
-            self._hand_to_bot(game_id, cached.secrets, state)
-            return TurnResult(stored, state, result.last_seq)
-        raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
+        asked = Asked(self.store, game_id, token, idempotency_key)
+        turn = Turn(asked, (x, y, rotation, meeple), expected_seq, recall, tile)
+        return self._run(game_id, Taken(self.games, game_id, trust_cache, self.in_place), turn)
 
     def resign(self, game_id: str, token: str | None) -> TurnResult:
         """The token's seat leaves the game (docs/lifecycle.md): `PlayerResigned`, then the next
         player's draw if it was this seat's turn, or the end with final scoring when fewer
         than two players are left. One conditional append; a seat resigns once, so its command
         id is fixed and a retry answers the first result."""
-        command_id = ""
-        for _attempt in range(4):
-            cached = self.load(game_id)  # shared: read only, the command works on a copy
-            seat = self.seat_of(cached, token)
-            command_id = f"resign:{seat}"
-            if cached.state.out[seat] is not None:
-                replay = self._replayed(game_id, cached, command_id, "")
-                if replay is not None:
-                    return replay
-            state = cached.state.copy()
-            events = self._run(state, Resign(seat))
-            events += self._draw_until_placeable(state, cached.secrets["seed"])
-            try:
-                result = self.store.append(
-                    game_id,
-                    MOVES,
-                    [to_new(e) for e in events],
-                    expected=cached.seq,
-                    command_id=command_id,
-                    marker="$seq",
-                    notify_ms=self.notify_ms,
-                )
-            except ConcurrencyError:
-                continue  # a move got in first: decide again on the game as it is now
-            if result.duplicate:
-                continue  # appended by an earlier try of ours: answered from the stream
-            stored = stored_events(game_id, [to_new(e) for e in events], result, command_id)
-            self.keep(game_id, Cached(state, result.last_seq, cached.secrets))
-            if result.notify and self.notify is not None:
-                self.notify(game_id)
-            self._hand_to_bot(game_id, cached.secrets, state)  # a resignation may pass the turn
-            return TurnResult(stored, state, result.last_seq)
-        raise OutOfTurnError("stale_sequence", "the game moved on; retry", None)
-
-    def _hand_to_bot(self, game_id: str, record: dict[str, Any], state: GameState) -> None:
-        """Send the bot worker the game when its next turn is a bot seat's."""
-        if self.bots is not None and not state.over and is_bot(record, state.current):
-            self.bots(game_id)
+        resignation = Resignation(Asked(self.store, game_id, token))
+        return self._run(game_id, Taken(self.games, game_id, False, False), resignation)
 
     def reissue_token(self, game_id: str, seat: Any, key_id: str) -> dict[str, Any]:
         """A new secret token for a seat, asked for by the API key that created the game (a
@@ -450,7 +203,22 @@ class GameService:
         record is changed first, then `TokenReissued` is appended, so every process serving
         the game — whose cached state is now behind the stream, its next append refused —
         reloads the secrets before it accepts another command (docs/lifecycle.md)."""
-        cached = self.load(game_id)
+        unit = Taken(self.games, game_id, False, False)
+        try:
+            self._check_reissue(unit.cached, seat, key_id)
+            token = secrets.token_urlsafe(24)
+            if not self.secrets.replace_token(game_id, seat, token_hash(token)):
+                raise NotFound("game_not_found", f"no game {game_id}")
+        except BaseException:
+            unit.release()
+            raise
+        done = run_command(self.store, game_id, unit, Reissue(seat, uuid.uuid4().hex))
+        seq = done.appended.result.last_seq if isinstance(done, Committed) else done.seq
+        return {"game_id": game_id, "seat": seat, "token": token, "seq": seq}
+
+    @staticmethod
+    def _check_reissue(cached: Cached, seat: Any, key_id: str) -> None:
+        """Refuse a re-issue by another key, of no seat, in a game over, or of a bot seat."""
         owner = cached.secrets.get("key_id")
         if owner is None or owner != key_id:
             raise Forbidden(
@@ -464,28 +232,6 @@ class GameService:
             raise OutOfTurnError("game_over", "the game is over", "R7.1")
         if is_bot(cached.secrets, seat):  # nobody but the bot worker plays a bot seat
             raise OutOfTurnError("bot_seat", "a bot plays this seat: it has no token", None)
-        token = secrets.token_urlsafe(24)
-        if not self.secrets.replace_token(game_id, seat, token_hash(token)):
-            raise NotFound("game_not_found", f"no game {game_id}")
-        command_id = uuid.uuid4().hex
-        for _attempt in range(4):
-            # Conditional like any append, so it never lands after the game's end.
-            try:
-                result = self.store.append(
-                    game_id,
-                    MOVES,
-                    [to_new(TokenReissued(seat))],
-                    expected=cached.seq,
-                    command_id=command_id,
-                    marker="$seq",
-                )
-            except ConcurrencyError:
-                cached = self.load(game_id)
-                if cached.state.phase == OVER:
-                    raise OutOfTurnError("game_over", "the game is over", "R7.1") from None
-                continue
-            return {"game_id": game_id, "seat": seat, "token": token, "seq": result.last_seq}
-        raise OutOfTurnError("stale_sequence", "the game moved on; retry", None)
 
     # -- undo (docs/undo.md) ------------------------------------------------------------
     def request_undo(
@@ -526,113 +272,38 @@ class GameService:
         self,
         game_id: str,
         token: str | None,
-        decided: Callable[[GameState, int, dict[str, Any]], list[Event]],
+        decided: Decide,
         path: str,
         body: dict[str, Any],
         idempotency_key: str | None = None,
     ) -> TurnResult:
-        """Decide the seat's command (`decided(state, seat, secrets record)` gives its events) on
-        the game caught up from its stream and append its
-        events (with the next draws, if any) on the condition that the stream is still where
-        it was read: the plain path for a seat's rarer commands (a turn has its own, faster
-        one). The cached state is never changed in place here: the events apply to a copy.
-        An `Idempotency-Key` is bound to (path, seat, body) as for a turn."""
-        for _attempt in range(4):
-            cached = self.load(game_id, take=True)
-            try:
-                seat = self.seat_of(cached, token)
-                if idempotency_key:
-                    command_id = f"cmd:{seat}:{idempotency_key}"
-                    request = fingerprint("POST", path, {"seat": seat, **body})
-                    replay = self._replayed(game_id, cached, command_id, request)
-                    if replay is not None:
-                        self.keep(game_id, cached)
-                        return replay
-                else:
-                    command_id, request = uuid.uuid4().hex, ""
-                events = decided(cached.state, seat, cached.secrets)
-            except GameError:
-                self.keep(game_id, cached)
-                raise
-            state = cached.state.copy()
-            try:
-                events, new_events, result = self._apply_and_append(
-                    game_id, cached, state, events, command_id, request
-                )
-            except CommandReused:
-                self.keep(game_id, cached)
-                raise IdempotencyKeyReused from None
-            except ConcurrencyError:
-                self.keep(game_id, cached)  # another process appended: read and decide again
-                continue
-            if result.duplicate:
-                self.keep(game_id, cached)
-                continue  # appended before (a retry): the next attempt answers its result
-            stored = stored_events(game_id, new_events, result, command_id)
-            if not state.over:
-                self.keep(game_id, cached.advanced(state, result.last_seq, events))
-            if result.notify and self.notify is not None:
-                self.notify(game_id)  # an undo may revert scores: the worker follows
-            # A refused undo lets a bot to move play now (it waited for the answer).
-            self._hand_to_bot(game_id, cached.secrets, state)
-            return TurnResult(stored, state, result.last_seq)
-        raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
+        """Decide the seat's command (`decided(state, seat, secrets record)` gives its events)
+        on the game caught up from its stream and append its events (with the next draws, if
+        any) on the condition that the stream is still where it was read: the path for a
+        seat's rarer commands. The cached state is never changed in place here: the events
+        apply to a copy. An `Idempotency-Key` is bound to (path, seat, body) as for a turn."""
+        handler = Command(Asked(self.store, game_id, token, idempotency_key), decided, path, body)
+        return self._run(game_id, Taken(self.games, game_id, False, False), handler)
 
-    def _apply_and_append(
-        self,
-        game_id: str,
-        cached: Cached,
-        state: GameState,
-        events: list[Event],
-        command_id: str,
-        request: str,
-    ) -> tuple[list[Event], list[NewEvent], AppendResult]:
-        """Apply a decided command's `events` to `state`, add the draws that follow, and
-        append them all on the condition that the stream is still at `cached.seq`.
+    def _run(self, game_id: str, unit: Taken, handler: Handler[Taken, TurnResult]) -> TurnResult:
+        """Run a seat's command; after an append, wake the scoring worker (an undo may revert
+        scores: the worker follows) and hand the turn to a bot seat if it is one's."""
+        try:
+            done = run_command(self.store, game_id, unit, handler, notify_ms=self.notify_ms)
+        except CommandReused:  # the key is in the stream already, for another request
+            raise IdempotencyKeyReused from None
+        if not isinstance(done, Committed):
+            return done
+        result = done.appended.result
+        if result.notify and self.notify is not None:
+            self.notify(game_id)
+        self._hand_to_bot(game_id, unit.cached.secrets, done.state)
+        return TurnResult(done.appended.stored, done.state, result.last_seq)
 
-        The one append of every seat command (a turn and the rarer ones): its exceptions
-        (`CommandReused`, `ConcurrencyError`) are the caller's to handle.
-        """
-        for event in events:
-            state.apply(event)
-        events = events + self._draw_until_placeable(state, cached.secrets["seed"])
-        new_events = [to_new(e) for e in events]
-        result = self.store.append(
-            game_id,
-            MOVES,
-            new_events,
-            expected=cached.seq,
-            command_id=command_id,
-            marker="$seq",  # "moves up to here exist": the worker compares its progress
-            notify_ms=self.notify_ms,
-            fingerprint=request,  # bound to the command id in the same script
-        )
-        return events, new_events, result
-
-    def _replayed(
-        self, game_id: str, cached: Cached, command_id: str, request: str
-    ) -> TurnResult | None:
-        """The original result of a command id already appended, if it was (and came from
-        the same request: else `IdempotencyKeyReused`)."""
-        done = self.store.command_result(game_id, MOVES, command_id)
-        if done is None:
-            return None
-        check_reuse(done.fingerprint, request)
-        events = self.store.read(
-            game_id, MOVES, after=done.first_seq - 1, limit=done.last_seq - done.first_seq + 1
-        )
-        return TurnResult(events, cached.state, done.last_seq, replayed=True)
-
-    def _run(self, state: GameState, command: Any) -> list[Event]:
-        events = decide(state, command)
-        for event in events:
-            state.apply(event)
-        return events
-
-    @staticmethod
-    def _draw_until_placeable(state: GameState, seed: str) -> list[Event]:
-        """Draw for the next player (R4.4), the turn's clock starting now (a turn limit)."""
-        return draw_until_placeable(state, seed, now_ms())
+    def _hand_to_bot(self, game_id: str, record: dict[str, Any], state: GameState) -> None:
+        """Send the bot worker the game when its next turn is a bot seat's."""
+        if self.bots is not None and not state.over and is_bot(record, state.current):
+            self.bots(game_id)
 
     # -- hints and views ----------------------------------------------------------------
     def hint(self, game_id: str, token: str | None, level: str, think_ms: int) -> dict[str, Any]:
@@ -673,3 +344,93 @@ def bot_consents(
             twin.apply(event)
             answers.append(event)
     return answers
+
+
+def checked_players(
+    names: list[str],
+    player_ids: list[str | None] | None,
+    bots: list[dict[str, Any] | None] | None,
+) -> tuple[list[str | None], list[dict[str, Any] | None]]:
+    """A new game's players checked (2 to 6, names that differ, one id and one bot entry
+    per player): their ids and bots, None where not given."""
+    if not 2 <= len(names) <= 6:
+        raise MalformedError("bad_players", "a game has 2 to 6 players", "R1.3")
+    seen: dict[str, int] = {}
+    for index, name in enumerate(names):
+        first_index = seen.setdefault(name.strip().casefold(), index)
+        if first_index != index:
+            raise MalformedError(
+                "duplicate_player_name",
+                f"players {first_index} and {index} are both called {name.strip()!r}: "
+                "names must differ (ignoring case and surrounding spaces)",
+                None,
+                name=name,
+                indexes=[first_index, index],
+            )
+    ids: list[str | None] = list(player_ids) if player_ids is not None else [None] * len(names)
+    if len(ids) != len(names):
+        raise MalformedError("bad_player_ids", "one player_id (or null) per player")
+    kinds: list[dict[str, Any] | None] = list(bots) if bots is not None else [None] * len(names)
+    if len(kinds) != len(names):
+        raise MalformedError("bad_bots", "one bot (or null) per player")
+    return ids, kinds
+
+
+def seats_in_order(players: int, seat_order: list[int] | None, seed: str) -> list[int]:
+    """Which player sits in each seat: as asked, or (R2.2 Decision) a random first player
+    drawn from the seed, then clockwise."""
+    if seat_order is None:
+        first = random.Random(seed + ":seats").randrange(players)
+        return [(first + i) % players for i in range(players)]
+    if sorted(seat_order) != list(range(players)):
+        raise MalformedError("bad_seat_order", "seat_order must list each player once", "R10.2")
+    return seat_order
+
+
+def secrets_record(
+    seed: str,
+    seats: list[str],
+    tokens: list[str | None],
+    seat_ids: list[str | None],
+    key_id: str | None,
+    seat_bots: list[dict[str, Any] | None],
+) -> dict[str, Any]:
+    """A new game's secrets record (services/command/secrets_store.py), in seat order."""
+    record: dict[str, Any] = {
+        "seed": seed,
+        "names": seats,
+        "tokens": {token_hash(t): i for i, t in enumerate(tokens) if t is not None},
+    }
+    if any(i is not None for i in seat_ids):
+        # Beside the names, in seat order: the append script indexes both (GET /games).
+        record["player_ids"] = seat_ids
+    if key_id is not None:  # the API key that created it (its subscriptions cover it)
+        record["key_id"] = key_id
+    if any(seat_bots):
+        record["bots"] = seat_bots  # read by the bot worker (services/bots)
+    return record
+
+
+def seated_players(
+    names: list[str],
+    order: list[int],
+    tokens: list[str | None],
+    ids: list[str | None],
+    kinds: list[dict[str, Any] | None],
+) -> list[dict[str, Any]]:
+    """A created game's seats as answered: name, token, the request's player index, and the
+    player's id and bot when given."""
+    players = []
+    for seat, (index, token) in enumerate(zip(order, tokens, strict=True)):
+        player: dict[str, Any] = {
+            "seat": seat,
+            "name": names[index],
+            "player_index": index,  # which entry of the request's `players` sits here
+            "token": token,
+        }
+        if ids[index] is not None:
+            player["player_id"] = ids[index]
+        if kinds[index]:
+            player["bot"] = kinds[index]
+        players.append(player)
+    return players
