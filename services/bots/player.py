@@ -137,22 +137,9 @@ class BotPlayer:
         think_ms = min(int(bot.get("think_ms") or 0), self.max_think_ms)
         if on_think is not None:
             on_think(think_ms)
-        budget = Budget(think_ms=think_ms or None, clock=self.clock if think_ms else None)
         started = self.clock()
         level = str(bot["level"])
-        if state.hands:  # R10.3: the best move of each tile of its own hand (`hand_views`)
-            tile, choice = max(
-                (
-                    (view.tile, self.policy(level, view, f"{game_id}:{seq}:{view.tile}", budget))
-                    for view in hand_views(state)
-                ),
-                key=lambda pair: pair[1].value,
-            )
-            x, y, rotation, meeple = choice.action
-            command: Any = PlayTurn(seat, x, y, rotation, meeple, tile)
-        else:
-            choice = self.policy(level, player_view(state), f"{game_id}:{seq}", budget)
-            command = command_for_action(state, choice.action)
+        command, choice = self._choose(game_id, seq, state, level, think_ms)
         took = int((self.clock() - started) * 1000)
         # Decided as a human turn; the next turn's clock starts now (a turn limit,
         # docs/lifecycle.md). A lost race: another task played this turn (or a human moved
@@ -178,3 +165,22 @@ class BotPlayer:
             level,
             state.deadline_ms,
         )
+
+    def _choose(
+        self, game_id: str, seq: int, state: GameState, level: str, think_ms: int
+    ) -> tuple[Any, Choice]:
+        """The bot's move (the engine's command) and its choice, in `think_ms` at most."""
+        budget = Budget(think_ms=think_ms or None, clock=self.clock if think_ms else None)
+        if not state.hands:
+            choice = self.policy(level, player_view(state), f"{game_id}:{seq}", budget)
+            return command_for_action(state, choice.action), choice
+        # R10.3: the best move of each tile of its own hand (`hand_views`)
+        tile, choice = max(
+            (
+                (view.tile, self.policy(level, view, f"{game_id}:{seq}:{view.tile}", budget))
+                for view in hand_views(state)
+            ),
+            key=lambda pair: pair[1].value,
+        )
+        x, y, rotation, meeple = choice.action
+        return PlayTurn(state.current, x, y, rotation, meeple, tile), choice

@@ -1,4 +1,4 @@
-"""`Kept` (services/scoring/kept.py): the per-game folds a worker process keeps between tasks."""
+"""`Kept` (services/common/kept.py): the bounded cache of what a process folded, per key."""
 
 from __future__ import annotations
 
