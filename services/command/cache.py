@@ -140,10 +140,6 @@ class FoldCache:
             advanced.secrets = self.secrets.get(game_id) or advanced.secrets
         return advanced
 
-    def take(self, game_id: str) -> Cached | None:
-        """Remove a game's cached state from the cache, to be changed in place."""
-        return self.kept.take(game_id)
-
     def keep(self, game_id: str, cached: Cached) -> None:
         """Cache a state (unless a newer one is there already)."""
         self.kept.keep(game_id, cached)
@@ -160,7 +156,7 @@ class Taken:
 
     def __init__(self, games: FoldCache, game_id: str, trust: bool, in_place: bool) -> None:
         self.games, self.game_id, self.in_place = games, game_id, in_place
-        cached = games.take(game_id) if trust else None
+        cached = games.kept.take(game_id) if trust else None
         self.checked = cached is None
         self.cached = games.load(game_id, take=True) if cached is None else cached
         self.ran_ahead: GameState | None = None

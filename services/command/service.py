@@ -100,14 +100,6 @@ class GameService:
         """The game's state caught up to the end of its move stream (`FoldCache.load`)."""
         return self.games.load(game_id, take)
 
-    def keep(self, game_id: str, cached: Cached) -> None:
-        """Cache a state (unless a newer one is there already)."""
-        self.games.keep(game_id, cached)
-
-    def seat_of(self, cached: Cached, token: str | None) -> int:
-        """The seat a bearer token belongs to."""
-        return seat_of(cached, token)
-
     # -- commands ---------------------------------------------------------------------
     def create_game(
         self,
@@ -309,9 +301,7 @@ class GameService:
     def hint(self, game_id: str, token: str | None, level: str, think_ms: int) -> dict[str, Any]:
         """The move bot `level` would play now for the token's seat (services/command/hints.py)."""
         cached = self.load(game_id)
-        return hints.hint(
-            self._hints, game_id, cached, self.seat_of(cached, token), level, think_ms
-        )
+        return hints.hint(self._hints, game_id, cached, seat_of(cached, token), level, think_ms)
 
     def turn_view(self, game_id: str) -> dict[str, Any]:
         """Whose turn, the drawn tile, and every legal placement with its meeple spots."""
@@ -320,7 +310,7 @@ class GameService:
     def hand_view(self, game_id: str, token: str | None) -> dict[str, Any]:
         """R10.3: the token's seat's own hand (services/command/views.py `hand_view`)."""
         cached = self.load(game_id)
-        return views.hand_view(game_id, cached, self.seat_of(cached, token))
+        return views.hand_view(game_id, cached, seat_of(cached, token))
 
 
 def bot_consents(

@@ -15,7 +15,7 @@ from eventstore.envelope import MOVES
 from eventstore.port import InMemoryEventStore
 from services.command.errors import IdempotencyKeyReused
 from services.command.handlers import turn_fingerprint
-from services.command.integration import import_fingerprint, import_game, import_game_id
+from services.command.imports import import_fingerprint, import_game, import_game_id
 from services.command.records import replay_record
 from services.command.secrets_store import MemorySecrets
 from services.command.service import GameService
