@@ -92,7 +92,6 @@ class GameService:
         self.notify = notify
         self.notify_ms = notify_ms if notify is not None else 0
         self.games = FoldCache(store, secrets_store, cache_size, in_place)
-        self._cache = self.games.kept  # the states themselves (tests look at an entry)
         self._hints = kept_hints()
 
     # -- loading ----------------------------------------------------------------------

@@ -53,6 +53,10 @@ class Kept(Generic[K, T]):
             while len(self._values) > self.size:
                 self._values.popitem(last=False)
 
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._values
+
     def __getitem__(self, key: K) -> T:
         with self._lock:
             return self._values[key]

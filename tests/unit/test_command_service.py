@@ -73,8 +73,8 @@ def test_a_finished_game_leaves_the_state_cache_and_its_view_still_answers() -> 
         spot = view["placements"][0]
         token = seats[view["player"]]["token"]
         result = service.play_turn(game_id, token, spot["x"], spot["y"], spot["rotation"], None)
-        assert (game_id in service._cache) == (not result.state.over)
-    assert game_id not in service._cache or service._cache[game_id].state.over
+        assert (game_id in service.games.kept) == (not result.state.over)
+    assert game_id not in service.games.kept or service.games.kept[game_id].state.over
     assert view["seed"] and view["seq"] == store.last_seq(game_id, MOVES)
 
 
