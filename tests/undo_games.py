@@ -17,7 +17,8 @@ from carcassonne.game import actions
 from carcassonne.ruleset import Ruleset
 from carcassonne.state import GameState
 from eventstore.port import InMemoryEventStore
-from services.command.service import GameService, MemorySecrets
+from services.command.secrets_store import MemorySecrets
+from services.command.service import GameService
 
 Move = dict[str, Any]  # a turn's body: x, y, rotation, meeple
 

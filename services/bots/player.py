@@ -1,9 +1,10 @@
 """Play a bot seat's turn: fold the game, ask the bot's policy, append like a human turn.
 
-A bot's turn goes through the command path's own steps: the engine's `decide` validates
-the move, `services.common.draws` draws the next tiles from the game's secret seed, and the
-event store's one append script appends everything on condition that the game is still
-at the sequence the bot looked at, under the command id ``bot:<game>:<seq>``. So a task
+A bot's turn goes through the one write path (`services.common.moves.run_command`), as a
+human's does: the engine's `decide` validates the move, the next tiles are drawn from the
+game's secret seed, and the event store's one append script appends everything on condition
+that the game is still at the sequence the bot looked at, under the command id
+``bot:<game>:<seq>``, once (a lost race is the answer, never retried). So a task
 that is retried, duplicated or redelivered after its worker died plays the turn once: a
 second append with the same id is a duplicate, one after another turn a conflict.
 
@@ -23,10 +24,10 @@ from carcassonne.events import PlayTurn
 from carcassonne.game import command_for_action, decide
 from carcassonne.state import PLACE, GameState
 from eventstore.envelope import MOVES, StoredEvent
-from eventstore.errors import ConcurrencyError
 from eventstore.port import EventStore
-from eventstore.schemas import to_engine, to_new
-from services.common.draws import draw_until_placeable, fold_opened
+from eventstore.schemas import to_engine
+from services.common.draws import fold_opened
+from services.common.moves import Committed, Decision, Fold, Once, run_command
 from services.redis_store.bot_index import bot_seats
 
 # What a call found or did (the task decides what happens to the game's sweep entry).
@@ -136,42 +137,23 @@ class BotPlayer:
         think_ms = min(int(bot.get("think_ms") or 0), self.max_think_ms)
         if on_think is not None:
             on_think(think_ms)
-        budget = Budget(think_ms=think_ms or None, clock=self.clock if think_ms else None)
         started = self.clock()
         level = str(bot["level"])
-        if state.hands:  # R10.3: the best move of each tile of its own hand (`hand_views`)
-            tile, choice = max(
-                (
-                    (view.tile, self.policy(level, view, f"{game_id}:{seq}:{view.tile}", budget))
-                    for view in hand_views(state)
-                ),
-                key=lambda pair: pair[1].value,
-            )
-            x, y, rotation, meeple = choice.action
-            command: Any = PlayTurn(seat, x, y, rotation, meeple, tile)
-        else:
-            choice = self.policy(level, player_view(state), f"{game_id}:{seq}", budget)
-            command = command_for_action(state, choice.action)
+        command, choice = self._choose(game_id, seq, state, level, think_ms)
         took = int((self.clock() - started) * 1000)
-        events = decide(state, command)  # as a human turn
-        for event in events:
-            state.apply(event)
-        # the next turn's clock starts now (a turn limit, docs/lifecycle.md)
-        events += draw_until_placeable(state, str(record["seed"]), int(time.time() * 1000))
-        try:
-            result = self.store.append(
-                game_id,
-                MOVES,
-                [to_new(e) for e in events],
-                expected=seq,
-                command_id=command_id(game_id, seq),
-                marker="$seq",
-                notify_ms=self.notify_ms,
-            )
-        except ConcurrencyError:  # another task played this turn (or a human moved on)
-            return Outcome(RACED, seq)
-        if result.duplicate:  # this very turn was appended by an earlier copy of the task
-            return Outcome(RACED, result.last_seq)
+        # Decided as a human turn; the next turn's clock starts now (a turn limit,
+        # docs/lifecycle.md). A lost race: another task played this turn (or a human moved
+        # on), or this very turn was appended by an earlier copy of the task.
+        decision = Decision(decide(state, command), command_id(game_id, seq), str(record["seed"]))
+        raced = Once(
+            decision, lambda appended: Outcome(RACED, appended.result.last_seq if appended else seq)
+        )
+        done = run_command(
+            self.store, game_id, Fold(state, seq), raced, attempts=1, notify_ms=self.notify_ms
+        )
+        if not isinstance(done, Committed):
+            return done
+        result = done.appended.result
         following = None if state.over else bots[state.current]
         return Outcome(
             PLAYED,
@@ -183,3 +165,22 @@ class BotPlayer:
             level,
             state.deadline_ms,
         )
+
+    def _choose(
+        self, game_id: str, seq: int, state: GameState, level: str, think_ms: int
+    ) -> tuple[Any, Choice]:
+        """The bot's move (the engine's command) and its choice, in `think_ms` at most."""
+        budget = Budget(think_ms=think_ms or None, clock=self.clock if think_ms else None)
+        if not state.hands:
+            choice = self.policy(level, player_view(state), f"{game_id}:{seq}", budget)
+            return command_for_action(state, choice.action), choice
+        # R10.3: the best move of each tile of its own hand (`hand_views`)
+        tile, choice = max(
+            (
+                (view.tile, self.policy(level, view, f"{game_id}:{seq}:{view.tile}", budget))
+                for view in hand_views(state)
+            ),
+            key=lambda pair: pair[1].value,
+        )
+        x, y, rotation, meeple = choice.action
+        return PlayTurn(state.current, x, y, rotation, meeple, tile), choice

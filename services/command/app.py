@@ -31,6 +31,7 @@ from . import integration, subscription_views, undo_api
 from .bots import BotCaller
 from .client import command_client
 from .config import from_env
+from .handlers import TurnResult
 from .notify import CeleryNotifier
 from .schemas import (
     DEFAULT_THINK_MS,
@@ -45,7 +46,7 @@ from .schemas import (
 )
 from .schemas import TurnResult as TurnResultOut
 from .secrets_store import RedisSecrets
-from .service import GameService, TurnResult
+from .service import GameService
 
 blp = Blueprint("games", __name__, url_prefix="/games", description="Create and play games")
 EVENTS_APPENDED = Counter(

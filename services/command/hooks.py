@@ -32,7 +32,7 @@ from services.redis_store import hook_keys, hooks_key
 from services.redis_store.keys import hook_member, hooks_due_key, shard_of
 from services.redis_store.scripts import script
 
-from .service import NotFound
+from .errors import NotFound
 
 DISPATCH_TASK = "webhooks.dispatch"
 MAX_HOOKS_PER_GAME = 10  # every score event is sent to each: this bounds the fan-out

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
@@ -33,23 +32,21 @@ from flask_smorest import Api
 from marshmallow import RAISE, Schema, fields, validate
 
 from carcassonne.errors import GameError
-from carcassonne.events import with_seats
 from carcassonne.notation import format_record
 from carcassonne.record import record_from_events
 from eventstore.envelope import MOVES
-from eventstore.errors import CommandReused
-from eventstore.schemas import to_engine, to_new
-from services.common.body import fingerprint, read_body
+from eventstore.schemas import to_engine
+from services.common.body import read_body
 from services.common.schemas import Record
 from services.common.webapp import Blueprint, checked_game_id
 from services.redis_store.connect import broker_url
-from services.redis_store.keys import derived_game_id, new_game_id
 
 from .client import command_client
+from .errors import AuthError, Forbidden, NotFound
 from .hooks import TaskSender, Webhooks
+from .imports import import_game
 from .ratelimit import RateLimiter
 from .records import (
-    Replayed,
     check_record_type,
     player_names,
     read_record,
@@ -58,17 +55,9 @@ from .records import (
 )
 from .schemas import Deliveries as DeliveriesOut
 from .schemas import ImportedGame, ScoreResult, Webhook
-from .service import (
-    AuthError,
-    Forbidden,
-    GameService,
-    IdempotencyKeyReused,
-    NotFound,
-    check_reuse,
-)
+from .service import GameService
 
 API_KEY = "X-Api-Key"
-IMPORT_COMMAND = "import"  # the command id of an import's one append
 NOT_PLAYABLE = (
     "imported games have no player tokens: they can be viewed, exported and scored, not played"
 )
@@ -199,91 +188,6 @@ class Score(MethodView):
         """Score a record: timeline, every score explained, final scoring, totals, winners."""
         record, _ = read_record(_record_body(), request.mimetype)
         return _json(score_body(replay_record(record)))
-
-
-@dataclass(frozen=True)
-class Imported:
-    """Where an import landed: the game, its last sequence, and whether this request only
-    found the game an earlier request with the same Idempotency-Key made."""
-
-    game_id: str
-    seq: int
-    replayed: bool = False
-
-
-def import_game_id(key_id: str, idempotency_key: str) -> str:
-    """The game an import with this (API key, Idempotency-Key) makes: always the same one, so
-    a retry meets the first attempt's game instead of making another. 32 hex digits like a
-    played game's id (services/common/webapp.py); another key cannot reach it (its id
-    is part of the hash). Drawn from sha256 of them until it lands on an index shard's slot
-    (services/redis_store/keys.py), like every new game's id."""
-    return derived_game_id(f"import\n{key_id}\n{idempotency_key}".encode())
-
-
-def import_fingerprint(key_id: str, replayed: Replayed, names: list[str]) -> str:
-    """What an import's Idempotency-Key is bound to: the record as read (the same game sent as
-    JSON or as notation is the same request) and the names."""
-    body = {"key": key_id, "record": replayed.record.to_dict(), "names": names}
-    return fingerprint("POST", "/games/import", body)
-
-
-def import_game(
-    service: GameService,
-    replayed: Replayed,
-    names: list[str],
-    key_id: str,
-    idempotency_key: str | None = None,
-    player_ids: Sequence[str | None] | None = None,
-) -> Imported:
-    """Store a checked record as a new game in one conditional append.
-
-    Its `GameStarted` names the seats and carries the record's `player_ids` (the log says who
-    played); the secrets record holds the same names and ids, which the append script indexes
-    (`GET /games?player=`, `?player_id=`) as it does a created game's.
-
-    With an `idempotency_key` the game's id is derived from (API key, key) and the request's
-    fingerprint is bound to it twice, both atomically: in the secrets record (written only if
-    absent, SET NX: the first request to get there owns the game and its names) and with the
-    append's command id. A later request with the same key and the same record gets the same
-    game (its append, if the first one never happened, or the first append's result); with
-    another record `IdempotencyKeyReused`, and nothing is written.
-    """
-    request = import_fingerprint(key_id, replayed, names) if idempotency_key else ""
-    game_id = import_game_id(key_id, idempotency_key) if idempotency_key else new_game_id()
-    imported: dict[str, Any] = {"key_id": key_id, "time_ms": int(time.time() * 1000)}
-    secrets: dict[str, Any] = {
-        "names": names,
-        "seed": None,  # the record came with its draws: there is no seed to reveal
-        "tokens": {},  # no seat can play
-        "imported": imported,
-    }
-    if player_ids is not None and any(i is not None for i in player_ids):
-        secrets["player_ids"] = list(player_ids)  # seat order, as a created game's
-    # Written first: once the move stream exists the game is listed, names and all. If the
-    # append fails, this record alone names no game (every reader starts from the stream).
-    if not idempotency_key:
-        service.secrets.put(game_id, secrets)
-    else:
-        imported["fingerprint"] = request
-        if not service.secrets.put_new(game_id, secrets):
-            found = service.secrets.get(game_id) or {}
-            check_reuse(found.get("imported", {}).get("fingerprint", "?"), request)
-    try:
-        result = service.store.append(
-            game_id,
-            MOVES,
-            [to_new(e) for e in with_seats(replayed.events, names, player_ids)],
-            expected=0,
-            command_id=IMPORT_COMMAND,
-            marker="$seq",  # moves up to here wait to be scored: the worker's sweep sees it too
-            notify_ms=service.notify_ms,
-            fingerprint=request,
-        )
-    except CommandReused:
-        raise IdempotencyKeyReused from None
-    if result.notify and service.notify is not None:
-        service.notify(game_id)
-    return Imported(game_id, result.last_seq, replayed=result.duplicate)
 
 
 def idempotency_key() -> str | None:

@@ -1,4 +1,5 @@
-"""Per-game secrets in Redis, under the game's hash tag: ``{g:<id>}:secrets``.
+"""Per-game secrets kept outside the event log (token hashes, the draw seed): the `Secrets`
+port, in a dict (`MemorySecrets`) or in Redis, under the game's hash tag: ``{g:<id>}:secrets``.
 
 The record is one JSON object, written before the game's first append; only a seat's token
 hash is ever replaced (a re-issued token, `replace_token`):
@@ -13,8 +14,9 @@ only.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 
@@ -35,6 +37,56 @@ record.tokens[ARGV[2]] = seat
 redis.call('SET', KEYS[1], cjson.encode(record))
 return 1
 """
+
+
+class Secrets(Protocol):
+    """Per-game secrets kept outside the event log: token hashes and the draw seed."""
+
+    def put(self, game_id: str, data: dict[str, Any]) -> None:
+        """Store a new game's secrets."""
+
+    def put_new(self, game_id: str, data: dict[str, Any]) -> bool:
+        """Store a game's secrets unless it has some already; True if these were stored."""
+
+    def get(self, game_id: str) -> dict[str, Any] | None:
+        """A game's secrets, or None for an unknown game."""
+
+    def replace_token(self, game_id: str, seat: int, token_hash: str) -> bool:
+        """Make `token_hash` the seat's only token (the old one stops matching); False if
+        the game has no secrets."""
+
+
+class MemorySecrets:
+    """`Secrets` in a dict (unit tests)."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, dict[str, Any]] = {}
+
+    def put(self, game_id: str, data: dict[str, Any]) -> None:
+        """See `Secrets.put`."""
+        self._data[game_id] = data
+
+    def put_new(self, game_id: str, data: dict[str, Any]) -> bool:
+        """See `Secrets.put_new`."""
+        return self._data.setdefault(game_id, data) is data
+
+    def get(self, game_id: str) -> dict[str, Any] | None:
+        """See `Secrets.get`."""
+        return self._data.get(game_id)
+
+    def replace_token(self, game_id: str, seat: int, token_hash: str) -> bool:
+        """See `Secrets.replace_token`."""
+        record = self._data.get(game_id)
+        if record is None:
+            return False
+        tokens = {h: s for h, s in record["tokens"].items() if s != seat}
+        self._data[game_id] = {**record, "tokens": {**tokens, token_hash: seat}}
+        return True
+
+
+def token_hash(token: str) -> str:
+    """Tokens are stored hashed: a leaked secrets record does not let anyone play."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class RedisSecrets:

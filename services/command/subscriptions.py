@@ -33,8 +33,8 @@ from services.common.webhook_url import MAX_URL, RefusedUrl, check, normalise
 from services.redis_store.keys import subscription_recent_key, subscriptions_key
 from services.redis_store.scripts import script
 
+from .errors import NotFound
 from .hooks import BadWebhook, TaskSender
-from .service import NotFound
 
 PING_TASK = "subscriptions.ping"
 SECRET_PREFIX = "whsec_"

@@ -21,8 +21,9 @@ from flask_smorest import Api
 from services.common.webapp import Blueprint, checked_game_id
 
 from . import integration
+from .handlers import TurnResult
 from .schemas import TurnResult as TurnResultOut
-from .service import GameService, TurnResult
+from .service import GameService
 
 blp = Blueprint("undo", __name__, url_prefix="/games", description="Undo the last placement")
 

@@ -17,8 +17,7 @@ from eventstore.errors import ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine
 from eventstore.score_stream import score_events
-
-from .kept import Kept
+from services.common.kept import Kept
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ class Scorer:
     def __init__(self, store: EventStore, batch: int = 1_000, cache_size: int = 2_000) -> None:
         self.store = store
         self.batch = max(1, batch)
-        self._cache: Kept[_Cached] = Kept(cache_size, lambda cached: cached.progress)
+        self._cache: Kept[str, _Cached] = Kept(cache_size, lambda cached: cached.progress)
 
     def catch_up(self, game_id: str) -> CatchUp:
         """Score every move of the game not scored yet, a batch per atomic append."""

@@ -44,6 +44,7 @@ from celery import shared_task
 
 from eventstore.envelope import MOVES, SCORES
 from eventstore.port import EventStore
+from services.common.kept import Kept
 from services.common.notifications import RECENT_KEPT, live_secrets
 from services.common.signing import SIGNATURE_HEADER, sign
 from services.redis_store import game_keys, secrets_key
@@ -63,7 +64,6 @@ from .config import from_env
 from .delivery import Deliverer, Request, dispatch_args, new_entry, now_ms, text
 from .delivery_scripts import DISPATCH_LUA
 from .feed import Feed, Item
-from .kept import Kept
 
 log = logging.getLogger(__name__)
 settings = from_env()
@@ -221,7 +221,7 @@ class SubscriptionDispatcher:
         # Each game's feed folded as far as its last dispatch: the next one reads and folds
         # only the moves since (without it a dispatch re-read and re-folded the game from
         # move 1: O(moves) per move; bench_notify measures both).
-        self.feeds: Kept[Feed] = Kept(feeds_kept, lambda feed: feed.seq)
+        self.feeds: Kept[str, Feed] = Kept(feeds_kept, lambda feed: feed.seq)
 
     def owner(self, game_id: str) -> str | None:
         """The API key that created or imported the game."""

@@ -6,10 +6,11 @@ each shard's deadline index (game -> its turn's deadline) and idle index (game -
 move's time) for the games in progress (services/redis_store/keys.py). A tick reads only
 their due part, pipelined over the 64 shards.
 
-Handling one is a command like any other: the game is folded from its move stream, the
-engine decides (`TimeOutTurn` / `AbandonGame`, with the clock passed in as data), and the
-events are appended on the condition that the stream is still at the sequence decided on,
-under a command id named after that sequence. So however many worker processes and ticks
+Handling one is a command like any other, through the one write path
+(`services.common.moves.run_command`): the game is folded from its move stream, the engine
+decides (`TimeOutTurn` / `AbandonGame`, with the clock passed in as data), and the events
+are appended on the condition that the stream is still at the sequence decided on, under a
+command id named after that sequence. So however many worker processes and ticks
 race for the same expired turn — or a player's move races the timer — exactly one append
 wins; every other one is refused by the script and appends nothing.
 """
@@ -29,14 +30,12 @@ from carcassonne.events import AbandonGame, Event, TimeOutTurn
 from carcassonne.game import decide
 from carcassonne.state import OVER, PLACE, GameState
 from eventstore.envelope import MOVES
-from eventstore.errors import ConcurrencyError
 from eventstore.port import EventStore
-from eventstore.schemas import to_engine, to_new
-from services.common.draws import draw_until_placeable
+from eventstore.schemas import to_engine
+from services.common.kept import Kept
+from services.common.moves import Decision, Fold, Once, run_command
 from services.redis_store.indexes import shard_pages
 from services.redis_store.keys import deadlines_key, idle_key, secrets_key
-
-from .kept import Kept
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +84,7 @@ class Timer:
         self.store = store
         self.client = client
         self.warm = warm
-        self._cache: Kept[tuple[GameState, int]] = Kept(cache_size, lambda kept: kept[1])
+        self._cache: Kept[str, tuple[GameState, int]] = Kept(cache_size, lambda kept: kept[1])
 
     def expire(self, game_id: str, now_ms: int) -> bool:
         """Skip the game's current turn if its deadline has passed; True if this call did."""
@@ -97,12 +96,10 @@ class Timer:
         seed = self._seed(game_id)
         if seed is None:
             return False
-        events = _run(state, TimeOutTurn(state.current, now_ms))
-        if not events:
-            return False
+        events = _decided(state, TimeOutTurn(state.current, now_ms))
         # The next player's turn starts now: its deadline is counted from the timeout.
-        events += draw_until_placeable(state, seed, now_ms)
-        return self._append(game_id, seq, f"timeout:{seq}", events)
+        decision = Decision(events, f"timeout:{seq}", seed, now=now_ms)
+        return bool(events) and self._append(game_id, state, seq, decision)
 
     def abandon(self, game_id: str, now_ms: int, after_ms: int) -> bool:
         """End the game as abandoned if its last move is `after_ms` old; True if this call did."""
@@ -118,8 +115,9 @@ class Timer:
         if state.phase == OVER:
             return False
         seq = stored[-1].seq
-        events = _run(state, AbandonGame(idle))
-        return bool(events) and self._append(game_id, seq, f"abandon:{seq}", events)
+        events = _decided(state, AbandonGame(idle))
+        decision = Decision(events, f"abandon:{seq}", None)  # the game ends: nothing to draw
+        return bool(events) and self._append(game_id, state, seq, decision)
 
     def tick(
         self,
@@ -192,33 +190,20 @@ class Timer:
             return None
         return seed
 
-    def _append(self, game_id: str, seq: int, command_id: str, events: list[Event]) -> bool:
+    def _append(self, game_id: str, state: GameState, seq: int, decision: Decision) -> bool:
         """Append on the condition that the game is still at `seq`: False if another process
         or a player got there first (nothing appended)."""
-        try:
-            result = self.store.append(
-                game_id,
-                MOVES,
-                [to_new(e) for e in events],
-                expected=seq,
-                command_id=command_id,
-                marker="$seq",
-            )
-        except ConcurrencyError:
-            return False
-        return not result.duplicate
+        once: Once[bool] = Once(decision, lambda _appended: False)
+        return run_command(self.store, game_id, Fold(state, seq), once, attempts=1) is not False
 
 
-def _run(state: GameState, command: TimeOutTurn | AbandonGame) -> list[Event]:
-    """The command's events applied to `state`, or none if the engine refuses it (the game
-    changed since it was found due)."""
+def _decided(state: GameState, command: TimeOutTurn | AbandonGame) -> list[Event]:
+    """The command's events, or none if the engine refuses it (the game changed since it
+    was found due)."""
     try:
-        events = decide(state, command)
+        return decide(state, command)
     except GameError:
         return []
-    for event in events:
-        state.apply(event)
-    return events
 
 
 def _first(games: Iterator[str], limit: int) -> list[str]:

@@ -64,8 +64,8 @@ def prepare_games(base: str, redis_url: str, rng: random.Random, games: int) -> 
     only sends requests. Any difference from the server's game would show as a refused turn
     (the phase asserts every reply is 200).
     """
-    from services.command.secrets_store import RedisSecrets
-    from services.command.service import GameService, MemorySecrets
+    from services.command.secrets_store import MemorySecrets, RedisSecrets
+    from services.command.service import GameService
     from services.redis_store import RedisEventStore
     from services.redis_store.connect import connect
 

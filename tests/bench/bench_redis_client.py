@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from carcassonne.game import actions  # noqa: E402
 from carcassonne.ruleset import Ruleset  # noqa: E402
-from services.command.service import GameService, MemorySecrets  # noqa: E402
+from services.command.secrets_store import MemorySecrets  # noqa: E402
+from services.command.service import GameService  # noqa: E402
 from services.redis_store import RedisEventStore, game_keys  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
 from services.redis_store.store import APPEND_LUA  # noqa: E402

@@ -27,7 +27,7 @@ from deploy.local.host import redis_server_binary
 from eventstore.envelope import MOVES, SCORES
 from eventstore.schemas import to_new
 from services.command.hooks import Webhooks
-from services.command.integration import import_game
+from services.command.imports import import_game
 from services.command.records import replay_record
 from services.command.secrets_store import RedisSecrets
 from services.command.service import GameService

@@ -15,7 +15,8 @@ from eventstore.envelope import MOVES
 from eventstore.port import InMemoryEventStore
 from eventstore.schemas import to_engine
 from services.bots.player import GONE, HUMAN, OVER, PLAYED, RACED, WAITING, BotPlayer, command_id
-from services.command.service import GameService, MemorySecrets
+from services.command.secrets_store import MemorySecrets
+from services.command.service import GameService
 
 GREEDY = {"level": "greedy", "think_ms": 1}
 RANDOM = {"level": "random", "think_ms": 1}
@@ -185,7 +186,7 @@ def test_an_mcts_hint_is_searched_once_per_position_and_kept(
     """An mcts hint holds a worker for its think time: asked again (or by a client that
     hammers the endpoint) for the same position it is answered from what was kept, the same
     move; the next position is searched anew; the seat not to move is still refused."""
-    import services.command.service as command_service
+    import services.command.hints as command_hints
 
     searches: list[str] = []
 
@@ -193,8 +194,8 @@ def test_an_mcts_hint_is_searched_once_per_position_and_kept(
         searches.append(seed)
         return choose(level, view, seed, budget)
 
-    monkeypatch.setattr(command_service, "choose", counted)
-    monkeypatch.setattr(command_service, "HINTS_KEPT", 2)
+    monkeypatch.setattr(command_hints, "choose", counted)
+    monkeypatch.setattr(command_hints, "HINTS_KEPT", 2)
     service, _, _, _ = make()
     game_id, seats = service.create_game(["ann", "bob"], Ruleset(hints=True), [0, 1])
     first = service.hint(game_id, seats[0]["token"], "mcts", 200)

@@ -12,7 +12,9 @@ from carcassonne.errors import GameError
 from carcassonne.ruleset import Ruleset
 from eventstore.envelope import MOVES, StoredEvent
 from eventstore.port import InMemoryEventStore
-from services.command.service import CHECKPOINT_EVENTS, GameService, MemorySecrets
+from services.command.cache import CHECKPOINT_EVENTS
+from services.command.secrets_store import MemorySecrets
+from services.command.service import GameService
 
 
 class CountingStore(InMemoryEventStore):
@@ -125,7 +127,7 @@ def test_a_turn_changes_the_cached_state_in_place_and_a_refusal_rewinds_it_from_
     stale, other, store, game_id, tokens = _instances()
     loaded_seq = stale.load(game_id).seq
     _play(stale, game_id, tokens, 40, random.Random(11))  # ~80 events > CHECKPOINT_EVENTS
-    entry = stale._cache[game_id]
+    entry = stale.games.kept[game_id]
     assert entry.base is not None and entry.base is not entry.state
     assert len(entry.since) < CHECKPOINT_EVENTS  # a newer checkpoint was taken on the way
     assert loaded_seq < entry.base_seq <= entry.seq

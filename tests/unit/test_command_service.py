@@ -13,14 +13,12 @@ from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from eventstore.envelope import MOVES
 from eventstore.port import InMemoryEventStore
-from services.command.integration import import_fingerprint, import_game, import_game_id
+from services.command.errors import IdempotencyKeyReused
+from services.command.handlers import turn_fingerprint
+from services.command.imports import import_fingerprint, import_game, import_game_id
 from services.command.records import replay_record
-from services.command.service import (
-    GameService,
-    IdempotencyKeyReused,
-    MemorySecrets,
-    turn_fingerprint,
-)
+from services.command.secrets_store import MemorySecrets
+from services.command.service import GameService
 from services.common.draws import draw_tile
 
 
@@ -75,8 +73,8 @@ def test_a_finished_game_leaves_the_state_cache_and_its_view_still_answers() -> 
         spot = view["placements"][0]
         token = seats[view["player"]]["token"]
         result = service.play_turn(game_id, token, spot["x"], spot["y"], spot["rotation"], None)
-        assert (game_id in service._cache) == (not result.state.over)
-    assert game_id not in service._cache or service._cache[game_id].state.over
+        assert (game_id in service.games.kept) == (not result.state.over)
+    assert game_id not in service.games.kept or service.games.kept[game_id].state.over
     assert view["seed"] and view["seq"] == store.last_seq(game_id, MOVES)
 
 

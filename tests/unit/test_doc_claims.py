@@ -15,20 +15,37 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ROOT / "services"
 
 
+# The move stream's one write path (services/common/moves.py): a call of either writes moves.
+MOVE_WRITERS = {"append_moves", "run_command"}
+
+
+def writes(node: ast.AST, stream: str) -> bool:
+    """`node` is a `<something>.store.append(game_id, <stream>, …)` call, or (moves) a call
+    of the one write path."""
+    if not isinstance(node, ast.Call):
+        return False
+    if isinstance(node.func, ast.Name):
+        return stream == "MOVES" and node.func.id in MOVE_WRITERS
+    return (
+        isinstance(node.func, ast.Attribute)
+        and node.func.attr == "append"
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Name)
+        and node.args[1].id == stream
+    )
+
+
 def writers(stream: str) -> set[str]:
-    """The service packages with a `<something>.store.append(game_id, <stream>, …)` call."""
+    """The service packages that write the stream (services/common holds the write path,
+    which writes for its callers: it is none of them)."""
     found: set[str] = set()
     for path in SERVICES.rglob("*.py"):
+        package = path.relative_to(SERVICES).parts[0]
+        if package == "common":
+            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "append"
-                and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Name)
-                and node.args[1].id == stream
-            ):
-                found.add(path.relative_to(SERVICES).parts[0])
+            if writes(node, stream):
+                found.add(package)
     return found
 
 

@@ -1,14 +1,14 @@
-"""`Kept` (services/scoring/kept.py): the per-game folds a worker process keeps between tasks."""
+"""`Kept` (services/common/kept.py): the bounded cache of what a process folded, per key."""
 
 from __future__ import annotations
 
 import threading
 
-from services.scoring.kept import Kept
+from services.common.kept import Kept
 
 
 def test_a_value_is_taken_out_while_in_use_and_never_replaced_by_one_behind_it() -> None:
-    kept: Kept[tuple[str, int]] = Kept(10, lambda value: value[1])
+    kept: Kept[str, tuple[str, int]] = Kept(10, lambda value: value[1])
     kept.keep("g", ("first", 3))
     taken = kept.take("g")
     assert taken == ("first", 3) and kept.take("g") is None  # a second thread folds its own
@@ -20,20 +20,20 @@ def test_a_value_is_taken_out_while_in_use_and_never_replaced_by_one_behind_it()
 
 
 def test_the_least_recently_kept_game_goes_first_and_size_0_keeps_nothing() -> None:
-    kept: Kept[int] = Kept(2, lambda value: value)
+    kept: Kept[str, int] = Kept(2, lambda value: value)
     for game in ("a", "b", "c"):
         kept.keep(game, 1)
     assert len(kept) == 2 and kept.peek("a") is None and kept.peek("c") == 1
     kept.keep("b", 2)  # kept again: now the most recent
     kept.keep("d", 1)
     assert kept.peek("c") is None and kept.peek("b") == 2
-    none: Kept[int] = Kept(0, lambda value: value)
+    none: Kept[str, int] = Kept(0, lambda value: value)
     none.keep("a", 1)
     assert none.peek("a") is None and len(none) == 0
 
 
 def test_threads_taking_and_keeping_one_game_never_share_a_value() -> None:
-    kept: Kept[list[int]] = Kept(4, len)
+    kept: Kept[str, list[int]] = Kept(4, len)
     kept.keep("g", [])
     held: set[int] = set()
     longest = [0]

@@ -226,7 +226,8 @@ def test_a_record_refuses_a_timeout_without_a_turn_limit():
 
 def test_a_process_with_the_old_secrets_cached_refuses_the_old_token():
     from eventstore.port import InMemoryEventStore
-    from services.command.service import GameService, MemorySecrets
+    from services.command.secrets_store import MemorySecrets
+    from services.command.service import GameService
 
     store, secrets = InMemoryEventStore(), MemorySecrets()
     serving, other = GameService(store, secrets), GameService(store, secrets)
@@ -246,7 +247,8 @@ def test_a_process_with_the_old_secrets_cached_refuses_the_old_token():
 
 def test_a_bot_seat_has_no_token_to_reissue():
     from eventstore.port import InMemoryEventStore
-    from services.command.service import GameService, MemorySecrets
+    from services.command.secrets_store import MemorySecrets
+    from services.command.service import GameService
 
     secrets = MemorySecrets()
     service = GameService(InMemoryEventStore(), secrets)

@@ -32,7 +32,8 @@ from eventstore.port import InMemoryEventStore
 from eventstore.schemas import to_engine, to_new, validate_payload
 from eventstore.score_stream import FEATURE_SCORED, SCORE_REVERTED
 from services.command.records import replay_record, score_body
-from services.command.service import GameService, MemorySecrets
+from services.command.secrets_store import MemorySecrets
+from services.command.service import GameService
 from services.scoring.scorer import Scorer
 from tests.undo_games import CityJoin, city_join
 

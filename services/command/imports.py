@@ -1,0 +1,111 @@
+"""Importing a checked record as a game: the import command (`POST /games/import`).
+
+The game is stored in one conditional append through the one write path
+(`services.common.moves.append_moves`); its secrets record names the seats and holds no
+token, so nobody can play it. With an Idempotency-Key the game's id is derived from
+(API key, key), so a retry meets the first attempt's game.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from carcassonne.events import with_seats
+from eventstore.errors import CommandReused
+from services.common.body import fingerprint
+from services.common.moves import append_moves
+from services.redis_store.keys import derived_game_id, new_game_id
+
+from .errors import IdempotencyKeyReused, check_reuse
+from .records import Replayed
+from .service import GameService
+
+IMPORT_COMMAND = "import"  # the command id of an import's one append
+
+
+@dataclass(frozen=True)
+class Imported:
+    """Where an import landed: the game, its last sequence, and whether this request only
+    found the game an earlier request with the same Idempotency-Key made."""
+
+    game_id: str
+    seq: int
+    replayed: bool = False
+
+
+def import_game_id(key_id: str, idempotency_key: str) -> str:
+    """The game an import with this (API key, Idempotency-Key) makes: always the same one, so
+    a retry meets the first attempt's game instead of making another. 32 hex digits like a
+    played game's id (services/common/webapp.py); another key cannot reach it (its id
+    is part of the hash). Drawn from sha256 of them until it lands on an index shard's slot
+    (services/redis_store/keys.py), like every new game's id."""
+    return derived_game_id(f"import\n{key_id}\n{idempotency_key}".encode())
+
+
+def import_fingerprint(key_id: str, replayed: Replayed, names: list[str]) -> str:
+    """What an import's Idempotency-Key is bound to: the record as read (the same game sent as
+    JSON or as notation is the same request) and the names."""
+    body = {"key": key_id, "record": replayed.record.to_dict(), "names": names}
+    return fingerprint("POST", "/games/import", body)
+
+
+def import_game(
+    service: GameService,
+    replayed: Replayed,
+    names: list[str],
+    key_id: str,
+    idempotency_key: str | None = None,
+    player_ids: Sequence[str | None] | None = None,
+) -> Imported:
+    """Store a checked record as a new game in one conditional append.
+
+    Its `GameStarted` names the seats and carries the record's `player_ids` (the log says who
+    played); the secrets record holds the same names and ids, which the append script indexes
+    (`GET /games?player=`, `?player_id=`) as it does a created game's.
+
+    With an `idempotency_key` the game's id is derived from (API key, key) and the request's
+    fingerprint is bound to it twice, both atomically: in the secrets record (written only if
+    absent, SET NX: the first request to get there owns the game and its names) and with the
+    append's command id. A later request with the same key and the same record gets the same
+    game (its append, if the first one never happened, or the first append's result); with
+    another record `IdempotencyKeyReused`, and nothing is written.
+    """
+    request = import_fingerprint(key_id, replayed, names) if idempotency_key else ""
+    game_id = import_game_id(key_id, idempotency_key) if idempotency_key else new_game_id()
+    imported: dict[str, Any] = {"key_id": key_id, "time_ms": int(time.time() * 1000)}
+    secrets: dict[str, Any] = {
+        "names": names,
+        "seed": None,  # the record came with its draws: there is no seed to reveal
+        "tokens": {},  # no seat can play
+        "imported": imported,
+    }
+    if player_ids is not None and any(i is not None for i in player_ids):
+        secrets["player_ids"] = list(player_ids)  # seat order, as a created game's
+    # Written first: once the move stream exists the game is listed, names and all. If the
+    # append fails, this record alone names no game (every reader starts from the stream).
+    if not idempotency_key:
+        service.secrets.put(game_id, secrets)
+    else:
+        imported["fingerprint"] = request
+        if not service.secrets.put_new(game_id, secrets):
+            found = service.secrets.get(game_id) or {}
+            check_reuse(found.get("imported", {}).get("fingerprint", "?"), request)
+    try:
+        # Moves up to the marker wait to be scored: the worker's sweep sees them too.
+        result = append_moves(
+            service.store,
+            game_id,
+            with_seats(replayed.events, names, player_ids),
+            expected=0,
+            command_id=IMPORT_COMMAND,
+            fingerprint=request,
+            notify_ms=service.notify_ms,
+        ).result
+    except CommandReused:
+        raise IdempotencyKeyReused from None
+    if result.notify and service.notify is not None:
+        service.notify(game_id)
+    return Imported(game_id, result.last_seq, replayed=result.duplicate)
