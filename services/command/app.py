@@ -22,6 +22,7 @@ from services.common import http_errors
 from services.common.affinity import OWNS_GAME
 from services.common.api_doc import ContractApi
 from services.common.http_errors import error_response
+from services.common.task_sender import TaskSender
 from services.common.webapp import Blueprint, checked_game_id, new_app
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import broker_url
@@ -287,6 +288,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app; `test_config` overrides settings (and may inject `GAME_SERVICE`)."""
     app = new_app(__name__, "command", from_env(), test_config)
     service = app.config.get("GAME_SERVICE")
+    # The one Celery producer of this process: scoring wake-ups, bot turns, webhook dispatch,
+    # subscription pings (services/common/task_sender.py).
+    tasks = TaskSender(broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]), "command")
+    app.extensions["tasks"] = tasks
     if service is None:
         client = command_client(app.config)
         notify_ms = app.config["NOTIFY_MS"]
@@ -303,7 +308,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             undo_seconds=app.config["UNDO_SECONDS"],
             notify=(
                 CeleryNotifier(
-                    broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]),
+                    tasks,
                     client,
                     app.config["NOTIFY_DELAY_MS"],
                     notify_ms,
@@ -313,7 +318,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             ),
             notify_ms=notify_ms,
             bots=BotCaller(
-                broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]),
+                tasks,
                 client,
                 app.config["BOT_GRACE_MS"],
             ),

@@ -12,8 +12,8 @@ import logging
 import time
 
 import redis
-from celery import Celery
 
+from services.common.task_sender import TaskSender
 from services.redis_store.bot_index import QUEUE, TASK, set_due
 
 log = logging.getLogger(__name__)
@@ -22,15 +22,10 @@ log = logging.getLogger(__name__)
 class BotCaller:
     """Keeps bot games in the due index and sends the bot task when a bot is to move."""
 
-    def __init__(self, broker_url: str, client: redis.Redis, grace_ms: int = 30_000) -> None:
+    def __init__(self, sender: TaskSender, client: redis.Redis, grace_ms: int = 30_000) -> None:
+        self.sender = sender
         self.client = client
         self.grace_ms = grace_ms
-        self.app = Celery("command-bots", broker=broker_url)
-        self.app.conf.update(
-            broker_connection_retry=False,  # never hold a player's request on a broker outage
-            broker_connection_timeout=1.0,
-            task_ignore_result=True,
-        )
 
     def expect(self, game_id: str) -> None:
         """Index a game with bot seats before its first append (a crash in between leaves
@@ -41,6 +36,7 @@ class BotCaller:
         """A bot is to move in `game_id`: send the task (the sweep resends a lost one)."""
         try:
             self.expect(game_id)
-            self.app.send_task(TASK, args=[game_id], queue=QUEUE, retry=False)
-        except Exception:  # any broker or Redis failure: the bot sweep covers it
-            log.warning("could not send the bot task of game %s", game_id, exc_info=True)
+        except Exception:  # any Redis failure: the bot sweep covers it
+            log.warning("could not index the bot game %s", game_id, exc_info=True)
+            return
+        self.sender.send(TASK, QUEUE, [game_id])  # a failed send is logged by the sender

@@ -19,10 +19,10 @@ import json
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import redis
-from celery import Celery
 
 from carcassonne.errors import GameError
 from eventstore.envelope import MOVES, SCORES
@@ -78,29 +78,6 @@ def check_secret(secret: Any) -> str:
     return secret
 
 
-class TaskSender:
-    """Sends one Celery task by name to the worker's webhook queue; never raises: a broker
-    failure is logged and answered False (the worker's sweeps find what was not sent)."""
-
-    def __init__(self, broker_url: str, queue: str, task: str = DISPATCH_TASK) -> None:
-        self.queue = queue
-        self.task = task
-        self.app = Celery("command-webhooks", broker=broker_url)
-        self.app.conf.update(
-            broker_connection_retry=False,  # never hold a request on a broker outage
-            broker_connection_timeout=1.0,
-            task_ignore_result=True,
-        )
-
-    def __call__(self, *args: str) -> bool:
-        try:
-            self.app.send_task(self.task, args=list(args), queue=self.queue, retry=False)
-        except Exception:  # any broker failure: the worker's sweep finds the hook anyway
-            log.warning("could not send %s%r", self.task, args, exc_info=True)
-            return False
-        return True
-
-
 class Webhooks:
     """Registers hooks and reads their delivery logs."""
 
@@ -108,7 +85,7 @@ class Webhooks:
         self,
         client: redis.Redis,
         store: EventStore,
-        dispatch: TaskSender | None,
+        dispatch: Callable[[str], bool] | None,
         allow_private: bool = False,
     ) -> None:
         self.client = client

@@ -38,12 +38,12 @@ from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine
 from services.common.body import read_body
 from services.common.schemas import Record
+from services.common.task_sender import TaskSender
 from services.common.webapp import Blueprint, checked_game_id
-from services.redis_store.connect import broker_url
 
 from .client import command_client
 from .errors import AuthError, Forbidden, NotFound
-from .hooks import TaskSender, Webhooks
+from .hooks import DISPATCH_TASK, Webhooks
 from .imports import import_game
 from .ratelimit import RateLimiter
 from .records import (
@@ -90,14 +90,8 @@ def init_app(app: Flask, api: Api, service: GameService) -> None:
     """Build the integration's parts from the app's settings and register the blueprint."""
     client = command_client(app.config)
     # NOTIFY_MS=0 means "send the worker nothing, its sweeps find the work": hooks likewise.
-    sender = (
-        TaskSender(
-            broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]),
-            app.config["WEBHOOK_QUEUE"],
-        )
-        if service.notify
-        else None
-    )
+    tasks: TaskSender = app.extensions["tasks"]
+    sender = tasks.to(DISPATCH_TASK, app.config["WEBHOOK_QUEUE"]) if service.notify else None
     app.extensions["integration"] = Integration(
         service=service,
         limiter=RateLimiter(client, app.config["API_KEY_RATE"], app.config["API_KEY_BURST"]),

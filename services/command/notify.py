@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 
 import redis
-from celery import Celery
 
 from services.common.observability import REQUEST_ID
+from services.common.task_sender import TaskSender
 from services.redis_store import mark_pending
 
 TASK, QUEUE = "scoring.drain", "scoring"
@@ -29,28 +29,20 @@ class CeleryNotifier:
     """
 
     def __init__(
-        self, broker_url: str, client: redis.Redis, delay_ms: int = 0, ttl_ms: int = 2_000
+        self, sender: TaskSender, client: redis.Redis, delay_ms: int = 0, ttl_ms: int = 2_000
     ) -> None:
+        self.sender = sender
         self.client = client
         self.ttl_ms = ttl_ms
         self.countdown = delay_ms / 1000 if delay_ms > 0 else None
-        self.app = Celery("command-notifier", broker=broker_url)
-        self.app.conf.update(
-            broker_connection_retry=False,  # never hold a player's request on a broker outage
-            broker_connection_timeout=1.0,
-            task_ignore_result=True,
-        )
 
     def __call__(self, game_id: str) -> None:
         try:
             if not mark_pending(self.client, game_id, self.ttl_ms):
                 return  # a drain task is on its way and will take this game too
-            self.app.send_task(
-                TASK,
-                kwargs={"request_id": REQUEST_ID.get()},  # the worker logs under the same id
-                queue=QUEUE,
-                retry=False,
-                countdown=self.countdown,
-            )
-        except Exception:  # any broker or Redis failure: the sweep covers it
-            log.warning("could not notify the scoring worker of game %s", game_id, exc_info=True)
+        except Exception:  # any Redis failure: the sweep covers it
+            log.warning("could not mark game %s as waiting to be scored", game_id, exc_info=True)
+            return
+        # the worker logs under the same request id; a failed send is logged by the sender
+        self.sender.send(TASK, QUEUE, kwargs={"request_id": REQUEST_ID.get()},
+                         countdown=self.countdown)  # fmt: skip

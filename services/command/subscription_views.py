@@ -32,11 +32,10 @@ from services.common.notifications import (
 )
 from services.common.schemas import Closed
 from services.common.signing import SIGNATURE_HEADER
+from services.common.task_sender import TaskSender
 from services.common.webapp import Blueprint
-from services.redis_store.connect import broker_url
 
 from .client import command_client
-from .hooks import TaskSender
 from .integration import SECURITY, authenticated
 from .subscriptions import PING_TASK, Subscriptions, UnavailableWorker
 
@@ -50,15 +49,9 @@ SIGNATURE = f"{SIGNATURE_HEADER}: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t
 
 def init_app(app: Flask, api: Api) -> None:
     """Build the subscriptions' parts from the app's settings and register the blueprint."""
-    ping = (
-        TaskSender(
-            broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]),
-            app.config["WEBHOOK_QUEUE"],
-            PING_TASK,
-        )
-        if app.config["NOTIFY_MS"] > 0  # 0: no broker to send to (the sweeps do the work)
-        else None
-    )
+    tasks: TaskSender = app.extensions["tasks"]
+    # NOTIFY_MS=0: no broker to send to (the sweeps do the work)
+    ping = tasks.to(PING_TASK, app.config["WEBHOOK_QUEUE"]) if app.config["NOTIFY_MS"] > 0 else None
     development = bool(app.config["WEBHOOK_ALLOW_PRIVATE"])
     if development:
         app.logger.warning(

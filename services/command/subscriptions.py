@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import redis
@@ -34,7 +35,7 @@ from services.redis_store.keys import subscription_recent_key, subscriptions_key
 from services.redis_store.scripts import script
 
 from .errors import NotFound
-from .hooks import BadWebhook, TaskSender
+from .hooks import BadWebhook
 
 PING_TASK = "subscriptions.ping"
 SECRET_PREFIX = "whsec_"
@@ -105,7 +106,10 @@ class Subscriptions:
     """An API key's subscriptions."""
 
     def __init__(
-        self, client: redis.Redis, ping: TaskSender | None, development: bool = False
+        self,
+        client: redis.Redis,
+        ping: Callable[[str, str, str], bool] | None,
+        development: bool = False,
     ) -> None:
         self.client = client
         self.ping_sender = ping

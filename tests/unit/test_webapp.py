@@ -249,3 +249,29 @@ def test_the_strict_blueprint_parses_arguments_with_the_strict_reader() -> None:
     assert (untyped.status_code, untyped.get_json()["code"]) == (415, "unsupported_media_type")
     huge = client.post("/t", data=b'{"x":' + b"1" * 4_301 + b"}", content_type="application/json")
     assert (huge.status_code, huge.get_json()["code"]) == (400, "invalid_json")
+
+
+def test_a_command_process_has_one_celery_producer_for_every_task_it_sends() -> None:
+    """The scoring wake-up, bot turns, webhook dispatch and subscription pings all go through
+    the app's one TaskSender (one Celery app, one broker pool per process)."""
+    from services.command.app import create_app
+
+    app = create_app({"REDIS_URL": "redis://127.0.0.1:1/0", "NOTIFY_MS": 100})
+    tasks = app.extensions["tasks"]
+    service = app.extensions["game_service"]
+    assert service.notify.sender is tasks and service.bots.sender is tasks
+    sent: list[tuple[str, str, tuple[object, ...]]] = []
+
+    def record(task: str, queue: str, args: Any = (), kwargs: Any = None, countdown: Any = None):
+        sent.append((task, queue, tuple(args)))
+        return True
+
+    tasks.send = record
+    integration = app.extensions["integration"]
+    integration.hooks.dispatch("g1")
+    app.extensions["subscriptions"].ping_sender("k1", "s1", "d1")
+    queue = app.config["WEBHOOK_QUEUE"]
+    assert sent == [
+        ("webhooks.dispatch", queue, ("g1",)),
+        ("subscriptions.ping", queue, ("k1", "s1", "d1")),
+    ]
