@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from inspect import iscoroutinefunction
 from pathlib import Path
 from typing import Any, cast
 
@@ -57,27 +56,6 @@ CORS_EXPOSE_HEADERS = [
 ]
 
 
-class ServiceApp(Flask):
-    """Flask with `ensure_sync` remembering which functions are coroutines.
-
-    Flask asks `inspect.iscoroutinefunction` for every view and hook on every request (nine
-    times for a turn, ~2 µs each); the answer for a function never changes.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._coroutine: dict[Any, bool] = {}
-
-    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        """See `Flask.ensure_sync`."""
-        # A bound method (a MethodView's) is new on each request; its function is not.
-        target = getattr(func, "__func__", func)
-        is_coroutine = self._coroutine.get(target)
-        if is_coroutine is None:
-            is_coroutine = self._coroutine[target] = iscoroutinefunction(func)
-        return self.async_to_sync(func) if is_coroutine else func
-
-
 class GameNotFound(GameError):
     """No such game: 404 ``game_not_found`` (also for ids that cannot be one)."""
 
@@ -120,7 +98,7 @@ def new_app(
     """A Flask app with OpenAPI at /openapi.json and /docs, `settings` then `test_config`
     applied, and health, readiness (Redis reachable), metrics, request ids, CORS
     (`CORS_ORIGINS`) and an ``Allow`` header on every 405."""
-    app = ServiceApp(import_name)
+    app = Flask(import_name)
     app.config.update(
         API_TITLE=f"Carcassonne Cloud — {service} service",
         API_VERSION="1",
