@@ -35,6 +35,15 @@ class Kept(Generic[K, T]):
         with self._lock:
             return self._values.pop(key, None)
 
+    def get(self, key: K) -> T | None:
+        """The key's value, left in and made the most recently used (for values never
+        changed once kept: a rendered view, a game's owner)."""
+        with self._lock:
+            value = self._values.get(key)
+            if value is not None:
+                self._values.move_to_end(key)
+            return value
+
     def peek(self, key: K) -> T | None:
         """The key's value, left in (the caller must not change it)."""
         with self._lock:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from eventstore.envelope import MOVES, SCORES
 from eventstore.port import EventStore
+from services.common.kept import Kept
 
 from .live import LiveHub, LiveStream
 from .log import Cursor, PollingWaiter, Waiter, format_cursor, item, live, ndjson_lines, page
@@ -71,9 +70,8 @@ class QueryService:
         self.projector = Projector(
             store, names, cache_size, snapshot_every, replay_games, seats=seats
         )
-        self._views: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
-        self._views_size = view_cache_size
-        self._lock = threading.Lock()
+        # Rendered views by (game, kind, ETag): a body never changes for its ETag.
+        self._views: Kept[tuple[str, str, str], bytes] = Kept(view_cache_size)
 
     # -- board and scores ---------------------------------------------------------------
     def position(self, game_id: str, at: int | None = None, turn: int | None = None) -> Position:
@@ -100,16 +98,11 @@ class QueryService:
         key = (pos.game_id, kind, etag)
 
         def body() -> bytes:
-            with self._lock:
-                cached = self._views.get(key)
-                if cached is not None:
-                    self._views.move_to_end(key)
-                    return cached
+            cached = self._views.get(key)
+            if cached is not None:
+                return cached
             data = to_json(render(pos))
-            with self._lock:
-                self._views[key] = data
-                while len(self._views) > self._views_size:
-                    self._views.popitem(last=False)
+            self._views.keep(key, data)
             return data
 
         return etag, body

@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -186,23 +184,18 @@ class Owners:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self._known: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
+        self._known: Kept[str, str] = Kept(OWNERS_KEPT)  # "" for a game no key created
 
     def get(self, game_id: str) -> str | None:
         """The game's owner key, or None (no key created it, or no such game)."""
-        with self._lock:
-            known = self._known.get(game_id)
+        known = self._known.get(game_id)
         if known is not None:
             return known or None
         raw = self.client.get(secrets_key(game_id))
         record = json.loads(raw) if raw is not None else {}
         key_id = record.get("key_id") or (record.get("imported") or {}).get("key_id") or ""
         if raw is not None:
-            with self._lock:
-                self._known[game_id] = key_id
-                while len(self._known) > OWNERS_KEPT:
-                    self._known.popitem(last=False)
+            self._known.keep(game_id, key_id)
         return key_id or None
 
 

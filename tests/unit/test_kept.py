@@ -61,3 +61,17 @@ def test_threads_taking_and_keeping_one_game_never_share_a_value() -> None:
     assert not clash.is_set()
     final = kept.peek("g")
     assert final is not None and len(final) == longest[0]  # the furthest value is the one kept
+
+
+def test_get_makes_a_value_the_most_recently_used() -> None:
+    """Values never changed once kept (rendered views, owners) are read with `get`: a value
+    read often stays while the least recently used one goes."""
+    kept: Kept[str, bytes] = Kept(2)
+    kept.keep("a", b"1")
+    kept.keep("b", b"2")
+    assert kept.get("a") == b"1" and kept.get("missing") is None
+    kept.keep("c", b"3")  # over the size: "b" was used least recently
+    assert "b" not in kept and kept.peek("a") == b"1" and kept.peek("c") == b"3"
+    kept.peek("a")  # peek does not count as a use
+    kept.keep("d", b"4")
+    assert "a" not in kept and list(kept) == ["c", "d"]
