@@ -160,8 +160,11 @@ class Runner:
         return descendants(self.proc.pid)
 
     def clean_up(self, pids: set[int]) -> None:
-        """Whatever a failed test left running."""
-        for pid in [self.proc.pid, *pids]:
+        """Whatever a failed test left running: `pids`, and every process below the runner
+        now (a part supervisord restarted after `pids` was taken; seen left behind after a
+        failed crash test)."""
+        now = self.family() if self.proc.poll() is None else set()
+        for pid in [self.proc.pid, *pids, *now]:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         self.proc.wait()
