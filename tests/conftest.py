@@ -47,30 +47,32 @@ def redis_client(redis_url: str) -> redis.Redis:
 SHARED = {"redis_cluster": "cluster", "running_suite": "suite"}
 
 
-def _module(item: pytest.Item) -> str:
-    return "/".join(item.path.resolve().relative_to(TESTS).parts)
+def _where(item: pytest.Item) -> tuple[str, ...]:
+    """The test's file, as parts of its path below tests/."""
+    return item.path.resolve().relative_to(TESTS).parts
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    group: dict[str, str] = {}  # module -> its xdist group
+    where = {item: _where(item) for item in items}  # one path lookup per test
+    group: dict[tuple[str, ...], str] = {}  # module -> its xdist group
     for item in items:
         used = getattr(item, "fixturenames", ())  # a Function's; other items use none
         shared = [name for fixture, name in SHARED.items() if fixture in used]
         if shared:
-            group[_module(item)] = shared[0]
+            group[where[item]] = shared[0]
         else:
-            group.setdefault(_module(item), _module(item))
+            group.setdefault(where[item], "/".join(where[item]))
     slow_groups: set[str] = set()
     for item in items:
-        if item.path.resolve().relative_to(TESTS).parts[0] in REAL_PROCESSES:
+        if where[item][0] in REAL_PROCESSES:
             item.add_marker(pytest.mark.integration)
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group[_module(item)]))
+            item.add_marker(pytest.mark.xdist_group(group[where[item]]))
         if item.get_closest_marker("slow") is not None:
-            slow_groups.add(group[_module(item)])
+            slow_groups.add(group[where[item]])
     # Stable: the order inside a module is kept; groups with slow tests go first.
-    items.sort(key=lambda item: group[_module(item)] not in slow_groups)
+    items.sort(key=lambda item: group[where[item]] not in slow_groups)
 
 
 @pytest.fixture(scope="session")
