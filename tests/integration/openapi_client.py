@@ -41,7 +41,8 @@ SERVICE_APPS = {"game_service", "query_service"}  # what the services' apps carr
 
 
 CHECK_EVERY = os.environ.get("CONTRACT_CHECK_EVERY") == "1"
-_checked: set[tuple[str, str, int, str]] = set()  # the shapes validated (and passed) so far
+Shape = tuple[str, str, int, str]  # method, path template, status, media type
+_checked: set[Shape] = set()  # the shapes validated (and passed) so far
 
 
 class ContractError(AssertionError):
@@ -100,24 +101,29 @@ def _templates() -> list[tuple[re.Pattern[str], str]]:
             for t in ordered]  # fmt: skip
 
 
-def shape(method: str, path: str, status: int, mimetype: str) -> tuple[str, str, int, str]:
+def shape(method: str, path: str, status: int, mimetype: str) -> Shape:
     """What makes two responses the same to the document: the operation (method and path
     template; the path itself where the document has none), the status and the media type."""
     template = next((t for pattern, t in _templates() if pattern.match(path)), path)
     return method, template, status, mimetype
 
 
+def _unchecked(method: str, path: str, status: int, mimetype: str) -> Shape | None:
+    """The response's shape if it is one to validate now: in the API (not an operational
+    path, OPTIONS or HEAD), and not yet passed in this run (or CONTRACT_CHECK_EVERY)."""
+    if path.startswith(OPERATIONAL + ASSETS) or method in ("OPTIONS", "HEAD"):
+        return None
+    kind = shape(method, path, status, mimetype)
+    return kind if CHECK_EVERY or kind not in _checked else None
+
+
 def check(request: Request, response: Response) -> None:
     """Raise `ContractError` unless `response` is what the document allows for `request`
     (once per shape and run: see the module's docstring)."""
-    path = request.path
-    if path.startswith(OPERATIONAL + ASSETS) or request.method in ("OPTIONS", "HEAD"):
-        return
-    kind = shape(request.method, path, response.status_code, response.mimetype or "")
-    if kind in _checked and not CHECK_EVERY:
-        return
-    _validate(request, response)
-    _checked.add(kind)  # only once it passed: a failing shape is checked again next time
+    kind = _unchecked(request.method, request.path, response.status_code, response.mimetype or "")
+    if kind is not None:
+        _validate(request, response)
+        _checked.add(kind)  # only once it passed: a failing shape is checked again next time
 
 
 def _validate(request: Request, response: Response) -> None:
@@ -185,12 +191,15 @@ def check_raw(
     response_headers: list[tuple[str, str]],
     payload: bytes,
 ) -> None:
-    """`check` for a request made over a socket (tests/integration/http_client.py)."""
+    """`check` for a request made over a socket (tests/integration/http_client.py): the
+    request is rebuilt only for a shape still to validate."""
     mimetype = next((v for k, v in response_headers if k.lower() == "content-type"), "")
-    kind = shape(method, path.split("?", 1)[0], status, mimetype.split(";", 1)[0].strip())
-    if kind in _checked and not CHECK_EVERY:
+    media = mimetype.split(";", 1)[0].strip()
+    kind = _unchecked(method, path.split("?", 1)[0], status, media)
+    if kind is None:
         return
     environ = EnvironBuilder(
         path=path, base_url=base, method=method, headers=list(headers.items()), data=body
     ).get_environ()
-    check(Request(environ), Response(payload, status=status, headers=response_headers))
+    _validate(Request(environ), Response(payload, status=status, headers=response_headers))
+    _checked.add(kind)
