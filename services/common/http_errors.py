@@ -26,6 +26,11 @@ HTTP_CODES = {
     415: "unsupported_media_type",
 }
 
+UNPROCESSABLE = {
+    "invalid_query": "the query string does not match the schema",
+    "invalid_body": "the request body does not match the schema",
+}
+
 
 def error_response(
     code: str,
@@ -56,8 +61,9 @@ def register(
     store_error: Callable[[redis.RedisError], flask.Response | None] | None = None,
 ) -> None:
     """Answer every error of `app` in the one shape. `retry_after`: seconds a client should
-    wait when the store is down; `unprocessable`: the code of a bare 422 (the service's main
-    input: `invalid_body` or `invalid_query`); `store_error`: the app's own answer to some
+    wait when the store is down; `unprocessable`: the code of a 422 that names neither the
+    query string nor a JSON body (the service's main input: `invalid_body` or
+    `invalid_query`); `store_error`: the app's own answer to some
     store errors (None: the generic 503)."""
 
     def unavailable(response: flask.Response) -> flask.Response:
@@ -85,15 +91,13 @@ def register(
         messages = (getattr(exc, "data", None) or {}).get("messages")
         if messages == {"json": ["Invalid JSON body."]}:
             return error_response("invalid_json", "the request body is not valid JSON", 400)
-        if messages and "query" in messages:  # webargs: the query string failed its schema
-            fields = {"fields": messages["query"]}
-            return error_response(
-                "invalid_query", "the query string does not match the schema", 422, None, fields
-            )
-        if messages:  # webargs/marshmallow: the body failed its schema
-            fields = {"fields": messages.get("json", messages)}
-            return error_response(
-                "invalid_body", "the request body does not match the schema", 422, None, fields
-            )
+        if messages:  # webargs/marshmallow: the query string or the body failed its schema
+            if "query" in messages:
+                code, fields = "invalid_query", messages["query"]
+            elif "json" in messages:
+                code, fields = "invalid_body", messages["json"]
+            else:  # arguments found elsewhere: counted as the service's main input
+                code, fields = unprocessable, messages
+            return error_response(code, UNPROCESSABLE[code], 422, None, {"fields": fields})
         code = HTTP_CODES.get(status, unprocessable if status == 422 else f"http_{status}")
         return with_allow(exc, error_response(code, exc.description or exc.name, status))

@@ -245,3 +245,38 @@ def test_a_command_process_has_one_celery_producer_for_every_task_it_sends() -> 
         ("webhooks.dispatch", queue, ("g1",)),
         ("subscriptions.ping", queue, ("k1", "s1", "d1")),
     ]
+
+
+@pytest.mark.parametrize(
+    ("messages", "main", "code", "fields"),
+    [
+        ({"query": {"turn": ["bad"]}}, "invalid_body", "invalid_query", {"turn": ["bad"]}),
+        ({"json": {"x": ["bad"]}}, "invalid_query", "invalid_body", {"x": ["bad"]}),
+        (
+            {"headers": {"h": ["bad"]}},
+            "invalid_query",
+            "invalid_query",
+            {"headers": {"h": ["bad"]}},
+        ),
+        ({"headers": {"h": ["bad"]}}, "invalid_body", "invalid_body", {"headers": {"h": ["bad"]}}),
+    ],
+)
+def test_a_422_names_the_input_that_failed_or_the_services_main_one(
+    messages: dict[str, Any], main: str, code: str, fields: dict[str, Any]
+) -> None:
+    from werkzeug.exceptions import UnprocessableEntity
+
+    from services.common import http_errors
+
+    app = Flask(__name__)
+    http_errors.register(app, retry_after=1, unprocessable=main)
+
+    @app.get("/x")
+    def x() -> Any:
+        failed = UnprocessableEntity()
+        failed.data = {"messages": messages}  # type: ignore[attr-defined]  # as webargs does
+        raise failed
+
+    reply = app.test_client().get("/x")
+    assert reply.status_code == 422
+    assert reply.get_json()["code"] == code and reply.get_json()["details"] == {"fields": fields}
