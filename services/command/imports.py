@@ -94,7 +94,7 @@ def import_game(
             found = service.secrets.get(game_id) or {}
             check_reuse(found.get("imported", {}).get("fingerprint", "?"), request)
     try:
-        # Moves up to the marker wait to be scored: the worker's sweep sees them too.
+        # Scored like any other moves: the worker follows the change feed.
         result = append_moves(
             service.store,
             game_id,
@@ -102,10 +102,7 @@ def import_game(
             expected=0,
             command_id=IMPORT_COMMAND,
             fingerprint=request,
-            notify_ms=service.notify_ms,
         ).result
     except CommandReused:
         raise IdempotencyKeyReused from None
-    if result.notify and service.notify is not None:
-        service.notify(game_id)
     return Imported(game_id, result.last_seq, replayed=result.duplicate)

@@ -91,7 +91,11 @@ def init_app(app: Flask, api: Api, service: GameService) -> None:
     client = command_client(app.config)
     # NOTIFY_MS=0 means "send the worker nothing, its sweeps find the work": hooks likewise.
     tasks: TaskSender = app.extensions["tasks"]
-    sender = tasks.to(DISPATCH_TASK, app.config["WEBHOOK_QUEUE"]) if service.notify else None
+    sender = (
+        tasks.to(DISPATCH_TASK, app.config["WEBHOOK_QUEUE"])
+        if app.config["NOTIFY_MS"] > 0
+        else None
+    )
     app.extensions["integration"] = Integration(
         service=service,
         limiter=RateLimiter(client, app.config["API_KEY_RATE"], app.config["API_KEY_BURST"]),

@@ -8,9 +8,8 @@ the score stream saves the worker's progress) — all or nothing.
 
 A consumer saving its progress makes the append conditional on the marker it started from
 (`expected_marker`), and may append no events at all (moves that scored nothing still
-advance the progress). An append may also raise a per-stream notification flag that lives
-`notify_ms`; only the append that raised it is told so (`AppendResult.notify`), which lets
-the command service send one wake-up per burst of moves instead of one per move.
+advance the progress). Who is told of an append is the adapter's business, not the port's
+(the Redis adapter adds an entry to a change feed in the same step).
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ class EventStore(Protocol):
         command_id: str,
         marker: str | None = None,
         expected_marker: str | None = None,
-        notify_ms: int = 0,
         fingerprint: str = "",
     ) -> AppendResult:
         """Append `events` if the stream is at `expected` (or `ANY`); idempotent by command id.
@@ -53,8 +51,7 @@ class EventStore(Protocol):
         `marker` (a value, or "$seq" for the new last sequence) is stored in the game's
         marker for this stream in the same atomic step. With `expected_marker` the append
         also requires the marker to be that value ("" = no marker yet), else
-        `MarkerConflict`. With `notify_ms` > 0 it raises the stream's notification flag
-        for that long if it was down (`AppendResult.notify`).
+        `MarkerConflict`.
         """
 
     def read(
@@ -70,9 +67,6 @@ class EventStore(Protocol):
 
     def command_result(self, game_id: str, stream: str, command_id: str) -> AppendResult | None:
         """Where a command id's events landed, if it was appended."""
-
-    def clear_notify(self, game_id: str, stream: str) -> None:
-        """Lower the stream's notification flag (a consumer is about to catch up)."""
 
 
 def check_append(
@@ -103,7 +97,6 @@ class InMemoryEventStore:
         self._streams: dict[tuple[str, str], list[StoredEvent]] = {}
         self._commands: dict[tuple[str, str, str], AppendResult] = {}
         self._markers: dict[tuple[str, str], str] = {}
-        self._flags: dict[tuple[str, str], float] = {}  # notification flag: down at this time
         self._lock = threading.Lock()
 
     def append(
@@ -116,7 +109,6 @@ class InMemoryEventStore:
         command_id: str,
         marker: str | None = None,
         expected_marker: str | None = None,
-        notify_ms: int = 0,
         fingerprint: str = "",
     ) -> AppendResult:
         """See `EventStore.append`."""
@@ -149,11 +141,7 @@ class InMemoryEventStore:
                         dict(event.payload),
                     )
                 )
-            notify = False
-            if notify_ms > 0 and self._flags.get((game_id, stream), 0.0) <= time.monotonic():
-                self._flags[(game_id, stream)] = time.monotonic() + notify_ms / 1000
-                notify = True
-            result = AppendResult(first, len(log), time_ms=now, notify=notify)
+            result = AppendResult(first, len(log), time_ms=now)
             self._commands[(game_id, stream, command_id)] = AppendResult(
                 first, len(log), False, now, fingerprint=fingerprint
             )
@@ -185,11 +173,6 @@ class InMemoryEventStore:
         if seen is None:
             return None
         return AppendResult(seen.first_seq, seen.last_seq, True, fingerprint=seen.fingerprint)
-
-    def clear_notify(self, game_id: str, stream: str) -> None:
-        """See `EventStore.clear_notify`."""
-        with self._lock:
-            self._flags.pop((game_id, stream), None)
 
     def put_raw(self, event: StoredEvent) -> None:
         """Store an event as written by an older version (for upcaster tests)."""

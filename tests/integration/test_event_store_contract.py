@@ -153,23 +153,6 @@ def test_progress_is_conditional_on_the_expected_marker(store) -> None:
         store.append(game, SCORES, [], expected=ANY, command_id="p4")
 
 
-def test_notification_flag_is_raised_once_per_burst(store) -> None:
-    game = new_game()
-
-    def notified(command_id: str) -> bool:
-        result = store.append(
-            game, MOVES, [drawn()], expected=ANY, command_id=command_id, notify_ms=60_000
-        )
-        return bool(result.notify)
-
-    assert [notified(f"n{i}") for i in range(3)] == [True, False, False]
-    store.clear_notify(game, MOVES)  # a consumer took the notification
-    assert notified("n3")
-    assert not store.append(game, MOVES, [drawn()], expected=ANY, command_id="n4").notify
-    other = new_game()  # flags are per game
-    assert store.append(other, MOVES, [drawn()], expected=0, command_id="n0", notify_ms=1).notify
-
-
 def test_invalid_payload_is_rejected_and_nothing_is_written(store) -> None:
     game = new_game()
     with pytest.raises(SchemaError):

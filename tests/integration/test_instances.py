@@ -52,7 +52,7 @@ def stack(redis_cluster_url: str, redis_url: str) -> Iterator[Stack]:  # noqa: F
     if binary is None:
         pytest.skip(why)
     broker = redis_url.rsplit("/", 1)[0] + "/1"
-    env = {"REDIS_URL": redis_cluster_url, "BROKER_URL": broker, "NOTIFY_DELAY_MS": "5"}
+    env = {"REDIS_URL": redis_cluster_url, "BROKER_URL": broker}
     with (
         gunicorn("services.command.wsgi:app", COMMAND, env, 2) as first,
         gunicorn("services.command.wsgi:app", COMMAND, env, 2) as second,

@@ -1,0 +1,177 @@
+"""The change feed (services/redis_store/changes.py) on a real Redis: one entry per append,
+written in the append's own script; followers that record their output with their position;
+a consumer added without touching the append script; a real scoring worker that was down
+catching up with nothing lost or doubled."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from carcassonne.ruleset import Ruleset
+from carcassonne.simulate import random_game
+from carcassonne.state import GameState
+from eventstore.envelope import MOVES, SCORES
+from eventstore.errors import ConcurrencyError
+from eventstore.schemas import to_engine, to_new
+from eventstore.score_stream import score_events
+from services.redis_store import RedisEventStore
+from services.redis_store.changes import (
+    START,
+    Change,
+    Follower,
+    Write,
+    changes_key,
+    positions_key,
+    trim,
+)
+from services.redis_store.keys import new_game_id, shard_of
+from tests.integration.workers import celery_env, running, wait_scored, worker
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis) -> RedisEventStore:
+    return RedisEventStore(redis_client)
+
+
+def play(store: RedisEventStore, seed: int, per_append: int = 3) -> tuple[str, int]:
+    """A whole random game appended a few events at a time, as the command service does;
+    (game id, appends)."""
+    game_id = new_game_id(random.Random(f"{seed}-{time.time_ns()}"))
+    _, events = random_game(random.Random(seed), 2 + seed % 3, Ruleset())
+    appends = 0
+    for start in range(0, len(events), per_append):
+        store.append(game_id, MOVES, [to_new(e) for e in events[start : start + per_append]],
+                     expected=start, command_id=f"c{start}", marker="$seq")  # fmt: skip
+        appends += 1
+    return game_id, appends
+
+
+def entries_of(client: redis.Redis, game_id: str) -> list[Change]:
+    shard = shard_of(game_id)
+    assert shard is not None
+    raw: Any = client.xrange(changes_key(shard))
+    return [c for c in (Change.parse(i, f) for i, f in raw) if c.game_id == game_id]
+
+
+def test_every_append_with_events_has_exactly_one_feed_entry(redis_client, store) -> None:
+    game_id, appends = play(store, 1)
+    moves = store.read(game_id, MOVES)
+    changes = entries_of(redis_client, game_id)
+    assert len(changes) == appends
+    assert [(c.first, c.last) for c in changes] == [
+        (s + 1, min(s + 3, len(moves))) for s in range(0, len(moves), 3)
+    ]
+    for change in changes:  # the types, the time and the stream of the events it points to
+        events = moves[change.first - 1 : change.last]
+        assert change.types == tuple(e.type for e in events)
+        assert change.time_ms == events[0].time_ms and change.stream == MOVES
+    # A duplicate, a conflict and a marker-only append add no entry.
+    store.append(game_id, MOVES, [to_new(to_engine(moves[0]))], expected=0, command_id="c0",
+                 marker="$seq")  # fmt: skip
+    with pytest.raises(ConcurrencyError):
+        store.append(game_id, MOVES, [to_new(to_engine(moves[0]))], expected=1,
+                     command_id="late", marker="$seq")  # fmt: skip
+    store.append(game_id, SCORES, [], expected=0, command_id="p", marker="5")
+    assert len(entries_of(redis_client, game_id)) == appends
+
+
+def moves_counter(client: redis.Redis, key: str, calls: list[int] | None = None) -> Follower:
+    """The tiny consumer: per game, how many move events were appended (a hash), built only
+    from the feed (no change to the append script)."""
+
+    def writes(shard: int, changes: list[Change]) -> list[Write]:
+        if calls is not None:
+            calls.append(len(changes))
+        return [Write("hincrby", key, c.game_id, c.last - c.first + 1)
+                for c in changes if c.stream == MOVES]  # fmt: skip
+
+    return Follower(client, f"counter-{key}", writes, batch=7)
+
+
+def test_a_new_consumer_follows_the_feed_and_never_counts_twice(redis_client, store) -> None:
+    games = [play(store, seed)[0] for seed in range(2, 6)]
+    key = f"counts-{time.time_ns()}"  # its own hash (any key will do on a single Redis)
+    counter = moves_counter(redis_client, key)
+    counter.catch_up()
+    counts = {g: int(redis_client.hget(key, g) or 0) for g in games}
+    assert counts == {g: store.last_seq(g, MOVES) for g in games}
+    assert counter.catch_up() == 0  # nothing new: nothing applied again
+    # Four followers of the same consumer racing over new appends: each batch applied once.
+    more = [play(store, seed)[0] for seed in range(6, 9)]
+    rivals = [moves_counter(redis_client, key) for _ in range(4)]
+    threads = [threading.Thread(target=f.catch_up) for f in rivals]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert {g: int(redis_client.hget(key, g) or 0) for g in games + more} == {
+        g: store.last_seq(g, MOVES) for g in games + more
+    }
+
+
+def test_a_follower_that_fails_mid_batch_writes_nothing_and_redoes_it(redis_client, store) -> None:
+    game_id, _ = play(store, 9)
+    key = f"counts-{time.time_ns()}"
+    boom = {"left": 1}
+
+    def writes(shard: int, changes: list[Change]) -> list[Write]:
+        if boom["left"] and any(c.game_id == game_id for c in changes):
+            boom["left"] -= 1
+            raise RuntimeError("killed mid-batch")
+        return [Write("hincrby", key, c.game_id, c.last - c.first + 1) for c in changes]
+
+    follower = Follower(redis_client, f"fragile-{key}", writes)
+    shard = shard_of(game_id)
+    assert shard is not None
+    with pytest.raises(RuntimeError):
+        follower.catch_up([shard])
+    assert redis_client.hget(key, game_id) is None
+    assert follower.positions([shard])[shard] == START
+    follower.catch_up([shard])
+    assert int(redis_client.hget(key, game_id) or 0) == store.last_seq(game_id, MOVES)
+
+
+def test_the_feed_is_trimmed_only_below_every_consumers_position(redis_client, store) -> None:
+    game_id, appends = play(store, 10)
+    shard = shard_of(game_id)
+    assert shard is not None
+    fast = moves_counter(redis_client, f"fast-{time.time_ns()}")
+    fast.catch_up([shard])
+    slow_name = f"slow-{time.time_ns()}"
+    redis_client.hset(positions_key(shard), slow_name, START)  # registered, handled nothing
+    trim(redis_client, [shard])
+    assert len(entries_of(redis_client, game_id)) == appends  # the slow one still needs them
+    redis_client.hdel(positions_key(shard), slow_name)
+    others = redis_client.hgetall(positions_key(shard))
+    trim(redis_client, [shard])
+    lowest = min(tuple(int(p) for p in v.decode().split("-")) for v in others.values())
+    kept: Any = redis_client.xrange(changes_key(shard))
+    assert all(tuple(int(p) for p in i.decode().split("-")) >= lowest for i, _ in kept)
+
+
+def rescored(store: RedisEventStore, game_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """The game's score events computed afresh from its moves (what a scorer must append)."""
+    return [(e.type, e.payload) for e in score_events(GameState(), store.read(game_id, MOVES))]
+
+
+@pytest.mark.slow
+def test_a_worker_down_while_games_are_played_catches_up_exactly(redis_url, redis_client) -> None:
+    """Games appended while no scoring worker runs are all scored once a worker starts (it
+    watches the change feed: no task was sent for any of them), each exactly once; a second
+    worker started meanwhile doubles nothing."""
+    store = RedisEventStore(redis_client)
+    games = [play(store, 100 + i)[0] for i in range(12)]
+    env = celery_env(redis_url)
+    with running(worker(env, "catch-a"), worker(env, "catch-b")):
+        wait_scored(redis_client, store, games, timeout=120)
+    for game_id in games:
+        stored = [(e.type, e.payload) for e in store.read(game_id, SCORES)]
+        assert stored == rescored(store, game_id)
