@@ -1,6 +1,6 @@
 """The Celery app of the scoring worker, its tasks and its beat schedule.
 
-Run: ``celery -A services.scoring.celery_app worker --concurrency 2 -Q scoring`` and
+Run: ``celery -A services.scoring.celery_app worker --concurrency 2 -Q scoring,webhooks`` and
 ``celery -A services.scoring.celery_app beat``. The command service sends
 ``scoring.drain`` by name (services never import each other) when a move raises the game's
 notification flag and no drain is scheduled; the drain scores every game in the pending set.
@@ -45,7 +45,8 @@ settings = from_env()
 app = Celery("scoring", broker=broker_url(settings["BROKER_URL"], settings["REDIS_URL"]))
 app.conf.update(
     # Acknowledged when done: a killed worker's task is redone (services/common/celery_conf.py).
-    **reliable(QUEUE, settings["VISIBILITY_TIMEOUT"]),
+    # The webhook and subscription tasks have a queue of their own (WEBHOOK_QUEUE).
+    **reliable(QUEUE, settings["VISIBILITY_TIMEOUT"], [webhooks.QUEUE]),
     beat_schedule={
         "sweep": {"task": "scoring.sweep", "schedule": settings["SWEEP_SECONDS"]},
         "webhooks-sweep": {"task": "webhooks.sweep", "schedule": settings["SWEEP_SECONDS"]},
