@@ -1,8 +1,8 @@
 """The Celery app of the scoring worker, its tasks, its beat schedule and its followers of
 the change feed.
 
-Run: ``celery -A services.scoring.celery_app worker --concurrency 2 -Q scoring`` and
-``celery -A services.scoring.celery_app beat``. No one sends the worker a task per move:
+Run: ``celery -A services.scoring.celery_app worker --concurrency 2 -Q scoring,webhooks``
+and ``celery -A services.scoring.celery_app beat``. No one sends the worker a task per move:
 each worker process watches the change feed (services/scoring/follow.py; FOLLOW_CHANGES=0
 turns the watch off) and runs its consumers over the shards that changed: the games
 directory, the turn timer's indexes, scoring (each game with new moves is caught up, its
@@ -50,7 +50,8 @@ settings = from_env()
 app = Celery("scoring", broker=broker_url(settings["BROKER_URL"], settings["REDIS_URL"]))
 app.conf.update(
     # Acknowledged when done: a killed worker's task is redone (services/common/celery_conf.py).
-    **reliable(QUEUE, settings["VISIBILITY_TIMEOUT"]),
+    # The webhook and subscription tasks have a queue of their own (WEBHOOK_QUEUE).
+    **reliable(QUEUE, settings["VISIBILITY_TIMEOUT"], [webhooks.QUEUE]),
     beat_schedule={
         "sweep": {"task": "scoring.sweep", "schedule": settings["SWEEP_SECONDS"]},
         "webhooks-sweep": {"task": "webhooks.sweep", "schedule": settings["SWEEP_SECONDS"]},
