@@ -30,6 +30,7 @@ from eventstore.errors import CommandReused, ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_new
 from services.common.draws import draw_until_placeable
+from services.common.observability import REQUEST_ID
 
 STALE = "the game moved on; reload and retry"
 
@@ -84,6 +85,7 @@ def append_moves(
         command_id=command_id,
         marker="$seq",
         fingerprint=fingerprint,
+        trace=REQUEST_ID.get(),  # the worker's logs of this move name the request
     )
     return Appended(game_id, command_id, list(events), new_events, result)
 

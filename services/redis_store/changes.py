@@ -4,7 +4,8 @@ followers that read it.
 Every append that adds events to a game also adds, in the same Lua script, one entry to the
 feed of the game's shard (services/redis_store/store.py): ``g`` the game, ``s`` the stream,
 ``f``/``l`` the first and last seq appended, ``t`` the append time (ms), ``e`` the events'
-types, comma-separated. A game and its shard's feed share one Redis Cluster slot (keys.py),
+types, comma-separated, ``r`` the id of the request that caused it ("" if none: the logs of
+a consumer name it). A game and its shard's feed share one Redis Cluster slot (keys.py),
 so the entry is atomic with the events on a cluster too. That is all the append knows:
 scoring, the turn timer, the games directory and webhook delivery are consumers that follow
 the feed, each with its own position, and each owns its index.
@@ -29,6 +30,7 @@ builds its history from the game streams (as `services.redis_store.backfill` doe
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +67,7 @@ class Change:
     last: int
     time_ms: int
     types: tuple[str, ...]
+    trace: str = ""  # the causing request's id, for logs
 
     @classmethod
     def parse(cls, entry_id: Any, fields: Any) -> Change:
@@ -81,6 +84,7 @@ class Change:
             int(get["l"]),
             int(get["t"]),
             tuple(t for t in get["e"].split(",") if t),
+            get.get("r", ""),
         )
 
 
@@ -118,18 +122,46 @@ return 1
 Handle = Callable[[int, list[Change]], Sequence[Write]]
 
 
+# KEYS: a lease. ARGV: its holder's token. Let go only by its holder.
+RELEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def lease_key(shard: int, consumer: str) -> str:
+    """Held by the one follower of a consumer handling a batch of the shard right now."""
+    return changes_key(shard) + ":lease:" + consumer
+
+
 class Follower:
     """Follows every shard's feed for one consumer: `handle(shard, changes)` is given each
-    batch of new entries in order, and what it returns is written with the new position."""
+    batch of new entries in order, and what it returns is written with the new position.
+
+    With `lease_ms`, a follower takes the shard's lease for the consumer before handling a
+    batch and skips a shard whose lease another holds: for a consumer whose `handle` does
+    costly work (scoring), several processes then never do the same work at once. The
+    holder reads the shard again after letting go, so an entry that arrived meanwhile is
+    handled by it or by the next follower woken by the append; a holder that dies leaves
+    the shard to others after `lease_ms`. Correctness never rests on the lease: the
+    position is conditional either way."""
 
     def __init__(
-        self, client: redis.Redis, consumer: str, handle: Handle, batch: int = 500
+        self,
+        client: redis.Redis,
+        consumer: str,
+        handle: Handle,
+        batch: int = 500,
+        lease_ms: int | None = None,
     ) -> None:
         self.client = client
         self.consumer = consumer
         self.handle = handle
         self.batch = max(1, batch)
+        self.lease_ms = lease_ms
+        self._token = uuid.uuid4().hex
         self._apply = script(client, FOLLOW_LUA)  # rides out a slot migration
+        self._release = script(client, RELEASE_LUA)
 
     def positions(self, shards: Iterable[int] = range(SHARDS)) -> dict[int, str]:
         """This consumer's position in each shard (`START` where it has none)."""
@@ -155,16 +187,31 @@ class Follower:
             replies = pipe.execute()
             more: dict[int, str] = {}
             for (shard, position), entries in zip(at.items(), replies, strict=True):
-                if not entries:
-                    continue
-                changes = [Change.parse(eid, fields) for eid, fields in entries]
-                if self._record(shard, position, changes):
+                if not entries or not self._lease(shard):
+                    continue  # done, or its holder handles these (and reads again after)
+                try:
+                    changes = [Change.parse(eid, fields) for eid, fields in entries]
+                    recorded = self._record(shard, position, changes)
+                finally:
+                    self._let_go(shard)
+                if recorded:
                     handled += len(changes)
                     more[shard] = changes[-1].id
                 else:  # another follower moved it: read from where it got to
                     more[shard] = self.positions([shard])[shard]
             at = more
         return handled
+
+    def _lease(self, shard: int) -> bool:
+        """Take the shard's lease for this consumer (always True without leases)."""
+        if self.lease_ms is None:
+            return True
+        key = lease_key(shard, self.consumer)
+        return bool(self.client.set(key, self._token, nx=True, px=self.lease_ms))
+
+    def _let_go(self, shard: int) -> None:
+        if self.lease_ms is not None:
+            self._release(keys=[lease_key(shard, self.consumer)], args=[self._token])
 
     def _record(self, shard: int, position: str, changes: list[Change]) -> bool:
         """Handle a batch and write its output with the new position; False when another

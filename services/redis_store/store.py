@@ -32,11 +32,12 @@ from .wire import Wire
 #       only for a game off the shard slots on a Redis Cluster: that feed is another slot's).
 # ARGV: expected seq (-1 = any), command id, time ms, marker ("" = none, "$seq" = last seq),
 #       expected marker ("" = no check, else "=" .. value), request fingerprint ("" = none),
-#       game id, stream name, then (type, version, payload JSON) per event.
+#       game id, stream name, trace (the causing request's id, "" = none), then (type,
+#       version, payload JSON) per event.
 # The command hash maps a command id to "first:last" or "first:last:fingerprint"; a duplicate
 # returns it whole and the caller compares fingerprints (a duplicate appends nothing either way).
 # An append that adds events also adds one entry to the change feed in the same atomic step:
-# the game, the stream, the seqs, the time and the events' types (services/redis_store/
+# the game, the stream, the seqs, the time, the events' types and the trace (services/redis_store/
 # changes.py). Nothing here belongs to a consumer: each follows the feed at its own position.
 APPEND_LUA = """
 local done = redis.call('HGET', KEYS[2], ARGV[2])
@@ -55,7 +56,7 @@ if ARGV[5] ~= '' then
 end
 local first = seq + 1
 local types = {}
-for i = 9, #ARGV, 3 do
+for i = 10, #ARGV, 3 do
   seq = seq + 1
   redis.call('XADD', KEYS[1], seq .. '-0', 'type', ARGV[i], 'v', ARGV[i + 1],
              'cmd', ARGV[2], 't', ARGV[3], 'data', ARGV[i + 2])
@@ -74,7 +75,7 @@ elseif ARGV[4] ~= '' then
 end
 if KEYS[4] and seq >= first then
   redis.call('XADD', KEYS[4], '*', 'g', ARGV[7], 's', ARGV[8], 'f', first, 'l', seq,
-             't', ARGV[3], 'e', table.concat(types, ','))
+             't', ARGV[3], 'e', table.concat(types, ','), 'r', ARGV[9])
 end
 return {'ok', result}
 """
@@ -141,9 +142,10 @@ class RedisEventStore:
         marker: str | None = None,
         expected_marker: str | None = None,
         fingerprint: str = "",
+        trace: str = "",
     ) -> AppendResult:
-        """See `EventStore.append`: one Lua script, all or nothing (the change feed's entry
-        included)."""
+        """See `EventStore.append`: one Lua script, all or nothing (the change feed's entry,
+        which carries `trace`, included)."""
         check_append(stream, events, command_id, marker)
         now = int(time.time() * 1000)
         args: list[Any] = [
@@ -155,6 +157,7 @@ class RedisEventStore:
             fingerprint,
             game_id,
             stream,
+            trace,
         ]
         keys = list(game_keys(game_id, stream)[:3])
         feed = self._feed_key(game_id)

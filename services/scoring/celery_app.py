@@ -194,10 +194,13 @@ def score_changes(shard: int, changes: list[Change]) -> list[Write]:
     around the command service) is logged and counted, and does not hold up its shard: it is
     tried again with its next move, or by `scoring.catch_up`. A Redis failure stops the
     batch (it is redone)."""
-    games = dict.fromkeys(c.game_id for c in changes if c.stream == MOVES)
-    for game_id in games:
+    games: dict[str, str] = {}  # game -> the request id of its latest move in the batch
+    for change in changes:
+        if change.stream == MOVES:
+            games[change.game_id] = change.trace or games.get(change.game_id, "")
+    for game_id, trace in games.items():
         try:
-            _score_game(game_id)
+            _score_game(game_id, trace)
         except redis.RedisError:
             raise
         except Exception:
@@ -212,7 +215,8 @@ def followers() -> list[Follower]:
     return [
         DirectoryIndex(client).follower,
         timer().index.follower,
-        Follower(client, "scoring", score_changes, batch=settings["FOLLOW_BATCH"]),
+        # Leased: two worker processes never score the same shard's batch at once.
+        Follower(client, "scoring", score_changes, batch=settings["FOLLOW_BATCH"], lease_ms=30_000),
         webhooks.due_follower(client),
     ]
 

@@ -72,21 +72,30 @@ class TimerIndex:
 
     def writes(self, shard: int, changes: list[Change]) -> list[Write]:
         """A batch's index writes: a move appended makes its game idle from then on; a draw
-        or an undo sets its turn's deadline (or clears it); the game's end drops both."""
-        out: list[Write] = []
+        or an undo sets its turn's deadline (or clears it); the game's end drops both. Only
+        each game's last state in the batch is written (a catch-up over many turns of one
+        game reads one event range, not one per turn)."""
+        idle: dict[str, int] = {}
+        turn: dict[str, Change] = {}
+        ended: set[str] = set()
         for change in changes:
-            game = change.game_id
             if change.stream != MOVES:
                 continue
-            if any(t in ENDINGS for t in change.types):
-                out += [
-                    Write("zrem", deadlines_key(shard), game),
-                    Write("zrem", idle_key(shard), game),
-                ]
-                continue
-            out.append(Write("zadd", idle_key(shard), game, change.time_ms))
+            game = change.game_id
+            idle[game] = change.time_ms
             if any(t in TURNS for t in change.types):
-                deadline = self._deadline(change)
+                turn[game] = change
+            if any(t in ENDINGS for t in change.types):
+                ended.add(game)
+        out: list[Write] = []
+        for game, at in idle.items():
+            if game in ended:  # nothing is appended after the end
+                out += [Write("zrem", deadlines_key(shard), game),
+                        Write("zrem", idle_key(shard), game)]  # fmt: skip
+                continue
+            out.append(Write("zadd", idle_key(shard), game, at))
+            if game in turn:
+                deadline = self._deadline(turn[game])
                 out.append(
                     Write("zrem", deadlines_key(shard), game)
                     if deadline is None

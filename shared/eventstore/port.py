@@ -40,8 +40,12 @@ class EventStore(Protocol):
         marker: str | None = None,
         expected_marker: str | None = None,
         fingerprint: str = "",
+        trace: str = "",
     ) -> AppendResult:
         """Append `events` if the stream is at `expected` (or `ANY`); idempotent by command id.
+
+        `trace` (the id of the request that caused the append, or "") is passed on to whoever
+        follows the appends, so their logs name it; it is not stored with the events.
 
         `fingerprint` (a digest of the request the command came from) is stored with the
         command id in the same step; a later append with the same command id and another
@@ -110,8 +114,9 @@ class InMemoryEventStore:
         marker: str | None = None,
         expected_marker: str | None = None,
         fingerprint: str = "",
+        trace: str = "",
     ) -> AppendResult:
-        """See `EventStore.append`."""
+        """See `EventStore.append` (nobody follows this store: `trace` is dropped)."""
         check_append(stream, events, command_id, marker)
         with self._lock:
             seen = self._commands.get((game_id, stream, command_id))

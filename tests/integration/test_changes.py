@@ -175,3 +175,32 @@ def test_a_worker_down_while_games_are_played_catches_up_exactly(redis_url, redi
     for game_id in games:
         stored = [(e.type, e.payload) for e in store.read(game_id, SCORES)]
         assert stored == rescored(store, game_id)
+
+
+def test_with_a_lease_two_followers_never_do_the_same_batch_at_once(redis_client, store) -> None:
+    """A costly consumer (scoring) takes the shard's lease per batch: a rival finds it held
+    and leaves the batch to its holder, who reads on after letting go; every entry handled
+    once in all."""
+    game_id, appends = play(store, 11)
+    shard = shard_of(game_id)
+    assert shard is not None
+    name = f"leased-{time.time_ns()}"
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def slow(_: int, changes: list[Change]) -> list[Write]:
+        time.sleep(0.05)  # the work a rival would repeat without the lease
+        with lock:
+            seen.extend(c.id for c in changes)
+        return []
+
+    rivals = [Follower(redis_client, name, slow, batch=5, lease_ms=10_000) for _ in range(3)]
+    threads = [threading.Thread(target=f.catch_up, args=([shard],)) for f in rivals]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    everything: Any = redis_client.xrange(changes_key(shard))
+    assert sorted(seen) == sorted(set(seen))  # no entry handled twice
+    assert set(seen) == {i.decode() for i, _ in everything}  # and none left out
+    assert rivals[0].positions([shard])[shard] == everything[-1][0].decode()
