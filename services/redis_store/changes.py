@@ -1,14 +1,16 @@
 """The change feed: one Redis stream per index shard, ``{<shard tag>}:changes``, and the
 followers that read it.
 
-Every append that adds events to a game also adds, in the same Lua script, one entry to the
-feed of the game's shard (services/redis_store/store.py): ``g`` the game, ``s`` the stream,
-``f``/``l`` the first and last seq appended, ``t`` the append time (ms), ``e`` the events'
-types, comma-separated, ``r`` the id of the request that caused it ("" if none: the logs of
-a consumer name it). A game and its shard's feed share one Redis Cluster slot (keys.py),
-so the entry is atomic with the events on a cluster too. That is all the append knows:
-scoring, the turn timer, the games directory and webhook delivery are consumers that follow
-the feed, each with its own position, and each owns its index.
+Every append that adds events to a game (or saves a stream's marker: the scoring progress
+moving on without score events) also adds, in the same Lua script, one entry to the feed of
+the game's shard (services/redis_store/store.py): ``g`` the game, ``s`` the stream,
+``f``/``l`` the first and last seq appended (``f`` > ``l``: no events, only the marker),
+``t`` the append time (ms), ``e`` the events' types, comma-separated, ``r`` the id of the
+request that caused it ("" if none: the logs of a consumer name it). A game and its shard's
+feed share one Redis Cluster slot (keys.py), so the entry is atomic with the events on a
+cluster too. That is all the append knows: scoring, the turn timer, the games directory and
+webhook delivery are consumers that follow the feed, each with its own position, and each
+owns its index.
 
 A consumer's position in a shard is a field of ``{<shard tag>}:changes:positions`` (consumer
 name -> the last entry id it handled). `Follower.catch_up` reads the entries after it, asks

@@ -36,7 +36,8 @@ from .wire import Wire
 #       version, payload JSON) per event.
 # The command hash maps a command id to "first:last" or "first:last:fingerprint"; a duplicate
 # returns it whole and the caller compares fingerprints (a duplicate appends nothing either way).
-# An append that adds events also adds one entry to the change feed in the same atomic step:
+# An append that adds events or saves a marker (a consumer's progress: scoring that found
+# nothing to score still moved on) also adds one entry to the change feed in the same step:
 # the game, the stream, the seqs, the time, the events' types and the trace (services/redis_store/
 # changes.py). Nothing here belongs to a consumer: each follows the feed at its own position.
 APPEND_LUA = """
@@ -73,7 +74,7 @@ if ARGV[4] == '$seq' then
 elseif ARGV[4] ~= '' then
   redis.call('SET', KEYS[3], ARGV[4])
 end
-if KEYS[4] and seq >= first then
+if KEYS[4] and (seq >= first or ARGV[4] ~= '') then  -- events, or progress saved
   redis.call('XADD', KEYS[4], '*', 'g', ARGV[7], 's', ARGV[8], 'f', first, 'l', seq,
              't', ARGV[3], 'e', table.concat(types, ','), 'r', ARGV[9])
 end

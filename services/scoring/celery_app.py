@@ -6,10 +6,10 @@ and ``celery -A services.scoring.celery_app beat``. No one sends the worker a ta
 each worker process watches the change feed (services/scoring/follow.py; FOLLOW_CHANGES=0
 turns the watch off) and runs its consumers over the shards that changed: the games
 directory, the turn timer's indexes, scoring (each game with new moves is caught up, its
-progress saved with its score events) and the webhooks' due index. ``scoring.sweep`` runs
-the same followers over every shard on beat, in case no worker process watches, and trims
-the feed below every consumer's position. ``scoring.catch_up(game_id)`` scores one game;
-only tests and benchmarks send it.
+progress saved with its score events) and the webhooks' and subscriptions' due indexes.
+``scoring.sweep`` runs the same followers over every shard on beat, in case no worker
+process watches, and trims the feed below every consumer's position.
+``scoring.catch_up(game_id)`` scores one game; only tests and benchmarks send it.
 """
 
 from __future__ import annotations
@@ -218,6 +218,7 @@ def followers() -> list[Follower]:
         # Leased: two worker processes never score the same shard's batch at once.
         Follower(client, "scoring", score_changes, batch=settings["FOLLOW_BATCH"], lease_ms=30_000),
         webhooks.due_follower(client),
+        subscriptions.due_follower(client),
     ]
 
 

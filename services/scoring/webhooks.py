@@ -282,7 +282,7 @@ def due_follower(client: redis.Redis) -> Follower:
     def writes(shard: int, changes: list[Change]) -> list[Write]:
         scored: dict[str, int] = {}
         for change in changes:
-            if change.stream == SCORES:
+            if change.stream == SCORES and change.last >= change.first:  # score events
                 scored.setdefault(change.game_id, change.time_ms)
         pipe = client.pipeline(transaction=False)
         for game_id in scored:

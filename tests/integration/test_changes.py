@@ -73,14 +73,17 @@ def test_every_append_with_events_has_exactly_one_feed_entry(redis_client, store
         events = moves[change.first - 1 : change.last]
         assert change.types == tuple(e.type for e in events)
         assert change.time_ms == events[0].time_ms and change.stream == MOVES
-    # A duplicate, a conflict and a marker-only append add no entry.
+    # A duplicate and a conflict add no entry.
     store.append(game_id, MOVES, [to_new(to_engine(moves[0]))], expected=0, command_id="c0",
                  marker="$seq")  # fmt: skip
     with pytest.raises(ConcurrencyError):
         store.append(game_id, MOVES, [to_new(to_engine(moves[0]))], expected=1,
                      command_id="late", marker="$seq")  # fmt: skip
-    store.append(game_id, SCORES, [], expected=0, command_id="p", marker="5")
     assert len(entries_of(redis_client, game_id)) == appends
+    # Progress saved without events (scoring that found nothing to score) is a change too.
+    store.append(game_id, SCORES, [], expected=0, command_id="p", marker="5")
+    progress = entries_of(redis_client, game_id)[-1]
+    assert (progress.stream, progress.first, progress.last, progress.types) == (SCORES, 1, 0, ())
 
 
 def moves_counter(client: redis.Redis, key: str, calls: list[int] | None = None) -> Follower:
@@ -181,7 +184,7 @@ def test_with_a_lease_two_followers_never_do_the_same_batch_at_once(redis_client
     """A costly consumer (scoring) takes the shard's lease per batch: a rival finds it held
     and leaves the batch to its holder, who reads on after letting go; every entry handled
     once in all."""
-    game_id, appends = play(store, 11)
+    game_id, _ = play(store, 11)
     shard = shard_of(game_id)
     assert shard is not None
     name = f"leased-{time.time_ns()}"
@@ -204,3 +207,33 @@ def test_with_a_lease_two_followers_never_do_the_same_batch_at_once(redis_client
     assert sorted(seen) == sorted(set(seen))  # no entry handled twice
     assert set(seen) == {i.decode() for i, _ in everything}  # and none left out
     assert rivals[0].positions([shard])[shard] == everything[-1][0].decode()
+
+
+def test_scoring_progress_makes_hooks_and_subscriptions_due_from_the_feed(
+    redis_client, store
+) -> None:
+    """The delivery consumers learn of new scores from the feed alone (no task from the
+    scorer): each hook of the game, and each subscription of its owner key, is due."""
+    from services.redis_store.keys import (
+        hook_member,
+        hooks_due_key,
+        hooks_key,
+        secrets_key,
+        subs_due_key,
+        subscriptions_key,
+    )
+    from services.scoring import subscriptions, webhooks
+    from services.scoring.scorer import Scorer
+
+    game_id, _ = play(store, 12)
+    key_id = f"k{time.time_ns()}"
+    redis_client.set(secrets_key(game_id), f'{{"key_id": "{key_id}"}}')
+    redis_client.hset(subscriptions_key(key_id), "sub1", "{}")
+    redis_client.hset(hooks_key(game_id), "hook1", "{}")
+    Scorer(store).catch_up(game_id)
+    shard = shard_of(game_id)
+    assert shard is not None
+    webhooks.due_follower(redis_client).catch_up([shard])
+    subscriptions.due_follower(redis_client).catch_up([shard])
+    assert redis_client.zscore(hooks_due_key(shard), hook_member(game_id, "hook1")) is not None
+    assert redis_client.zscore(subs_due_key(shard), f"{game_id}:sub1") is not None
