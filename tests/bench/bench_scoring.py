@@ -11,9 +11,9 @@
    score: one Celery round trip and two Redis reads) — the ceiling of one task per event.
 2. Lag. The command service runs at half its peak with the worker (and beat) running,
    the worker following the change feed as deployed; for every score event, the time from
-   its move's append to its own append. Reported: p50/p99. Baseline: the p99 of the turns themselves in the same phase
-   (`POST /turns` at half its peak: a fold and an append triggered by a request, on the
-   machine as loaded at that moment).
+   its move's append to its own append. Reported: p50/p99. Baseline: the p99 of the turns
+   themselves in the same phase (`POST /turns` at half its peak: a fold and an append
+   triggered by a request, on the machine as loaded at that moment).
 
 Targets, each a ratio to a figure of the same run (tests/bench/targets.py): backlog turns/s
 ≥ 1x the command peak; lag p99 ≤ 9.7x the turns' p99 in the same phase. The lag target was
