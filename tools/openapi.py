@@ -119,7 +119,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "Forbidden",
         "bad_token (not a seat of this game, or not the seat to move), "
         "bad_api_key (unknown or revoked), not_playable, hints_disabled (the game's ruleset "
-        "does not allow hints)",
+        "does not allow hints), not_game_owner (webhooks: only the API key that created or "
+        "imported the game registers them)",
         (),
     ),
     404: (

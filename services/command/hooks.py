@@ -1,15 +1,15 @@
-"""Webhook registrations (command side): validate and store a hook, read its delivery log, and
-wake the worker that delivers (``webhooks.dispatch`` by name: services never import each
-other; the worker's half is services/scoring/webhooks.py).
+"""Per-game webhooks (command side): a webhook is a subscription of the registering API key
+filtered to one game, in the webhook format (services/common/notifications.py); this module
+validates and stores one, reads its delivery log, and wakes the worker that delivers
+(``subscriptions.dispatch`` by name: services never import each other; the worker's half is
+services/scoring/subscriptions.py, the webhook body services/scoring/webhooks.py).
 
 Keys of game G and hook H, under the game's hash tag (names from `services.redis_store.keys`):
-``{g:G}:webhooks`` (hash: H -> JSON ``{"id", "url", "secret", "key_id", "created_ms"}``),
-``{g:G}:wh:H`` (hash: ``progress``, the last score event turned into a delivery, and
-``head``, the last one whose delivery is over: deliveries go out in score order) and
-``{g:G}:wh:H:log`` (hash: score seq -> the delivery's log entry). A hook with work to do
-(score events to dispatch, deliveries not over) is in its shard's hooks-due index
-(``{<shard tag>}:idx:hooks-due``, "G:H" -> when it next has work), written by the same
-scripts that write the hook: registration here, dispatch and delivery in the worker.
+``{g:G}:subs`` (hash: H -> the configuration JSON), ``{g:G}:sub:H`` (the subscription's state
+in the game: ``progress``, the last score seq turned into a delivery, and ``head``, the last
+one whose delivery is over) and ``{g:G}:sub:H:log`` (score seq -> the delivery's log entry).
+A hook with work to do is in its shard's subs-due index, written by the same scripts that
+write the hook: registration here, dispatch and delivery in the worker.
 The secret is stored as given: the worker needs it to sign every delivery.
 """
 
@@ -27,20 +27,27 @@ import redis
 from carcassonne.errors import GameError
 from eventstore.envelope import MOVES, SCORES
 from eventstore.port import EventStore
+from services.common.notifications import WEBHOOK_FORMAT, WEBHOOK_KINDS, owner_key
 from services.common.webhook_url import MAX_URL, RefusedUrl, check, normalise
-from services.redis_store import hook_keys, hooks_key
-from services.redis_store.keys import hook_member, hooks_due_key, shard_of
+from services.redis_store.keys import (
+    game_subscriptions_key,
+    legacy_shard,
+    shard_of,
+    subs_due_key,
+    subscription_keys,
+)
 from services.redis_store.scripts import script
 
-from .errors import NotFound
+from .errors import Forbidden, NotFound
 
-DISPATCH_TASK = "webhooks.dispatch"
+DISPATCH_TASK = "subscriptions.dispatch"
 MAX_HOOKS_PER_GAME = 10  # every score event is sent to each: this bounds the fan-out
 SECRET_LENGTH = (16, 256)
 EVENTS = ("FeatureScored", "ScoreReverted", "GameScored")  # every score event (docs/undo.md)
-# KEYS: the game's webhooks hash[, its shard's hooks-due index]. ARGV: hook id, config JSON,
-# the hook's index member, now (ms). The new hook has the game's score events so far to
-# dispatch: due now, in the same step (the sweep sends the dispatch if ours is lost).
+# KEYS: the game's subscriptions hash[, its shard's subs-due index]. ARGV: hook id, config
+# JSON, the hook's index member, now (ms), the limit. The new hook has the game's score
+# events so far to dispatch: due now, in the same step (the sweep sends the dispatch if ours
+# is lost).
 REGISTER_LUA = """
 if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
@@ -87,8 +94,10 @@ class Webhooks:
         store: EventStore,
         dispatch: Callable[[str], bool] | None,
         allow_private: bool = False,
+        records: Callable[[str], dict[str, Any] | None] | None = None,
     ) -> None:
         self.client = client
+        self.records = records  # a game's secrets record (its owner key); None: no check
         self.store = store
         self.dispatch = dispatch
         self.allow_private = allow_private
@@ -100,24 +109,29 @@ class Webhooks:
         secret = check_secret(secret)
         if self.store.last_seq(game_id, MOVES) == 0:
             raise NotFound("game_not_found", f"no game {game_id}")
+        if self.records is not None:
+            check_owner(self.records(game_id), game_id, key_id)
         hook_id = "h_" + secrets.token_hex(8)
         config = {
             "id": hook_id,
-            "url": url,
-            "secret": secret,
             "key_id": key_id,
+            "game_id": game_id,
+            "format": WEBHOOK_FORMAT,
+            "url": url,
+            "kinds": list(WEBHOOK_KINDS),
+            "secrets": [{"secret": secret, "until_ms": None}],
             "created_ms": int(time.time() * 1000),
         }
         shard = shard_of(game_id)  # None: a game from before the indexes (backfill's)
-        due = [hooks_due_key(shard)] if shard is not None else []
+        due = [subs_due_key(shard)] if shard is not None else []
         # The limit is checked in the script that adds the hook: two registrations at once
         # cannot both take the last place (the limit bounds every score event's fan-out).
         added = self._register(
-            keys=[hooks_key(game_id), *due],
+            keys=[game_subscriptions_key(game_id), *due],
             args=[
                 hook_id,
                 json.dumps(config),
-                hook_member(game_id, hook_id),
+                game_id + ":" + hook_id,
                 config["created_ms"],
                 MAX_HOOKS_PER_GAME,
             ],
@@ -126,6 +140,9 @@ class Webhooks:
             raise BadWebhook(
                 "too_many_webhooks", f"a game has at most {MAX_HOOKS_PER_GAME} webhooks"
             )
+        if shard is None:  # its index is in another slot: not in the script (the sweep finds it)
+            index = subs_due_key(legacy_shard(game_id))
+            self.client.zadd(index, {game_id + ":" + hook_id: config["created_ms"]}, lt=True)
         if self.dispatch is not None:
             self.dispatch(game_id)  # deliver the score events already in the stream
         return {
@@ -139,7 +156,8 @@ class Webhooks:
 
     def hook(self, game_id: str, hook_id: str, key_id: str) -> dict[str, Any]:
         """A hook's configuration, if it exists and belongs to this key (else 404)."""
-        raw = self.client.hget(hooks_key(game_id), hook_id) if len(hook_id) <= 64 else None
+        key = game_subscriptions_key(game_id)
+        raw = self.client.hget(key, hook_id) if len(hook_id) <= 64 else None
         config = None if raw is None else json.loads(raw)
         if config is None or config.get("key_id") != key_id:
             # Another key's hook is reported as missing: its existence is not theirs to know.
@@ -151,7 +169,7 @@ class Webhooks:
     ) -> dict[str, Any]:
         """A page of a hook's delivery log, in score-event order, after score seq `after`."""
         config = self.hook(game_id, hook_id, key_id)
-        state, log_key, _ = hook_keys(game_id, hook_id)
+        state, log_key, _ = subscription_keys(game_id, hook_id)
         progress = int(cast(Any, self.client.hget(state, "progress")) or 0)
         seqs = list(range(after + 1, min(progress, after + limit) + 1))
         raws = cast(list[Any], self.client.hmget(log_key, [str(s) for s in seqs])) if seqs else []
@@ -166,3 +184,15 @@ class Webhooks:
             "deliveries": entries,
             "next": last if last < progress else None,
         }
+
+
+def check_owner(record: dict[str, Any] | None, game_id: str, key_id: str) -> None:
+    """A webhook belongs to the key that registers it, on a game that key created or imported
+    (issue 32, finding 5: any key could fill another key's game with hooks): 403
+    `not_game_owner` otherwise, also for a game created without a key."""
+    if owner_key(record) != key_id:
+        raise Forbidden(
+            "not_game_owner",
+            f"game {game_id} was not created or imported with this API key: only that key "
+            "can register webhooks on it",
+        )

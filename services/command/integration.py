@@ -5,7 +5,7 @@
 | `POST /v1/score` | yes | scores a `carcassonne-record/1` record (stores nothing) |
 | `POST /games/import` | yes | stores a record as a game (not playable), scored by the worker |
 | `GET /games/{id}/record` | no | any game as a record (JSON, or the notation) |
-| `POST /games/{id}/webhooks` | yes | delivers every score event of the game, signed |
+| `POST /games/{id}/webhooks` | the game's | delivers every score event of the game, signed |
 | `GET /games/{id}/webhooks/{hook}/deliveries` | the hook's | its delivery log |
 
 A key is sent as ``X-Api-Key`` (401 `missing_api_key`, 403 `bad_api_key`) and is rate
@@ -99,7 +99,13 @@ def init_app(app: Flask, api: Api, service: GameService) -> None:
     app.extensions["integration"] = Integration(
         service=service,
         limiter=RateLimiter(client, app.config["API_KEY_RATE"], app.config["API_KEY_BURST"]),
-        hooks=Webhooks(client, service.store, sender, app.config["WEBHOOK_ALLOW_PRIVATE"]),
+        hooks=Webhooks(
+            client,
+            service.store,
+            sender,
+            app.config["WEBHOOK_ALLOW_PRIVATE"],
+            records=service.secrets.get,  # hooks only on the key's own games (owner check)
+        ),
         max_bytes=app.config["RECORD_MAX_BYTES"],
     )
     api.register_blueprint(blp)

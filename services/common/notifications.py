@@ -5,6 +5,12 @@ A subscription's configuration, stored in ``{k:<key id>}:subs`` (services/redis_
 ``{"id", "key_id", "url", "kinds", "secrets": [{"secret", "until_ms"}], "created_ms"}`` —
 `secrets` newest first; `until_ms` is null for the current secret and the end of the overlap
 window for one replaced by a rotation.
+
+A per-game webhook (``POST /games/{id}/webhooks``) is a subscription of the registering key
+filtered to one game, stored in the game's ``{g:G}:subs`` with two more fields: ``"game_id"``
+and ``"format": "webhook"`` (the webhook's body, headers and signature, one delivery per
+score event from the game's first, positions = score seqs); its one secret is the one its
+owner gave.
 """
 
 from __future__ import annotations
@@ -20,6 +26,14 @@ MAX_SUBSCRIPTIONS = 10  # per API key: every event of its games is sent to each
 RECENT_KEPT = 200  # attempts a subscription's delivery log keeps (newest first)
 MAX_OVERLAP_SECONDS = 7 * 86_400  # the longest a rotated-out secret stays valid
 DEFAULT_OVERLAP_SECONDS = 86_400
+WEBHOOK_FORMAT = "webhook"  # a per-game webhook's `format`
+WEBHOOK_KINDS = ("score", "game_over")  # what a webhook carries: every score event
+
+
+def owner_key(record: dict[str, Any] | None) -> str | None:
+    """The API key that created or imported a game, from its secrets record (None: none)."""
+    record = record or {}
+    return record.get("key_id") or (record.get("imported") or {}).get("key_id") or None
 
 
 def live_secrets(config: dict[str, Any], now_ms: int) -> list[str]:

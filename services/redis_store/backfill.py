@@ -4,8 +4,8 @@
 
 Run it once after upgrading, before traffic. It walks the keyspace once with SCAN (the only
 SCAN left: the services themselves read the indexes) and, for each game's move stream,
-writes the game's entries in its shard's indexes — by creation time, status, player names,
-webhooks with work due — computed from the game's own keys, and announces its unscored moves
+writes the game's entries in its shard's indexes — by creation time, status, player names —
+computed from the game's own keys, and announces its unscored moves
 on the change feed again (the scoring worker follows it):
 
 - a game whose id is on a shard slot and that is already in its shard's game index was
@@ -15,8 +15,8 @@ on the change feed again (the scoring worker follows it):
   (most games from before), shard ``crc32(id) % 64``. The scripts never write those entries
   (keys of another slot would fail on a Redis Cluster), so they are NOT atomic with later
   writes of such a game: the readers check them against the game's streams (the sweep drops
-  a scored game's entry, GET /games describes each game from its streams, the webhook sweep
-  settles a hook's entry), which is why this must run before traffic, not during.
+  a scored game's entry, GET /games describes each game from its streams), which is why
+  this must run before traffic, not during.
 
 Idempotent (each entry is set to what the game's keys say, so a second run writes the same
 values and adds nothing) and resumable: the progress line on stderr shows the SCAN cursor;
@@ -48,10 +48,6 @@ from .keys import (
     OVER,
     game_keys,
     games_key,
-    hook_keys,
-    hook_member,
-    hooks_due_key,
-    hooks_key,
     index_shard,
     player_key,
     secrets_key,
@@ -60,7 +56,6 @@ from .keys import (
 )
 
 _PREFIX, _SUFFIX = game_keys("*", MOVES)[0].split("*")  # "{g:" and "}:moves"
-FINAL = ("delivered", "failed")
 
 
 @dataclass
@@ -98,9 +93,7 @@ def index_game(client: redis.Redis, game_id: str, now_ms: int | None = None) -> 
     pipe.get(moves[2])
     pipe.get(scores[2])
     pipe.get(secrets_key(game_id))
-    pipe.hkeys(hooks_key(game_id))
-    pipe.xlen(scores[0])
-    first, last, moved_raw, scored_raw, secret, hooks, score_len = pipe.execute()
+    first, last, moved_raw, scored_raw, secret = pipe.execute()
     if not first:
         return False
     created = int(text(first[0][1][b"t"]))
@@ -120,34 +113,8 @@ def index_game(client: redis.Redis, game_id: str, now_ms: int | None = None) -> 
         # Announced on the change feed as appended again: the scoring worker follows it.
         writes.xadd(changes_key(shard), {"g": game_id, "s": MOVES, "f": scored + 1,
                                          "l": moved, "t": at, "e": ""})  # fmt: skip
-    for hook in hooks:
-        hook_id = text(hook)
-        due = _hook_due(client, game_id, hook_id, int(score_len), now)
-        member = hook_member(game_id, hook_id)
-        if due is None:
-            writes.zrem(hooks_due_key(shard), member)
-        else:  # "now" (behind its scores) keeps an earlier entry: a second run changes nothing
-            writes.zadd(hooks_due_key(shard), {member: due}, lt=due == now)
     writes.execute()
     return True
-
-
-def _hook_due(client: redis.Redis, game_id: str, hook_id: str, last: int, now: int) -> int | None:
-    """When a hook next has work (now if behind its score stream, else its head delivery's
-    next_ms), None if it has none."""
-    state, log_key, _ = hook_keys(game_id, hook_id)
-    raw = cast(list[Any], client.hmget(state, ["progress", "head"]))
-    progress, head = (int(text(v)) if v is not None else 0 for v in raw)
-    if progress < last:
-        return now
-    for seq in range(head + 1, progress + 1):
-        entry = client.hget(log_key, str(seq))
-        if entry is None:
-            continue
-        parsed = json.loads(entry)
-        if parsed.get("outcome") not in FINAL:
-            return int(parsed.get("next_ms") or now)
-    return None
 
 
 def _names(raw: Any) -> list[str]:
@@ -215,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m services.redis_store.backfill",
         description="Index games written before the cross-game indexes existed (by creation, "
-        "status, player, unscored moves, webhooks due). One-off: run it once after upgrading, "
+        "status, player, unscored moves). One-off: run it once after upgrading, "
         "before traffic. Idempotent; resumable with the cursor shown on stderr.",
     )
     parser.add_argument(

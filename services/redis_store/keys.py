@@ -28,22 +28,6 @@ def secrets_key(game_id: str) -> str:
     return _tag(game_id) + ":secrets"
 
 
-def hooks_key(game_id: str) -> str:
-    """The hash of a game's webhooks."""
-    return _tag(game_id) + ":webhooks"
-
-
-def hook_keys(game_id: str, hook_id: str) -> tuple[str, str, str]:
-    """(state hash, delivery log hash, due set) of a webhook."""
-    base = _tag(game_id) + ":wh:" + hook_id
-    return base, base + ":log", base + ":due"
-
-
-def lease_key(game_id: str, hook_id: str, seq: int) -> str:
-    """Held while one task POSTs a delivery, so a duplicate task does not POST at once too."""
-    return _tag(game_id) + ":wh:" + hook_id + f":lease:{seq}"
-
-
 # ------------------------------------------------------------------------ index shards
 #
 # Structures that span games (the indexes below) are split into SHARDS sorted sets per kind,
@@ -176,32 +160,29 @@ def bots_due_key(shard: int) -> str:
     return _itag(shard) + ":idx:bots-due"
 
 
-def hooks_due_key(shard: int) -> str:
-    """Sorted set: "<game>:<hook>" -> when (ms) the webhook sweep should look at the hook
-    (it has dispatches or deliveries to make); absent once everything is delivered."""
-    return _itag(shard) + ":idx:hooks-due"
-
-
-def hook_member(game_id: str, hook_id: str) -> str:
-    """A hook's member in `hooks_due_key`."""
-    return game_id + ":" + hook_id
-
-
-def split_hook_member(member: str) -> tuple[str, str]:
-    """(game, hook) of a `hooks_due_key` member."""
-    game_id, _, hook_id = member.partition(":")
-    return game_id, hook_id
+def split_member(member: str) -> tuple[str, str]:
+    """(game, subscription) of a `subs_due_key` member ("<game>:<subscription>")."""
+    game_id, _, sub_id = member.partition(":")
+    return game_id, sub_id
 
 
 # ------------------------------------------------------------------------ subscriptions
 #
-# An API key's subscriptions live under the key's own hash tag ``{k:<key id>}`` (one slot per
-# key); a subscription's delivery queue in one game lives under the game's tag, like a hook's.
+# An API key's subscriptions of all its games live under the key's own hash tag ``{k:<key id>}``
+# (one slot per key); those filtered to one game (per-game webhooks) under the game's tag, so
+# the per-game limit is checked in the script that adds one; a subscription's delivery queue
+# in one game lives under the game's tag.
 
 
 def subscriptions_key(key_id: str) -> str:
     """Hash: subscription id -> its configuration JSON (url, kinds, secrets), of one API key."""
     return "{k:" + key_id + "}:subs"
+
+
+def game_subscriptions_key(game_id: str) -> str:
+    """Hash: subscription id -> configuration JSON, of the subscriptions (of any key) filtered
+    to this game: the per-game webhooks (services/command/hooks.py)."""
+    return _tag(game_id) + ":subs"
 
 
 def subscription_recent_key(key_id: str, sub_id: str) -> str:

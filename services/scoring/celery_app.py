@@ -6,7 +6,7 @@ and ``celery -A services.scoring.celery_app beat``. No one sends the worker a ta
 each worker process watches the change feed (services/scoring/follow.py; FOLLOW_CHANGES=0
 turns the watch off) and runs its consumers over the shards that changed: the games
 directory, the turn timer's indexes, scoring (each game with new moves is caught up, its
-progress saved with its score events) and the webhooks' and subscriptions' due indexes.
+progress saved with its score events) and the subscriptions' due index (webhooks included).
 ``scoring.sweep`` runs the same followers over every shard on beat, in case no worker
 process watches, and trims the feed below every consumer's position.
 ``scoring.catch_up(game_id)`` scores one game; only tests and benchmarks send it.
@@ -34,10 +34,7 @@ from services.redis_store.changes import Change, Follower, Write, trim
 from services.redis_store.connect import blocking_read_timeout, broker_url, connect, shared_client
 from services.redis_store.directory_index import DirectoryIndex
 
-from . import (
-    subscriptions,  # registers the subscription tasks (dispatch, deliver, ping, sweep)
-    webhooks,  # registers the webhook tasks (dispatch, deliver, sweep)
-)
+from . import subscriptions  # registers the delivery tasks (dispatch, deliver, ping, sweep)
 from .config import from_env
 from .follow import Watcher
 from .scorer import CatchUp, Scorer
@@ -51,10 +48,9 @@ app = Celery("scoring", broker=broker_url(settings["BROKER_URL"], settings["REDI
 app.conf.update(
     # Acknowledged when done: a killed worker's task is redone (services/common/celery_conf.py).
     # The webhook and subscription tasks have a queue of their own (WEBHOOK_QUEUE).
-    **reliable(QUEUE, settings["VISIBILITY_TIMEOUT"], [webhooks.QUEUE]),
+    **reliable(QUEUE, settings["VISIBILITY_TIMEOUT"], [subscriptions.QUEUE]),
     beat_schedule={
         "sweep": {"task": "scoring.sweep", "schedule": settings["SWEEP_SECONDS"]},
-        "webhooks-sweep": {"task": "webhooks.sweep", "schedule": settings["SWEEP_SECONDS"]},
         "subscriptions-sweep": {
             "task": "subscriptions.sweep",
             "schedule": settings["SWEEP_SECONDS"],
@@ -166,9 +162,8 @@ def _score_game(game_id: str, request_id: str = "") -> CatchUp:
         done = scorer().catch_up(game_id)
     finally:
         REQUEST_ID.reset(token)
-    if done.events:
-        webhooks.after_scoring(game_id)  # deliver the new score events to the game's hooks
-    subscriptions.after_scoring(game_id, done.moves)  # the feed of the owner key's subscriptions
+    # The feed of the game's subscriptions: its owner key's, and webhooks filtered to it.
+    subscriptions.after_scoring(game_id, done.moves)
     MOVES_SCORED.inc(done.moves)
     EVENTS_SCORED.inc(done.events)
     CONFLICTS.inc(done.conflicts)
@@ -217,7 +212,6 @@ def followers() -> list[Follower]:
         timer().index.follower,
         # Leased: two worker processes never score the same shard's batch at once.
         Follower(client, "scoring", score_changes, batch=settings["FOLLOW_BATCH"], lease_ms=30_000),
-        webhooks.due_follower(client),
         subscriptions.due_follower(client),
     ]
 

@@ -1,12 +1,11 @@
 """The delivery queue of one receiver of one game: ordered, leased, retried, recorded.
 
-Per-game webhooks (services/scoring/webhooks.py) and subscriptions
-(services/scoring/subscriptions.py) are both *channels*: a receiver (a hook, or a
-subscription within one game) with a state hash (``progress``: deliveries created, ``head``:
-the last one over, and the channel's feed cursor), a delivery log hash (position -> entry)
-and a lease, all under the game's hash tag. What differs — where the configuration lives,
-what the body and headers are, what "behind its feed" means — is the `Channel`'s; the rules
-below are this module's:
+A receiver is a subscription within one game (services/scoring/subscriptions.py; a per-game
+webhook is one too) with a state hash (``progress``: deliveries created, ``head``: the last
+one over, and the cursor of its feed), a delivery log hash (position -> entry) and a lease,
+all under the game's hash tag. Where the configuration lives and what the body and headers
+are is the subscriptions' (`SubscriptionChannel`); how far the feed goes is the receiver's
+`Source`; the rules below are this module's:
 
 - a `Deliverer` takes the receiver's lease (one task per receiver at a time), then always
   works on the *head*, the lowest delivery neither delivered nor finally failed, and moves on
@@ -35,6 +34,13 @@ import redis
 from celery.utils.time import get_exponential_backoff_interval
 
 from services.redis_store.indexes import shard_pages
+from services.redis_store.keys import (
+    index_shard,
+    shard_of,
+    split_member,
+    subs_due_key,
+    subscription_keys,
+)
 from services.redis_store.scripts import script
 
 from .delivery_scripts import NEXT_LUA, RECORD_LUA, RELEASE_LUA, SETTLE_LUA
@@ -119,33 +125,22 @@ class Request:
     headers: dict[str, str]
 
 
+@dataclass(frozen=True)
+class Source:
+    """How far a receiver's feed goes in a game, against how far it was dispatched: its
+    state's `cursor` field below the number in `key` (`kind` "get": a number in a string key,
+    such as the score stream's marker; "xlen": a stream's length) means "behind"."""
+
+    cursor: str
+    key: str
+    kind: str
+
+
 class Channel(Protocol):
-    """What the queue needs to know of one kind of receiver (a hook, a subscription)."""
+    """What the queue asks of its receivers' owner (`SubscriptionChannel`)."""
 
-    name: str  # in logs: "webhook", "subscription"
-    cursor: str  # the state field that says how far the feed was dispatched
-    source_kind: str  # "xlen" (a stream's length) or "get" (a number in a string key)
-
-    def keys(self, game_id: str, receiver: str) -> tuple[str, str, str]:
-        """(state hash, delivery log hash, lease key) of a receiver in a game."""
-
-    def source(self, game_id: str) -> str:
-        """The key that says how far the game's feed goes (see `source_kind`)."""
-
-    def due_key(self, shard: int) -> str:
-        """A shard's due index of this channel."""
-
-    def member(self, game_id: str, receiver: str) -> str:
-        """A receiver's member in the due index."""
-
-    def split(self, member: str) -> tuple[str, str]:
-        """(game, receiver) of a due-index member."""
-
-    def shard(self, game_id: str) -> int | None:
-        """The shard whose index holds the game atomically (None: off the shard slots)."""
-
-    def legacy_shard(self, game_id: str) -> int:
-        """The shard whose index holds a game off the shard slots."""
+    def source(self, game_id: str, config: dict[str, Any]) -> Source:
+        """The receiver's feed (see `Source`)."""
 
     def config(self, game_id: str, receiver: str) -> dict[str, Any] | None:
         """The receiver's configuration (None: it was removed)."""
@@ -163,23 +158,19 @@ class Channel(Protocol):
     def recorded(
         self, game_id: str, config: dict[str, Any], entry: dict[str, Any], record: dict[str, Any]
     ) -> None:
-        """Called after an attempt was recorded (a channel may log it elsewhere too)."""
+        """Called after an attempt was recorded (a receiver may log it elsewhere too)."""
 
 
-def index_keys(channel: Channel, game_id: str, receiver: str) -> tuple[list[str], str]:
-    """(feed source and due index keys, member) for the scripts that keep a receiver's entry
-    in the due index; no keys for a game off the shard slots (another slot's key would fail
-    on a cluster)."""
-    member = channel.member(game_id, receiver)
-    shard = channel.shard(game_id)
-    if shard is None:
-        return [], member
-    return [channel.source(game_id), channel.due_key(shard)], member
+def member(game_id: str, receiver: str) -> str:
+    """A receiver's member in its shard's subs-due index."""
+    return game_id + ":" + receiver
 
 
-def lease_key(channel: Channel, game_id: str, receiver: str) -> str:
-    """Held (with a random token) by the one task delivering a receiver's deliveries now."""
-    return channel.keys(game_id, receiver)[2]
+def due_index(game_id: str) -> list[str]:
+    """The due index key for the scripts that keep a receiver's entry, or none for a game
+    off the shard slots (another slot's key would fail on a cluster)."""
+    shard = shard_of(game_id)
+    return [] if shard is None else [subs_due_key(shard)]
 
 
 @dataclass(frozen=True)
@@ -240,7 +231,7 @@ class Deliverer:
         max_seconds: float = TASK_SECONDS,
     ) -> Ran:
         """Work through the receiver's due deliveries in order, holding its lease."""
-        state, log_key, lease = self.channel.keys(game_id, receiver)
+        state, log_key, lease = subscription_keys(game_id, receiver)
         token = secrets.token_hex(8)
         if not self.client.set(lease, token, nx=True, px=self.lease_ms):
             return Ran("busy")  # the holder delivers what we came for (see below)
@@ -290,7 +281,7 @@ class Deliverer:
 
     def head(self, game_id: str, receiver: str) -> dict[str, Any] | None:
         """The log entry of the receiver's head delivery (the lowest not over), if any."""
-        state, log_key, lease = self.channel.keys(game_id, receiver)
+        state, log_key, lease = subscription_keys(game_id, receiver)
         reply = self._next(keys=[state, log_key, lease], args=["", self.lease_ms])
         return json.loads(reply[1]) if text(reply[0]) == "due" else None
 
@@ -337,20 +328,22 @@ class Deliverer:
         if ok:
             new["delivered_ms"] = now
         final = "1" if next_ms is None else ""
-        state, log_key, _ = self.channel.keys(game_id, receiver)
-        due_keys, member = index_keys(self.channel, game_id, receiver)
-        args: list[Any] = [position, attempt - 1, json.dumps(new), final, member, now]
+        state, log_key, _ = subscription_keys(game_id, receiver)
+        source = self.channel.source(game_id, config)
+        index = due_index(game_id)
+        args: list[Any] = [position, attempt - 1, json.dumps(new), final]
         reply = self._record(
-            keys=[log_key, state, *due_keys],
-            args=[*args, next_ms or now, self.channel.cursor, self.channel.source_kind],
-        )
+            keys=[log_key, state, *([source.key, *index] if index else [])],
+            args=[*args, member(game_id, receiver), now, next_ms or now, source.cursor,
+                  source.kind],
+        )  # fmt: skip
         if text(reply) != "ok":
             return Attempted("stale", status=answer.status)
         self.channel.recorded(game_id, config, new, record)
         if outcome == "failed":
             why = answer.error or answer.status
-            log.warning("%s %s of game %s: delivery %s failed (%s)", self.channel.name,
-                        receiver, game_id, entry["delivery"], why)  # fmt: skip
+            log.warning("subscription %s of game %s: delivery %s failed (%s)", receiver,
+                        game_id, entry["delivery"], why)  # fmt: skip
         retry_in = None if next_ms is None else max(0.0, (next_ms - now) / 1000)
         return Attempted(outcome, retry_in, answer.status)
 
@@ -370,72 +363,66 @@ def stalled(
     look = script(client, NEXT_LUA)
     settle = script(client, SETTLE_LUA)
     now = now_ms()
-    for members in shard_pages(client, channel.due_key, page, high=now - grace_ms):
+    for members in shard_pages(client, subs_due_key, page, high=now - grace_ms):
         games: dict[str, list[str]] = {}
-        for member in members:
-            game_id, receiver = channel.split(member)
+        for entry in members:
+            game_id, receiver = split_member(entry)
             games.setdefault(game_id, []).append(receiver)
         for game_id, receivers in games.items():
             behind = False
             for receiver in receivers:
-                state, log_key, lease = channel.keys(game_id, receiver)
-                behind = behind or _behind(client, channel, game_id, state)
+                config = channel.config(game_id, receiver)
+                if config is None:  # no such receiver (any more)
+                    client.zrem(subs_due_key(index_shard(game_id)), member(game_id, receiver))
+                    continue
+                source = channel.source(game_id, config)
+                state, log_key, lease = subscription_keys(game_id, receiver)
+                behind = behind or _behind(client, source, state)
                 reply = look(keys=[state, log_key, lease], args=["", 0])
                 due = json.loads(reply[1]) if text(reply[0]) == "due" else None
                 overdue = due is not None and (due["next_ms"] or 0) < now - grace_ms
                 if overdue and not client.exists(lease):
                     yield game_id, receiver
-                _settle(client, channel, settle, game_id, receiver, due, now)
+                _settle(client, settle, game_id, receiver, source, due, now)
             if behind:
                 yield game_id, None
 
 
-def source_len(client: redis.Redis, channel: Channel, game_id: str) -> int:
-    """How far a game's feed goes for this channel (see `Channel.source_kind`)."""
-    key = channel.source(game_id)
-    if channel.source_kind == "get":
-        return int(text(client.get(key) or b"0") or 0)
-    return int(cast(Any, client.xlen(key)))
-
-
-def _behind(client: redis.Redis, channel: Channel, game_id: str, state: str) -> bool:
-    cursor = int(text(client.hget(state, channel.cursor) or b"0"))
-    return cursor < source_len(client, channel, game_id)
+def _behind(client: redis.Redis, source: Source, state: str) -> bool:
+    cursor = int(text(client.hget(state, source.cursor) or b"0"))
+    if source.kind == "get":
+        return cursor < int(text(client.get(source.key) or b"0") or 0)
+    return cursor < int(cast(Any, client.xlen(source.key)))
 
 
 def _settle(
     client: redis.Redis,
-    channel: Channel,
     settle: Any,
     game_id: str,
     receiver: str,
+    source: Source,
     due: dict[str, Any] | None,
     now: int,
 ) -> None:
     """Move a receiver's index entry to when it next has work, or remove it (SETTLE_LUA)."""
-    member = channel.member(game_id, receiver)
-    state, log_key, _ = channel.keys(game_id, receiver)
-    shard = channel.shard(game_id)
-    if channel.config(game_id, receiver) is None:  # no such receiver (any more)
-        client.zrem(
-            channel.due_key(channel.legacy_shard(game_id) if shard is None else shard), member
-        )
-    elif shard is not None:
+    state, log_key, _ = subscription_keys(game_id, receiver)
+    index = due_index(game_id)
+    if index:
         settle(
-            keys=[state, log_key, channel.source(game_id), channel.due_key(shard)],
-            args=[member, now, channel.cursor, channel.source_kind],
+            keys=[state, log_key, source.key, *index],
+            args=[member(game_id, receiver), now, source.cursor, source.kind],
         )
+        return
+    # A game from before the indexes, put in a shard by the backfill: its entry is in
+    # another slot than its keys, so this is not atomic with the game's writes (a
+    # concurrent change is seen by the next sweep at the latest).
+    legacy = subs_due_key(index_shard(game_id))
+    if _behind(client, source, state):
+        return
+    if due is not None:
+        client.zadd(legacy, {member(game_id, receiver): due["next_ms"] or now})
     else:
-        # A game from before the indexes, put in a shard by the backfill: its entry is in
-        # another slot than its keys, so this is not atomic with the game's writes (a
-        # concurrent change is seen by the next sweep at the latest).
-        index = channel.due_key(channel.legacy_shard(game_id))
-        if _behind(client, channel, game_id, state):
-            return
-        if due is not None:
-            client.zadd(index, {member: due["next_ms"] or now})
-        else:
-            client.zrem(index, member)
+        client.zrem(legacy, member(game_id, receiver))
 
 
 def run_deliver(

@@ -1,6 +1,9 @@
-"""Subscriptions per API key (worker side): every game an API key created or imported, its
-notification feed (services/scoring/feed.py) delivered to each of the key's subscriptions —
-signed with a timestamp, at least once, in order per game, retried for a day.
+"""Subscriptions (worker side): every game an API key created or imported, its notification
+feed (services/scoring/feed.py) delivered to each of the key's subscriptions — signed with a
+timestamp, at least once, in order per game, retried for a day — and every score event of a
+game to each subscription filtered to that game, in the webhook format (per-game webhooks,
+services/command/hooks.py: the score stream is their feed, a delivery's position its score
+seq, the body and signature services/scoring/webhooks.py's). The one delivery channel.
 
 A subscription within one game is a receiver of the delivery queue (services/scoring/
 delivery.py, `SubscriptionChannel`): its state ``{g:G}:sub:S`` holds ``moves`` (the feed
@@ -12,14 +15,16 @@ scored M, so a move and the score it caused go out in the game's order.
 
 Four Celery tasks on the webhook queue:
 
-- ``subscriptions.dispatch(game_id)``: for each subscription of the game's owner key, one
-  script writes the deliveries of the items past its cursor and advances the cursor — all or
-  nothing, conditional on the cursor it read (`DISPATCH_LUA`), the items those of the
-  subscription's kinds appended after it was created. Sent by `after_scoring`, which the
-  scoring task calls after every catch-up of a game with an owner key.
+- ``subscriptions.dispatch(game_id)``: for each subscription of the game (its owner key's,
+  and those filtered to it in ``{g:G}:subs``), one script writes the deliveries of the items
+  past its cursor and advances the cursor — all or nothing, conditional on the cursor it read
+  (`DISPATCH_LUA`), the items those of the subscription's kinds appended after it was created
+  (a webhook: every score event from the first). Sent by `after_scoring`, which the scoring
+  task calls after every catch-up, and by a webhook's registration.
 - ``subscriptions.deliver(game_id, sub_id)``: the queue's ordered, leased, retried delivery.
   Each attempt also goes into the subscription's recent log ``{k:K}:sub:S:recent`` (its last
-  `RECENT_KEPT` attempts over every game: `GET /v1/subscriptions/{id}/deliveries`).
+  `RECENT_KEPT` attempts over every game: `GET /v1/subscriptions/{id}/deliveries`); a
+  webhook's log is its per-game log (`GET /games/{id}/webhooks/{hook}/deliveries`).
 - ``subscriptions.ping(key_id, sub_id, delivery)``: one signed `ping`, tried once.
 - ``subscriptions.sweep`` (beat): the shards' subs-due indexes (no scan) — a subscription
   behind its game's feed gets a dispatch, an overdue head a deliver.
@@ -43,14 +48,13 @@ from celery import shared_task
 from eventstore.envelope import MOVES, SCORES
 from eventstore.port import EventStore
 from services.common.kept import Kept
-from services.common.notifications import RECENT_KEPT, live_secrets
+from services.common.notifications import RECENT_KEPT, WEBHOOK_FORMAT, live_secrets, owner_key
 from services.common.signing import SIGNATURE_HEADER, sign
 from services.redis_store import game_keys, secrets_key
 from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.keys import (
+    game_subscriptions_key,
     index_shard,
-    shard_of,
-    split_hook_member,
     subs_due_key,
     subscription_keys,
     subscription_recent_key,
@@ -58,9 +62,9 @@ from services.redis_store.keys import (
 )
 from services.redis_store.scripts import script
 
-from . import delivery, process
+from . import delivery, process, webhooks
 from .config import from_env
-from .delivery import Deliverer, Request, dispatch_args, new_entry, now_ms, text
+from .delivery import Deliverer, Request, Source, dispatch_args, new_entry, now_ms, text
 from .delivery_scripts import DISPATCH_LUA
 from .feed import Feed, Item
 
@@ -108,39 +112,29 @@ def remember_attempt(client: redis.Redis, key_id: str, sub_id: str, record: dict
 
 
 class SubscriptionChannel:
-    """Subscriptions as a delivery channel: the feed of a game goes as far as it is scored
-    (its score stream's marker), a delivery's position is its place in the feed."""
+    """Subscriptions as the delivery queue's receivers (services/scoring/delivery.py): the
+    feed of a game goes as far as it is scored (its score stream's marker), a delivery's
+    position is its place in the feed; a webhook's feed is the score stream itself, a
+    delivery's position its score seq."""
 
-    name = "subscription"
-    cursor = "moves"
-    source_kind = "get"
-
-    def __init__(self, client: redis.Redis, owners: Owners | None = None) -> None:
+    def __init__(
+        self, client: redis.Redis, store: EventStore, owners: Owners | None = None
+    ) -> None:
         self.client = client
+        self.store = store  # a webhook's body is its score event, read from the stream
         self.owners = owners or Owners(client)
 
-    def keys(self, game_id: str, receiver: str) -> tuple[str, str, str]:
-        return subscription_keys(game_id, receiver)
-
-    def source(self, game_id: str) -> str:
-        return game_keys(game_id, SCORES)[2]  # "moves up to N are scored"
-
-    def due_key(self, shard: int) -> str:
-        return subs_due_key(shard)
-
-    def member(self, game_id: str, receiver: str) -> str:
-        return game_id + ":" + receiver
-
-    def split(self, member: str) -> tuple[str, str]:
-        return split_hook_member(member)
-
-    def shard(self, game_id: str) -> int | None:
-        return shard_of(game_id)
-
-    def legacy_shard(self, game_id: str) -> int:
-        return index_shard(game_id)
+    @staticmethod
+    def source(game_id: str, config: dict[str, Any]) -> Source:
+        stream, _, marker = game_keys(game_id, SCORES)
+        if config.get("format") == WEBHOOK_FORMAT:
+            return Source("scores", stream, "xlen")  # every score event
+        return Source("moves", marker, "get")  # "moves up to N are scored"
 
     def config(self, game_id: str, receiver: str) -> dict[str, Any] | None:
+        filtered = self.client.hget(game_subscriptions_key(game_id), receiver)
+        if filtered is not None:  # filtered to this game (a webhook)
+            return dict(json.loads(filtered))
         # The owner key, as the first dispatch wrote it (or, before one, from the game).
         key_id = self.client.hget(subscription_keys(game_id, receiver)[0], "key")
         owner = text(key_id) if key_id is not None else self.owners.get(game_id)
@@ -157,6 +151,8 @@ class SubscriptionChannel:
         attempt: int,
         cache: dict[Any, Any],
     ) -> Request:
+        if config.get("format") == WEBHOOK_FORMAT:
+            return webhooks.request(self.store, game_id, config, entry, attempt, cache)
         item = entry["item"]
         body = notification_body(game_id, config["id"], entry["delivery"], item)
         headers = signed_headers(config, item["kind"], entry["delivery"], attempt, body)
@@ -165,6 +161,8 @@ class SubscriptionChannel:
     def recorded(
         self, game_id: str, config: dict[str, Any], entry: dict[str, Any], record: dict[str, Any]
     ) -> None:
+        if config.get("format") == WEBHOOK_FORMAT:
+            return  # a webhook's log is its per-game log: nothing more to write
         attempt = {
             "delivery": entry["delivery"],
             "game_id": game_id,
@@ -193,8 +191,7 @@ class Owners:
         if known is not None:
             return known or None
         raw = self.client.get(secrets_key(game_id))
-        record = json.loads(raw) if raw is not None else {}
-        key_id = record.get("key_id") or (record.get("imported") or {}).get("key_id") or ""
+        key_id = owner_key(json.loads(raw) if raw is not None else None) or ""
         if raw is not None:
             self._known.keep(game_id, key_id)
         return key_id or None
@@ -204,13 +201,19 @@ class SubscriptionDispatcher:
     """Turns a game's feed into deliveries, one atomic step per subscription."""
 
     def __init__(
-        self, client: redis.Redis, store: EventStore, window_s: float, feeds_kept: int = FEEDS_KEPT
+        self,
+        client: redis.Redis,
+        store: EventStore,
+        window_s: float,
+        feeds_kept: int = FEEDS_KEPT,
+        batch: int = 500,
     ) -> None:
         self.client = client
         self.store = store
         self.owners = Owners(client)
-        self.channel = SubscriptionChannel(client, self.owners)
+        self.channel = SubscriptionChannel(client, store, self.owners)
         self.window_ms = int(window_s * 1000)
+        self.batch = max(1, batch)  # score events per step of a webhook's dispatch
         self._dispatch = script(client, DISPATCH_LUA)
         # Each game's feed folded as far as its last dispatch: the next one reads and folds
         # only the moves since (without it a dispatch re-read and re-folded the game from
@@ -221,36 +224,39 @@ class SubscriptionDispatcher:
         """The API key that created or imported the game."""
         return self.owners.get(game_id)
 
-    def subscriptions(self, game_id: str) -> tuple[str | None, dict[str, dict[str, Any]]]:
-        """(owner key, its subscriptions by id) of a game."""
+    def subscriptions(self, game_id: str) -> dict[str, dict[str, Any]]:
+        """The game's subscriptions by id: its owner key's and those filtered to it."""
         key_id = self.owner(game_id)
-        if key_id is None:
-            return None, {}
-        raw = cast(dict[Any, Any], self.client.hgetall(subscriptions_key(key_id)))
-        return key_id, {text(k): json.loads(v) for k, v in raw.items()}
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(game_subscriptions_key(game_id))
+        if key_id is not None:
+            pipe.hgetall(subscriptions_key(key_id))  # another slot: not in one transaction
+        found = cast(list[dict[Any, Any]], pipe.execute())
+        return {text(k): json.loads(v) for raw in found for k, v in raw.items()}
 
     def mark_due(self, game_id: str) -> bool:
         """Put each subscription of the game in the subs-due index now (if a dispatch is then
         lost, the sweep finds it behind); False when the game has none."""
-        key_id = self.owner(game_id)
-        if key_id is None:
-            return False
-        subs = [text(s) for s in cast(list[Any], self.client.hkeys(subscriptions_key(key_id)))]
+        subs = self.subscriptions(game_id)
         if not subs:
             return False
         index = subs_due_key(index_shard(game_id))
         now = now_ms()
-        self.client.zadd(index, {self.channel.member(game_id, s): now for s in subs}, lt=True)
+        self.client.zadd(index, {delivery.member(game_id, s): now for s in subs}, lt=True)
         # LT keeps an earlier time; a member not there yet is added.
         return True
 
     def dispatch(self, game_id: str) -> list[tuple[str, int]]:
         """Record the deliveries of every item past each subscription's cursor; returns the
         (subscription, position) pairs this call created."""
-        key_id, configs = self.subscriptions(game_id)
-        if key_id is None or not configs:
-            return []
+        configs = self.subscriptions(game_id)
         created: list[tuple[str, int]] = []
+        for sub_id, config in sorted(configs.items()):
+            if config.get("format") == WEBHOOK_FORMAT:
+                created += self._dispatch_scores(game_id, sub_id, config)
+        configs = {s: c for s, c in configs.items() if c.get("format") != WEBHOOK_FORMAT}
+        if not configs:
+            return created
         for _ in range(5):  # lost races with another dispatch: bounded
             upto = int(self.store.marker(game_id, SCORES) or 0)
             states = {s: self._state(game_id, s) for s in sorted(configs)}
@@ -270,14 +276,54 @@ class SubscriptionDispatcher:
             last_score = scores[-1].seq if scores else lowest
             lost = False
             for sub_id, st in behind.items():
-                mine = self._wanted(configs[sub_id], items, st["moves"])
-                if self._write(game_id, key_id, sub_id, st, upto, last_score, mine):
-                    created += [(sub_id, st["progress"] + i + 1) for i in range(len(mine))]
+                config = configs[sub_id]
+                mine = self._wanted(config, items, st["moves"])
+                first = st["progress"] + 1
+                entries = [
+                    (first + i, self._entry(delivery_id(sub_id, game_id, first + i), first + i,
+                                            item=item.to_dict()))
+                    for i, item in enumerate(mine)
+                ]  # fmt: skip
+                fields = {
+                    "moves": upto,
+                    "scores": max(last_score, st["scores"]),
+                    "progress": st["progress"] + len(mine),
+                    "key": config["key_id"],
+                }
+                if self._write(game_id, sub_id, "moves", st["moves"], fields, entries):
+                    created += [(sub_id, position) for position, _ in entries]
                 else:
                     lost = True
             if not lost:
                 break
         return created
+
+    def _dispatch_scores(
+        self, game_id: str, sub_id: str, config: dict[str, Any]
+    ) -> list[tuple[str, int]]:
+        """A webhook's deliveries: every score event past its ``scores`` cursor, one each at
+        the position of its score seq, `batch` at a time, each step conditional on that
+        cursor."""
+        created: list[tuple[str, int]] = []
+        for _ in range(1_000):  # batches and lost races; bounded all the same
+            st = self._state(game_id, sub_id)
+            events = self.store.read(game_id, SCORES, after=st["scores"], limit=self.batch)
+            if not events:
+                break
+            entries = [
+                (e.seq, self._entry(webhooks.delivery_id(sub_id, e.seq), e.seq, event=e.type))
+                for e in events
+            ]
+            last = events[-1].seq
+            fields = {"scores": last, "progress": last, "key": config["key_id"]}
+            if self._write(game_id, sub_id, "scores", st["scores"], fields, entries):
+                created += [(sub_id, position) for position, _ in entries]
+                if len(events) < self.batch:
+                    break
+        return created
+
+    def _entry(self, delivery: str, position: int, **extra: Any) -> dict[str, Any]:
+        return new_entry(delivery, position, now_ms(), self.window_ms, **extra)
 
     def _feed(self, game_id: str, cursor: int) -> Feed:
         """The game's kept feed if it stands at or before `cursor` (the lowest cursor of the
@@ -302,39 +348,18 @@ class SubscriptionDispatcher:
     def _write(
         self,
         game_id: str,
-        key_id: str,
         sub_id: str,
-        state: dict[str, int],
-        upto: int,
-        last_score: int,
-        items: list[Item],
+        cursor: str,
+        expected: int,
+        fields: dict[str, Any],
+        entries: list[tuple[int, dict[str, Any]]],
     ) -> bool:
-        now = now_ms()
-        first = state["progress"] + 1
-        entries = [
-            (
-                first + i,
-                new_entry(
-                    delivery_id(sub_id, game_id, first + i),
-                    first + i,
-                    now,
-                    self.window_ms,
-                    item=item.to_dict(),
-                ),
-            )
-            for i, item in enumerate(items)
-        ]
-        fields = {
-            "moves": upto,
-            "scores": max(last_score, state["scores"]),
-            "progress": state["progress"] + len(items),
-            "key": key_id,
-        }
-        due_keys, member = delivery.index_keys(self.channel, game_id, sub_id)
-        index = due_keys[1:]  # the script takes the index only
+        """One step of a subscription's dispatch (`DISPATCH_LUA`): its entries and `fields`,
+        if `cursor` still reads `expected`."""
         state_key, log_key, _ = subscription_keys(game_id, sub_id)
-        args = dispatch_args("moves", state["moves"], fields, member, now, entries)
-        reply = self._dispatch(keys=[state_key, log_key, *index], args=args)
+        member = delivery.member(game_id, sub_id)
+        args = dispatch_args(cursor, expected, fields, member, now_ms(), entries)
+        reply = self._dispatch(keys=[state_key, log_key, *delivery.due_index(game_id)], args=args)
         return text(reply[0]) == "ok"
 
 
@@ -351,10 +376,15 @@ class SubscriptionParts:
 
 def _make_sub_parts() -> SubscriptionParts:
     base = process.parts()
-    dispatcher = SubscriptionDispatcher(base.client, base.store, settings["WEBHOOK_RETRY_SECONDS"])
+    dispatcher = SubscriptionDispatcher(
+        base.client,
+        base.store,
+        settings["WEBHOOK_RETRY_SECONDS"],
+        batch=settings["WEBHOOK_BATCH"],
+    )
     deliverer = Deliverer(
         base.client,
-        SubscriptionChannel(base.client, dispatcher.owners),
+        dispatcher.channel,
         base.post,
         backoff_base=settings["WEBHOOK_BACKOFF_BASE"],
         backoff_max=settings["WEBHOOK_BACKOFF_MAX"],
@@ -373,37 +403,47 @@ def sub_parts() -> SubscriptionParts:
 
 def due_follower(client: redis.Redis) -> Follower:
     """The change feed's consumer "subscriptions": scoring progress in a game (score events
-    or only its marker) makes each subscription of the game's owner key due in the shard's
-    subs-due index, written with the consumer's position; the sweep then finds every
-    subscription with items to dispatch even when `after_scoring`'s task was lost."""
+    or only its marker) makes each subscription of its owner key due in the shard's subs-due
+    index, new score events also each subscription filtered to the game (a webhook: score
+    events are its only items), written with the consumer's position; the sweep then finds
+    every subscription with items to dispatch even when `after_scoring`'s task was lost."""
     owners = Owners(client)
-    channel = SubscriptionChannel(client, owners)
 
     def writes(shard: int, changes: list[Change]) -> list[Write]:
         progressed: dict[str, int] = {}
+        scored: dict[str, int] = {}  # with score events: the only items of a webhook
         for change in changes:
             if change.stream == SCORES:
                 progressed.setdefault(change.game_id, change.time_ms)
+                if change.last >= change.first:
+                    scored.setdefault(change.game_id, change.time_ms)
         owned = {g: owners.get(g) for g in progressed}
         keys = sorted({k for k in owned.values() if k is not None})
         pipe = client.pipeline(transaction=False)
         for key_id in keys:
             pipe.hkeys(subscriptions_key(key_id))
+        for game_id in scored:
+            pipe.hkeys(game_subscriptions_key(game_id))
         found = pipe.execute()
-        subs = {k: sorted(text(s) for s in f) for k, f in zip(keys, found, strict=True)}
+        by_key = {k: sorted(text(s) for s in f) for k, f in zip(keys, found, strict=False)}
+        hooks = [sorted(text(s) for s in f) for f in found[len(keys) :]]
         due = subs_due_key(shard)
-        return [
-            Write("zadd_lt", due, channel.member(game_id, sub_id), at)
+        out = [
+            Write("zadd_lt", due, delivery.member(game_id, sub_id), at)
             for game_id, at in progressed.items()
-            for sub_id in subs.get(owned[game_id] or "", [])
+            for sub_id in by_key.get(owned[game_id] or "", [])
         ]
+        for (game_id, at), filtered in zip(scored.items(), hooks, strict=True):
+            out += [Write("zadd_lt", due, delivery.member(game_id, h), at) for h in filtered]
+        return out
 
     return Follower(client, "subscriptions", writes)
 
 
 def after_scoring(game_id: str, moves: int) -> None:
-    """Called by the scoring task after each catch-up: if the game's owner key has
-    subscriptions, mark them due and (when moves were scored) send the dispatch."""
+    """Called by the scoring task after each catch-up: if the game has subscriptions (its
+    owner key's, or filtered to it), mark them due and (when moves were scored) send the
+    dispatch."""
     try:
         if sub_parts().dispatcher.mark_due(game_id) and moves:
             dispatch.apply_async(args=[game_id], queue=QUEUE)
@@ -412,10 +452,10 @@ def after_scoring(game_id: str, moves: int) -> None:
 
 
 def stalled(
-    client: redis.Redis, grace_ms: int, page: int = 500
+    client: redis.Redis, store: EventStore, grace_ms: int, page: int = 500
 ) -> Iterator[tuple[str, str | None]]:
-    """The subscriptions the sweep re-sends (see `delivery.stalled`)."""
-    return delivery.stalled(client, SubscriptionChannel(client), grace_ms, page)
+    """The subscriptions (webhooks too) the sweep re-sends (see `delivery.stalled`)."""
+    return delivery.stalled(client, SubscriptionChannel(client, store), grace_ms, page)
 
 
 # ------------------------------------------------------------------------ Celery tasks

@@ -4,7 +4,7 @@ Redis connections it held, on loopback.
 A backlog of score events is stored for `--games` games (one hook each, to one fast local
 receiver: an asyncio HTTP server in its own process that answers 204 and counts what it got,
 per hook and in order). One Celery worker process (thread pool, `--concurrency` threads, as
-deploy runs it) on the webhook queue is started, and one `webhooks.dispatch` per game is
+deploy runs it) on the webhook queue is started, and one `subscriptions.dispatch` per game is
 sent. Reported: deliveries per second from the first dispatch to the last delivery, and the
 most Redis connections of the webhook tasks seen in CLIENT LIST (sampled every 20 ms, both
 `cc:webhooks` and `cc:webhooks:wire`) beside the bound the worker configured.
@@ -229,7 +229,7 @@ def main() -> int:
             watch.start()
             started = time.monotonic()
             for game_id in games:
-                sender.send_task("webhooks.dispatch", args=[game_id], queue="webhooks")
+                sender.send_task("subscriptions.dispatch", args=[game_id], queue="webhooks")
             deadline = started + args.timeout
             while (done := receiver_stats(port))["count"] < total:
                 if time.monotonic() > deadline:

@@ -12,16 +12,21 @@ from carcassonne.game import RECALL_ABBOT, actions
 
 
 def new_game(
-    command: Flask, names: list[str], ruleset: dict[str, Any] | None = None
+    command: Flask,
+    names: list[str],
+    ruleset: dict[str, Any] | None = None,
+    key: str | None = None,
 ) -> tuple[str, dict[int, str]]:
-    """Create a game (seats in the order of `names`); its id and each seat's token."""
+    """Create a game (seats in the order of `names`; owned by API key `key` if given); its id
+    and each seat's token."""
     body: dict[str, Any] = {
         "players": [{"name": n} for n in names],
         "seat_order": list(range(len(names))),
     }
     if ruleset:
         body["ruleset"] = ruleset
-    created = command.test_client().post("/games", json=body)
+    headers = {"X-Api-Key": key} if key else {}
+    created = command.test_client().post("/games", json=body, headers=headers)
     assert created.status_code == 201, created.get_json()
     data = created.get_json()
     return data["game_id"], {p["seat"]: p["token"] for p in data["players"]}

@@ -19,7 +19,7 @@ from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.indexes import marker_number
 from services.redis_store.keys import new_game_id, shard_of
 from services.redis_store.store import APPEND_LUA
-from services.scoring import subscriptions, webhooks
+from services.scoring import subscriptions
 from services.scoring.timer import TimerIndex
 
 
@@ -64,12 +64,11 @@ def scored_already(client: redis.Redis) -> Follower:
 def consumers(client: redis.Redis) -> list[Follower]:
     """The change feed's consumers, in the order the worker's sweep runs them (services/
     scoring/celery_app.py `followers`): the games directory, the turn timer's indexes,
-    scoring (`scored_already`), the webhooks' and the subscriptions' due indexes."""
+    scoring (`scored_already`), the subscriptions' due index (webhooks included)."""
     return [
         DirectoryIndex(client).follower,
         TimerIndex(RedisEventStore(client), client).follower,
         scored_already(client),
-        webhooks.due_follower(client),
         subscriptions.due_follower(client),
     ]
 

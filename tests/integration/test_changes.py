@@ -215,25 +215,22 @@ def test_scoring_progress_makes_hooks_and_subscriptions_due_from_the_feed(
     """The delivery consumers learn of new scores from the feed alone (no task from the
     scorer): each hook of the game, and each subscription of its owner key, is due."""
     from services.redis_store.keys import (
-        hook_member,
-        hooks_due_key,
-        hooks_key,
+        game_subscriptions_key,
         secrets_key,
         subs_due_key,
         subscriptions_key,
     )
-    from services.scoring import subscriptions, webhooks
+    from services.scoring import subscriptions
     from services.scoring.scorer import Scorer
 
     game_id, _ = play(store, 12)
     key_id = f"k{time.time_ns()}"
     redis_client.set(secrets_key(game_id), f'{{"key_id": "{key_id}"}}')
     redis_client.hset(subscriptions_key(key_id), "sub1", "{}")
-    redis_client.hset(hooks_key(game_id), "hook1", "{}")
+    redis_client.hset(game_subscriptions_key(game_id), "hook1", "{}")  # a webhook
     Scorer(store).catch_up(game_id)
     shard = shard_of(game_id)
     assert shard is not None
-    webhooks.due_follower(redis_client).catch_up([shard])
     subscriptions.due_follower(redis_client).catch_up([shard])
-    assert redis_client.zscore(hooks_due_key(shard), hook_member(game_id, "hook1")) is not None
+    assert redis_client.zscore(subs_due_key(shard), f"{game_id}:hook1") is not None
     assert redis_client.zscore(subs_due_key(shard), f"{game_id}:sub1") is not None

@@ -38,7 +38,7 @@ from services.command.records import replay_record
 from services.command.secrets_store import RedisSecrets
 from services.command.service import GameService
 from services.query.directory import RedisDirectory
-from services.redis_store import RedisEventStore, game_keys, hook_keys
+from services.redis_store import RedisEventStore, game_keys
 from services.redis_store.backfill import index_game, run
 from services.redis_store.changes import (
     START,
@@ -58,8 +58,6 @@ from services.redis_store.keys import (
     deadlines_key,
     derived_game_id,
     games_key,
-    hook_member,
-    hooks_due_key,
     idle_key,
     index_shard,
     legacy_shard,
@@ -69,13 +67,28 @@ from services.redis_store.keys import (
     shard_of,
     shard_slot,
     status_key,
+    subs_due_key,
 )
+from services.redis_store.keys import subscription_keys as hook_keys
+from services.scoring.delivery import Deliverer
 from services.scoring.posting import Answer
 from services.scoring.scorer import Scorer
+from services.scoring.subscriptions import SubscriptionChannel, due_follower, stalled
+from services.scoring.subscriptions import SubscriptionDispatcher as Dispatcher
 from services.scoring.timer import TimerIndex
-from services.scoring.webhooks import Dispatcher, due_follower, hook_deliverer, stalled
 from tests.integration.index_data import _append_args, consumers, write_finished_games
 from tests.redis_server import free_port, private_redis
+
+hooks_due_key = subs_due_key  # a webhook is a subscription filtered to its game
+
+
+def hook_member(game_id: str, hook_id: str) -> str:
+    return game_id + ":" + hook_id
+
+
+def hook_deliverer(client: redis.Redis, store: RedisEventStore, post: Any, **kw: Any) -> Deliverer:
+    return Deliverer(client, SubscriptionChannel(client, store), post, **kw)
+
 
 SECRET = "s" * 32
 

@@ -33,7 +33,9 @@ from eventstore.schemas import to_engine
 from services.command import apikeys
 from services.command.apikeys import ApiKeys
 from services.command.app import create_app
-from services.redis_store import RedisEventStore, hooks_key
+from services.common.notifications import owner_key
+from services.redis_store import RedisEventStore
+from services.redis_store.keys import game_subscriptions_key as hooks_key
 
 from .games import new_game, play
 from .http_client import ROOT, call, gunicorn
@@ -340,6 +342,22 @@ def test_webhook_registration_is_checked(client, key, redis_url) -> None:
     assert reply.status_code == 404 and reply.get_json()["code"] == "hook_not_found"
 
 
+def test_webhooks_are_registered_only_by_the_key_that_made_the_game(client, key, redis_url):
+    """Issue 32, finding 5: another key could fill a game's hook slots. A hook is now a
+    subscription of the key that registers it, on a game that key created or imported."""
+    record, _ = golden(GOLDEN[0])
+    game_id = post(client, "/games/import", key, json=record)[1]["game_id"]
+    good = {"url": "http://127.0.0.1:9/in", "secret": "s" * 16}
+    other = ApiKeys(redis.Redis.from_url(redis_url)).create("squatter")[1]
+    status, body = post(client, f"/games/{game_id}/webhooks", other, json=good)
+    assert (status, body["code"]) == (403, "not_game_owner")
+    created = client.post("/games", json={"players": [{"name": "a"}, {"name": "b"}]})
+    keyless = created.get_json()["game_id"]
+    status, body = post(client, f"/games/{keyless}/webhooks", key, json=good)
+    assert (status, body["code"]) == (403, "not_game_owner")
+    assert post(client, f"/games/{game_id}/webhooks", key, json=good)[0] == 201
+
+
 def test_the_api_key_cli_creates_lists_and_revokes(client, redis_url, capsys) -> None:
     assert apikeys.main(["--redis-url", redis_url, "create", "--name", "cli-co", "--json"]) == 0
     made = json.loads(capsys.readouterr().out)
@@ -387,13 +405,15 @@ def test_concurrent_registrations_never_pass_the_hook_limit(app: Flask, client, 
     record, _ = golden(GOLDEN[0])
     game_id = post(client, "/games/import", key, json=record)[1]["game_id"]
     hooks = app.extensions["integration"].hooks
+    owner = owner_key(app.extensions["integration"].service.secrets.get(game_id))
+    assert owner is not None  # hooks are registered by the key that imported the game
     gate = threading.Barrier(30)
     outcomes: list[str] = []
 
     def register() -> None:
         gate.wait(timeout=10)
         try:
-            hooks.register(game_id, "http://127.0.0.1:9/in", "s" * 16, "k_test")
+            hooks.register(game_id, "http://127.0.0.1:9/in", "s" * 16, owner)
             outcomes.append("added")
         except GameError as refused:
             outcomes.append(refused.code)

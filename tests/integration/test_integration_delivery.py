@@ -22,10 +22,18 @@ from eventstore.score_stream import score_events
 from services.command.hooks import Webhooks
 from services.common.signing import hook_signature as signature
 from services.redis_store import RedisEventStore
-from services.redis_store.keys import derived_game_id, hook_keys
+from services.redis_store.keys import derived_game_id, game_subscriptions_key, subscription_keys
 from services.scoring.delivery import Deliverer
 from services.scoring.posting import Answer, HttpPoster
-from services.scoring.webhooks import Dispatcher, hook_deliverer, hook_lease_key, stalled
+from services.scoring.subscriptions import SubscriptionChannel, stalled
+from services.scoring.subscriptions import SubscriptionDispatcher as Dispatcher
+
+hook_keys = subscription_keys  # a webhook is a subscription filtered to its game
+
+
+def hook_lease_key(game_id: str, hook_id: str) -> str:
+    return subscription_keys(game_id, hook_id)[2]
+
 
 SECRET = "secret-" * 3
 
@@ -77,7 +85,8 @@ def entries(client: redis.Redis, game_id: str, hook_id: str) -> dict[int, dict[s
 
 
 def deliverer(client: redis.Redis, store: RedisEventStore, post: Any, **kw: Any) -> Deliverer:
-    return hook_deliverer(client, store, post, **{"backoff_base": 0.05, "backoff_max": 0.2, **kw})
+    options = {"backoff_base": 0.05, "backoff_max": 0.2, **kw}
+    return Deliverer(client, SubscriptionChannel(client, store), post, **options)
 
 
 def test_dispatch_creates_one_entry_per_score_event_however_often_it_runs(redis_client, store):
@@ -169,7 +178,7 @@ def test_an_attempt_is_recorded_once(redis_client, store):
     runner = deliverer(redis_client, store, Poster())
     entry = runner.head(game_id, hook_id)
     assert entry is not None and entry["seq"] == 1
-    config = json.loads(redis_client.hget(f"{{g:{game_id}}}:webhooks", hook_id))
+    config = json.loads(redis_client.hget(game_subscriptions_key(game_id), hook_id))
     assert runner.attempt(game_id, hook_id, config, entry, {}).outcome == "delivered"
     again = runner.attempt(game_id, hook_id, config, entry, {})
     assert again.outcome == "stale"

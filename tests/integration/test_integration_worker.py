@@ -220,15 +220,10 @@ def test_webhooks_deliver_every_score_event_once_signed_and_redelivery_changes_n
         sender = Celery("redeliver", broker=env["BROKER_URL"])
         sent: set[str] = set()
         try:
-            sent.add(sender.send_task("webhooks.dispatch", args=[game_id], queue="webhooks").id)
-            for seq in range(1, count + 1):
-                sent.add(sender.send_task("webhooks.deliver", args=[game_id, hook_id, seq, 1],
-                                          queue="webhooks").id)  # fmt: skip
-            sent.add(
-                sender.send_task(
-                    "webhooks.deliver", args=[game_id, hook_id, 1, 2], queue="webhooks"
-                ).id
-            )
+            dispatch, deliver = "subscriptions.dispatch", "subscriptions.deliver"
+            sent.add(sender.send_task(dispatch, args=[game_id], queue="webhooks").id)
+            for _ in range(count + 1):
+                sent.add(sender.send_task(deliver, args=[game_id, hook_id], queue="webhooks").id)
         finally:
             sender.close()
         wait_tasks_done(env["BROKER_URL"], sent)  # every one of them has run
@@ -243,7 +238,7 @@ def test_a_live_game_delivers_its_score_events_as_the_worker_scores_them(
 ) -> None:
     receiver = Receiver().start()
     try:
-        game_id, tokens = new_game(command, ["ann", "bob"])
+        game_id, tokens = new_game(command, ["ann", "bob"], key=key)  # hooks: the owner's
         hook_id = add_hook(command, key, game_id, receiver.url)
         play(command, game_id, tokens, random.Random(8))
         wait_scored(redis_client, store, [game_id])

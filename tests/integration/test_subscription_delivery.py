@@ -17,7 +17,12 @@ from eventstore.envelope import MOVES
 from services.command.subscriptions import Subscriptions
 from services.common.signing import SIGNATURE_HEADER, verify
 from services.redis_store import RedisEventStore
-from services.redis_store.keys import subscription_keys, subscriptions_key
+from services.redis_store.keys import (
+    index_shard,
+    subs_due_key,
+    subscription_keys,
+    subscriptions_key,
+)
 from services.scoring import delivery
 from services.scoring.posting import Answer
 from services.scoring.subscriptions import SubscriptionDispatcher
@@ -87,7 +92,7 @@ def test_a_lost_dispatch_is_found_by_the_sweep_and_each_delivery_made_once(
     assert all(verify(h[SIGNATURE_HEADER], b, secret, time.time()) for h, b in poster.sent)
     # All delivered and dispatched: the sweep settles the entry out of the index.
     assert not [f for f in delivery.stalled(redis_client, channel, grace_ms=0) if f[0] == game_id]
-    index = redis_client.zrange(channel.due_key(channel.shard(game_id) or 0), 0, -1)
+    index = redis_client.zrange(subs_due_key(index_shard(game_id)), 0, -1)
     assert f"{game_id}:{sub_id}".encode() not in index
 
 
@@ -115,7 +120,7 @@ def test_a_failing_receiver_holds_its_queue_in_order_and_a_deleted_one_leaves(
     # Deleted: the sweep drops its entry from the due index (it has nothing to deliver to).
     redis_client.hdel(subscriptions_key(key_id), sub_id)
     member = f"{game_id}:{sub_id}"
-    index = channel.due_key(channel.shard(game_id) or 0)
+    index = subs_due_key(index_shard(game_id))
     redis_client.zadd(index, {member: 0})
     assert deliverer.run(game_id, sub_id).outcome in ("idle", "gone")
     list(delivery.stalled(redis_client, channel, grace_ms=0))

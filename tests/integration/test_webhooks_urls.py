@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from services.command.apikeys import ApiKeys
-from services.redis_store import hooks_key
+from services.redis_store.keys import game_subscriptions_key as hooks_key
 
 from .http_client import call, gunicorn
 from .test_integration_api import GOLDEN, golden

@@ -37,8 +37,9 @@ from eventstore.schemas import to_new
 from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, score_events
 from services.command.hooks import Webhooks
 from services.common.signing import hook_signature as signature
-from services.redis_store import RedisEventStore, hook_keys
+from services.redis_store import RedisEventStore
 from services.redis_store.connect import connect
+from services.redis_store.keys import subscription_keys as hook_keys
 from services.scoring.webhooks import delivery_body
 
 from .workers import Process, celery_env, running, wait_tasks_done, worker
@@ -153,7 +154,7 @@ def tasks_run(proc: Process) -> dict[str, int]:
     """Webhook tasks the worker finished (succeeded or sent back for a retry), by name."""
     text = proc.log.read_text(errors="replace")
     return {
-        name: len(re.findall(rf"Task webhooks\.{name}\[[^\]]+\] (?:succeeded|retry)", text))
+        name: len(re.findall(rf"Task subscriptions\.{name}\[[^\]]+\] (?:succeeded|retry)", text))
         for name in ("dispatch", "deliver")
     }
 
@@ -183,7 +184,7 @@ def score_pool(seed: int) -> list[NewEvent]:
 
 class Game:
     """A game (a real move stream) whose score stream the test writes `chunk` events at a
-    time, sending `webhooks.dispatch` after each append as the scoring worker does.
+    time, sending `subscriptions.dispatch` after each append as the scoring worker does.
 
     The engine scores at most ~60 features in a game; a longer score stream (finding 1 had
     130) is made of the FeatureScored events of several games, then one GameScored."""
@@ -207,7 +208,7 @@ class Game:
         self.store.append(self.game_id, SCORES, batch, expected=self.appended,
                           command_id=f"s{self.appended}", marker="x")  # fmt: skip
         self.appended += len(batch)
-        sender.send_task("webhooks.dispatch", args=[self.game_id], queue="webhooks")
+        sender.send_task("subscriptions.dispatch", args=[self.game_id], queue="webhooks")
 
     def done(self) -> bool:
         return self.appended == len(self.scores)
@@ -389,7 +390,7 @@ def test_each_hook_sees_its_seqs_in_order_through_failures_and_duplicate_tasks(
             while not game.done():
                 game.append(sender, chunk=5)
                 for hook_id in hooks:  # extra deliver tasks racing the ones dispatch sends
-                    sender.send_task("webhooks.deliver", args=[game.game_id, hook_id],
+                    sender.send_task("subscriptions.deliver", args=[game.game_id, hook_id],
                                      queue="webhooks")  # fmt: skip
             wait_for(lambda: all(len(r.accepted()) >= 45 for r in receivers), 60, "deliveries")
             wait_tasks_done(

@@ -11,7 +11,6 @@ from services.redis_store.keys import (
     SHARDS,
     derived_game_id,
     games_key,
-    hooks_due_key,
     index_shard,
     legacy_shard,
     new_game_id,
@@ -19,6 +18,7 @@ from services.redis_store.keys import (
     shard_of,
     shard_slot,
     status_key,
+    subs_due_key,
     unscored_key,
 )
 
@@ -36,7 +36,7 @@ def test_every_shard_tag_sits_in_the_middle_of_its_64th_of_the_slots() -> None:
 
 def test_index_keys_of_a_shard_share_its_slot() -> None:
     for i in (0, 17, 63):
-        keys = [unscored_key(i), games_key(i), status_key(i, "over"), hooks_due_key(i),
+        keys = [unscored_key(i), games_key(i), status_key(i, "over"), subs_due_key(i),
                 player_key(i, "Émile")]  # fmt: skip
         for key in keys:
             tag = key[key.index("{") + 1 : key.index("}")]

@@ -25,6 +25,7 @@ from services.command import hooks as command_hooks
 from services.command.hooks import BadWebhook, check_secret, check_url
 from services.common.signing import hook_signature
 from services.common.webhook_url import normalise, public
+from services.redis_store.keys import subscription_keys
 from services.scoring import delivery, process, webhooks
 from services.scoring.posting import HttpPoster
 
@@ -144,11 +145,11 @@ def test_secrets_must_be_long_enough_and_bounded() -> None:
 
 
 def test_both_services_use_one_key_layout() -> None:
-    """The command service writes hooks where the worker reads them (one shared key module)."""
-    assert command_hooks.hooks_key("g1") == webhooks.hooks_key("g1") == "{g:g1}:webhooks"
-    assert command_hooks.hook_keys("g1", "h_1") == webhooks.hook_keys("g1", "h_1")
-    assert all(k.startswith("{g:g1}:") for k in webhooks.hook_keys("g1", "h_1"))
-    assert webhooks.hook_lease_key("g1", "h_1").startswith("{g:g1}:")
+    """The command service writes hooks where the worker reads them (one shared key module):
+    a hook is a subscription filtered to its game, kept in the game's slot."""
+    assert command_hooks.game_subscriptions_key("g1") == "{g:g1}:subs"
+    assert command_hooks.subscription_keys("g1", "h_1") == subscription_keys("g1", "h_1")
+    assert all(k.startswith("{g:g1}:") for k in subscription_keys("g1", "h_1"))
 
 
 def test_signature_is_hmac_sha256_of_the_raw_body() -> None:

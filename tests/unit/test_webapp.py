@@ -242,7 +242,7 @@ def test_a_command_process_has_one_celery_producer_for_every_task_it_sends() -> 
     app.extensions["subscriptions"].ping_sender("k1", "s1", "d1")
     queue = app.config["WEBHOOK_QUEUE"]
     assert sent == [
-        ("webhooks.dispatch", queue, ("g1",)),
+        ("subscriptions.dispatch", queue, ("g1",)),
         ("subscriptions.ping", queue, ("k1", "s1", "d1")),
     ]
 
