@@ -30,10 +30,10 @@ from services.common.notifications import (
     live_secrets,
     public_view,
 )
-from services.common.webhook_url import MAX_URL, RefusedUrl, check, normalise
 from services.redis_store.keys import subscription_recent_key, subscriptions_key
 from services.redis_store.scripts import script
 
+from . import hooks
 from .errors import NotFound
 from .hooks import BadWebhook
 
@@ -63,20 +63,16 @@ class UnavailableWorker(GameError):
 
 
 def check_url(url: Any, development: bool) -> str:
-    """A subscription URL, normalised (services/common/webhook_url.py): https, a public host.
-    In development (`WEBHOOK_ALLOW_PRIVATE`) http and loopback or private hosts pass too."""
-    if not isinstance(url, str):
-        raise BadWebhook("bad_webhook_url", f"url must be a string of 1-{MAX_URL} characters")
-    try:
-        target = check(normalise(url), development)
-    except RefusedUrl as refused:
-        raise BadWebhook(refused.code, refused.message, **refused.details) from None
-    if target.scheme != "https" and not development:
+    """A subscription URL: a webhook's (normalised, a public host: hooks.check_url), and
+    https. In development (`WEBHOOK_ALLOW_PRIVATE`) http and loopback or private hosts pass
+    too."""
+    checked = hooks.check_url(url, development)
+    if not checked.startswith("https://") and not development:  # the scheme is normalised
         raise BadWebhook(
             "webhook_url_not_https",
             "url must start with https:// (http is accepted only in development)",
         )
-    return target.url
+    return checked
 
 
 def check_kinds(kinds: Any) -> list[str]:

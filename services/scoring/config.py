@@ -31,9 +31,9 @@ DEFAULTS: dict[str, Any] = {
     "VISIBILITY_TIMEOUT": 60,
     "WORKER_METRICS_PORT": 0,  # Prometheus /metrics of the worker (0 = not served)
     "WORKER_METRICS_ADDR": "127.0.0.1",
-    # Webhooks (services/scoring/webhooks.py, docs/integration.md): their tasks run on this
-    # queue; start a worker with `-Q webhooks` (or `-Q scoring,webhooks`) so slow receivers
-    # never delay scoring.
+    # Delivery of webhooks and subscriptions (services/scoring/subscriptions.py, docs/
+    # integration.md, docs/subscriptions.md): their tasks run on this queue; start a worker
+    # with `-Q webhooks` (or `-Q scoring,webhooks`) so slow receivers never delay scoring.
     "WEBHOOK_QUEUE": "webhooks",
     "WEBHOOK_TIMEOUT": 5.0,  # seconds a POST may take, whole: connect, send, status line
     # A delivery is retried for this long after its event was dispatched: a receiver down

@@ -28,7 +28,7 @@ import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
 from celery.utils.time import get_exponential_backoff_interval
@@ -45,6 +45,9 @@ from services.redis_store.scripts import script
 
 from .delivery_scripts import NEXT_LUA, RECORD_LUA, RELEASE_LUA, SETTLE_LUA
 from .posting import Poster
+
+if TYPE_CHECKING:  # the one kind of receiver (it imports this module)
+    from .subscriptions import SubscriptionChannel
 
 log = logging.getLogger(__name__)
 FINAL = ("delivered", "failed")
@@ -136,31 +139,6 @@ class Source:
     kind: str
 
 
-class Channel(Protocol):
-    """What the queue asks of its receivers' owner (`SubscriptionChannel`)."""
-
-    def source(self, game_id: str, config: dict[str, Any]) -> Source:
-        """The receiver's feed (see `Source`)."""
-
-    def config(self, game_id: str, receiver: str) -> dict[str, Any] | None:
-        """The receiver's configuration (None: it was removed)."""
-
-    def request(
-        self,
-        game_id: str,
-        config: dict[str, Any],
-        entry: dict[str, Any],
-        attempt: int,
-        cache: dict[Any, Any],
-    ) -> Request:
-        """The POST of one attempt (`cache` lives for one task run)."""
-
-    def recorded(
-        self, game_id: str, config: dict[str, Any], entry: dict[str, Any], record: dict[str, Any]
-    ) -> None:
-        """Called after an attempt was recorded (a receiver may log it elsewhere too)."""
-
-
 def member(game_id: str, receiver: str) -> str:
     """A receiver's member in its shard's subs-due index."""
     return game_id + ":" + receiver
@@ -204,7 +182,7 @@ class Deliverer:
     def __init__(
         self,
         client: redis.Redis,
-        channel: Channel,
+        channel: SubscriptionChannel,
         post: Poster,
         backoff_base: float = 1.0,
         backoff_max: float = 45.0,
@@ -349,7 +327,7 @@ class Deliverer:
 
 
 def stalled(
-    client: redis.Redis, channel: Channel, grace_ms: int, page: int = 500
+    client: redis.Redis, channel: SubscriptionChannel, grace_ms: int, page: int = 500
 ) -> Iterator[tuple[str, str | None]]:
     """What the sweep re-sends: (game, None) for a game with a receiver behind its feed,
     (game, receiver) for one whose head delivery is overdue by more than `grace_ms` and that
