@@ -34,6 +34,7 @@ from services.command import apikeys
 from services.command.apikeys import ApiKeys
 from services.command.app import create_app
 from services.redis_store import RedisEventStore, hooks_key
+from tests.integration.openapi_client import PROBLEM_KEYS
 
 from .games import new_game, play
 from .http_client import ROOT, call, gunicorn
@@ -206,7 +207,7 @@ def test_malformed_and_hostile_records_are_refused_and_store_nothing(
     elapsed = time.perf_counter() - started
     error = reply.get_json()
     assert (reply.status_code, error["code"]) == (status, code), error
-    assert set(error) == {"code", "message", "rule", "details"}
+    assert set(error) == PROBLEM_KEYS
     if index is not None:
         assert error["details"]["index"] == index and error["rule"].startswith("R")
     assert_nothing_stored(redis_client, before)
