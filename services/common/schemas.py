@@ -24,8 +24,6 @@ class StrictBoolean(fields.Boolean):
     """A JSON boolean and nothing else: marshmallow's `truthy={True}` still takes 1 and 0
     (``1 in {True}``), which the document's `type: boolean` does not allow."""
 
-    exactly_bool = True  # eventstore.fastload: its quick path may load this field
-
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
         if type(value) is not bool:
             raise ValidationError("Not a valid boolean.")
