@@ -378,7 +378,14 @@ def test_a_second_run_says_where_the_running_suite_is_and_disturbs_nothing(
     try:
         run.wait_for("all healthy")
         family = run.family()
+        # Healthy may come before supervisord counts a part RUNNING (its startsecs): the
+        # snapshot compared at the end is taken once every part is.
+        deadline = time.monotonic() + 30
         states = programs(var)
+        while {state for *_, state in states} != {"RUNNING"}:
+            assert time.monotonic() < deadline, states
+            time.sleep(0.1)
+            states = programs(var)
         conf, record = (var / "supervisord.conf").read_bytes(), var / "run" / "suite.json"
         suite = f"Carcassonne Cloud, already running from {var} (make run, pid {run.proc.pid})"
         where = f"{suite}: redis redis://127.0.0.1:{port}/0. Use it, or stop it first"
