@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -187,10 +188,12 @@ def run_load(
     redis_url: str,
     server_pids: tuple[int, ...] = (),
     max_rate: float = MAX_TURNS_PER_S,
+    on_start: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Run `clients` processes for `seconds`; returns throughput, latency percentiles and
     the CPU milliseconds per request spent by the clients and by `server_pids` (with their
-    children)."""
+    children). `on_start` is called once the games are prepared, just before the clock starts
+    (a caller's own counters then leave the preparation out)."""
     per_client = rate_total / clients if rate_total else 0.0
     with multiprocessing.Pool(clients) as pool:
         games: list[list[list[Turn]]] = [[] for _ in range(clients)]
@@ -200,6 +203,8 @@ def run_load(
             count = int(rate * seconds / TURNS_PER_GAME * 1.5) + 2
             games = pool.map(_prepare, [(base, redis_url, next(SEEDS), count)
                                         for _ in range(clients)])  # fmt: skip
+        if on_start is not None:
+            on_start()
         deadline = time.monotonic() + seconds
         server_cpu0 = sum(tree_cpu(pid) for pid in server_pids)
         started = time.monotonic()
