@@ -51,7 +51,6 @@ def running_stack(redis_url: str) -> Iterator[Stack]:
     command_env = {
         **env,
         "API_KEY_RATE": "0",  # no rate limit: the fuzzer would spend its examples on 429s
-        "NOTIFY_DELAY_MS": "0",
     }
     query_env = {"REDIS_URL": redis_url, "SSE_MAX_SECONDS": "0.5", "SSE_HEARTBEAT_SECONDS": "0.2"}
     client = redis.Redis.from_url(redis_url)

@@ -81,3 +81,41 @@ def free_ports(count: int, *, bus: bool = False, consecutive: bool = False) -> l
 
 def _usable(port: int, bus: bool) -> bool:
     return port_free(port) and not (bus and (port + BUS > 65535 or not port_free(port + BUS)))
+
+
+def port_holders(port: int) -> list[int]:
+    """The processes listening on TCP `port` of this machine that this user may look at (from
+    /proc: Linux only; [] when none is found), each holder's parent only when it holds the
+    socket too (nginx's master, not its workers)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = [line.split() for line in Path(table).read_text().splitlines()[1:]]
+        except OSError:
+            continue
+        # local address "hex-ip:hex-port", state 0A (LISTEN), the socket's inode
+        inodes |= {r[9] for r in rows if r[3] == "0A" and int(r[1].rsplit(":")[-1], 16) == port}
+    sockets = {f"socket:[{inode}]" for inode in inodes}
+    holders: dict[int, int] = {}  # pid: its parent
+    for proc in Path("/proc").iterdir() if sockets else ():
+        try:
+            if proc.name.isdigit() and any(os.readlink(fd) in sockets for fd in proc.glob("fd/*")):
+                holders[int(proc.name)] = parent_pid(int(proc.name))
+        except OSError:  # another user's process, or one that just exited
+            continue
+    return sorted(pid for pid, parent in holders.items() if parent not in holders)
+
+
+def parent_pid(pid: int) -> int:
+    """The parent of process `pid` (Linux /proc; raises OSError when there is no such process)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])  # after the command name, which may hold ")"
+
+
+def command_line(pid: int) -> str:
+    """Process `pid`'s command line as one string ("" when it cannot be read)."""
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    except OSError:
+        return ""
+    return " ".join(w.decode(errors="replace") for w in words)

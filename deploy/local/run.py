@@ -17,9 +17,17 @@ from functools import partial
 from pathlib import Path
 
 from deploy.local.cluster import form_cluster, redis_argv
-from deploy.local.host import BUS, NGINX_INSTALL, free_port, nginx_binary, port_free
+from deploy.local.host import (
+    BUS,
+    NGINX_INSTALL,
+    command_line,
+    free_port,
+    nginx_binary,
+    port_free,
+    port_holders,
+)
 from deploy.local.nginx_conf import ROOT, nginx_argv, nginx_limits, nginx_servers, render_nginx
-from deploy.local.supervise import Program, RunError, Stage, serve
+from deploy.local.supervise import Program, RunError, Stage, running, serve, suite_of
 
 HEALTH = "/readyz"  # 200 once a service serves requests and reaches Redis
 WARNING = """!!! DEVELOPMENT SETTING: WEBHOOK_ALLOW_PRIVATE=1 — webhook and subscription URLs may be
@@ -79,7 +87,33 @@ def check(a: argparse.Namespace, nginx: str | None) -> None:
         wanted += [(p + BUS, "REDIS_PORT") for p in ports[:3] if a.cluster]
     for port, name in wanted:
         if not port_free(port):
-            raise RunError(f"port {port} is in use: set {name} to another port")
+            raise RunError(in_use(port, name))
+
+
+def in_use(port: int, name: str) -> str:
+    """Who holds `port`: a running suite, said as such with where it serves (not as processes
+    to kill: it is likely the one in use), or the processes holding it, by pid and command."""
+    holders = port_holders(port)
+    suites = sorted({v for v in map(suite_of, holders) if v is not None})
+    if suites:
+        suite = already_running(suites[0], running(suites[0]) or {})
+        return f"port {port} ({name}) is in use by {suite}; or set {name} to another port"
+    named = "; ".join(f"pid {pid} ({short(command_line(pid))})" for pid in holders)
+    return f"port {port} is in use{' by ' + named if named else ''}: set {name} to another port"
+
+
+def short(text: str, most: int = 80) -> str:
+    """`text` on one line, cut to `most` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= most else line[: most - 1] + "…"
+
+
+def already_running(var: Path, suite: dict[str, object]) -> str:
+    """A suite running from `var`, where it serves and how to stop it (`suite`: its record)."""
+    pid = f" (make run, pid {suite['pid']})" if "pid" in suite else ""
+    where = f": {suite['where']}" if suite.get("where") else ""
+    how = "Use it, or stop it first (Ctrl-C where it runs)"
+    return f"Carcassonne Cloud, already running from {var}{pid}{where}. {how}"
 
 
 def store_stage(a: argparse.Namespace) -> Stage:
@@ -165,6 +199,9 @@ def proxy_stage(a: argparse.Namespace, nginx: str, app: Stage) -> Stage:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite until Ctrl-C or SIGTERM (exit 0), or until a part keeps dying (exit 1)."""
     a = parse_args(argv)
+    if (suite := running(a.var)) is not None:  # before anything is written to its var
+        print(f"make run: {already_running(a.var, suite)}; this run started nothing")
+        return 1
     env = {k: v for k, v in os.environ.items() if k not in ("BIND", "PORT")}
     env.update(REDIS_URL=a.store, SWEEP_SECONDS=str(a.sweep_seconds), PYTHONUNBUFFERED="1")
     env.update({"BROKER_URL": a.broker} if a.broker else {})
@@ -194,7 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         say("  slow client holds a sync worker (up to CLIENT_TIMEOUT)")
     urls = ", ".join(f"{role} http://127.0.0.1:{port}" for role, port in a.web.items())
     done = f": {urls}. Try `make demo`; Ctrl-C stops everything."
-    return serve(stages, a.var, env, say, a.timeout, done)
+    where = f"{urls}, event store {safe(a.store)}"
+    return serve(stages, a.var, env, say, a.timeout, done, where)
 
 
 if __name__ == "__main__":

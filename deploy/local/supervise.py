@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import re
 import shlex
@@ -29,6 +30,8 @@ from typing import Any
 
 import redis
 from supervisor.xmlrpc import SupervisorTransport
+
+from deploy.local.host import parent_pid
 
 TEMPLATE = Path(__file__).with_name("supervisord.conf.template")
 ROOT = TEMPLATE.parents[2]  # where every program runs
@@ -95,6 +98,36 @@ def connect(var: Path) -> Any:
     return xmlrpc.client.ServerProxy("http://localhost", transport=transport)
 
 
+def running(var: Path) -> dict[str, Any] | None:
+    """What the suite running from `var` recorded when it started (`pid`: its runner, `where`:
+    its URLs; {} when it wrote nothing), or None when no supervisord of `var` answers."""
+    try:
+        connect(var).supervisor.getPID()
+    except RPC_ERRORS:
+        return None
+    try:
+        found = json.loads((var / "run" / "suite.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def suite_of(pid: int) -> Path | None:
+    """The var directory of the running suite that process `pid` is part of (the supervisord
+    of <var>/supervisord.conf among its ancestors, and answering), or None."""
+    while pid > 1:
+        try:
+            words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            pid = parent_pid(pid)
+        except OSError:
+            return None
+        if any(w.endswith(b"supervisord") for w in words) and b"-c" in words[:-1]:
+            conf = Path(os.fsdecode(words[words.index(b"-c") + 1]))
+            if conf.name == "supervisord.conf" and running(conf.parent) is not None:
+                return conf.parent
+    return None
+
+
 def render(stages: Sequence[Stage], var: Path) -> Path:
     """Fill the template into <var>/supervisord.conf (the first stage starts with supervisord,
     `serve` starts the others); returns its path."""
@@ -135,10 +168,12 @@ def serve(
     say: Callable[[str], None],
     timeout: float = 60.0,
     done: str = "",
+    where: str = "",
 ) -> int:
     """Run the stages until SIGINT, SIGTERM, SIGHUP or the loss of this process's parent
     (`make` killed passes no signal on): 0; or until a stage is not ready within `timeout` or a
-    program keeps dying: 1. A second stop request kills everything at once."""
+    program keeps dying: 1. A second stop request kills everything at once. `where` (its URLs)
+    is recorded with this process's pid for a second run to tell (`running`)."""
     log, pids, stops = var / "log", dict[str, int](), list[int]()
     parent, started = os.getppid(), time.monotonic()
     log.mkdir(parents=True, exist_ok=True)
@@ -148,6 +183,8 @@ def serve(
         for p in s.programs
     }
     argv = [sys.executable, "-m", "supervisor.supervisord", "-c", str(render(stages, var))]
+    record = var / "run" / "suite.json"  # render made var/run
+    record.write_text(json.dumps({"pid": os.getpid(), "where": where}))
     supervisord = subprocess.Popen(
         argv,
         env=env,
@@ -219,5 +256,6 @@ def serve(
         supervisord.wait()
         _killpg(*pids.values())  # whatever outlived supervisord
         Path(socket_url(var).removeprefix("unix://")).unlink(missing_ok=True)  # if it was killed
+        record.unlink(missing_ok=True)
         say("stopped")
     return code

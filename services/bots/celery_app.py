@@ -28,7 +28,7 @@ from prometheus_client import Counter, Histogram
 
 from services.common.celery_conf import reliable
 from services.common.observability import setup_logging
-from services.redis_store import RedisEventStore, mark_pending
+from services.redis_store import RedisEventStore
 from services.redis_store.bot_index import QUEUE, TASK, drop, due_games, secrets_of, set_due
 from services.redis_store.connect import broker_url, shared_client
 
@@ -69,7 +69,6 @@ def player() -> BotPlayer:
                 RedisEventStore(client),
                 lambda game_id: secrets_of(client, game_id),
                 max_think_ms=settings["MAX_THINK_MS"],
-                notify_ms=settings["NOTIFY_MS"],
                 undo_grace_ms=int(settings["UNDO_GRACE_SECONDS"] * 1000),
             )
         return _player
@@ -117,8 +116,6 @@ def play(game_id: str) -> str:
         assert done.choice is not None
         TURNS.labels(done.level).inc()
         THINK.observe(done.think_ms / 1000)
-        if done.notify:
-            _wake_scoring(client, game_id)
         log.info(
             "game %s: bot played up to %d (value %.1f, %d playouts, %d ms)",
             game_id,
@@ -160,15 +157,6 @@ def _human_next(client: Any, game_id: str, deadline_ms: int | None) -> None:
     if deadline_ms is not None:
         later = min(later, deadline_ms + 2_000)
     set_due(client, game_id, later)
-
-
-def _wake_scoring(client: Any, game_id: str) -> None:
-    """As the command service does after a move: the game waits for the scoring worker."""
-    try:
-        if mark_pending(client, game_id, settings["NOTIFY_MS"]):
-            app.send_task("scoring.drain", queue="scoring", retry=False)
-    except Exception:  # the scoring sweep finds the game anyway
-        log.warning("could not notify the scoring worker of game %s", game_id, exc_info=True)
 
 
 @app.task(name="bots.sweep")

@@ -22,7 +22,6 @@ DEFAULTS: dict[str, Any] = {
     # A game waiting for a human is looked at again this often (the human's move sends the
     # bot task itself; this only cleans up a game that ended or was abandoned).
     "HUMAN_RECHECK_SECONDS": 600.0,
-    "NOTIFY_MS": 2_000,  # as the command service: how often a game may wake the scoring worker
     # In a game with undo, a bot waits this long after a human's placement before it plays
     # (its placement would close the human's window to take it back; docs/undo.md).
     "UNDO_GRACE_SECONDS": 3.0,

@@ -39,12 +39,11 @@ TURN_MARGIN_MS = 5_000  # a waiting bot still plays this long before its turn li
 @dataclass(frozen=True)
 class Outcome:
     """What `BotPlayer.play` did: `kind` (above), the game's sequence after it, whether the
-    next turn is a bot's too, whether the scoring worker should be woken, and the choice."""
+    next turn is a bot's too, and the choice."""
 
     kind: str
     seq: int = 0
     next_bot: bool = False
-    notify: bool = False
     choice: Choice | None = None
     think_ms: int = 0
     level: str = ""
@@ -101,13 +100,12 @@ class BotPlayer:
         secrets: Callable[[str], dict[str, Any] | None],
         clock: Callable[[], float] = time.perf_counter,
         max_think_ms: int = 10_000,
-        notify_ms: int = 2_000,
         policy: Callable[..., Choice] = choose,
         undo_grace_ms: int = 0,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.store, self.secrets, self.clock = store, secrets, clock
-        self.max_think_ms, self.notify_ms = max_think_ms, notify_ms
+        self.max_think_ms = max_think_ms
         self.policy = policy  # `carcassonne.bots.choose`; a test may wrap it to see its input
         self.undo_grace_ms = undo_grace_ms  # see `undo_wait`
         self.wall = wall  # Unix seconds, the clock the store stamps events with
@@ -148,9 +146,7 @@ class BotPlayer:
         raced = Once(
             decision, lambda appended: Outcome(RACED, appended.result.last_seq if appended else seq)
         )
-        done = run_command(
-            self.store, game_id, Fold(state, seq), raced, attempts=1, notify_ms=self.notify_ms
-        )
+        done = run_command(self.store, game_id, Fold(state, seq), raced, attempts=1)
         if not isinstance(done, Committed):
             return done
         result = done.appended.result
@@ -159,7 +155,6 @@ class BotPlayer:
             PLAYED,
             result.last_seq,
             following is not None,
-            result.notify,
             choice,
             took,
             level,

@@ -32,7 +32,6 @@ from .bots import BotCaller
 from .client import command_client
 from .config import from_env
 from .handlers import TurnResult
-from .notify import CeleryNotifier
 from .schemas import (
     DEFAULT_THINK_MS,
     CreatedGame,
@@ -287,13 +286,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app; `test_config` overrides settings (and may inject `GAME_SERVICE`)."""
     app = new_app(__name__, "command", from_env(), test_config)
     service = app.config.get("GAME_SERVICE")
-    # The one Celery producer of this process: scoring wake-ups, bot turns, webhook dispatch,
+    # The one Celery producer of this process: bot turns, webhook dispatch,
     # subscription pings (services/common/task_sender.py).
     tasks = TaskSender(broker_url(app.config["BROKER_URL"], app.config["REDIS_URL"]), "command")
     app.extensions["tasks"] = tasks
     if service is None:
         client = command_client(app.config)
-        notify_ms = app.config["NOTIFY_MS"]
         service = GameService(
             RedisEventStore(
                 client,
@@ -305,17 +303,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             # Turns change cached states in place only when one thread serves the process.
             in_place=int(os.environ.get("GUNICORN_THREADS", "1")) <= 1,
             undo_seconds=app.config["UNDO_SECONDS"],
-            notify=(
-                CeleryNotifier(
-                    tasks,
-                    client,
-                    app.config["NOTIFY_DELAY_MS"],
-                    notify_ms,
-                )
-                if notify_ms > 0
-                else None
-            ),
-            notify_ms=notify_ms,
             bots=BotCaller(
                 tasks,
                 client,

@@ -25,11 +25,10 @@ DEFAULTS: dict[str, Any] = {
     # (another process appended) costs a refused append and a catch-up, never a wrong move;
     # 0 where requests of one game are spread over several workers (deploy/README.md).
     "TRUST_CACHE": True,
-    # Scoring wake-ups: at most one pending per game; a lost one is re-sent after NOTIFY_MS
-    # ("0" = never send: rely on the worker's sweep). Each runs NOTIFY_DELAY_MS after the
-    # move that sent it, so a burst of moves is scored by one task.
+    # "0" = send the worker no task at all (a webhook's first dispatch, a subscription's
+    # ping): its sweeps find the work. Scoring needs no task: the worker follows the change
+    # feed. Other values are kept for the bot worker's and deployments' settings.
     "NOTIFY_MS": 2_000,
-    "NOTIFY_DELAY_MS": 20,
     # Third-party integration (services/command/integration.py, docs/integration.md).
     # POST /v1/score and /games/import take whole records: a 72-tile record is ~6 KiB, one of
     # the 1000 turns a record may hold ~100 KiB; more is refused (413) before it is read.

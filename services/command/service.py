@@ -65,17 +65,12 @@ class GameService:
         store: EventStore,
         secrets_store: Secrets,
         cache_size: int = 10_000,
-        notify: Callable[[str], None] | None = None,
-        notify_ms: int = 2_000,
         in_place: bool = True,
         bots: BotHandoff | None = None,
         undo_seconds: float = 120,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`notify(game_id)` wakes the scoring worker; it is called at most once per game per
-        `notify_ms` (the store's notification flag), and only after a successful append.
-
-        `in_place`: a turn changes the cached state itself (no copy per turn), which is only
+        """`in_place`: a turn changes the cached state itself (no copy per turn), which is only
         safe when one thread serves this process's requests (gunicorn's sync worker, the
         default): a view on another thread could be reading the state meanwhile. With
         request threads (`GUNICORN_THREADS` > 1) pass False: a turn then works on a copy.
@@ -89,8 +84,6 @@ class GameService:
         self.clock = clock
         self.store = store
         self.secrets = secrets_store
-        self.notify = notify
-        self.notify_ms = notify_ms if notify is not None else 0
         self.games = FoldCache(store, secrets_store, cache_size, in_place)
         self._hints = kept_hints()
 
@@ -135,15 +128,9 @@ class GameService:
             state.apply(event)
         events = with_seats(events, seats, seat_ids)  # the log itself says who sits where
         events += draw_until_placeable(state, seed, now_ms())
-        # Nothing to score yet; but a game with an owner key wakes the worker all the same:
-        # its subscriptions learn of the first turn when the worker has passed the start.
-        wake = key_id is not None and self.notify is not None
-        notify_ms = self.notify_ms if wake else 0
-        appended = append_moves(
-            self.store, game_id, events, expected=0, command_id="create", notify_ms=notify_ms
-        )
-        if wake and appended.result.notify and self.notify is not None:
-            self.notify(game_id)
+        # The worker learns of the game from the change feed, as of every move: a game with
+        # an owner key's subscriptions hears of its first turn once the worker has passed it.
+        append_moves(self.store, game_id, events, expected=0, command_id="create")
         if seat_bots[state.current] and self.bots is not None:
             self.bots(game_id)  # a bot moves first
         return game_id, seated_players(names, order, tokens, ids, kinds)
@@ -278,17 +265,15 @@ class GameService:
         return self._run(game_id, Taken(self.games, game_id, False, False), handler)
 
     def _run(self, game_id: str, unit: Taken, handler: Handler[Taken, TurnResult]) -> TurnResult:
-        """Run a seat's command; after an append, wake the scoring worker (an undo may revert
-        scores: the worker follows) and hand the turn to a bot seat if it is one's."""
+        """Run a seat's command; after an append, hand the turn to a bot seat if it is one's
+        (the scoring worker follows the change feed: an undo that reverts scores included)."""
         try:
-            done = run_command(self.store, game_id, unit, handler, notify_ms=self.notify_ms)
+            done = run_command(self.store, game_id, unit, handler)
         except CommandReused:  # the key is in the stream already, for another request
             raise IdempotencyKeyReused from None
         if not isinstance(done, Committed):
             return done
         result = done.appended.result
-        if result.notify and self.notify is not None:
-            self.notify(game_id)
         self._hand_to_bot(game_id, unit.cached.secrets, done.state)
         return TurnResult(done.appended.stored, done.state, result.last_seq)
 

@@ -3,11 +3,12 @@
 The command service keeps each game's state at the end of its move stream and the hints it
 worked out; the scorer keeps each game's state after its last scored move, the turn timer
 its state at the end of the move stream, the subscription dispatcher its feed as far as its
-last dispatch: the next request or task on the game then reads and folds only the moves
-since, not the game from move 1. One pattern, one class (services may not import each
-other, so it lives here): a bounded LRU shared by the process's threads. A value is taken
-out while in use, so two threads on one game never change one object (the second folds its
-own); one put back never replaces a value further on (another thread got further).
+last dispatch, the query projector each game's views and replay snapshots: the next request
+or task on the game then reads and folds only the moves since, not the game from move 1. One
+pattern, one class (services may not import each other, so it lives here): a bounded LRU
+shared by the process's threads. A value is taken out while in use, so two threads on one
+game never change one object (the second folds its own); one put back never replaces a value
+further on (another thread got further).
 """
 
 from __future__ import annotations
@@ -49,18 +50,43 @@ class Kept(Generic[K, T]):
         with self._lock:
             return self._values.get(key)
 
-    def keep(self, key: K, value: T) -> None:
-        """Keep `value` for the key unless the one kept stands further on."""
+    def keep(self, key: K, value: T) -> list[T]:
+        """Keep `value` for the key unless the one kept stands further on; returns the values
+        that made room for it (least recently used first), for a caller that must let go of
+        what they hold."""
         if self.size <= 0:
-            return
+            return []
         with self._lock:
             current = self._values.get(key)
             if current is not None and self.progress(current) > self.progress(value):
-                return
+                return []
             self._values[key] = value
             self._values.move_to_end(key)
-            while len(self._values) > self.size:
-                self._values.popitem(last=False)
+            return self._evict()
+
+    def setdefault(self, key: K, make: Callable[[], T]) -> T:
+        """The key's value, made the most recently used; if none, `make()`'s, kept (for a
+        value shared by the threads that use the key, e.g. one with its own lock)."""
+        with self._lock:
+            value = self._values.get(key)
+            if value is None:
+                value = self._values[key] = make()
+                self._evict()
+            else:
+                self._values.move_to_end(key)
+            return value
+
+    def discard(self, key: K, value: T) -> None:
+        """Drop the key if `value` is still the one kept for it (not one kept since)."""
+        with self._lock:
+            if self._values.get(key) is value:
+                del self._values[key]
+
+    def _evict(self) -> list[T]:
+        evicted = []
+        while len(self._values) > max(1, self.size):
+            evicted.append(self._values.popitem(last=False)[1])
+        return evicted
 
     def __contains__(self, key: object) -> bool:
         with self._lock:

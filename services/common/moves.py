@@ -30,6 +30,7 @@ from eventstore.errors import CommandReused, ConcurrencyError
 from eventstore.port import EventStore
 from eventstore.schemas import to_new
 from services.common.draws import draw_until_placeable
+from services.common.observability import REQUEST_ID
 
 STALE = "the game moved on; reload and retry"
 
@@ -69,7 +70,6 @@ def append_moves(
     expected: int,
     command_id: str,
     fingerprint: str = "",
-    notify_ms: int = 0,
 ) -> Appended:
     """Append the engine's `events` to the game's move stream if it is at `expected`,
     idempotent by `command_id` (bound to the request's `fingerprint` in the same script).
@@ -84,8 +84,8 @@ def append_moves(
         expected=expected,
         command_id=command_id,
         marker="$seq",
-        notify_ms=notify_ms,
         fingerprint=fingerprint,
+        trace=REQUEST_ID.get(),  # the worker's logs of this move name the request
     )
     return Appended(game_id, command_id, list(events), new_events, result)
 
@@ -174,7 +174,6 @@ def run_command(
     handler: Handler[U, A],
     *,
     attempts: int = 4,
-    notify_ms: int = 0,
 ) -> Committed | A:
     """Decide, draw and append conditionally, up to `attempts` times: a refusal by a state
     not checked against the stream is decided again once caught up; a lost race goes to
@@ -195,7 +194,6 @@ def run_command(
                 expected=unit.seq,
                 command_id=decision.command_id,
                 fingerprint=decision.fingerprint,
-                notify_ms=notify_ms,
             )
         except CommandReused:
             unit.release()

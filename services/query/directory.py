@@ -1,7 +1,8 @@
 """Which games exist, and their players' names, read from the sharded indexes (no SCAN).
 
-`GET /games` lists games newest first from the indexes the append script keeps in the same
-atomic step as each game's writes (services/redis_store/keys.py): by creation time
+`GET /games` lists games newest first from the games directory's indexes, which follow the
+change feed (services/redis_store/directory_index.py; a page first catches them up, so a game
+is listed as soon as its creation was answered): by creation time
 (``{<shard>}:idx:games``), by status (``idx:status:<in_progress|over>``) or by player name
 (``idx:player:<name, casefolded>``) or by an app's player id (``idx:pid:<id>``), each split
 over 64 shards. A page asks every shard for
@@ -30,6 +31,7 @@ import redis
 
 from eventstore.envelope import MOVES, SCORES
 from services.redis_store import game_keys, secrets_key
+from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.keys import SHARDS, games_key, player_id_key, player_key, status_key
 
 from .projector import BadParameter
@@ -86,6 +88,7 @@ class RedisDirectory:
     def __init__(self, client: redis.Redis, max_steps: int = 50) -> None:
         self.client = client
         self.max_steps = max_steps
+        self.index = DirectoryIndex(client)
 
     def names(self, game_id: str) -> list[str] | None:
         """The players' names in seat order, if the game has a secrets record."""
@@ -109,6 +112,9 @@ class RedisDirectory:
         A page looks at most `max_steps` batches: a filter on more than one of status,
         player and player id may return a short page with a cursor to go on."""
         after = _decode(cursor) if cursor else None
+        # Every game whose creation was answered is listed: the directory is caught up with
+        # the change feed first (two pipelined round trips when nothing is new).
+        self.index.catch_up()
         key: Callable[[int], str]
         if player_id is not None:
             key = lambda shard: player_id_key(shard, player_id)  # noqa: E731

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,6 +28,7 @@ from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine
 from eventstore.score_stream import FEATURE_SCORED  # noqa: F401  (registers score schemas)
+from services.common.kept import Kept
 
 Names = Callable[[str], "list[str] | None"]
 # A game's seats: names and the apps' player ids (None where not given), in seat order.
@@ -97,26 +97,15 @@ class Projector:
         self.cache_size = max(1, cache_size)
         self.snapshot_every = max(1, snapshot_every)
         self.replay_games = max(1, replay_games)
-        self._cache: OrderedDict[str, _Entry] = OrderedDict()
-        self._replayed: OrderedDict[str, _Entry] = OrderedDict()  # games holding snapshots
-        self._lock = threading.Lock()
+        self._cache: Kept[str, _Entry] = Kept(self.cache_size)
+        self._replayed: Kept[str, _Entry] = Kept(self.replay_games)  # games holding snapshots
         self.replayed = 0  # move events applied for past views (tests check it stays small)
 
     def _entry(self, game_id: str) -> _Entry:
-        with self._lock:
-            entry = self._cache.get(game_id)
-            if entry is None:
-                entry = self._cache[game_id] = _Entry()
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-            else:
-                self._cache.move_to_end(game_id)
-            return entry
+        return self._cache.setdefault(game_id, _Entry)
 
     def _forget(self, game_id: str, entry: _Entry) -> None:
-        with self._lock:
-            if self._cache.get(game_id) is entry:
-                del self._cache[game_id]
+        self._cache.discard(game_id, entry)
 
     def current(self, game_id: str) -> Position:
         """The game as its streams stand now (404 `game_not_found` when it has no moves)."""
@@ -292,10 +281,6 @@ class Projector:
 
     def _holds_snapshots(self, game_id: str, entry: _Entry) -> None:
         """Bound the games that keep snapshots: the least recently replayed lose theirs."""
-        with self._lock:
-            self._replayed[game_id] = entry
-            self._replayed.move_to_end(game_id)
-            while len(self._replayed) > self.replay_games:
-                _, oldest = self._replayed.popitem(last=False)
-                # New objects, not mutation: a replay running on it keeps consistent bases.
-                oldest.snapshots, oldest.cursor = {}, None
+        for oldest in self._replayed.keep(game_id, entry):
+            # New objects, not mutation: a replay running on it keeps consistent bases.
+            oldest.snapshots, oldest.cursor = {}, None

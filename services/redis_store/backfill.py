@@ -5,21 +5,24 @@
 Run it once after upgrading, before traffic. It walks the keyspace once with SCAN (the only
 SCAN left: the services themselves read the indexes) and, for each game's move stream,
 writes the game's entries in its shard's indexes — by creation time, status, player names,
-unscored moves, webhooks with work due — computed from the game's own keys:
+webhooks with work due — computed from the game's own keys, and announces its unscored moves
+on the change feed again (the scoring worker follows it):
 
 - a game whose id is on a shard slot and that is already in its shard's game index was
-  indexed by the append script itself (atomically, from its first event on): left alone;
+  indexed by the games directory from the change feed (from its first event on): left alone;
 - any other game gets its entries in shard `shard_of(id)` (an old id that happens to be on a
-  shard slot: the scripts keep it in step from now on) or, for an id off the shard slots
-  (most games from before), shard ``crc32(id) % 64``. The scripts never write those entries
-  (keys of another slot would fail on a Redis Cluster), so they are NOT atomic with later
-  writes of such a game: the readers check them against the game's streams (the sweep drops
-  a scored game's entry, GET /games describes each game from its streams, the webhook sweep
-  settles a hook's entry), which is why this must run before traffic, not during.
+  shard slot: the directory keeps it in step from now on) or, for an id off the shard slots
+  (most games from before), shard ``crc32(id) % 64``. On a single Redis such a game's
+  appends go on that shard's change feed, so its consumers keep it in step from then on; on
+  a Redis Cluster they cannot (another slot), so the readers check its entries against the
+  game's streams (GET /games describes each game from its streams, the webhook sweep settles
+  a hook's entry), which is why this must run before traffic, not during.
 
 Idempotent (each entry is set to what the game's keys say, so a second run writes the same
-values and adds nothing) and resumable: the progress line on stderr shows the SCAN cursor;
-pass it back with ``--cursor`` (and ``--node`` on a cluster) to go on from there.
+values; it announces a game's unscored moves again, which the scoring consumer, whose
+appends are conditional on the game's progress, finds already scored) and resumable: the
+progress line on stderr shows the SCAN cursor; pass it back with ``--cursor`` (and
+``--node`` on a cluster) to go on from there.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import redis
 from carcassonne.progress import Progress
 from eventstore.envelope import MOVES, SCORES
 
+from .changes import changes_key
 from .connect import connect, is_cluster
 from .indexes import marker_number, text
 from .keys import (
@@ -55,7 +59,6 @@ from .keys import (
     secrets_key,
     shard_of,
     status_key,
-    unscored_key,
 )
 
 _PREFIX, _SUFFIX = game_keys("*", MOVES)[0].split("*")  # "{g:" and "}:moves"
@@ -69,7 +72,7 @@ class Tally:
     scanned: int = 0  # keys looked at
     total: int = 0  # keys in the database(s) when the run started
     indexed: int = 0  # games whose entries were written
-    skipped: int = 0  # games the append script had indexed already
+    skipped: int = 0  # games the directory had indexed already
     cursor: str = "0"
 
     def note(self) -> str:
@@ -84,7 +87,7 @@ def game_of(key: str) -> str | None:
 
 
 def index_game(client: redis.Redis, game_id: str, now_ms: int | None = None) -> bool:
-    """Write one game's index entries from its keys; False if the append script indexed it
+    """Write one game's index entries from its keys; False if the directory indexed it
     already (or the game has no move stream)."""
     shard = index_shard(game_id)
     if shard_of(game_id) is not None and client.zscore(games_key(shard), game_id) is not None:
@@ -116,9 +119,9 @@ def index_game(client: redis.Redis, game_id: str, now_ms: int | None = None) -> 
     if moved is not None and scored is not None and moved > scored:
         behind = cast(list[Any], client.xrange(moves[0], f"{scored + 1}-0", "+", count=1))
         at = int(text(behind[0][1][b"t"])) if behind else now
-        writes.zadd(unscored_key(shard), {game_id: at})
-    else:
-        writes.zrem(unscored_key(shard), game_id)
+        # Announced on the change feed as appended again: the scoring worker follows it.
+        writes.xadd(changes_key(shard), {"g": game_id, "s": MOVES, "f": scored + 1,
+                                         "l": moved, "t": at, "e": ""})  # fmt: skip
     for hook in hooks:
         hook_id = text(hook)
         due = _hook_due(client, game_id, hook_id, int(score_len), now)

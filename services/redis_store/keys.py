@@ -17,15 +17,10 @@ def _tag(game_id: str) -> str:
     return "{g:" + game_id + "}"
 
 
-def game_keys(game_id: str, stream: str) -> tuple[str, str, str, str]:
-    """(stream key, command-id hash, marker key, notification flag key) of a game's stream."""
+def game_keys(game_id: str, stream: str) -> tuple[str, str, str]:
+    """(stream key, command-id hash, marker key) of a game's stream."""
     tag = _tag(game_id)
-    return (
-        f"{tag}:{stream}",
-        f"{tag}:cmd:{stream}",
-        f"{tag}:marker:{stream}",
-        f"{tag}:notify:{stream}",
-    )
+    return f"{tag}:{stream}", f"{tag}:cmd:{stream}", f"{tag}:marker:{stream}"
 
 
 def secrets_key(game_id: str) -> str:

@@ -2,8 +2,9 @@
 
 Keys of game G all share the hash tag ``{g:G}`` so a game lives on one Redis Cluster shard:
 ``{g:G}:moves`` and ``{g:G}:scores`` (streams, never trimmed; entry id ``<seq>-0``),
-``{g:G}:cmd:<stream>`` (hash: command id -> "first:last"), ``{g:G}:marker:<stream>`` and
-``{g:G}:notify:<stream>`` (a flag with a time to live).
+``{g:G}:cmd:<stream>`` (hash: command id -> "first:last") and ``{g:G}:marker:<stream>``;
+and one entry per append on the change feed of the game's shard (services/redis_store/
+changes.py), the only key outside the game that an append writes.
 """
 
 from __future__ import annotations
@@ -15,45 +16,30 @@ from typing import Any, cast
 
 import redis
 
-from eventstore.envelope import MOVES, SCORES, STREAMS, AppendResult, NewEvent, StoredEvent
+from eventstore.envelope import STREAMS, AppendResult, NewEvent, StoredEvent
 from eventstore.errors import ConcurrencyError, MarkerConflict, StoreError
 from eventstore.port import ANY, check_append, check_fingerprint
 from eventstore.schemas import upcast
 
+from .changes import changes_key
 from .cluster_wire import ClusterWire
 from .connect import is_cluster
-from .keys import (
-    ABANDONED,
-    IN_PROGRESS,
-    OVER,
-    deadlines_key,
-    game_keys,
-    games_key,
-    hooks_due_key,
-    hooks_key,
-    idle_key,
-    player_id_key,
-    player_key,
-    secrets_key,
-    shard_of,
-    status_key,
-    unscored_key,
-)
+from .keys import game_keys, legacy_shard, shard_of
 from .replication import NotReplicated, evalsha_wait
 from .wire import Wire
 
-# KEYS: stream, command hash, marker key, notification flag key, then the index keys of
-#       the game's shard (services/redis_store/keys.py; none for a game off the shard slots):
-#       moves: unscored, scores marker, games, status in_progress, status over, status
-#       abandoned, deadlines, idle, player…, player id…;
-#       scores: unscored, moves marker, moves stream, webhooks hash, hooks due.
+# KEYS: stream, command hash, marker key, then the change feed of the game's shard (absent
+#       only for a game off the shard slots on a Redis Cluster: that feed is another slot's).
 # ARGV: expected seq (-1 = any), command id, time ms, marker ("" = none, "$seq" = last seq),
-#       expected marker ("" = no check, else "=" .. value), notification ms (0 = none),
-#       request fingerprint ("" = none), index mode ("" = none, "m" = moves, "s" = scores),
-#       game id, the turn deadline ("" = unchanged, "-" = none, else Unix ms), then (type,
+#       expected marker ("" = no check, else "=" .. value), request fingerprint ("" = none),
+#       game id, stream name, trace (the causing request's id, "" = none), then (type,
 #       version, payload JSON) per event.
 # The command hash maps a command id to "first:last" or "first:last:fingerprint"; a duplicate
 # returns it whole and the caller compares fingerprints (a duplicate appends nothing either way).
+# An append that adds events or saves a marker (a consumer's progress: scoring that found
+# nothing to score still moved on) also adds one entry to the change feed in the same step:
+# the game, the stream, the seqs, the time, the events' types and the trace (services/redis_store/
+# changes.py). Nothing here belongs to a consumer: each follows the feed at its own position.
 APPEND_LUA = """
 local done = redis.call('HGET', KEYS[2], ARGV[2])
 if done then
@@ -70,18 +56,16 @@ if ARGV[5] ~= '' then
   if '=' .. current ~= ARGV[5] then return {'marker', current} end
 end
 local first = seq + 1
-local ended = false
-local abandoned = false
-for i = 11, #ARGV, 3 do
+local types = {}
+for i = 10, #ARGV, 3 do
   seq = seq + 1
   redis.call('XADD', KEYS[1], seq .. '-0', 'type', ARGV[i], 'v', ARGV[i + 1],
              'cmd', ARGV[2], 't', ARGV[3], 'data', ARGV[i + 2])
-  if ARGV[i] == 'GameEnded' then ended = true end
-  if ARGV[i] == 'GameAbandoned' then abandoned = true end
+  types[#types + 1] = ARGV[i]
 end
 local result = first .. ':' .. seq
-if ARGV[7] ~= '' then
-  redis.call('HSET', KEYS[2], ARGV[2], result .. ':' .. ARGV[7])
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[2], ARGV[2], result .. ':' .. ARGV[6])
 else
   redis.call('HSET', KEYS[2], ARGV[2], result)
 end
@@ -90,74 +74,12 @@ if ARGV[4] == '$seq' then
 elseif ARGV[4] ~= '' then
   redis.call('SET', KEYS[3], ARGV[4])
 end
--- The indexes of the game's shard, in this same atomic step (a marker that is not a number
--- was not written by our services: its game's unscored entry is left alone, never an error).
-local game, now = ARGV[9], ARGV[3]
-if ARGV[8] == 'm' then
-  if first == 1 and seq >= 1 then  -- the game's first events: it exists from now on
-    redis.call('ZADD', KEYS[7], now, game)
-    redis.call('ZADD', KEYS[8], now, game)
-    for k = 13, #KEYS do redis.call('ZADD', KEYS[k], now, game) end
-  end
-  if ended or abandoned then  -- no more turns: no deadline, never idle again
-    redis.call('ZREM', KEYS[8], game)
-    redis.call('ZADD', abandoned and KEYS[10] or KEYS[9],
-               redis.call('ZSCORE', KEYS[7], game) or now, game)
-    redis.call('ZREM', KEYS[11], game)
-    redis.call('ZREM', KEYS[12], game)
-  elseif seq >= first then  -- the turn timer's and the abandon sweep's indexes
-    redis.call('ZADD', KEYS[12], now, game)
-    if ARGV[10] == '-' then
-      redis.call('ZREM', KEYS[11], game)
-    elseif ARGV[10] ~= '' then
-      redis.call('ZADD', KEYS[11], ARGV[10], game)
-    end
-  end
-  local moved = tonumber(redis.call('GET', KEYS[3]) or '0')
-  local scored = tonumber(redis.call('GET', KEYS[6]) or '0')
-  if moved and scored and moved > scored then
-    redis.call('ZADD', KEYS[5], 'NX', now, game)  -- keeps its first unscored move's time
-  end
-elseif ARGV[8] == 's' then
-  local scored = tonumber(redis.call('GET', KEYS[3]) or '0')
-  local moved = tonumber(redis.call('GET', KEYS[6]) or '0')
-  if scored and moved then
-    if scored >= moved then
-      redis.call('ZREM', KEYS[5], game)
-    else  -- still behind: the time of its first unscored move
-      local at, nxt = now, redis.call('XRANGE', KEYS[7], (scored + 1) .. '-0', '+', 'COUNT', 1)
-      if nxt[1] then
-        local fields = nxt[1][2]
-        for j = 1, #fields, 2 do
-          if fields[j] == 't' then at = fields[j + 1] end
-        end
-      end
-      redis.call('ZADD', KEYS[5], at, game)
-    end
-  end
-  if seq >= first then  -- new score events: every hook of the game has dispatching to do
-    for _, hook in ipairs(redis.call('HKEYS', KEYS[8])) do
-      redis.call('ZADD', KEYS[9], 'LT', now, game .. ':' .. hook)
-    end
-  end
+if KEYS[4] and (seq >= first or ARGV[4] ~= '') then  -- events, or progress saved
+  redis.call('XADD', KEYS[4], '*', 'g', ARGV[7], 's', ARGV[8], 'f', first, 'l', seq,
+             't', ARGV[3], 'e', table.concat(types, ','), 'r', ARGV[9])
 end
-local notify = 0
-if tonumber(ARGV[6]) > 0 and redis.call('SET', KEYS[4], 1, 'NX', 'PX', ARGV[6]) then
-  notify = 1
-end
-return {'ok', result, notify}
+return {'ok', result}
 """
-
-
-def _deadline(events: Sequence[NewEvent]) -> str:
-    """The turn deadline an append of moves leaves (the script's deadline argument): that of
-    its last draw or undo (which gives the turn back, docs/undo.md) ("-" for one without a
-    deadline), or "" (unchanged) when it does neither."""
-    for event in reversed(events):
-        if event.type in ("TileDrawn", "TurnUndone"):
-            deadline = event.payload.get("deadline_ms")
-            return "-" if deadline is None else str(int(deadline))
-    return ""
 
 
 def _seq(entry_id: str | bytes) -> int:
@@ -220,10 +142,11 @@ class RedisEventStore:
         command_id: str,
         marker: str | None = None,
         expected_marker: str | None = None,
-        notify_ms: int = 0,
         fingerprint: str = "",
+        trace: str = "",
     ) -> AppendResult:
-        """See `EventStore.append`: one Lua script, all or nothing."""
+        """See `EventStore.append`: one Lua script, all or nothing (the change feed's entry,
+        which carries `trace`, included)."""
         check_append(stream, events, command_id, marker)
         now = int(time.time() * 1000)
         args: list[Any] = [
@@ -232,12 +155,15 @@ class RedisEventStore:
             now,
             marker or "",
             "" if expected_marker is None else "=" + expected_marker,
-            max(0, int(notify_ms)),
             fingerprint,
+            game_id,
+            stream,
+            trace,
         ]
-        keys = list(game_keys(game_id, stream))
-        mode = self._index_keys(game_id, stream, events, keys)
-        args += [mode, game_id, _deadline(events) if mode == "m" else ""]
+        keys = list(game_keys(game_id, stream)[:3])
+        feed = self._feed_key(game_id)
+        if feed is not None:
+            keys.append(feed)
         for event in events:
             args += [event.type, event.version, json.dumps(event.payload, separators=(",", ":"))]
         acked = 0
@@ -258,60 +184,19 @@ class RedisEventStore:
             check_fingerprint(command_id, stored, fingerprint)
             result = AppendResult(first, last, duplicate=True, fingerprint=stored)
         else:
-            result = AppendResult(first, last, time_ms=now, notify=bool(reply[2]))
+            result = AppendResult(first, last, time_ms=now)
         if acked < self.wait_replicas:
             raise NotReplicated(result, acked, self.wait_replicas)
         return result
 
-    def _index_keys(
-        self, game_id: str, stream: str, events: Sequence[NewEvent], keys: list[str]
-    ) -> str:
-        """Add the index keys an append of `game_id` updates to `keys`; returns the script's
-        index mode ("" for a game off the shard slots: keys of another slot would fail on a
-        cluster, so only the backfill indexes such a game)."""
+    def _feed_key(self, game_id: str) -> str | None:
+        """The change feed an append of `game_id` adds its entry to: its shard's. A game off
+        the shard slots (created before them) uses the backfill's shard, which only a single
+        Redis can reach in the same script; on a cluster such a game has no feed entry."""
         shard = shard_of(game_id)
         if shard is None:
-            return ""
-        if stream == SCORES:
-            keys += [
-                unscored_key(shard),
-                game_keys(game_id, MOVES)[2],
-                game_keys(game_id, MOVES)[0],
-                hooks_key(game_id),
-                hooks_due_key(shard),
-            ]
-            return "s"
-        keys += [
-            unscored_key(shard),
-            game_keys(game_id, SCORES)[2],
-            games_key(shard),
-            status_key(shard, IN_PROGRESS),
-            status_key(shard, OVER),
-            status_key(shard, ABANDONED),
-            deadlines_key(shard),
-            idle_key(shard),
-        ]
-        if events and events[0].type == "GameStarted":
-            # A game's names and player ids are not in its events: the command service
-            # writes them to the game's secrets record before its first append (and never
-            # changes them).
-            names, ids = self._seats(game_id)
-            keys += sorted({player_key(shard, name) for name in names})
-            keys += sorted({player_id_key(shard, pid) for pid in ids})
-        return "m"
-
-    def _seats(self, game_id: str) -> tuple[list[str], list[str]]:
-        """The names and the (given) player ids of a game's secrets record."""
-        raw = self.client.get(secrets_key(game_id))
-        try:
-            record = json.loads(raw) if raw is not None else {}
-            names, ids = record.get("names"), record.get("player_ids")
-        except (ValueError, AttributeError):
-            return [], []
-        return (
-            [str(n) for n in names] if isinstance(names, list) else [],
-            [str(i) for i in ids if i is not None] if isinstance(ids, list) else [],
-        )
+            return None if is_cluster(self.client) else changes_key(legacy_shard(game_id))
+        return changes_key(shard)
 
     def read(
         self, game_id: str, stream: str, after: int = 0, limit: int | None = None
@@ -372,10 +257,6 @@ class RedisEventStore:
         if acked < self.wait_replicas:
             raise NotReplicated(result, acked, self.wait_replicas)
         return result
-
-    def clear_notify(self, game_id: str, stream: str) -> None:
-        """See `EventStore.clear_notify`."""
-        self.client.delete(game_keys(game_id, stream)[3])
 
     def put_raw(self, event: StoredEvent) -> None:
         """Store an event as written by an older version (for upcaster tests)."""

@@ -1,13 +1,15 @@
-"""The Celery app of the scoring worker, its tasks and its beat schedule.
+"""The Celery app of the scoring worker, its tasks, its beat schedule and its followers of
+the change feed.
 
-Run: ``celery -A services.scoring.celery_app worker --concurrency 2 -Q scoring`` and
-``celery -A services.scoring.celery_app beat``. The command service sends
-``scoring.drain`` by name (services never import each other) when a move raises the game's
-notification flag and no drain is scheduled; the drain scores every game in the pending set.
-``scoring.sweep`` runs on beat and queues for a drain every game whose moves are not all
-scored (read from the 64 shards' unscored indexes, no SCAN: services/scoring/sweep.py), so a
-lost notification delays scores but never drops them. ``scoring.catch_up(game_id)`` scores
-one game; only tests and benchmarks send it.
+Run: ``celery -A services.scoring.celery_app worker --concurrency 2 -Q scoring,webhooks``
+and ``celery -A services.scoring.celery_app beat``. No one sends the worker a task per move:
+each worker process watches the change feed (services/scoring/follow.py; FOLLOW_CHANGES=0
+turns the watch off) and runs its consumers over the shards that changed: the games
+directory, the turn timer's indexes, scoring (each game with new moves is caught up, its
+progress saved with its score events) and the webhooks' and subscriptions' due indexes.
+``scoring.sweep`` runs the same followers over every shard on beat, in case no worker
+process watches, and trims the feed below every consumer's position.
+``scoring.catch_up(game_id)`` scores one game; only tests and benchmarks send it.
 """
 
 from __future__ import annotations
@@ -19,23 +21,26 @@ import time
 from typing import Any
 
 import redis
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import setup_logging as celery_setup_logging
 from celery.signals import worker_init, worker_process_init
 from prometheus_client import Counter, Histogram, start_http_server
 
+from eventstore.envelope import MOVES
 from services.common.celery_conf import reliable
 from services.common.observability import REQUEST_ID, setup_logging
-from services.redis_store import RedisEventStore, add_pending, clear_scheduled, take_pending
-from services.redis_store.connect import broker_url, shared_client
+from services.redis_store import RedisEventStore
+from services.redis_store.changes import Change, Follower, Write, trim
+from services.redis_store.connect import blocking_read_timeout, broker_url, connect, shared_client
+from services.redis_store.directory_index import DirectoryIndex
 
 from . import (
     subscriptions,  # registers the subscription tasks (dispatch, deliver, ping, sweep)
     webhooks,  # registers the webhook tasks (dispatch, deliver, sweep)
 )
 from .config import from_env
+from .follow import Watcher
 from .scorer import CatchUp, Scorer
-from .sweep import unscored_games
 from .timer import Timer
 
 QUEUE = "scoring"
@@ -45,7 +50,8 @@ settings = from_env()
 app = Celery("scoring", broker=broker_url(settings["BROKER_URL"], settings["REDIS_URL"]))
 app.conf.update(
     # Acknowledged when done: a killed worker's task is redone (services/common/celery_conf.py).
-    **reliable(QUEUE, settings["VISIBILITY_TIMEOUT"]),
+    # The webhook and subscription tasks have a queue of their own (WEBHOOK_QUEUE).
+    **reliable(QUEUE, settings["VISIBILITY_TIMEOUT"], [webhooks.QUEUE]),
     beat_schedule={
         "sweep": {"task": "scoring.sweep", "schedule": settings["SWEEP_SECONDS"]},
         "webhooks-sweep": {"task": "webhooks.sweep", "schedule": settings["SWEEP_SECONDS"]},
@@ -154,28 +160,7 @@ def catch_up(game_id: str, request_id: str = "") -> dict[str, Any]:
     return {"moves": done.moves, "events": done.events, "progress": done.progress}
 
 
-@app.task(name="scoring.drain")
-def drain(request_id: str = "") -> int:
-    """Catch up every game in the pending set (see `services.redis_store.pending`).
-
-    Games popped by a worker that then dies are not lost: their moves stay unscored, and
-    the sweep finds them.
-    """
-    client = scorer_client()
-    clear_scheduled(client)  # from now on a new move schedules another drain
-    games = 0
-    while batch := take_pending(client, settings["DRAIN_BATCH"]):
-        for game_id in batch:
-            try:
-                _score_game(game_id, request_id)
-            except Exception:  # one broken game must not hold up the others
-                FAILURES.inc()
-                log.exception("game %s: scoring failed", game_id, extra={"game_id": game_id})
-        games += len(batch)
-    return games
-
-
-def _score_game(game_id: str, request_id: str) -> CatchUp:
+def _score_game(game_id: str, request_id: str = "") -> CatchUp:
     token = REQUEST_ID.set(request_id)
     try:
         done = scorer().catch_up(game_id)
@@ -201,18 +186,83 @@ def _score_game(game_id: str, request_id: str) -> CatchUp:
     return done
 
 
+def score_changes(shard: int, changes: list[Change]) -> list[Write]:
+    """The change feed's consumer "scoring": catch up every game of the batch that has new
+    moves. Its output is each game's score stream, saved with that game's progress by the
+    scorer (conditional, so redoing a batch after a crash scores nothing twice); it writes
+    nothing beside the feed position. A game that cannot be scored (a bug, data written
+    around the command service) is logged and counted, and does not hold up its shard: it is
+    tried again with its next move, or by `scoring.catch_up`. A Redis failure stops the
+    batch (it is redone)."""
+    games: dict[str, str] = {}  # game -> the request id of its latest move in the batch
+    for change in changes:
+        if change.stream == MOVES:
+            games[change.game_id] = change.trace or games.get(change.game_id, "")
+    for game_id, trace in games.items():
+        try:
+            _score_game(game_id, trace)
+        except redis.RedisError:
+            raise
+        except Exception:
+            FAILURES.inc()
+            log.exception("game %s: scoring failed", game_id, extra={"game_id": game_id})
+    return []
+
+
+def followers() -> list[Follower]:
+    """This process's consumers of the change feed, in the order a wake-up runs them."""
+    client = scorer_client()
+    return [
+        DirectoryIndex(client).follower,
+        timer().index.follower,
+        # Leased: two worker processes never score the same shard's batch at once.
+        Follower(client, "scoring", score_changes, batch=settings["FOLLOW_BATCH"], lease_ms=30_000),
+        webhooks.due_follower(client),
+        subscriptions.due_follower(client),
+    ]
+
+
 @app.task(name="scoring.sweep")
 def sweep() -> int:
-    """Queue every game whose moves are not all scored and send one drain; returns how many."""
-    client = scorer_client()
-    count = 0
-    for game_id in unscored_games(client):
-        add_pending(client, game_id)
-        count += 1
-    if count:
-        drain.delay()
-        log.info("sweep: %d games had unscored moves", count)
-    return count
+    """Run every follower over every shard (what a watcher would have done had none been
+    running), then trim the feed below every consumer's position; returns the changes
+    applied."""
+    done = sum(f.catch_up() for f in followers())
+    trimmed = trim(scorer_client())
+    if done or trimmed:
+        log.info("sweep: %d changes followed, %d feed entries trimmed", done, trimmed)
+    return done
+
+
+class FollowStep(bootsteps.StartStopStep):
+    """Watches the change feed for as long as the worker runs (services/scoring/follow.py)."""
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self.watcher: Watcher | None = None
+
+    def start(self, parent: Any) -> None:
+        # Only a worker that does the scoring queue's work watches (one started with
+        # `-Q webhooks` alone delivers and leaves scoring to the others).
+        consumed = set(parent.app.amqp.queues.consume_from or ())
+        if not settings["FOLLOW_CHANGES"] or QUEUE not in consumed:
+            return
+        block_ms = 1_000
+        client = connect(
+            settings["REDIS_URL"],
+            role="scoring:watch",
+            max_connections=2,
+            socket_timeout=blocking_read_timeout(block_ms / 1000),
+        )
+        self.watcher = Watcher(client, followers(), block_ms=block_ms)
+        self.watcher.start()
+
+    def stop(self, parent: Any) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+
+
+app.steps["worker"].add(FollowStep)
 
 
 TIMED_OUT = Counter("carcassonne_turns_timed_out_total", "Turns skipped past their deadline")
@@ -248,8 +298,7 @@ def _fresh_timer(**_: Any) -> None:
 @app.task(name="lifecycle.tick")
 def tick() -> dict[str, int]:
     """Time out every turn past its deadline and abandon every game idle for ABANDON_AFTER
-    (services/scoring/timer.py); then score what ended. Safe on several workers at once."""
-    client = scorer_client()
+    (services/scoring/timer.py). Safe on several workers at once."""
     handled = timer().tick(
         int(time.time() * 1000),
         int(settings["ABANDON_AFTER"] * 1000),
@@ -258,11 +307,7 @@ def tick() -> dict[str, int]:
     TIMED_OUT.inc(len(handled.timed_out))
     ABANDONED.inc(len(handled.abandoned))
     LOST.inc(handled.lost)
-    changed = handled.timed_out + handled.abandoned
-    for game_id in changed:  # the moves appended here are scored like any other
-        add_pending(client, game_id)
-    if changed:
-        drain.delay()
+    if handled.timed_out or handled.abandoned:  # scored from the feed like any other move
         log.info(
             "lifecycle: %d turns timed out, %d games abandoned",
             len(handled.timed_out),

@@ -11,12 +11,15 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_URL": "redis://127.0.0.1:6390/0",  # the event store (the embedded Redis of `make run`)
     "BROKER_URL": "",  # Celery broker ("" = REDIS_URL)
     # Redis connections the scorer of one worker process may hold; 0 = derived: the
-    # worker's concurrency (its pool threads) + 2 (the drain's own reads, the sweep).
+    # worker's concurrency (its pool threads) + 2 (the feed's followers, the sweep).
     "REDIS_MAX_CONNECTIONS": 0,
     "SCORING_BATCH": 1_000,  # move events read and scored per append
     "SCORING_CACHE_SIZE": 2_000,  # games whose folded state a worker process keeps
-    "DRAIN_BATCH": 100,  # games taken from the pending set at a time
-    "SWEEP_SECONDS": 10.0,  # how often beat looks for games whose notification was lost
+    # Each worker process watches the change feed and scores what it brings at once
+    # (services/scoring/follow.py); 0 = only beat's sweep follows it (every SWEEP_SECONDS).
+    "FOLLOW_CHANGES": True,
+    "FOLLOW_BATCH": 100,  # feed entries a follower handles per recorded step
+    "SWEEP_SECONDS": 10.0,  # how often beat runs every follower over every shard
     # The lifecycle (services/scoring/timer.py, docs/lifecycle.md): how often beat looks for
     # turns past their deadline and idle games (the precision of a turn limit), and how long
     # a game in progress may go without a move before the server ends it as abandoned

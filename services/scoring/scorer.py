@@ -51,8 +51,6 @@ class Scorer:
 
     def catch_up(self, game_id: str) -> CatchUp:
         """Score every move of the game not scored yet, a batch per atomic append."""
-        # Lowered before reading: a move appended from now on raises it again (a new task).
-        self.store.clear_notify(game_id, MOVES)
         moves = events = conflicts = 0
         lags: list[int] = []
         while True:

@@ -46,6 +46,7 @@ from services.common.kept import Kept
 from services.common.notifications import RECENT_KEPT, live_secrets
 from services.common.signing import SIGNATURE_HEADER, sign
 from services.redis_store import game_keys, secrets_key
+from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.keys import (
     index_shard,
     shard_of,
@@ -368,6 +369,36 @@ _sub_parts = process.PerProcess(_make_sub_parts)
 def sub_parts() -> SubscriptionParts:
     """This process's subscription dispatcher and deliverer."""
     return _sub_parts.get()
+
+
+def due_follower(client: redis.Redis) -> Follower:
+    """The change feed's consumer "subscriptions": scoring progress in a game (score events
+    or only its marker) makes each subscription of the game's owner key due in the shard's
+    subs-due index, written with the consumer's position; the sweep then finds every
+    subscription with items to dispatch even when `after_scoring`'s task was lost."""
+    owners = Owners(client)
+    channel = SubscriptionChannel(client, owners)
+
+    def writes(shard: int, changes: list[Change]) -> list[Write]:
+        progressed: dict[str, int] = {}
+        for change in changes:
+            if change.stream == SCORES:
+                progressed.setdefault(change.game_id, change.time_ms)
+        owned = {g: owners.get(g) for g in progressed}
+        keys = sorted({k for k in owned.values() if k is not None})
+        pipe = client.pipeline(transaction=False)
+        for key_id in keys:
+            pipe.hkeys(subscriptions_key(key_id))
+        found = pipe.execute()
+        subs = {k: sorted(text(s) for s in f) for k, f in zip(keys, found, strict=True)}
+        due = subs_due_key(shard)
+        return [
+            Write("zadd_lt", due, channel.member(game_id, sub_id), at)
+            for game_id, at in progressed.items()
+            for sub_id in subs.get(owned[game_id] or "", [])
+        ]
+
+    return Follower(client, "subscriptions", writes)
 
 
 def after_scoring(game_id: str, moves: int) -> None:

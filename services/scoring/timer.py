@@ -1,10 +1,11 @@
 """The turn timer and the abandon sweep: turns past their deadline and games idle too long,
 ended by the server (docs/lifecycle.md).
 
-Finding them never scans: the append script keeps, in the same atomic step as every move,
+Finding them never scans: the timer follows the change feed (services/redis_store/
+changes.py) as the consumer "timer" and keeps, with its position in the same atomic step,
 each shard's deadline index (game -> its turn's deadline) and idle index (game -> its last
-move's time) for the games in progress (services/redis_store/keys.py). A tick reads only
-their due part, pipelined over the 64 shards.
+move's time) for the games in progress (`TimerIndex`). A tick first catches the indexes up
+with the feed, then reads only their due part, pipelined over the 64 shards.
 
 Handling one is a command like any other, through the one write path
 (`services.common.moves.run_command`): the game is folded from its move stream, the engine
@@ -34,6 +35,7 @@ from eventstore.port import EventStore
 from eventstore.schemas import to_engine
 from services.common.kept import Kept
 from services.common.moves import Decision, Fold, Once, run_command
+from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.indexes import shard_pages
 from services.redis_store.keys import deadlines_key, idle_key, secrets_key
 
@@ -50,6 +52,66 @@ def idle_games(client: redis.Redis, idle_since_ms: int, page: int = 1_000) -> It
     """Games in progress whose last move was at or before `idle_since_ms`."""
     for members in shard_pages(client, idle_key, page, high=idle_since_ms):
         yield from members
+
+
+ENDINGS = ("GameEnded", "GameAbandoned")
+TURNS = ("TileDrawn", "TurnUndone")  # the events that set a turn's deadline (docs/undo.md)
+
+
+class TimerIndex:
+    """The change feed's consumer "timer": per shard, the deadline and idle indexes of the
+    games in progress, written with its position."""
+
+    def __init__(self, store: EventStore, client: redis.Redis) -> None:
+        self.store = store
+        self.follower = Follower(client, "timer", self.writes)
+
+    def catch_up(self) -> int:
+        """Index every move change not indexed yet; returns how many changes."""
+        return self.follower.catch_up()
+
+    def writes(self, shard: int, changes: list[Change]) -> list[Write]:
+        """A batch's index writes: a move appended makes its game idle from then on; a draw
+        or an undo sets its turn's deadline (or clears it); the game's end drops both. Only
+        each game's last state in the batch is written (a catch-up over many turns of one
+        game reads one event range, not one per turn)."""
+        idle: dict[str, int] = {}
+        turn: dict[str, Change] = {}
+        ended: set[str] = set()
+        for change in changes:
+            if change.stream != MOVES or not change.types:  # no move appended (an announcement)
+                continue
+            game = change.game_id
+            idle[game] = change.time_ms
+            if any(t in TURNS for t in change.types):
+                turn[game] = change
+            if any(t in ENDINGS for t in change.types):
+                ended.add(game)
+        out: list[Write] = []
+        for game, at in idle.items():
+            if game in ended:  # nothing is appended after the end
+                out += [Write("zrem", deadlines_key(shard), game),
+                        Write("zrem", idle_key(shard), game)]  # fmt: skip
+                continue
+            out.append(Write("zadd", idle_key(shard), game, at))
+            if game in turn:
+                deadline = self._deadline(turn[game])
+                out.append(
+                    Write("zrem", deadlines_key(shard), game)
+                    if deadline is None
+                    else Write("zadd", deadlines_key(shard), game, deadline)
+                )
+        return out
+
+    def _deadline(self, change: Change) -> int | None:
+        """The deadline (Unix ms) the change's last draw or undo gave its turn, if any."""
+        events = self.store.read(change.game_id, MOVES, after=change.first - 1,
+                                 limit=change.last - change.first + 1)  # fmt: skip
+        for event in reversed(events):
+            if event.type in TURNS:
+                deadline = event.payload.get("deadline_ms")
+                return None if deadline is None else int(deadline)
+        return None
 
 
 @dataclass(frozen=True)
@@ -84,6 +146,7 @@ class Timer:
         self.store = store
         self.client = client
         self.warm = warm
+        self.index = TimerIndex(store, client)
         self._cache: Kept[str, tuple[GameState, int]] = Kept(cache_size, lambda kept: kept[1])
 
     def expire(self, game_id: str, now_ms: int) -> bool:
@@ -132,6 +195,7 @@ class Timer:
         processes then mostly work on different games instead of racing for the same ones
         (a race costs a refused append, never a second timeout)."""
         shuffle = (rng or random.Random()).shuffle
+        self.index.catch_up()  # every move appended so far is in the indexes read below
         timed_out: list[str] = []
         abandoned: list[str] = []
         lost = 0

@@ -40,6 +40,7 @@ from eventstore.envelope import SCORES, StoredEvent
 from eventstore.port import EventStore
 from services.common.signing import hook_signature
 from services.redis_store import game_keys, hook_keys, hooks_key
+from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.keys import (
     hook_member,
     hooks_due_key,
@@ -271,6 +272,28 @@ def hook_parts() -> HookParts:
 def client() -> redis.Redis:
     """This process's Redis client for webhooks."""
     return process.parts().client
+
+
+def due_follower(client: redis.Redis) -> Follower:
+    """The change feed's consumer "webhooks": new score events of a game make each of its
+    hooks due in the shard's hooks-due index (written with the consumer's position), so the
+    sweep finds every hook with dispatching to do even when `after_scoring`'s task is lost."""
+
+    def writes(shard: int, changes: list[Change]) -> list[Write]:
+        scored: dict[str, int] = {}
+        for change in changes:
+            if change.stream == SCORES and change.last >= change.first:  # score events
+                scored.setdefault(change.game_id, change.time_ms)
+        pipe = client.pipeline(transaction=False)
+        for game_id in scored:
+            pipe.hkeys(hooks_key(game_id))
+        out: list[Write] = []
+        for (game_id, at), hooks in zip(scored.items(), pipe.execute(), strict=True):
+            due = hooks_due_key(shard)
+            out += [Write("zadd_lt", due, hook_member(game_id, text(h)), at) for h in sorted(hooks)]
+        return out
+
+    return Follower(client, "webhooks", writes)
 
 
 def after_scoring(game_id: str) -> None:

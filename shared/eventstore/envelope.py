@@ -53,5 +53,4 @@ class AppendResult:
     last_seq: int
     duplicate: bool = False
     time_ms: int = 0  # the events' time (0 for a duplicate)
-    notify: bool = False  # this append raised the stream's notification flag (see `append`)
     fingerprint: str = ""  # the request fingerprint stored with the command id ("" = none)

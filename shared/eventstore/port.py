@@ -8,13 +8,13 @@ the score stream saves the worker's progress) — all or nothing.
 
 A consumer saving its progress makes the append conditional on the marker it started from
 (`expected_marker`), and may append no events at all (moves that scored nothing still
-advance the progress). An append may also raise a per-stream notification flag that lives
-`notify_ms`; only the append that raised it is told so (`AppendResult.notify`), which lets
-the command service send one wake-up per burst of moves instead of one per move.
+advance the progress). Who is told of an append is the adapter's business, not the port's
+(the Redis adapter adds an entry to a change feed in the same step).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -22,7 +22,7 @@ from typing import Protocol
 
 from .envelope import STREAMS, AppendResult, NewEvent, StoredEvent
 from .errors import CommandReused, ConcurrencyError, MarkerConflict, StoreError
-from .schemas import upcast, validate_payload
+from .schemas import known_schema, upcast, validate_payload
 
 ANY = -1  # expected sequence that accepts any position
 
@@ -40,10 +40,13 @@ class EventStore(Protocol):
         command_id: str,
         marker: str | None = None,
         expected_marker: str | None = None,
-        notify_ms: int = 0,
         fingerprint: str = "",
+        trace: str = "",
     ) -> AppendResult:
         """Append `events` if the stream is at `expected` (or `ANY`); idempotent by command id.
+
+        `trace` (the id of the request that caused the append, or "") is passed on to whoever
+        follows the appends, so their logs name it; it is not stored with the events.
 
         `fingerprint` (a digest of the request the command came from) is stored with the
         command id in the same step; a later append with the same command id and another
@@ -53,8 +56,7 @@ class EventStore(Protocol):
         `marker` (a value, or "$seq" for the new last sequence) is stored in the game's
         marker for this stream in the same atomic step. With `expected_marker` the append
         also requires the marker to be that value ("" = no marker yet), else
-        `MarkerConflict`. With `notify_ms` > 0 it raises the stream's notification flag
-        for that long if it was down (`AppendResult.notify`).
+        `MarkerConflict`.
         """
 
     def read(
@@ -71,22 +73,30 @@ class EventStore(Protocol):
     def command_result(self, game_id: str, stream: str, command_id: str) -> AppendResult | None:
         """Where a command id's events landed, if it was appended."""
 
-    def clear_notify(self, game_id: str, stream: str) -> None:
-        """Lower the stream's notification flag (a consumer is about to catch up)."""
+
+# Whether every append runs each payload through its schema. Off in the services: what they
+# append is the engine's (a property test holds it to the schemas: eventstore/schemas.py),
+# and an imported record is checked before its append (services/command/imports.py), so a
+# check here would cost 20-40 µs an event for nothing. On in the test suite (tests/conftest.py
+# sets it for every process the tests start), where an event the schemas refuse fails the test.
+CHECK_PAYLOADS = os.environ.get("EVENTSTORE_CHECK_PAYLOADS") == "1"
 
 
 def check_append(
     stream: str, events: Sequence[NewEvent], command_id: str, marker: str | None = None
 ) -> None:
-    """Refuse an append that could never be valid: unknown stream, no id, bad payloads."""
+    """Refuse an append that could never be valid: unknown stream, no id, an event type and
+    version without a schema, a payload that is not an object (each payload against its
+    schema, too, where `CHECK_PAYLOADS` is on)."""
     if stream not in STREAMS:
         raise StoreError(f"unknown stream {stream!r}")
     if not command_id:
         raise StoreError("an append needs a command id")
     if not events and marker is None:
         raise StoreError("an append needs at least one event (or a marker to save)")
+    check = validate_payload if CHECK_PAYLOADS else known_schema
     for event in events:
-        validate_payload(event.type, event.version, event.payload)
+        check(event.type, event.version, event.payload)
 
 
 def check_fingerprint(command_id: str, stored: str, given: str) -> None:
@@ -103,7 +113,6 @@ class InMemoryEventStore:
         self._streams: dict[tuple[str, str], list[StoredEvent]] = {}
         self._commands: dict[tuple[str, str, str], AppendResult] = {}
         self._markers: dict[tuple[str, str], str] = {}
-        self._flags: dict[tuple[str, str], float] = {}  # notification flag: down at this time
         self._lock = threading.Lock()
 
     def append(
@@ -116,10 +125,10 @@ class InMemoryEventStore:
         command_id: str,
         marker: str | None = None,
         expected_marker: str | None = None,
-        notify_ms: int = 0,
         fingerprint: str = "",
+        trace: str = "",
     ) -> AppendResult:
-        """See `EventStore.append`."""
+        """See `EventStore.append` (nobody follows this store: `trace` is dropped)."""
         check_append(stream, events, command_id, marker)
         with self._lock:
             seen = self._commands.get((game_id, stream, command_id))
@@ -149,11 +158,7 @@ class InMemoryEventStore:
                         dict(event.payload),
                     )
                 )
-            notify = False
-            if notify_ms > 0 and self._flags.get((game_id, stream), 0.0) <= time.monotonic():
-                self._flags[(game_id, stream)] = time.monotonic() + notify_ms / 1000
-                notify = True
-            result = AppendResult(first, len(log), time_ms=now, notify=notify)
+            result = AppendResult(first, len(log), time_ms=now)
             self._commands[(game_id, stream, command_id)] = AppendResult(
                 first, len(log), False, now, fingerprint=fingerprint
             )
@@ -185,11 +190,6 @@ class InMemoryEventStore:
         if seen is None:
             return None
         return AppendResult(seen.first_seq, seen.last_seq, True, fingerprint=seen.fingerprint)
-
-    def clear_notify(self, game_id: str, stream: str) -> None:
-        """See `EventStore.clear_notify`."""
-        with self._lock:
-            self._flags.pop((game_id, stream), None)
 
     def put_raw(self, event: StoredEvent) -> None:
         """Store an event as written by an older version (for upcaster tests)."""

@@ -1,9 +1,13 @@
 """Are the single-slot structures hot spots? (`make bench`) — why they are not sharded.
 
-Three structures span games and live under one hash tag each, so on a Redis Cluster each is
-on one primary: the scoring worker's pending set (`{scoring}:pending`, one SADD + SET NX per
-burst of a game's moves), the API keys and the rate limiter's buckets (`{apikeys}`, one
-script per third-party request). Everything else that spans games is sharded (issue 14).
+One structure spans games and lives under one hash tag, so on a Redis Cluster it is on one
+primary: the API keys and the rate limiter's buckets (`{apikeys}`, one script per third-party
+request). Everything else that spans games is sharded (issue 14), the change feed too (which
+replaced the scoring worker's pending set): each append adds one entry to its shard's feed,
+and each of the feed's consumers reads it and records its position in the shard's positions
+hash, one slot per shard. That is measured as if every request landed in the same shard (one
+primary, or a single Redis) and each consumer handled each entry alone (a batch of one: the
+most reads and position writes an entry can cost).
 
 This measures, against a private redis-server, the Redis CPU each operation costs (server
 CPU from /proc, operations pipelined so the client is not the limit), and today's peak
@@ -17,28 +21,41 @@ both measured in this run — a ratio already (tests/bench/targets.py).
 from __future__ import annotations
 
 import argparse
+import random
 import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
+from carcassonne.ruleset import Ruleset  # noqa: E402
+from carcassonne.simulate import random_game  # noqa: E402
+from eventstore.envelope import MOVES  # noqa: E402
+from eventstore.schemas import to_new  # noqa: E402
 from services.command.apikeys import KEYS, ApiKeys, bucket_key, key_hash  # noqa: E402
 from services.command.ratelimit import RateLimiter  # noqa: E402
-from services.redis_store.pending import (  # noqa: E402
-    PENDING,
-    SCHEDULED,
-    mark_pending,
-    take_pending,
+from services.redis_store import RedisEventStore  # noqa: E402
+from services.redis_store.changes import (  # noqa: E402
+    FOLLOW_LUA,
+    RELEASE_LUA,
+    Change,
+    Follower,
+    changes_key,
+    lease_key,
+    positions_key,
 )
+from services.redis_store.indexes import text  # noqa: E402
+from services.redis_store.keys import new_game_id, shard_of  # noqa: E402
+from services.redis_store.scripts import script  # noqa: E402
 from tests.bench.bench_command import CONFIG, run_load, tree_cpu  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
+from tests.integration.index_data import consumers  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
 MAX_CORE_SHARE = 0.5
@@ -68,18 +85,44 @@ def main() -> int:
         started: list[Any] = []
         with gunicorn("services.command.wsgi:app", CONFIG, {"REDIS_URL": url}, 3, started) as base:
             peak = run_load(base, "turns", 8, args.seconds, 0, url, (started[0].pid, proc.pid))
-        games = [f"{i:032x}" for i in range(args.ops)]
+        # One real append and its entry (its shard's newest), followed by every consumer
+        # (with the load's entries of that shard): the entry's fields and the positions the
+        # operation below repeats.
+        game_id = new_game_id()
+        shard = shard_of(game_id)
+        assert shard is not None
+        feed, positions = changes_key(shard), positions_key(shard)
+        _, events = random_game(random.Random(1), 2, Ruleset())
+        RedisEventStore(client).append(game_id, MOVES, [to_new(events[0])], expected=0,
+                                       command_id="c0", marker="$seq")  # fmt: skip
+        ((last_id, fields),) = cast(list[Any], client.xrevrange(feed, count=1))
+        change = Change.parse(last_id, fields)
+        assert (change.game_id, change.first, change.last) == (game_id, 1, 1)
+        leases = {f.consumer: f.lease_ms for f in consumers(client)}  # the worker's
+        for consumer in leases:
+            assert Follower(client, consumer, lambda _s, _c: []).catch_up([shard]) >= 1
+        assert {text(v) for v in client.hvals(positions)} == {change.id}
+        follow, release = script(client, FOLLOW_LUA), script(client, RELEASE_LUA)
+        ids = [change.id] + [f"{int(change.id.split('-')[0]) + 1 + i}-0" for i in range(args.ops)]
 
-        def pending(pipe: Any, i: int) -> None:
-            # The two commands `mark_pending` sends (checked below), queued in the batch.
-            pipe.sadd(PENDING, games[i])
-            pipe.set(SCHEDULED, 1, nx=True, px=2_000)
+        def changes(pipe: Any, i: int) -> None:
+            # An append's entry (the XADD its script adds), then each consumer's catch-up:
+            # the entries after its position, the shard's lease taken for a leased one
+            # (scoring), its new position recorded (no writes), the lease let go.
+            pipe.xadd(feed, fields, id=ids[i + 1])
+            for consumer, lease_ms in leases.items():
+                pipe.xrange(feed, "(" + ids[i], "+", count=500)
+                lease = lease_key(shard, consumer)
+                if lease_ms is not None:
+                    pipe.set(lease, "bench", nx=True, px=lease_ms)
+                follow(keys=[positions], args=[consumer, ids[i], ids[i + 1]], client=pipe)
+                if lease_ms is not None:
+                    release(keys=[lease], args=["bench"], client=pipe)
 
         _, key = ApiKeys(client).create("bench")
         hashed = key_hash(key)
         limiter = RateLimiter(client, rate=1e9, burst=10**9)
         assert limiter.check(key).allowed
-        assert mark_pending(client, "0" * 32, 2_000) in (True, False)
 
         def gate(pipe: Any, i: int) -> None:
             # What `RateLimiter.check` runs: the gate script on the key table and the bucket.
@@ -90,10 +133,13 @@ def main() -> int:
             )
 
         figures = {
-            "pending set (mark_pending)": redis_cpu_us(proc.pid, client, pending, args.ops),
+            f"change feed shard (entry + {len(leases)} follows)": redis_cpu_us(
+                proc.pid, client, changes, args.ops
+            ),
             "API key check + rate bucket (script)": redis_cpu_us(proc.pid, client, gate, args.ops),
         }
-        take_pending(client, args.ops)
+        # Every position moved on once per entry: none was refused (the CPU was the real one).
+        assert {text(v) for v in client.hvals(positions)} == {ids[-1]}
     finally:
         proc.terminate()
         proc.wait()

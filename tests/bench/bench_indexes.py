@@ -1,11 +1,15 @@
 """Do the periodic sweep and the games list cost what is pending or returned, not what is
 stored? (`make bench`, issue 14)
 
-Against a private redis-server: the scoring sweep (`unscored_games`, the 64 shards' unscored
-indexes) and `GET /games`'s first page (`RedisDirectory.page`, a merge of the 64 shards'
-creation indexes plus the page's descriptions) are timed with 1,000 stored finished games,
-then with 20,000 (the same run, the same Redis). The baseline is the sweep as it was before
-the indexes (SCAN over every game's move marker, a copy kept below), on the same data.
+Against a private redis-server: the scoring sweep (`scoring.sweep`: every consumer of the
+change feed over the 64 shards — each 2 pipelined round trips, its positions then the feeds
+after them, nothing new — then the feeds trimmed below their positions), one consumer's
+catch-up alone, and `GET /games`'s first page (`RedisDirectory.page`: the directory caught up
+with the feed, then a merge of the 64 shards' creation indexes plus the page's descriptions)
+are timed with 1,000 stored finished games, then with 20,000 (the same run, the same Redis;
+the indexes are built from the feed before anything is timed). The baseline is the sweep as
+it was before the indexes (SCAN over every game's move marker, a copy kept below), on the
+same data.
 
 Target (a ratio already, tests/bench/targets.py): 20k / 1k within noise (≤ 1.5×) for the
 sweep and the first page, both measured in the same run.
@@ -30,10 +34,11 @@ import redis  # noqa: E402
 from eventstore.envelope import MOVES, SCORES  # noqa: E402
 from services.query.directory import RedisDirectory  # noqa: E402
 from services.redis_store import game_keys  # noqa: E402
+from services.redis_store.changes import Follower, trim  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
-from services.scoring.sweep import unscored_games  # noqa: E402
+from services.redis_store.directory_index import DirectoryIndex  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
-from tests.integration.index_data import write_finished_games  # noqa: E402
+from tests.integration.index_data import consumers, write_finished_games  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
 TARGET_RATIO = 1.5
@@ -82,10 +87,22 @@ def median_ms(fn: Callable[[], Any], reps: int) -> float:
     return statistics.median(times)
 
 
+def feed_sweep(client: redis.Redis, followers: list[Follower]) -> int:
+    """What the worker's `scoring.sweep` does: every consumer over every shard, then the
+    feeds trimmed below their positions; the changes applied (none here: all followed)."""
+    done = sum(follower.catch_up() for follower in followers)
+    trim(client)
+    return done
+
+
 def measure(client: redis.Redis, reps: int, baseline_reps: int) -> dict[str, float]:
     directory = RedisDirectory(client)
+    followers = consumers(client)
+    one = DirectoryIndex(client)
+    assert feed_sweep(client, followers) == 0  # write_finished_games left nothing to follow
     return {
-        "sweep_ms": median_ms(lambda: list(unscored_games(client)), reps),
+        "sweep_ms": median_ms(lambda: feed_sweep(client, followers), reps),
+        "follow_ms": median_ms(one.catch_up, reps),
         "first_page_ms": median_ms(lambda: directory.page(None, None, None, 50), reps),
         "scan_sweep_ms": median_ms(lambda: list(scan_unscored_games(client)), baseline_reps),
     }
@@ -114,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"small": small, "large": large, "ratios": ratios}, indent=1))
     n1, n2 = f"{args.small:,}", f"{args.large:,}"
     print(f"periodic and list cost with {n1} vs {n2} stored finished games (median ms)")
-    for key, label in (("sweep_ms", "scoring sweep (indexes)"),
+    for key, label in (("sweep_ms", "scoring sweep (change feed)"),
+                       ("follow_ms", "one consumer, nothing new"),
                        ("first_page_ms", "GET /games first page (indexes)")):  # fmt: skip
         print(f"  {label:<34} {small[key]:8.2f} → {large[key]:8.2f}  ×{ratios[key]:.2f}")
     print(f"  {'baseline: SCAN sweep (before)':<34} {small['scan_sweep_ms']:8.2f} →"

@@ -54,7 +54,7 @@ def cpu_us(fn: Callable[[], Any], n: int) -> float:
 
 def turn_cpu_us(store: RedisEventStore, turns: int) -> float:
     """CPU per turn of GameService.play_turn on `store` (cached state, one append each)."""
-    service = GameService(store, MemorySecrets(), notify=None)
+    service = GameService(store, MemorySecrets())
     rng = random.Random(7)
     total, played = 0.0, 0
     while played < turns:

@@ -1,7 +1,9 @@
 """Many stored finished games, written cheaply (for the index tests and bench_indexes): each
 game is two runs of the store's own append script, pipelined — its move stream (GameStarted
 and GameEnded, minimal payloads) with the moves marker, then the score stream's progress —
-so every index entry is written exactly as a real game's append writes it."""
+so every game's events and its change feed entry are written exactly as a real game's
+append writes them. The indexes are then built as in production: by the feed's consumers
+(`follow_all`), before anything reads them."""
 
 from __future__ import annotations
 
@@ -11,50 +13,79 @@ from typing import Any
 import redis
 
 from eventstore.envelope import MOVES, SCORES
-from services.redis_store import game_keys
-from services.redis_store.keys import (
-    ABANDONED,
-    IN_PROGRESS,
-    OVER,
-    deadlines_key,
-    games_key,
-    hooks_due_key,
-    hooks_key,
-    idle_key,
-    new_game_id,
-    shard_of,
-    status_key,
-    unscored_key,
-)
+from services.redis_store import RedisEventStore, game_keys
+from services.redis_store.changes import Change, Follower, Write, changes_key
+from services.redis_store.directory_index import DirectoryIndex
+from services.redis_store.indexes import marker_number
+from services.redis_store.keys import new_game_id, shard_of
 from services.redis_store.store import APPEND_LUA
+from services.scoring import subscriptions, webhooks
+from services.scoring.timer import TimerIndex
 
 
 def _append_args(
-    game_id: str, stream: str, time_ms: int, marker: str, events: list[tuple[str, str]]
+    game_id: str, stream: str, time_ms: int, marker: str, events: list[tuple[str, int, str]]
 ) -> tuple[list[str], list[Any]]:
-    """KEYS and ARGV of the store's append script, as `RedisEventStore.append` builds them."""
+    """KEYS and ARGV of the store's append script, as `RedisEventStore.append` builds them:
+    the game's stream, command hash and marker, then its shard's change feed; expected (any),
+    command id, time, marker, expected marker (none), fingerprint (none), game, stream, trace
+    (none), then (type, version, payload) per event. (test_indexes checks them against the
+    store's own.)"""
     shard = shard_of(game_id)
     assert shard is not None
-    keys = list(game_keys(game_id, stream))
-    if stream == MOVES:
-        keys += [unscored_key(shard), game_keys(game_id, SCORES)[2], games_key(shard),
-                 status_key(shard, IN_PROGRESS), status_key(shard, OVER),
-                 status_key(shard, ABANDONED), deadlines_key(shard), idle_key(shard)]  # fmt: skip
-        mode = "m"
-    else:
-        keys += [unscored_key(shard), game_keys(game_id, MOVES)[2], game_keys(game_id, MOVES)[0],
-                 hooks_key(game_id), hooks_due_key(shard)]  # fmt: skip
-        mode = "s"
-    args: list[Any] = [-1, f"bulk-{stream}", time_ms, marker, "", 0, "", mode, game_id, ""]
-    for kind, payload in events:
-        args += [kind, 1, payload]
+    keys = [*game_keys(game_id, stream), changes_key(shard)]
+    args: list[Any] = [-1, f"bulk-{stream}", time_ms, marker, "", "", game_id, stream, ""]
+    for kind, version, payload in events:
+        args += [kind, version, payload]
     return keys, args
+
+
+def scored_already(client: redis.Redis) -> Follower:
+    """Stands in for the scoring consumer (services/scoring/celery_app.py `score_changes`,
+    which scores each game of a batch and writes nothing beside its position) over games
+    written fully scored: it checks that each one is (one pipelined read per batch) and
+    scores nothing. Leased like the worker's."""
+
+    def check(shard: int, changes: list[Change]) -> list[Write]:
+        games = list(dict.fromkeys(c.game_id for c in changes if c.stream == MOVES))
+        pipe = client.pipeline(transaction=False)
+        for game_id in games:
+            pipe.get(game_keys(game_id, MOVES)[2])
+            pipe.get(game_keys(game_id, SCORES)[2])
+        values = pipe.execute()
+        behind = [g for i, g in enumerate(games)
+                  if marker_number(values[2 * i]) != marker_number(values[2 * i + 1])]  # fmt: skip
+        assert not behind, f"games not scored: {behind[:3]}"
+        return []
+
+    return Follower(client, "scoring", check, lease_ms=30_000)
+
+
+def consumers(client: redis.Redis) -> list[Follower]:
+    """The change feed's consumers, in the order the worker's sweep runs them (services/
+    scoring/celery_app.py `followers`): the games directory, the turn timer's indexes,
+    scoring (`scored_already`), the webhooks' and the subscriptions' due indexes."""
+    return [
+        DirectoryIndex(client).follower,
+        TimerIndex(RedisEventStore(client), client).follower,
+        scored_already(client),
+        webhooks.due_follower(client),
+        subscriptions.due_follower(client),
+    ]
+
+
+def follow_all(client: redis.Redis) -> int:
+    """Every consumer caught up with the feed (the indexes built from it); the changes
+    applied."""
+    return sum(follower.catch_up() for follower in consumers(client))
 
 
 def write_finished_games(
     client: redis.Redis, count: int, start_ms: int, seed: int = 0, chunk: int = 500
 ) -> list[str]:
-    """`count` finished and fully scored games created 1 ms apart from `start_ms`."""
+    """`count` finished and fully scored games created 1 ms apart from `start_ms`, every
+    consumer of the change feed caught up with them (so a reader timed or counted next
+    finds its indexes built and nothing new on the feed)."""
     sha = str(client.script_load(APPEND_LUA))
     rng = random.Random(seed)
     ids: list[str] = []
@@ -63,10 +94,11 @@ def write_finished_games(
         for i in range(first, min(count, first + chunk)):
             game_id = new_game_id(rng)
             at = start_ms + i
-            moves = [("GameStarted", '{"players":2}'), ("GameEnded", "{}")]
+            moves = [("GameStarted", 1, '{"players":2}'), ("GameEnded", 1, "{}")]
             for stream, marker, events in ((MOVES, "$seq", moves), (SCORES, "2", [])):
                 keys, args = _append_args(game_id, stream, at, marker, events)
                 pipe.evalsha(sha, len(keys), *keys, *args)
             ids.append(game_id)
         pipe.execute()
+    follow_all(client)
     return ids

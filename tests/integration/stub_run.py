@@ -75,7 +75,8 @@ def main() -> int:
     if a.stubborn is not None:
         argv = [*part, "stubborn"]
         app.programs.append(Program("stubborn", argv, stopwaitsecs=a.stubborn))
-    return serve([store, app], a.var, dict(os.environ), partial(print, flush=True))
+    say = partial(print, flush=True)
+    return serve([store, app], a.var, dict(os.environ), say, where=f"redis {url}")
 
 
 if __name__ == "__main__":

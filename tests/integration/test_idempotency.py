@@ -27,6 +27,7 @@ from carcassonne.simulate import random_game
 from eventstore.envelope import MOVES
 from services.command.apikeys import ApiKeys
 from services.redis_store import game_keys, secrets_key
+from tests.integration.openapi_client import PROBLEM_KEYS
 
 from .http_client import call, gunicorn
 
@@ -90,7 +91,7 @@ def test_a_key_reused_with_another_turn_is_422_and_appends_nothing(server, redis
     stream = moves(redis_client, game_id)
     status, error = call(server, "POST", path, spot_body(other_spot), headers(token, "move-1"))
     assert (status, error["code"]) == (422, "idempotency_key_reused"), error
-    assert set(error) == {"code", "message", "rule", "details"}
+    assert set(error) == PROBLEM_KEYS
     assert moves(redis_client, game_id) == stream
     # The same request, spelled differently (key order, an explicit "meeple": null): the
     # original answer, nothing appended.

@@ -1,6 +1,11 @@
-"""The cross-game indexes (issue 14), on a real Redis: each is right after every kind of write,
-a killed Redis never leaves one out of step with its game, the readers cost the same with
-1,000 or 20,000 stored games, and the backfill indexes old games exactly once."""
+"""The cross-game indexes (issue 14), on a real Redis. An append writes no index: it adds one
+entry to its shard's change feed, and each index is its consumer's, written from the feed
+with the consumer's position in one step (services/redis_store/changes.py). So: every append
+with events has exactly one feed entry that tells it right; once its consumer follows the
+feed, each index is exactly right after every kind of write; a killed Redis never leaves a
+feed entry without its append, nor an append without its entry, nor a consumer's output
+without its position; the readers cost the same with 1,000 or 20,000 stored games; and the
+backfill indexes old games exactly once and announces their unscored moves on the feed."""
 
 from __future__ import annotations
 
@@ -24,7 +29,8 @@ from carcassonne.record import record_from_events
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from deploy.local.host import redis_server_binary
-from eventstore.envelope import MOVES, SCORES
+from eventstore.envelope import MOVES, SCORES, NewEvent
+from eventstore.port import ANY
 from eventstore.schemas import to_new
 from services.command.hooks import Webhooks
 from services.command.imports import import_game
@@ -34,28 +40,41 @@ from services.command.service import GameService
 from services.query.directory import RedisDirectory
 from services.redis_store import RedisEventStore, game_keys, hook_keys
 from services.redis_store.backfill import index_game, run
+from services.redis_store.changes import (
+    START,
+    Change,
+    Follower,
+    Write,
+    changes_key,
+    positions_key,
+    trim,
+)
+from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.keys import (
     IN_PROGRESS,
     OVER,
     SHARD_TAGS,
     SHARDS,
+    deadlines_key,
     derived_game_id,
     games_key,
     hook_member,
     hooks_due_key,
+    idle_key,
     index_shard,
     legacy_shard,
+    new_game_id,
+    player_id_key,
     player_key,
     shard_of,
     shard_slot,
     status_key,
-    unscored_key,
 )
 from services.scoring.posting import Answer
 from services.scoring.scorer import Scorer
-from services.scoring.sweep import unscored_games
-from services.scoring.webhooks import Dispatcher, hook_deliverer, stalled
-from tests.integration.index_data import write_finished_games
+from services.scoring.timer import TimerIndex
+from services.scoring.webhooks import Dispatcher, due_follower, hook_deliverer, stalled
+from tests.integration.index_data import _append_args, consumers, write_finished_games
 from tests.redis_server import free_port, private_redis
 
 SECRET = "s" * 32
@@ -87,18 +106,84 @@ def members(client: redis.Redis, key: str) -> dict[str, int]:
 
 
 def where(client: redis.Redis, game_id: str) -> dict[str, Any]:
-    """Every index entry of a game in its shard."""
+    """Every directory entry of a game in its shard."""
     shard = index_shard(game_id)
     return {
         "games": client.zscore(games_key(shard), game_id),
         "in_progress": client.zscore(status_key(shard, IN_PROGRESS), game_id),
         "over": client.zscore(status_key(shard, OVER), game_id),
-        "unscored": client.zscore(unscored_key(shard), game_id),
+    }
+
+
+def timed(client: redis.Redis, game_id: str) -> dict[str, Any]:
+    """The turn timer's index entries of a game: its turn's deadline, its last move's time."""
+    shard = index_shard(game_id)
+    return {
+        "deadline": client.zscore(deadlines_key(shard), game_id),
+        "idle": client.zscore(idle_key(shard), game_id),
     }
 
 
 def first_time(store: RedisEventStore, game_id: str, after: int = 0) -> int:
     return store.read(game_id, MOVES, after=after, limit=1)[0].time_ms
+
+
+def _id(entry_id: str) -> tuple[int, int]:
+    ms, seq = entry_id.split("-", 1)
+    return int(ms), int(seq)
+
+
+def feed_of(client: redis.Redis, game_id: str, stream: str | None = None) -> list[Change]:
+    """The entries of a game (of one of its streams) on its shard's change feed, in order."""
+    raw: Any = client.xrange(changes_key(index_shard(game_id)))
+    changes = (Change.parse(i, f) for i, f in raw)
+    return [c for c in changes if c.game_id == game_id and stream in (None, c.stream)]
+
+
+def behind(client: redis.Redis, consumer: str, game_id: str) -> list[tuple[int, int]]:
+    """(first, last) of the game's move entries past a consumer's position: for the scoring
+    consumer, what is waiting to be scored."""
+    shard = index_shard(game_id)
+    raw = client.hget(positions_key(shard), consumer)
+    at = _id(raw.decode() if isinstance(raw, bytes) else START)
+    return [(c.first, c.last) for c in feed_of(client, game_id, MOVES) if _id(c.id) > at]
+
+
+def scoring(store: RedisEventStore, games: set[str]) -> Follower:
+    """The scoring consumer (services/scoring/celery_app.py `score_changes`: each game of a
+    batch with new moves caught up by the scorer, nothing written beside the position), for
+    this test's games only (the Redis is the session's), under a consumer name of its own."""
+    scorer = Scorer(store)
+
+    def handle(shard: int, changes: list[Change]) -> list[Write]:
+        for game_id in dict.fromkeys(c.game_id for c in changes if c.stream == MOVES):
+            if game_id in games:
+                scorer.catch_up(game_id)
+        return []
+
+    return Follower(store.client, f"scoring-{os.getpid()}-{time.time_ns()}", handle)
+
+
+def agrees_with_stream(store: RedisEventStore, game_id: str, stream: str) -> list[str]:
+    """Where a game's feed entries of a stream and the stream disagree: the entries must
+    cover its events once each, in order (no append without its entry, no entry without
+    its append), each with the types and the time of the events it names."""
+    events = store.read(game_id, stream)
+    wrong, expected_first = [], 1
+    for change in feed_of(store.client, game_id, stream):
+        named = events[change.first - 1 : change.last]
+        if change.first != expected_first or len(named) != change.last - change.first + 1:
+            wrong.append(f"{game_id}: {stream} entry {change.first}-{change.last} after "
+                         f"{expected_first - 1} of {len(events)} events")  # fmt: skip
+        elif change.types != tuple(e.type for e in named):
+            wrong.append(f"{game_id}: {stream} entry {change.first}: types {change.types}")
+        elif any(e.time_ms != change.time_ms for e in named):
+            wrong.append(f"{game_id}: {stream} entry {change.first}: time {change.time_ms}")
+        expected_first = change.last + 1
+    if expected_first - 1 != len(events):
+        wrong.append(f"{game_id}: {stream} entries end at {expected_first - 1}, "
+                     f"the stream at {len(events)}")  # fmt: skip
+    return wrong
 
 
 # ------------------------------------------------------------------------ each write
@@ -109,56 +194,115 @@ def test_create_moves_scoring_and_end_keep_every_index(redis_client, store) -> N
     shard = shard_of(game_id)
     assert shard is not None
     created = first_time(store, game_id)
-    seen = where(redis_client, game_id)
-    assert seen == {"games": created, "in_progress": created, "over": None, "unscored": created}
+    # One entry per append (a turn or so each), in its own script: game, seqs, types, time.
+    assert [(c.first, c.last) for c in feed_of(redis_client, game_id)] == [
+        (1, 3), (4, 6), (7, 9), (10, 12)]  # fmt: skip
+    assert agrees_with_stream(store, game_id, MOVES) == []
+    # The append wrote no index; its consumers, once they follow the feed, exactly this.
+    assert where(redis_client, game_id) == {"games": None, "in_progress": None, "over": None}
+    directory, timer = DirectoryIndex(redis_client), TimerIndex(store, redis_client)
+    directory.catch_up()
+    timer.catch_up()
+    assert where(redis_client, game_id) == {"games": created, "in_progress": created,
+                                            "over": None}  # fmt: skip
     for name in ("ann", "ÉMILE"):  # by name, any case
         assert redis_client.zscore(player_key(shard, name), game_id) == created
-    # Scored up to the end: out of the unscored index, in the same append as the progress.
-    Scorer(store).catch_up(game_id)
-    assert where(redis_client, game_id)["unscored"] is None
-    # New moves: back in, with the time of its first unscored move (kept by later moves).
+    last_move = store.read(game_id, MOVES)[-1].time_ms
+    assert timed(redis_client, game_id) == {"deadline": None, "idle": last_move}
+    assert directory.catch_up() == 0  # nothing new: nothing written again
+    # Waiting to be scored: its entries past the scoring consumer's position, until it
+    # follows them (scored up to the end).
+    scorer = scoring(store, {game_id})
+    assert behind(redis_client, scorer.consumer, game_id) == [(1, 3), (4, 6), (7, 9), (10, 12)]
+    scorer.catch_up([shard])
+    assert behind(redis_client, scorer.consumer, game_id) == []
+    assert store.marker(game_id, SCORES) == "12"
+    assert agrees_with_stream(store, game_id, SCORES) == []  # the scorer's appends: entries too
+    # New moves: on the feed, past the scoring position (whatever the scorer's progress).
     _, whole = random_game(random.Random("life"), 2, Ruleset())
     store.append(game_id, MOVES, [to_new(e) for e in whole[12:15]], expected=12,
                  command_id="more", marker="$seq")  # fmt: skip
-    first_unscored = first_time(store, game_id, after=12)
-    assert where(redis_client, game_id)["unscored"] == first_unscored
     store.append(game_id, MOVES, [to_new(e) for e in whole[15:-1]], expected=15,
                  command_id="most", marker="$seq")  # fmt: skip
-    assert where(redis_client, game_id)["unscored"] == first_unscored
-    # Progress part of the way: still in, at the first move not scored yet.
-    store.append(game_id, SCORES, [], expected=store.last_seq(game_id, SCORES), command_id="p",
-                 marker="13", expected_marker=store.marker(game_id, SCORES))  # fmt: skip
-    assert where(redis_client, game_id)["unscored"] == first_time(store, game_id, after=13)
-    # GameEnded: status over (keeping its creation time); scored: out of unscored.
+    assert behind(redis_client, scorer.consumer, game_id) == [(13, 15), (16, len(whole) - 1)]
+    # A duplicate command appends nothing: no entry. Progress saved alone (no event): an
+    # entry naming no event, after the stream's last.
+    entries = feed_of(redis_client, game_id)
+    store.append(game_id, MOVES, [to_new(e) for e in whole[12:15]], expected=12,
+                 command_id="more", marker="$seq")  # fmt: skip
+    assert feed_of(redis_client, game_id) == entries
+    marker, scored = store.marker(game_id, SCORES), store.last_seq(game_id, SCORES)
+    store.append(game_id, SCORES, [], expected=scored, command_id="p", marker=marker,
+                 expected_marker=marker)  # fmt: skip
+    (saved,) = feed_of(redis_client, game_id)[len(entries) :]
+    assert (saved.stream, saved.first, saved.last, saved.types) == (SCORES, scored + 1, scored, ())
+    timer.catch_up()
+    assert timed(redis_client, game_id)["idle"] == first_time(store, game_id, after=15)
+    # GameEnded: status over (keeping its creation time), out of the timer's indexes; scored.
     assert whole[-1].__class__.__name__ == "GameEnded"
     store.append(game_id, MOVES, [to_new(whole[-1])], expected=len(whole) - 1,
                  command_id="end", marker="$seq")  # fmt: skip
-    Scorer(store).catch_up(game_id)
+    for follower in (directory.follower, timer.follower, scorer):
+        follower.catch_up([shard])
     assert where(redis_client, game_id) == {"games": created, "in_progress": None,
-                                            "over": created, "unscored": None}  # fmt: skip
+                                            "over": created}  # fmt: skip
+    assert timed(redis_client, game_id) == {"deadline": None, "idle": None}
+    assert behind(redis_client, scorer.consumer, game_id) == []
+    assert store.marker(game_id, SCORES) == str(len(whole))
+    assert agrees_with_stream(store, game_id, MOVES) == []
+    assert agrees_with_stream(store, game_id, SCORES) == []
+    # Written with its position, on the condition that the position is still the one read:
+    # a second directory follower that read the game's creation before the first recorded
+    # it writes nothing (applied now, it would put the ended game back in progress).
+    creation = [c for c in feed_of(redis_client, game_id) if c.first == 1 and c.stream == MOVES]
+    late = DirectoryIndex(redis_client).follower
+    assert late.positions([shard])[shard] != START
+    assert late._record(shard, START, creation) is False
+    assert where(redis_client, game_id)["in_progress"] is None
 
 
 def test_the_command_service_and_import_index_their_games(redis_client, store) -> None:
     service = GameService(store, RedisSecrets(redis_client))
-    game_id, _ = service.create_game(["Zoë", "bob"], Ruleset())
+    game_id, _ = service.create_game(["Zoë", "bob"], Ruleset(turn_seconds=60),
+                                     player_ids=["app-zoe", None])  # fmt: skip
     shard = shard_of(game_id)
     assert shard is not None
     created = first_time(store, game_id)
+    assert agrees_with_stream(store, game_id, MOVES) == []
+    directory, timer = DirectoryIndex(redis_client), TimerIndex(store, redis_client)
+    scorer = scoring(store, {game_id})
+    assert behind(redis_client, scorer.consumer, game_id) == [(1, store.last_seq(game_id, MOVES))]
+    directory.catch_up()
+    timer.catch_up()
     assert where(redis_client, game_id) == {"games": created, "in_progress": created,
-                                            "over": None, "unscored": created}  # fmt: skip
+                                            "over": None}  # fmt: skip
     assert redis_client.zscore(player_key(shard, "ZOË"), game_id) == created
-    # An import: one append of a whole game, so it is over from the start.
+    assert redis_client.zscore(player_id_key(shard, "app-zoe"), game_id) == created
+    # Its first turn's deadline (turn_seconds): the draw that started it set it.
+    drawn = [e for e in store.read(game_id, MOVES) if e.type == "TileDrawn"]
+    assert drawn and drawn[-1].payload["deadline_ms"] is not None
+    assert timed(redis_client, game_id) == {"deadline": drawn[-1].payload["deadline_ms"],
+                                            "idle": created}  # fmt: skip
+    # An import: one append of a whole game, one entry: over from the start.
     _, events = random_game(random.Random(3), 2, Ruleset())
     replayed = replay_record(record_from_events(events))
     done = import_game(service, replayed, ["Kim", "Lee"], "k_idx", f"key-{time.time_ns()}")
     imported = shard_of(done.game_id)
     assert imported is not None
     at = first_time(store, done.game_id)
-    assert where(redis_client, done.game_id) == {"games": at, "in_progress": None, "over": at,
-                                                 "unscored": at}  # fmt: skip
+    last = store.last_seq(done.game_id, MOVES)
+    assert [(c.first, c.last) for c in feed_of(redis_client, done.game_id)] == [(1, last)]
+    assert agrees_with_stream(store, done.game_id, MOVES) == []
+    directory.catch_up()
+    timer.catch_up()
+    assert where(redis_client, done.game_id) == {"games": at, "in_progress": None, "over": at}
+    assert timed(redis_client, done.game_id) == {"deadline": None, "idle": None}
     assert redis_client.zscore(player_key(imported, "kim"), done.game_id) == at
-    Scorer(store).catch_up(done.game_id)
-    assert where(redis_client, done.game_id)["unscored"] is None
+    importer = scoring(store, {done.game_id})
+    assert behind(redis_client, importer.consumer, done.game_id) == [(1, last)]
+    importer.catch_up([imported])
+    assert behind(redis_client, importer.consumer, done.game_id) == []
+    assert store.marker(done.game_id, SCORES) == str(last)
 
 
 class Poster:
@@ -175,10 +319,13 @@ class Poster:
 def test_a_hook_is_in_the_due_index_exactly_while_it_has_work(redis_client, store) -> None:
     game_id, _ = stored_game(store, "hooked", ["a", "b"])
     Scorer(store).catch_up(game_id)
+    shard = index_shard(game_id)
+    hooks_follower = due_follower(redis_client)
+    hooks_follower.catch_up([shard])  # its score events so far: the game had no hook then
     hooks = Webhooks(redis_client, store, None, allow_private=True)
     before = int(time.time() * 1000)
     hook_id = hooks.register(game_id, "http://127.0.0.1:9/in", SECRET, "k")["hook_id"]
-    due = hooks_due_key(index_shard(game_id))
+    due = hooks_due_key(shard)
     member = hook_member(game_id, hook_id)
     assert before <= members(redis_client, due)[member]  # score events to dispatch
     Dispatcher(redis_client, store, window_s=60).dispatch(game_id)
@@ -200,18 +347,28 @@ def test_a_hook_is_in_the_due_index_exactly_while_it_has_work(redis_client, stor
     ran = deliverer.run(game_id, hook_id, max_deliveries=10_000, max_seconds=60)
     assert ran.outcome == "idle"
     assert member not in members(redis_client, due)  # all delivered: out of the index
-    # A new score event (a late append by the worker) puts it back, in the same append.
+    assert hooks_follower.catch_up([shard]) == 0  # nothing new on the feed: stays out
+    # Progress saved with no score event (an entry naming none): still no work for it.
+    marker = store.marker(game_id, SCORES)
+    store.append(game_id, SCORES, [], expected=store.last_seq(game_id, SCORES),
+                 command_id="nothing", marker=marker, expected_marker=marker)  # fmt: skip
+    assert hooks_follower.catch_up([shard]) == 1
+    assert member not in members(redis_client, due)
+    # A new score event (a late append by the worker): one score entry on the feed, and the
+    # webhooks' consumer, following it, puts the hook back, due at that append's time.
     store.append(game_id, SCORES, [late_score(store, game_id)],
                  expected=store.last_seq(game_id, SCORES), command_id="late",
                  marker=store.marker(game_id, SCORES))  # fmt: skip
-    assert member in members(redis_client, due)
+    late = feed_of(redis_client, game_id, SCORES)[-1]
+    assert (late.first, late.last) == (store.last_seq(game_id, SCORES),) * 2
+    assert member not in members(redis_client, due)  # the append wrote no index
+    assert hooks_follower.catch_up([shard]) >= 1
+    assert members(redis_client, due)[member] == late.time_ms
     assert (game_id, None) in list(stalled(redis_client, store, grace_ms=0))
 
 
-def late_score(store: RedisEventStore, game_id: str) -> Any:
+def late_score(store: RedisEventStore, game_id: str) -> NewEvent:
     """A copy of the game's last score event, as a new one (a valid payload)."""
-    from eventstore.envelope import NewEvent
-
     last = store.read(game_id, SCORES)[-1]
     return NewEvent(last.type, last.version, last.payload)
 
@@ -220,25 +377,62 @@ def late_score(store: RedisEventStore, game_id: str) -> Any:
 
 
 def invariant_breaks(client: redis.Redis, game_ids: list[str]) -> list[str]:
-    """Where an index disagrees with its game's keys."""
+    """Where an index disagrees with its game's keys: the directory's entries and the turn
+    timer's idle index (its last move's time while in progress)."""
     wrong = []
     for game_id in game_ids:
-        entry = where(client, game_id)
-        stream = client.xrevrange(game_keys(game_id, MOVES)[0], count=1)
+        entry, timer = where(client, game_id), timed(client, game_id)
+        stream = cast(list[Any], client.xrevrange(game_keys(game_id, MOVES)[0], count=1))
         if not stream:
-            if any(v is not None for v in entry.values()):
+            if any(v is not None for v in (*entry.values(), *timer.values())):
                 wrong.append(f"{game_id}: indexed without a stream")
             continue
-        over = stream[0][1][b"type"] == b"GameEnded"  # type: ignore[index]
-        moved = int(client.get(game_keys(game_id, MOVES)[2]) or 0)
-        scored = int(client.get(game_keys(game_id, SCORES)[2]) or 0)
+        fields = stream[0][1]
+        over = fields[b"type"] == b"GameEnded"
         if entry["games"] is None or (entry["over"] is None) == over:
             wrong.append(f"{game_id}: status {entry} but over={over}")
         if (entry["in_progress"] is None) != over:
             wrong.append(f"{game_id}: in_progress {entry} but over={over}")
-        if (entry["unscored"] is not None) != (moved > scored):
-            wrong.append(f"{game_id}: unscored {entry} but moved={moved} scored={scored}")
+        idle = None if over else int(fields[b"t"])
+        if timer != {"deadline": None, "idle": idle}:
+            wrong.append(f"{game_id}: timer {timer} but over={over}, last move at {idle}")
     return wrong
+
+
+def feed_breaks(client: redis.Redis, game_ids: list[str], counts: str) -> list[str]:
+    """Where a game's feed entries disagree with its streams (`agrees_with_stream`), or the
+    counting consumer's total of its move events (hash `counts`) with its move stream."""
+    store = RedisEventStore(client)
+    wrong = []
+    for game_id in game_ids:
+        wrong += agrees_with_stream(store, game_id, MOVES)
+        wrong += agrees_with_stream(store, game_id, SCORES)
+        counted_moves = int(client.hget(counts, game_id) or 0)
+        if counted_moves != store.last_seq(game_id, MOVES):
+            wrong.append(f"{game_id}: counted {counted_moves} moves of "
+                         f"{store.last_seq(game_id, MOVES)}")  # fmt: skip
+    return wrong
+
+
+def move_counter(client: redis.Redis, key: str) -> Follower:
+    """A consumer whose output shows a batch applied twice or lost: per game, the number of
+    move events its entries name (HINCRBY, with the position)."""
+
+    def writes(shard: int, changes: list[Change]) -> list[Write]:
+        return [Write("hincrby", key, c.game_id, c.last - c.first + 1)
+                for c in changes if c.stream == MOVES]  # fmt: skip
+
+    return Follower(client, "move-counter", writes, batch=20)
+
+
+def followers(client: redis.Redis, counts: str) -> list[Follower]:
+    """The consumers the killed Redis is checked with: the games directory, the turn timer's
+    indexes and the move counter."""
+    return [
+        DirectoryIndex(client).follower,
+        TimerIndex(RedisEventStore(client), client).follower,
+        move_counter(client, counts),
+    ]
 
 
 class Finished:
@@ -285,16 +479,31 @@ def write(
         done.add()
 
 
+def follow(client: redis.Redis, stop: threading.Event, counts: str) -> None:
+    """Run the consumers over the feed while the writers write, until stopped or Redis goes
+    away (so the kill may land in a follower's step too)."""
+    running = followers(client, counts)
+    while not stop.is_set():
+        try:
+            for follower in running:
+                follower.catch_up()
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return
+
+
 @pytest.mark.slow
 def test_a_redis_killed_mid_writes_leaves_no_index_out_of_step(tmp_path) -> None:
-    """Writers append moves and progress as fast as they can; Redis (append-only file,
-    fsync always) is SIGKILLed under them, then restarted from its file: every game's index
-    entries agree with its keys, whatever was cut."""
+    """Writers append moves and progress as fast as they can while the consumers follow the
+    feed; Redis (append-only file, fsync always) is SIGKILLed under them, then restarted from
+    its file. Whatever was cut, each game's feed entries agree with its streams (no append
+    without its entry, no entry without its append), and the consumers, run again, catch
+    every index up with its game, each batch applied exactly once."""
     port = free_port()
     command = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                "--appendonly", "yes", "--appendfsync", "always",
                "--dir", str(tmp_path)]  # fmt: skip
     url = f"redis://127.0.0.1:{port}/0"
+    counts = "kill:moves-counted"
 
     def started() -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -322,6 +531,7 @@ def test_a_redis_killed_mid_writes_leaves_no_index_out_of_step(tmp_path) -> None
                 threading.Thread(target=write, args=(store, stop, f"{round_}-{w}", done, game_ids))
                 for w in range(3)
             ]
+            threads.append(threading.Thread(target=follow, args=(client, stop, counts)))
             for thread in threads:
                 thread.start()
             # Let writes pile up, more each round (the kill cuts a different point), however
@@ -331,12 +541,15 @@ def test_a_redis_killed_mid_writes_leaves_no_index_out_of_step(tmp_path) -> None
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
             stop.set()
-            for thread in threads:  # each returns at its next append (Redis is gone)
+            for thread in threads:  # each returns at its next command (Redis is gone)
                 thread.join(timeout=60)
             assert piled, f"round {round_}: {done.count} of {wanted} games written in 120 s"
             assert not any(thread.is_alive() for thread in threads)
             proc = started()
             check = redis.Redis.from_url(url)
+            for follower in followers(check, counts):
+                follower.catch_up()
+            assert feed_breaks(check, game_ids, counts) == []
             assert invariant_breaks(check, game_ids) == []
     finally:
         proc.kill()
@@ -373,13 +586,50 @@ def counted(url: str, work: Any) -> dict[str, int]:
     return commands(meter)
 
 
+class Recorded:
+    """Stands in for the store's wire: keeps the KEYS and ARGV of each append it is sent and
+    answers as the script does when it appends."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[list[Any], list[Any]]] = []
+
+    def evalsha(self, sha: str, lua: str, keys: list[Any], args: list[Any]) -> list[bytes]:
+        self.sent.append((list(keys), list(args)))
+        return [b"ok", b"1:2"]
+
+
+def test_bulk_games_are_appended_as_the_store_appends_them(redis_client) -> None:
+    """index_data's pipelined appends send the script what `RedisEventStore.append` sends it
+    (so the bulk games' events and feed entries are a real append's)."""
+    store, wire = RedisEventStore(redis_client), Recorded()
+    store.wire = cast(Any, wire)
+    game_id = new_game_id(random.Random(4))
+    _, played = random_game(random.Random(4), 2, Ruleset())
+    events = [to_new(played[0]), to_new(played[-1])]  # GameStarted, GameEnded
+    store.append(game_id, MOVES, events, expected=ANY, command_id="bulk-moves", marker="$seq")
+    store.append(game_id, SCORES, [], expected=ANY, command_id="bulk-scores", marker="2")
+    (moves_keys, moves_args), (scores_keys, scores_args) = wire.sent
+    bulk = [(e.type, e.version, json.dumps(e.payload, separators=(",", ":"))) for e in events]
+    assert (moves_keys, moves_args) == _append_args(game_id, MOVES, moves_args[2], "$seq", bulk)
+    assert (scores_keys, scores_args) == _append_args(game_id, SCORES, scores_args[2], "2", [])
+
+
+def sweep(client: redis.Redis) -> int:
+    """What the worker's `scoring.sweep` does with nothing new: every consumer over every
+    shard, then the feed trimmed below their positions; the changes applied."""
+    done = sum(follower.catch_up() for follower in consumers(client))
+    trim(client)
+    return done
+
+
 def readers(client: redis.Redis) -> dict[str, int]:
     """What each periodic or request-path reader returns."""
     directory = RedisDirectory(client)
     first, cursor = directory.page(None, None, None, 50)
     second, _ = directory.page(None, None, cursor, 50)
     return {
-        "sweep": len(list(unscored_games(client))),
+        "follow": DirectoryIndex(client).catch_up(),
+        "sweep": sweep(client),
         "webhook_sweep": len(list(stalled(client, RedisEventStore(client), grace_ms=0))),
         "list": len(first) + len(second),
         "over": len(directory.page(OVER, None, None, 20)[0]),
@@ -387,39 +637,42 @@ def readers(client: redis.Redis) -> dict[str, int]:
     }
 
 
+READERS = (
+    ("follow", lambda c: DirectoryIndex(c).catch_up()),
+    ("sweep", sweep),
+    ("webhook_sweep", lambda c: list(stalled(c, RedisEventStore(c), grace_ms=0))),
+    ("first_page", lambda c: RedisDirectory(c).page(None, None, None, 50)),
+    ("status_page", lambda c: RedisDirectory(c).page(OVER, None, None, 50)),
+    ("next_page", lambda c: RedisDirectory(c).page(
+        None, None, RedisDirectory(c).page(None, None, None, 50)[1], 50)),
+)  # fmt: skip
+
+
 @pytest.mark.slow
 def test_readers_cost_the_same_with_1000_or_20000_stored_games(lone_redis) -> None:
     client = redis.Redis.from_url(lone_redis)
     client.flushdb()
-    write_finished_games(client, 1_000, start_ms=1_000_000, seed=1)
-    costs = {}
-    for name, work in (
-        ("sweep", lambda c: list(unscored_games(c))),
-        ("webhook_sweep", lambda c: list(stalled(c, RedisEventStore(c), grace_ms=0))),
-        ("first_page", lambda c: RedisDirectory(c).page(None, None, None, 50)),
-        ("status_page", lambda c: RedisDirectory(c).page(OVER, None, None, 50)),
-        ("next_page", lambda c: RedisDirectory(c).page(
-            None, None, RedisDirectory(c).page(None, None, None, 50)[1], 50)),
-    ):  # fmt: skip
-        costs[name] = [counted(lone_redis, work)]
+    write_finished_games(client, 1_000, start_ms=1_000_000, seed=1)  # consumers caught up
+    costs = {name: [counted(lone_redis, work)] for name, work in READERS}
     small = readers(client)
     write_finished_games(client, 19_000, start_ms=2_000_000, seed=2)
     assert client.dbsize() > 20_000 * 4  # streams, markers, command hashes of 20,000 games
-    for name, work in (
-        ("sweep", lambda c: list(unscored_games(c))),
-        ("webhook_sweep", lambda c: list(stalled(c, RedisEventStore(c), grace_ms=0))),
-        ("first_page", lambda c: RedisDirectory(c).page(None, None, None, 50)),
-        ("status_page", lambda c: RedisDirectory(c).page(OVER, None, None, 50)),
-        ("next_page", lambda c: RedisDirectory(c).page(
-            None, None, RedisDirectory(c).page(None, None, None, 50)[1], 50)),
-    ):  # fmt: skip
+    for name, work in READERS:
         costs[name].append(counted(lone_redis, work))
     large = readers(client)
     assert all(a == b for a, b in costs.values()), costs
-    assert costs["sweep"][0] == {"zrangebyscore": SHARDS}  # one per shard, pipelined
-    assert costs["first_page"][0] == {"zrange": SHARDS, "xrevrange": 100, "get": 50}
-    assert small == large == {"sweep": 0, "webhook_sweep": 0, "list": 100, "over": 20,
-                              "in_progress": 0}  # fmt: skip
+    # A consumer with nothing new: its 64 positions, then the 64 feeds after them (pipelined).
+    assert costs["follow"][0] == {"hget": SHARDS, "xrange": SHARDS}
+    # The sweep: that for each consumer, then the positions read and the feeds trimmed (the
+    # first trim drops every entry of the first 1,000 games: all handled).
+    consumed = len(consumers(client)) * SHARDS
+    assert costs["sweep"][0] == {"hget": consumed, "xrange": consumed, "hvals": SHARDS,
+                                 "xtrim": SHARDS}  # fmt: skip
+    # A page: the directory caught up (nothing new), then the merge and the descriptions.
+    assert costs["first_page"][0] == {"hget": SHARDS, "xrange": SHARDS, "zrange": SHARDS,
+                                      "xrevrange": 100, "get": 50}  # fmt: skip
+    assert small == large == {"follow": 0, "sweep": 0, "webhook_sweep": 0, "list": 100,
+                              "over": 20, "in_progress": 0}  # fmt: skip
     # Newest first: the first page is the 50 last created, in order.
     page, _ = RedisDirectory(client).page(None, None, None, 50)
     scored: list[Any] = []
@@ -453,25 +706,41 @@ def test_a_page_walk_lists_every_game_once_newest_first_even_with_ties(lone_redi
 # ------------------------------------------------------------------------ the backfill
 
 
+def old_game(store: RedisEventStore, i: int, names: list[str], events: list[Any]) -> str:
+    """A game of the old layout (a uuid4 id: off the shard slots), appended as before the
+    change feed: today's store adds an entry on a single Redis (in the backfill's shard), so
+    it is deleted here — the game is on no feed and in no index."""
+    game_id = f"{i:04x}" + os.urandom(14).hex()
+    while shard_of(game_id) is not None:
+        game_id = f"{i:04x}" + os.urandom(14).hex()
+    RedisSecrets(store.client).put(game_id, {"names": names, "tokens": {}})
+    store.append(game_id, MOVES, [to_new(e) for e in events], expected=0, command_id="c",
+                 marker="$seq")  # fmt: skip
+    entries = [c.id for c in feed_of(store.client, game_id)]
+    assert len(entries) == 1
+    store.client.xdel(changes_key(legacy_shard(game_id)), *entries)
+    return game_id
+
+
 def test_the_backfill_indexes_old_games_exactly_once_even_run_twice(redis_client, store) -> None:
     old = []
-    for i in range(6):  # ids of the old layout (uuid4): off the shard slots, no index written
-        game_id = f"{i:04x}" + os.urandom(14).hex()
-        while shard_of(game_id) is not None:
-            game_id = f"{i:04x}" + os.urandom(14).hex()
-        RedisSecrets(redis_client).put(game_id, {"names": [f"Old{i}", "Bo"], "tokens": {}})
+    for i in range(6):
         _, events = random_game(random.Random(i), 2, Ruleset())
         events = events if i % 2 else events[:9]  # some over, some still being played
-        store.append(game_id, MOVES, [to_new(e) for e in events], expected=0, command_id="c",
-                     marker="$seq")  # fmt: skip
+        game_id = old_game(store, i, [f"Old{i}", "Bo"], events)
         if i % 3 == 0:
             Scorer(store).catch_up(game_id)
         old.append(game_id)
+    for game_id in old[::3]:  # scored before the feed too: no score entries either
+        if ids := [c.id for c in feed_of(redis_client, game_id)]:
+            redis_client.xdel(changes_key(legacy_shard(game_id)), *ids)
     assert all(v is None for g in old for v in where(redis_client, g).values())
+    assert all(feed_of(redis_client, g) == [] for g in old)
     hooked = old[3]  # scored: its new hook has score events to dispatch
     hook_id = Webhooks(redis_client, store, None, allow_private=True).register(
         hooked, "http://127.0.0.1:9/in", SECRET, "k")["hook_id"]  # fmt: skip
-    fresh, _ = stored_game(store, "fresh", ["x", "y"])  # indexed by the script already
+    fresh, _ = stored_game(store, "fresh", ["x", "y"])
+    DirectoryIndex(redis_client).catch_up()  # indexed from the feed already
 
     def snapshot() -> dict[str, dict[str, int]]:
         keys = [k.decode() for k in redis_client.keys("{ix*}:idx:*")]
@@ -480,6 +749,7 @@ def test_the_backfill_indexes_old_games_exactly_once_even_run_twice(redis_client
     assert index_game(redis_client, fresh) is False
     first = run(redis_client, count=50)
     after_first = snapshot()
+    announced = {g: feed_of(redis_client, g) for g in old}
     second = run(redis_client, count=7)
     assert snapshot() == after_first  # idempotent: the same entries, nothing added
     assert first.indexed >= len(old) and second.indexed == first.indexed
@@ -487,22 +757,54 @@ def test_the_backfill_indexes_old_games_exactly_once_even_run_twice(redis_client
         shard = legacy_shard(game_id)
         events = store.read(game_id, MOVES)
         created, over = events[0].time_ms, events[-1].type == "GameEnded"
-        counts = sum(game_id in m for m in after_first.values() if True)
+        counts = sum(game_id in m for m in after_first.values())
         scored = i % 3 == 0
         assert where(redis_client, game_id) == {
             "games": created,
             "in_progress": None if over else created,
             "over": created if over else None,
-            "unscored": None if scored else created,
         }
         assert redis_client.zscore(player_key(shard, f"OLD{i}"), game_id) == created
-        assert counts == 4 + (0 if scored else 1)  # games, status, 2 players[, unscored]
+        assert counts == 4  # games, status, 2 players
+        # Its unscored moves announced on the feed (moves 1 to the last, at the time of the
+        # first); the second run announces nothing else (the scorer, conditional on its
+        # progress, scores a repeated announcement once).
+        want = set() if scored else {(MOVES, 1, len(events), created)}
+        assert {(c.stream, c.first, c.last, c.time_ms) for c in announced[game_id]} == want
+        assert len(announced[game_id]) == len(want)
+        assert {(c.stream, c.first, c.last, c.time_ms)
+                for c in feed_of(redis_client, game_id)} == want  # fmt: skip
     assert hook_member(hooked, hook_id) in after_first[hooks_due_key(legacy_shard(hooked))]
-    # The readers see them: the sweep (after checking markers) and the list.
-    behind = {g for g in unscored_games(redis_client) if g in old}
-    assert behind == {g for i, g in enumerate(old) if i % 3}
+    # The readers see them: the scoring consumer finds the unscored ones on the feed and
+    # scores them (the scored ones are not on it), and the list.
+    scorer = scoring(store, set(old))
+    shards = {legacy_shard(g) for g in old}
+    assert {g for g in old if behind(redis_client, scorer.consumer, g)} == {
+        g for i, g in enumerate(old) if i % 3}  # fmt: skip
+    scorer.catch_up(shards)
+    for game_id in old:
+        assert store.marker(game_id, SCORES) == str(store.last_seq(game_id, MOVES))
+        assert behind(redis_client, scorer.consumer, game_id) == []
     listed, _ = RedisDirectory(redis_client).page(None, "old4", None, 10)
     assert [g["game_id"] for g in listed] == [old[4]]
+
+
+def test_following_the_backfills_announcement_keeps_an_old_finished_game_over(
+    redis_client, store
+) -> None:
+    _, events = random_game(random.Random(1), 2, Ruleset())
+    assert events[-1].__class__.__name__ == "GameEnded"
+    game_id = old_game(store, 9, ["Al", "Bea"], events)  # over, never scored
+    assert index_game(redis_client, game_id) is True
+    created = first_time(store, game_id)
+    assert where(redis_client, game_id) == {"games": created, "in_progress": None,
+                                            "over": created}  # fmt: skip
+    DirectoryIndex(redis_client).catch_up()
+    TimerIndex(store, redis_client).catch_up()
+    assert (where(redis_client, game_id), timed(redis_client, game_id)) == (
+        {"games": created, "in_progress": None, "over": created},
+        {"deadline": None, "idle": None},
+    )
 
 
 def test_the_backfill_command_shows_progress_and_resumes(redis_url) -> None:
@@ -550,6 +852,10 @@ def test_shard_tags_agree_with_cluster_keyslot() -> None:
             assert client.execute_command("CLUSTER", "KEYSLOT", f"{{{tag}}}:idx:games") == (
                 shard_slot(i)
             )
+            # Its change feed and its positions too: an append and its entry, a
+            # consumer's output and its position, are each one script on one slot.
+            for key in (changes_key(i), positions_key(i)):
+                assert client.execute_command("CLUSTER", "KEYSLOT", key) == shard_slot(i)
         game_id = derived_game_id(b"slot")
         assert client.execute_command("CLUSTER", "KEYSLOT", game_keys(game_id, MOVES)[0]) == (
             shard_slot(shard_of(game_id) or 0)

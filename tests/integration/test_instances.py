@@ -52,7 +52,7 @@ def stack(redis_cluster_url: str, redis_url: str) -> Iterator[Stack]:  # noqa: F
     if binary is None:
         pytest.skip(why)
     broker = redis_url.rsplit("/", 1)[0] + "/1"
-    env = {"REDIS_URL": redis_cluster_url, "BROKER_URL": broker, "NOTIFY_DELAY_MS": "5"}
+    env = {"REDIS_URL": redis_cluster_url, "BROKER_URL": broker}
     # One worker per command instance, as deployed: the proxy routes each game to an instance,
     # whose one worker then serves all of the game's turns on a current cached state.
     with (

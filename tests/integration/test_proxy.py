@@ -39,6 +39,7 @@ from eventstore.envelope import MOVES, StoredEvent
 from eventstore.schemas import to_engine
 from services.redis_store import RedisEventStore
 from tests import nginx as private_nginx
+from tests.integration.openapi_client import PROBLEM_KEYS
 
 from .http_client import ROOT, call, free_port, gunicorn
 
@@ -293,7 +294,7 @@ def test_errors_of_the_proxy_itself_have_the_services_json_shape(nginx_binary: s
     with private_nginx.nginx({"command": f"127.0.0.1:{free_port()}"}) as public:
         status, body = call(public["command"], "GET", "/games/0/turn")
         assert status == 502
-        assert body["code"] == "bad_gateway" and set(body) == {"code", "message", "rule", "details"}
+        assert body["code"] == "bad_gateway" and set(body) == PROBLEM_KEYS
         with socket.create_connection(address(public["command"]), timeout=5) as sock:
             sock.sendall(b"POST /games HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 2000000\r\n\r\n")  # fmt: skip

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,9 +24,12 @@ from eventstore.schemas import to_engine, to_new
 from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, score_events
 from services.command.app import create_app
 from services.redis_store import RedisEventStore
-from services.redis_store.keys import derived_game_id
+from services.redis_store.changes import changes_key, positions_key, tails
+from services.redis_store.indexes import text
+from services.redis_store.keys import derived_game_id, shard_of
 
 from .games import new_game, play
+from .index_data import consumers
 from .workers import beat, celery_env, running, scored_up_to, wait_scored, worker
 
 
@@ -54,14 +56,15 @@ def actual_scores(store: RedisEventStore, game_id: str) -> list[tuple[str, dict[
 
 
 def stored_backlog(store: RedisEventStore, games: int, seed: int) -> list[str]:
-    """Whole random games appended as the command service appends them, but with no
-    notification sent: only a task or the sweep will get them scored."""
+    """Whole random games appended as the command service appends them, with no task sent:
+    only the change feed's followers (a worker watching it, or the sweep) or a task will get
+    them scored."""
     rng = random.Random(seed)
     ids = []
     for i in range(games):
         ruleset = Ruleset(farm_scoring=("3rd", "2nd", "1st")[i % 3])
         _, events = random_game(rng, 2 + i % 4, ruleset)
-        game_id = derived_game_id(f"backlog-{seed}-{i}".encode())  # on a shard slot
+        game_id = backlog_id(seed, i)  # on a shard slot
         for start in range(0, len(events), 3):  # roughly a turn per append
             store.append(game_id, MOVES, [to_new(e) for e in events[start : start + 3]],
                          expected=start, command_id=f"c{start}", marker="$seq")  # fmt: skip
@@ -156,29 +159,66 @@ def test_two_workers_on_the_same_games_write_each_score_event_once(
         assert actual_scores(store, game_id) == expected_scores(store, game_id)
 
 
-def test_the_sweep_finds_games_behind_and_skips_unreadable_markers(
-    redis_client: redis.Redis,
-) -> None:
-    from services.redis_store import game_keys
-    from services.redis_store.keys import index_shard, shard_of, unscored_key
-    from services.scoring.sweep import unscored_games
+def held_back_by_none(client: redis.Redis, seed: int) -> bool:
+    """Whether only the worker's consumers are registered in the shard of the seed's first
+    backlog game (the Redis is the session's: another test's consumer, stopped, would hold
+    that shard's trim back)."""
+    registered = client.hkeys(positions_key(shard_of(backlog_id(seed, 0)) or 0))
+    return {text(k) for k in registered} <= {f.consumer for f in consumers(client)}
 
-    # Games from before the indexes (ids off the shard slots), indexed by the backfill: the
-    # sweep compares their markers, and drops the entry of one scored since.
-    cases = {"behind": ("5", "3"), "done": ("4", "4"), "new": ("2", None), "odd": ("7", "x")}
-    # A fresh prefix (the Redis is shared) under which every case's id is off the shard slots:
-    # one id in 256 lands on one, so a prefix is drawn until none of the four does.
-    prefix = uuid.uuid4().hex[:8]
-    while any(shard_of(f"{prefix}{name}") is not None for name in cases):
-        prefix = uuid.uuid4().hex[:8]
-    for name, (moved, scored) in cases.items():
-        game_id = f"{prefix}{name}"
-        assert shard_of(game_id) is None
-        redis_client.set(game_keys(game_id, MOVES)[2], moved)
-        if scored is not None:
-            redis_client.set(game_keys(game_id, SCORES)[2], scored)
-        redis_client.zadd(unscored_key(index_shard(game_id)), {game_id: 1})
-    found = {g for g in unscored_games(redis_client, page=2) if g.startswith(prefix)}
-    assert found == {f"{prefix}behind", f"{prefix}new"}
-    done = f"{prefix}done"
-    assert redis_client.zscore(unscored_key(index_shard(done)), done) is None
+
+def test_games_appended_while_no_worker_watched_are_scored_by_the_sweep(
+    redis_url: str, redis_client: redis.Redis, store: RedisEventStore
+) -> None:
+    """Games appended while no worker ran wait on the change feed, past the scoring
+    consumer's position. A worker that does not watch the feed (FOLLOW_CHANGES=0) scores them
+    only through beat's `scoring.sweep`: every consumer over every shard, then the feed
+    trimmed below their positions. A game it cannot score (a move stream that does not start
+    with a game, written around the command service) is logged and passed, and does not hold
+    up the games after it in its shard."""
+    seed = next(s for s in range(14, 1_000) if held_back_by_none(redis_client, s))
+    shard = shard_of(backlog_id(seed, 0))
+    assert shard is not None
+    broken = next(g for g in (derived_game_id(f"broken-{seed}-{n}".encode()) for n in range(10**4))
+                  if shard_of(g) == shard)  # fmt: skip
+    _, events = random_game(random.Random(seed), 2, Ruleset())
+    drawn = next(e for e in events if type(e).__name__ == "TileDrawn")  # with no game before
+    store.append(broken, MOVES, [to_new(drawn)], expected=0, command_id="c0", marker="$seq")
+    games = stored_backlog(store, 4, seed=seed)  # after it in the shard; no task sent at all
+    appended = tails(redis_client, [shard])[shard]  # the last entry of the shard
+    before = redis_client.hget(positions_key(shard), "scoring")
+    assert before is None or at(text(before)) < at(appended)  # waiting past the position
+    env = celery_env(redis_url, SWEEP_SECONDS="1", FOLLOW_CHANGES="0")
+    scoring = worker(env, "sweep-only")
+    with running(scoring, beat(env)):
+        wait_scored(redis_client, store, games, timeout=90)
+        # The scoring consumer past them all (the broken game's entry too), and the feed
+        # trimmed below every consumer's position (they all passed these entries).
+        deadline = time.monotonic() + 60
+        while oldest(redis_client, shard) <= at(appended) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert oldest(redis_client, shard) > at(appended)
+    position = redis_client.hget(positions_key(shard), "scoring")
+    assert position is not None and at(text(position)) > at(appended)
+    for game_id in games:
+        assert actual_scores(store, game_id) == expected_scores(store, game_id)
+    assert store.marker(broken, SCORES) is None  # not scored: nothing appended for it
+    log = scoring.log.read_text(errors="replace")
+    assert "sweep:" in log and f"game {broken}: scoring failed" in log
+
+
+def backlog_id(seed: int, i: int) -> str:
+    """The id `stored_backlog(…, seed)` gives its `i`-th game."""
+    return derived_game_id(f"backlog-{seed}-{i}".encode())
+
+
+def at(entry_id: str) -> tuple[int, int]:
+    """A feed entry id, ordered."""
+    ms, seq = entry_id.split("-", 1)
+    return int(ms), int(seq)
+
+
+def oldest(client: redis.Redis, shard: int) -> tuple[int, int]:
+    """The id of the oldest entry left on a shard's feed ((0, 0) if none)."""
+    first: Any = client.xrange(changes_key(shard), count=1)
+    return at(text(first[0][0])) if first else (0, 0)

@@ -126,12 +126,13 @@ def test_games_are_listed_by_player_id(command, query, redis_client) -> None:
         made.append(create(command, players)[1]["game_id"])
     create(command, [{"name": "ann", "player_id": other}, {"name": "bob"}])
     create(command, [{"name": "ann"}, {"name": "bob"}])
-    # The append script indexed each game by player id when its first events were written.
+    reply = query.get(f"/games?player_id={mine}")
+    assert reply.status_code == 200
+    # The listing caught the games directory up with the change feed: each game is indexed
+    # by player id from its first events.
     for game_id in made:
         key = player_id_key(index_shard(game_id), mine)
         assert redis_client.zscore(key, game_id) is not None
-    reply = query.get(f"/games?player_id={mine}")
-    assert reply.status_code == 200
     listed = reply.get_json()["games"]
     assert [g["game_id"] for g in listed] == made[::-1]  # newest first
     assert all(mine in g["player_ids"] and "ann" in g["players"] for g in listed)

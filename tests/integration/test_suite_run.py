@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import queue
 import random
@@ -39,7 +40,7 @@ import pytest
 import redis
 
 from carcassonne.state import GameState
-from deploy.local.host import free_port, free_ports, nginx_binary
+from deploy.local.host import command_line, free_port, free_ports, nginx_binary
 from deploy.local.supervise import connect
 from eventstore.envelope import MOVES, SCORES
 from eventstore.score_stream import GAME_SCORED, score_events
@@ -351,6 +352,68 @@ def test_a_second_stop_request_kills_everything_at_once(tmp_path: Path) -> None:
         run.clean_up(family)
 
 
+def test_a_second_run_says_where_the_running_suite_is_and_disturbs_nothing(
+    tmp_path: Path,
+) -> None:
+    """A second `make run` while a suite runs exits 1 at once saying that the suite runs and
+    where (found by its supervisord's socket in the same var directory, or as the holder of a
+    port it needs from another), not naming the suite's processes as leftovers to kill; the
+    running suite is left as it was. A port held by a process that is no suite is named by its
+    pid and command."""
+    var, port = tmp_path / "var", free_port()
+    run, family = Runner(stub(var, port), var), set[int]()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "BROKER_URL")}
+
+    def second(var: Path, redis_port: int) -> subprocess.CompletedProcess[str]:
+        command_port, query_port = free_ports(2)
+        argv = [sys.executable, "-m", "deploy.local.run", "--var", str(var), "--no-proxy",
+                "--redis-port", str(redis_port), "--command-port", str(command_port),
+                "--query-port", str(query_port)]  # fmt: skip
+        return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+    def programs(var: Path) -> set[tuple[str, int, str]]:
+        infos = connect(var).supervisor.getAllProcessInfo()
+        return {(i["name"], i["pid"], i["statename"]) for i in infos}
+
+    try:
+        run.wait_for("all healthy")
+        family = run.family()
+        states = programs(var)
+        conf, record = (var / "supervisord.conf").read_bytes(), var / "run" / "suite.json"
+        suite = f"Carcassonne Cloud, already running from {var} (make run, pid {run.proc.pid})"
+        where = f"{suite}: redis redis://127.0.0.1:{port}/0. Use it, or stop it first"
+
+        same = second(var, free_port())  # the same var directory, other ports
+        assert same.returncode == 1, same.stdout + same.stderr
+        assert (
+            same.stdout == f"make run: {where} (Ctrl-C where it runs); this run started nothing\n"
+        )
+
+        other = second(tmp_path / "other", port)  # another var directory, the suite's Redis port
+        assert other.returncode == 1, other.stdout + other.stderr
+        assert f"make run: port {port} (REDIS_PORT) is in use by {where}" in other.stdout
+        assert "or set REDIS_PORT to another port" in other.stdout
+        assert not (tmp_path / "other").exists()  # nothing written
+
+        with socket.socket() as held:  # a port held by this test: no suite
+            held.bind(("127.0.0.1", 0))
+            held.listen()
+            third = second(tmp_path / "third", held.getsockname()[1])
+        assert third.returncode == 1, third.stdout + third.stderr
+        holder = f"is in use by pid {os.getpid()} ({command_line(os.getpid())[:40]}"
+        assert holder in third.stdout and "already running" not in third.stdout, third.stdout
+
+        # The running suite is as it was: the same processes in the same states, its
+        # configuration and its record untouched, its supervisord still answering.
+        assert programs(var) == states
+        assert (var / "supervisord.conf").read_bytes() == conf and record.exists()
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.finish() == 0 and run.output[-1] == "stopped"
+        assert not record.exists()  # a later run will not read a stopped suite's record
+    finally:
+        run.clean_up(family)
+
+
 def suite_runner(var: Path, ports: tuple[int, int, int], *options: str) -> Runner:
     """`python -m deploy.local.run` (what `make run` runs) on these Redis, command and query
     ports, 2 worker threads and a 60 s start timeout, plus `options`; not waited for."""
@@ -456,6 +519,10 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(tmp_path: Path) -> 
         assert f"under supervisord: {', '.join(sorted(parts, key=order.index))}" in out, out
         assert "DEVELOPMENT SETTING: WEBHOOK_ALLOW_PRIVATE=1" in out  # said loudly
         command, query = f"http://127.0.0.1:{command_port}", f"http://127.0.0.1:{query_port}"
+        # What a second `make run` says of this one: where it serves (see the test above).
+        where = f"command {command}, query {query}, event store redis://127.0.0.1:{redis_port}/0"
+        record = json.loads((var / "run" / "suite.json").read_text())
+        assert record == {"pid": run.proc.pid, "where": where}
         store = RedisEventStore(redis.Redis(port=redis_port))
         game = gameclient.create_game(command, ["Ada", "Brunel", "Curie"])
         rng = random.Random(2024)

@@ -35,7 +35,7 @@ UNDO_SECONDS = 30
 
 @pytest.fixture(scope="module")
 def env(redis_url: str) -> dict[str, str]:
-    return celery_env(redis_url, UNDO_SECONDS=str(UNDO_SECONDS), NOTIFY_DELAY_MS="5")
+    return celery_env(redis_url, UNDO_SECONDS=str(UNDO_SECONDS))
 
 
 @pytest.fixture(scope="module")

@@ -62,10 +62,16 @@ def test_the_readme_names_every_writer_of_the_move_and_score_streams() -> None:
     assert scores.group(1) == "written only by the scoring worker"
 
 
-def test_the_scoring_worker_docstring_names_the_task_the_command_service_sends() -> None:
-    from services.command import notify
+def test_no_service_sends_the_scoring_worker_a_task_as_its_docstring_says() -> None:
     from services.scoring import celery_app
 
     doc = celery_app.__doc__ or ""
-    assert f"``{notify.TASK}``" in doc
+    assert "No one sends the worker a task per move" in doc
     assert "scoring.catch_up" not in doc or "tests" in doc.split("scoring.catch_up", 1)[1][:200]
+    root = Path(__file__).resolve().parents[2] / "services"
+    senders = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if path.parent.name != "scoring" and re.search(r"[\"']scoring\.\w+[\"']", path.read_text())
+    ]
+    assert senders == []

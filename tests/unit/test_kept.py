@@ -75,3 +75,25 @@ def test_get_makes_a_value_the_most_recently_used() -> None:
     kept.peek("a")  # peek does not count as a use
     kept.keep("d", b"4")
     assert "a" not in kept and list(kept) == ["c", "d"]
+
+
+def test_keep_returns_what_made_room_least_recently_used_first() -> None:
+    kept: Kept[str, list[int]] = Kept(2)
+    a, b, c = [1], [2], [3]
+    assert kept.keep("a", a) == [] and kept.keep("b", b) == []
+    assert kept.get("a") is a  # used: "b" is now the oldest
+    assert kept.keep("c", c) == [b]
+    assert list(kept) == ["a", "c"]
+
+
+def test_setdefault_makes_once_and_discard_drops_only_the_same_value() -> None:
+    kept: Kept[str, list[int]] = Kept(2)
+    made = kept.setdefault("g", list)
+    assert kept.setdefault("g", lambda: [9]) is made  # the one made first, shared
+    kept.discard("g", [])  # an equal value, not the same one: left alone
+    assert kept.peek("g") is made
+    kept.discard("g", made)
+    assert "g" not in kept
+    for key in "xyz":
+        kept.setdefault(key, list)
+    assert list(kept) == ["y", "z"]  # bounded like keep

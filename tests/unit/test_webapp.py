@@ -222,14 +222,14 @@ def test_the_strict_blueprint_parses_arguments_with_the_strict_reader() -> None:
 
 
 def test_a_command_process_has_one_celery_producer_for_every_task_it_sends() -> None:
-    """The scoring wake-up, bot turns, webhook dispatch and subscription pings all go through
-    the app's one TaskSender (one Celery app, one broker pool per process)."""
+    """Bot turns, webhook dispatch and subscription pings all go through the app's one
+    TaskSender (one Celery app, one broker pool per process); scoring needs no task."""
     from services.command.app import create_app
 
     app = create_app({"REDIS_URL": "redis://127.0.0.1:1/0", "NOTIFY_MS": 100})
     tasks = app.extensions["tasks"]
     service = app.extensions["game_service"]
-    assert service.notify.sender is tasks and service.bots.sender is tasks
+    assert service.bots.sender is tasks
     sent: list[tuple[str, str, tuple[object, ...]]] = []
 
     def record(task: str, queue: str, args: Any = (), kwargs: Any = None, countdown: Any = None):

@@ -1,0 +1,98 @@
+"""The games directory: a consumer of the change feed that keeps each shard's lists of games.
+
+Per shard (services/redis_store/keys.py): every game, the games of each status, the games of
+each player name and of each player id, each scored by the game's creation time. They are
+written only here, from the feed (services/redis_store/changes.py), with the directory's
+position in the same step. The query service catches the directory up before it answers a
+list (so a game is listed as soon as its creation was answered), and the worker's follower
+keeps it current in the background; either may run it, any number at once.
+
+A game's names and player ids are not in its events: the command service writes them to the
+game's secrets record before its first append (and never changes them), so the first change
+of a game is looked up there.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis
+
+from eventstore.envelope import MOVES
+
+from .changes import Change, Follower, Write
+from .keys import (
+    ABANDONED,
+    IN_PROGRESS,
+    OVER,
+    games_key,
+    player_id_key,
+    player_key,
+    secrets_key,
+    status_key,
+)
+
+CONSUMER = "directory"
+ENDINGS = {"GameEnded": OVER, "GameAbandoned": ABANDONED}
+
+
+def seats_of(raw: Any) -> tuple[list[str], list[str]]:
+    """The names and the (given) player ids of a secrets record's JSON ([] when unreadable)."""
+    try:
+        record = json.loads(raw) if raw is not None else {}
+        names, ids = record.get("names"), record.get("player_ids")
+    except (ValueError, AttributeError):
+        return [], []
+    return (
+        [str(n) for n in names] if isinstance(names, list) else [],
+        [str(i) for i in ids if i is not None] if isinstance(ids, list) else [],
+    )
+
+
+class DirectoryIndex:
+    """Turns a shard's changes into the directory's writes."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.follower = Follower(client, CONSUMER, self.writes)
+
+    def catch_up(self) -> int:
+        """Index every change not indexed yet (all shards); returns how many."""
+        return self.follower.catch_up()
+
+    def writes(self, shard: int, changes: list[Change]) -> list[Write]:
+        """The index writes of a batch of one shard's changes, in order."""
+        moves = [c for c in changes if c.stream == MOVES]
+        # A game's creation is the change with its GameStarted (an entry without events,
+        # such as the backfill's announcement of unscored moves, never creates one).
+        started = [c for c in moves if "GameStarted" in c.types]
+        ended = [c for c in moves if any(t in ENDINGS for t in c.types)]
+        pipe = self.client.pipeline(transaction=False)
+        for change in started:
+            pipe.get(secrets_key(change.game_id))
+        for change in ended:
+            pipe.zscore(games_key(shard), change.game_id)
+        replies = pipe.execute()
+        seats = dict(zip((c.game_id for c in started), replies[: len(started)], strict=True))
+        created: dict[str, Any] = {
+            c.game_id: score
+            for c, score in zip(ended, replies[len(started) :], strict=True)
+            if score is not None
+        }
+        out: list[Write] = []
+        for change in moves:
+            game, at = change.game_id, change.time_ms
+            if "GameStarted" in change.types:
+                created[game] = at
+                names, ids = seats_of(seats.get(game))
+                out += [Write("zadd", games_key(shard), game, at),
+                        Write("zadd", status_key(shard, IN_PROGRESS), game, at)]  # fmt: skip
+                out += [Write("zadd", player_key(shard, n), game, at) for n in sorted(set(names))]
+                out += [Write("zadd", player_id_key(shard, i), game, at) for i in sorted(set(ids))]
+            for kind in change.types:
+                if kind in ENDINGS:
+                    out += [Write("zrem", status_key(shard, IN_PROGRESS), game),
+                            Write("zadd", status_key(shard, ENDINGS[kind]), game,
+                                  int(float(created.get(game, at))))]  # fmt: skip
+        return out
