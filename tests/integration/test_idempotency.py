@@ -1,5 +1,6 @@
 """Idempotency-Key as in the IETF draft and Stripe (issue 13, finding 7), over real HTTP
-(gunicorn, the deploy config, game affinity on) against a real Redis.
+(gunicorn, the deploy config, 2 workers: a game's requests reach both, so a trusted cached state
+is often stale and its append refused) against a real Redis.
 
 A key is bound to a fingerprint of its request (method, path, canonical body; a turn's also
 names the token's seat), atomically with the append. The same key with the same request
