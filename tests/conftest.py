@@ -17,14 +17,23 @@ out first, so the longest modules do not start last and leave the other workers 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
+from eventstore import port
 from tests.redis_server import private_redis
 from tests.stack import Stack, running_stack
+
+# Every append in the suite runs each payload through its schema, so an engine event the
+# stored schemas refuse fails the test that made it; the services trust the engine's events
+# (eventstore.port.CHECK_PAYLOADS). This process, and every one it starts (they inherit the
+# environment: gunicorn, Celery workers, the running suite).
+port.CHECK_PAYLOADS = True
+os.environ["EVENTSTORE_CHECK_PAYLOADS"] = "1"
 
 TESTS = Path(__file__).resolve().parent
 REAL_PROCESSES = ("integration", "contract")

@@ -26,6 +26,7 @@ import flask
 import flask_smorest
 
 from services.common.api_doc import DOC_FILE, OPENAPI_VERSION, SpecApi
+from services.common.problems import MEDIA_TYPE, problem
 from services.common.schemas import MEEPLE_RULE
 from tools import openapi_examples as ex
 
@@ -35,10 +36,12 @@ The whole public API of Carcassonne Cloud: the command service (create and play 
 score, import and export records, webhooks) and the query service (boards, scores, event log,
 live streams, game lists). Both serve this same document at `/openapi.json`.
 
-Every error, 4xx or 5xx, is `{"code", "message", "rule", "details"}` (schema `Error`) with a
-stable `code`. A method a path does not take answers 405 with an `Allow` header. A seat plays
-with its token (`Authorization: Bearer <token>`, from the created game); third parties send
-their API key as `X-Api-Key`. Views carry an ETag and answer 304 to a matching If-None-Match.
+Every error, 4xx or 5xx, is RFC 9457 problem details (`application/problem+json`, schema
+`Error`): `type` (a section of the service's `/errors` page), `title`, `status`, `detail`,
+plus a stable `code`, `rule`, `details` and a `hint` naming the request that helps. A method
+a path does not take answers 405 with an `Allow` header. A seat plays with its token
+(`Authorization: Bearer <token>`, from the created game); third parties send their API key
+as `X-Api-Key`. Views carry an ETag and answer 304 to a matching If-None-Match.
 
 Two services, two base URLs: each operation names its own in `servers` (`commandUrl`, default
 http://localhost:8000; `queryUrl`, default http://localhost:8001) and says which service
@@ -48,6 +51,7 @@ its `Allow` otherwise).
 """
 
 JSON = "application/json"
+PROBLEM = MEDIA_TYPE  # every error: RFC 9457 problem details
 NDJSON = "application/x-ndjson"
 TEXT = "text/plain"
 SSE = "text/event-stream"
@@ -453,10 +457,12 @@ def merge(specs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _error_response(status: int) -> dict[str, Any]:
     _, description, headers = ERRORS[status]
+    shown = ex.ERRORS[status]
+    example = problem(shown["code"], shown["message"], status, shown["rule"], shown["details"])
     response: dict[str, Any] = {
         "description": description,
         "content": {
-            JSON: {"schema": {"$ref": "#/components/schemas/Error"}, "example": ex.ERRORS[status]}
+            PROBLEM: {"schema": {"$ref": "#/components/schemas/Error"}, "example": example}
         },
     }
     if headers:

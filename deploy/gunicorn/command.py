@@ -1,38 +1,30 @@
 """Gunicorn settings of the command service (also used by its benchmark baseline).
 
-Environment: PORT (8000), BIND (overrides PORT), WEB_CONCURRENCY (workers; cores + 1),
-GUNICORN_THREADS (1: sync workers, which suit this CPU-bound Flask app best), AFFINITY (1),
+Environment: PORT (8000), BIND (overrides PORT), WEB_CONCURRENCY (workers; 1),
+GUNICORN_THREADS (1: sync workers, which suit this CPU-bound Flask app best),
 CLIENT_TIMEOUT (2 s: the longest a sync worker waits for a client's next bytes).
 
 Sync workers serve one connection at a time: in production they sit behind a buffering proxy
 (deploy/nginx/) that hands them only complete requests. CLIENT_TIMEOUT is the backstop for a
-client that reaches them directly and idles (services/common/affinity.py).
+client that reaches them directly and idles (services/common/gunicorn_worker.py).
 """
 
-import multiprocessing
 import os
 
-from services.common.affinity import assign_slot, remove_inboxes
 from services.common.gunicorn_hooks import child_exit, on_starting, use_metrics_dir
 
 bind = os.environ.get("BIND", f"127.0.0.1:{os.environ.get('PORT', '8000')}")
-# A turn is CPU-bound Python with two short Redis round trips: one worker per core plus one
-# to use the waits. More workers only add context switches and make each worker's cached
-# game states staler (measured on 2 cores: 3 workers ~35% more turns/s than 5).
-workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() + 1))
+# One worker per instance: the proxy routes each game to one instance by a consistent hash of
+# its id (deploy/nginx/), so with one worker there the game's cached state is current and a turn
+# trusts it (TRUST_CACHE, on by default): one Redis round trip, no catch-up read. Scale by
+# instances (about one per core), not by workers: the proxy cannot pick a worker inside an
+# instance, and each worker would then catch up on what its siblings appended
+# (tests/bench/bench_instances.py has the figures).
+workers = int(os.environ.get("WEB_CONCURRENCY", "1"))
 threads = int(os.environ.get("GUNICORN_THREADS", "1"))
-# Sync workers that pass each game's requests to one worker, whose cached state of the game is
-# then current (services/common/affinity.py); AFFINITY=0 gives gunicorn's sync worker without
-# handovers. Both bound every read from a client by CLIENT_TIMEOUT.
-affinity = os.environ.get("AFFINITY", "1") not in ("0", "false", "no")
-if threads > 1:
-    worker_class = "gthread"
-elif affinity:
-    worker_class = "services.common.affinity.GameAffinityWorker"
-else:
-    worker_class = "services.common.affinity.BoundedSyncWorker"
-pre_fork = assign_slot
-on_exit = remove_inboxes
+# gthread for request threads; otherwise gunicorn's sync worker with every read from a client
+# bounded by CLIENT_TIMEOUT.
+worker_class = "gthread" if threads > 1 else "services.common.gunicorn_worker.BoundedSyncWorker"
 backlog = 2048
 timeout = 30
 graceful_timeout = 10
@@ -50,4 +42,4 @@ loglevel = os.environ.get("LOG_LEVEL", "info")
 # Prometheus metrics of all workers, merged (see services/common/gunicorn_hooks.py).
 use_metrics_dir("command")
 # Server hooks: gunicorn looks them up by name.
-__all__ = ["child_exit", "on_exit", "on_starting", "pre_fork"]
+__all__ = ["child_exit", "on_starting"]

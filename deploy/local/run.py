@@ -46,7 +46,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--command-port", type=int, default=env("COMMAND_PORT", "8000"), help="COMMAND_PORT")
     add("--query-port", type=int, default=env("QUERY_PORT", "8001"), help="QUERY_PORT, 8001")
     add("--cluster", action="store_true", help="the event store on a 3-primary Redis Cluster")
-    add("--instances", type=int, help="of each HTTP service, behind nginx (1; --cluster: 2)")
+    add("--instances", type=int, help="query instances, behind nginx (1; --cluster: 2)")
+    add("--command-instances", type=int, help="command instances of one worker, behind nginx "
+        "(with nginx: the cores, at least --instances; without: 1)")  # fmt: skip
     add("--worker-processes", type=int, help="scoring worker processes (1; --cluster: 2)")
     add("--no-query", action="store_true", help="do not start the query service")
     add("--no-proxy", action="store_true", help="no nginx: gunicorn serves the public ports")
@@ -58,6 +60,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--timeout", type=float, default=60.0, help="seconds for a stage to be ready (60)")
     a = parser.parse_args(argv)
     a.instances = a.instances or 1 + a.cluster
+    # One command worker per instance, each game routed to one instance by nginx (its cached
+    # state is then current: TRUST_CACHE); so one instance per core, not more workers.
+    a.command_default = max(a.instances, os.cpu_count() or 1)
     a.worker_processes = a.worker_processes or 1 + a.cluster
     a.var, h = a.var.resolve(), "127.0.0.1"
     a.web = {"command": a.command_port} | ({} if a.no_query else {"query": a.query_port})
@@ -70,8 +75,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def check(a: argparse.Namespace, nginx: str | None) -> None:
     """Fail before anything starts, saying what to change."""
-    if a.instances > 1 and not nginx:
-        raise RunError(f"{a.instances} instances need nginx in front: {NGINX_INSTALL}")
+    wanted = max(a.instances, a.command_instances or 1)
+    if wanted > 1 and not nginx:
+        raise RunError(f"{wanted} instances need nginx in front: {NGINX_INSTALL}")
     if a.cluster and a.redis_url:
         raise RunError("--cluster starts its own Redis Cluster: unset REDIS_URL")
     wanted = [(port, f"{role.upper()}_PORT") for role, port in a.web.items()]
@@ -136,8 +142,11 @@ def app_stage(a: argparse.Namespace, nginx: str | None) -> Stage:
     bot workers and their beats."""
     stage, taken = Stage("app", []), set(a.web.values())
     for role, public in a.web.items():
-        for i in range(1, a.instances + 1):
-            name = role if a.instances == 1 else f"{role}-{i}"
+        count = a.instances
+        if role == "command":
+            count = a.command_instances or (a.command_default if nginx else 1)
+        for i in range(1, count + 1):
+            name = role if count == 1 else f"{role}-{i}"
             port = free_port(avoid=taken) if nginx else public
             taken.add(port)
             argv = [sys.executable, "-m", "gunicorn", "-c", f"deploy/gunicorn/{role}.py"]

@@ -19,7 +19,6 @@ from carcassonne.errors import GameError, MalformedError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
 from services.common import http_errors
-from services.common.affinity import OWNS_GAME
 from services.common.api_doc import ContractApi
 from services.common.http_errors import error_response
 from services.common.task_sender import TaskSender
@@ -150,7 +149,7 @@ class Turns(MethodView):
             meeple_from_dict(body["meeple"]),
             idempotency_key=key,
             expected_seq=expected,
-            trust_cache=request.environ.get(OWNS_GAME) is True,
+            trust_cache=current_app.config["TRUST_CACHE"],
             recall=body["recall_abbot"],
             tile=body["tile"],
         )

@@ -19,6 +19,12 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_WAIT_MS": 100,
     "MAX_CONTENT_LENGTH": 16 * 1024,  # bytes; a turn is ~100 bytes, a new game < 1 KiB
     "STATE_CACHE_SIZE": 10_000,  # games whose folded state a worker process keeps
+    # A turn takes the worker's cached state of its game as current, without reading the stream
+    # first: one sync worker per instance behind the proxy's hash of the game id serves all of
+    # the game's commands. The append is conditional on the cached sequence, so a stale state
+    # (another process appended) costs a refused append and a catch-up, never a wrong move;
+    # 0 where requests of one game are spread over several workers (deploy/README.md).
+    "TRUST_CACHE": True,
     # "0" = send the worker no task at all (a webhook's first dispatch, a subscription's
     # ping): its sweeps find the work. Scoring needs no task: the worker follows the change
     # feed. Other values are kept for the bot worker's and deployments' settings.

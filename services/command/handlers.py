@@ -147,7 +147,8 @@ class Turn(SeatCommand):
         if self.expected_seq is not None and self.expected_seq != unit.seq:
             raise OutOfTurnError(
                 "stale_sequence",
-                f"the game is at sequence {unit.seq}",
+                f"you sent If-Match {self.expected_seq} but the game is at sequence {unit.seq}: "
+                "another move came first; read the turn again before playing",
                 None,
                 expected=self.expected_seq,
                 actual=unit.seq,
@@ -165,7 +166,12 @@ class Turn(SeatCommand):
     def lost(self, unit: Taken, appended: Appended | None) -> TurnResult | None:
         """See `SeatCommand.lost`: with the client's If-Match, a lost race is its answer."""
         if appended is None and self.expected_seq is not None:
-            raise OutOfTurnError("stale_sequence", "the game moved on; reload and retry", None)
+            raise OutOfTurnError(
+                "stale_sequence",
+                "another move came first; read the turn again before playing",
+                None,
+                expected=self.expected_seq,
+            )
         return super().lost(unit, appended)
 
 

@@ -4,6 +4,10 @@ The game is stored in one conditional append through the one write path
 (`services.common.moves.append_moves`); its secrets record names the seats and holds no
 token, so nobody can play it. With an Idempotency-Key the game's id is derived from
 (API key, key), so a retry meets the first attempt's game.
+
+An import is the one append whose events come from a client: the record was replayed by the
+engine, and its events are checked against the stored schemas here, before anything is
+written (the event store trusts what it is given: eventstore.port.CHECK_PAYLOADS).
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from carcassonne.events import with_seats
-from eventstore.errors import CommandReused
+from carcassonne.errors import MalformedError
+from carcassonne.events import Event, with_seats
+from eventstore.errors import CommandReused, SchemaError
+from eventstore.schemas import to_new, validate_payload
 from services.common.body import fingerprint
 from services.common.moves import append_moves
 from services.redis_store.keys import derived_game_id, new_game_id
@@ -52,6 +58,18 @@ def import_fingerprint(key_id: str, replayed: Replayed, names: list[str]) -> str
     return fingerprint("POST", "/games/import", body)
 
 
+def check_stored_schemas(events: Sequence[Event]) -> None:
+    """`bad_record` (422) unless every event fits its stored schema. The engine's replay
+    checks the rules, not every bound the log keeps: a hand record's draw with a nonce of more
+    than 64 characters replays, and its `TilePlaced` does not fit the log."""
+    for event in events:
+        new = to_new(event)
+        try:
+            validate_payload(new.type, new.version, new.payload)
+        except SchemaError as exc:
+            raise MalformedError("bad_record", f"the record does not fit the log: {exc}") from None
+
+
 def import_game(
     service: GameService,
     replayed: Replayed,
@@ -73,6 +91,8 @@ def import_game(
     game (its append, if the first one never happened, or the first append's result); with
     another record `IdempotencyKeyReused`, and nothing is written.
     """
+    events = with_seats(replayed.events, names, player_ids)
+    check_stored_schemas(events)  # before anything is written
     request = import_fingerprint(key_id, replayed, names) if idempotency_key else ""
     game_id = import_game_id(key_id, idempotency_key) if idempotency_key else new_game_id()
     imported: dict[str, Any] = {"key_id": key_id, "time_ms": int(time.time() * 1000)}
@@ -98,7 +118,7 @@ def import_game(
         result = append_moves(
             service.store,
             game_id,
-            with_seats(replayed.events, names, player_ids),
+            events,
             expected=0,
             command_id=IMPORT_COMMAND,
             fingerprint=request,

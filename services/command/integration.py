@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import wraps
 from typing import Any, TypeVar, cast
 
-from flask import Flask, Response, current_app, g, jsonify, request
+from flask import Flask, Response, current_app, g, request
 from flask.views import MethodView
 from flask_smorest import Api
 from marshmallow import RAISE, Schema, fields, validate
@@ -37,6 +37,7 @@ from carcassonne.record import record_from_events
 from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine
 from services.common.body import read_body
+from services.common.http_errors import game_error_response
 from services.common.schemas import Record
 from services.common.task_sender import TaskSender
 from services.common.webapp import Blueprint, checked_game_id
@@ -155,7 +156,7 @@ def checked_api_key() -> dict[str, Any] | None:
 
 @blp.errorhandler(RateLimited)
 def _rate_limited(exc: RateLimited) -> tuple[Response, int]:
-    response = jsonify(exc.to_dict())
+    response = game_error_response(exc)
     response.headers["Retry-After"] = str(exc.details["retry_after"])
     return response, exc.status
 

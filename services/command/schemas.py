@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from marshmallow import RAISE, ValidationError, fields, validate, validates_schema
+from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
 
 from carcassonne.geometry import EDGES, HALF_EDGES
-from eventstore.fastload import FastLoadSchema
 from services.common.schemas import (
     EDGE,
     HALF_EDGE,
@@ -23,7 +22,7 @@ BOT_LEVELS = ["random", "greedy", "mcts"]  # carcassonne.bots.LEVELS
 MAX_THINK_MS, DEFAULT_THINK_MS = 10_000, 1_000
 
 
-class Strict(FastLoadSchema):
+class Strict(Schema):
     class Meta:
         unknown = RAISE
 

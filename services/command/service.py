@@ -153,15 +153,16 @@ class GameService:
         With `recall` the seat takes its abbot back instead of placing a meeple (R9.2).
         With a hand (R10.3) `tile` names the hand's tile to play.
 
-        `trust_cache` says that this process serves every command of the game (the command
-        service's gunicorn worker routes each game to one worker: services/common/affinity.py),
-        so a cached state is taken as current without reading the stream first — one Redis
-        round trip less per turn. Nothing rests on that belief: the append is conditional on
-        the cached sequence, so if another process did append meanwhile, the append is refused
-        and the turn is decided again on the cached state caught up with the events after its
-        sequence (never the whole game again); and a turn is only refused after its refusal
-        was checked against the stream. The turn runs ahead of the stream on the cached state
-        itself (no copy per turn) unless request threads may read it (`in_place` False).
+        `trust_cache` says that this process serves every command of the game (one worker per
+        command instance, each game routed to one instance by the proxy's hash; the command
+        service's TRUST_CACHE setting), so a cached state is taken as current without reading
+        the stream first — one Redis round trip less per turn. Nothing rests on that belief: the
+        append is conditional on the cached sequence, so if another process did append
+        meanwhile, the append is refused and the turn is decided again on the cached state
+        caught up with the events after its sequence (never the whole game again); and a turn is
+        only refused after its refusal was checked against the stream. The turn runs ahead of
+        the stream on the cached state itself (no copy per turn) unless request threads may read
+        it (`in_place` False).
         """
         asked = Asked(self.store, game_id, token, idempotency_key)
         turn = Turn(asked, (x, y, rotation, meeple), expected_seq, recall, tile)

@@ -24,6 +24,7 @@ from flask.views import MethodView
 from flask_smorest import Api
 from marshmallow import RAISE, Schema, fields, validate
 
+from services.common.http_errors import game_error_response
 from services.common.notifications import (
     DEFAULT_OVERLAP_SECONDS,
     KINDS,
@@ -64,7 +65,7 @@ def init_app(app: Flask, api: Api) -> None:
 
 @blp.errorhandler(UnavailableWorker)
 def _unavailable(exc: UnavailableWorker) -> tuple[Response, int]:
-    response = _json(exc.to_dict(), exc.status)
+    response = game_error_response(exc)
     response.headers["Retry-After"] = "5"
     return response, exc.status
 

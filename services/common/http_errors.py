@@ -1,5 +1,6 @@
-"""The services' one error shape, `{"code", "message", "rule", "details"}` (schema `Error`),
-and the handlers that answer every error in it, registered once per app by `register`: an
+"""The services' one error shape, RFC 9457 problem details with our stable `code`
+(services/common/problems.py; schema `Error`), and the handlers that answer every error in
+it, registered once per app by `register` with the `/errors` page its types point to: an
 engine `GameError` (its own status and stable code), an event store that is down (503 with
 Retry-After), and werkzeug's HTTP errors — a body or query string that fails its schema
 (422 with the fields), unreadable JSON (400), a 405 with its Allow header.
@@ -15,6 +16,8 @@ import redis
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from carcassonne.errors import GameError
+
+from .problems import MEDIA_TYPE, PAGE, page, problem
 
 # Stable codes of werkzeug's errors (a 422 without field messages is the app's own: `register`).
 HTTP_CODES = {
@@ -39,10 +42,14 @@ def error_response(
     rule: str | None = None,
     details: dict[str, Any] | None = None,
 ) -> flask.Response:
-    body = {"code": code, "message": message, "rule": rule, "details": details or {}}
-    response = flask.jsonify(body)
-    response.status_code = status
-    return response
+    """An error as `application/problem+json`."""
+    body = flask.current_app.json.dumps(problem(code, message, status, rule, details))
+    return flask.Response(body + "\n", status=status, mimetype=MEDIA_TYPE)
+
+
+def game_error_response(exc: GameError) -> flask.Response:
+    """An engine or service error (its own code, status, rule and details) as a problem."""
+    return error_response(exc.code, exc.message, exc.status, exc.rule, exc.details)
 
 
 def with_allow(exc: HTTPException, response: flask.Response) -> flask.Response:
@@ -70,9 +77,13 @@ def register(
         response.headers["Retry-After"] = str(retry_after)
         return response
 
+    @app.get(PAGE)
+    def errors_page() -> flask.Response:  # what every problem's `type` points to
+        return flask.Response(page(), mimetype="text/html")
+
     @app.errorhandler(GameError)
     def game_error(exc: GameError) -> flask.Response:
-        response = error_response(exc.code, exc.message, exc.status, exc.rule, exc.details)
+        response = game_error_response(exc)
         return unavailable(response) if exc.status == 503 else response
 
     @app.errorhandler(redis.RedisError)

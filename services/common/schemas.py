@@ -24,8 +24,6 @@ class StrictBoolean(fields.Boolean):
     """A JSON boolean and nothing else: marshmallow's `truthy={True}` still takes 1 and 0
     (``1 in {True}``), which the document's `type: boolean` does not allow."""
 
-    exactly_bool = True  # eventstore.fastload: its quick path may load this field
-
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
         if type(value) is not bool:
             raise ValidationError("Not a valid boolean.")
@@ -50,12 +48,34 @@ def position(**kwargs: Any) -> fields.List:
 
 
 class Error(Closed):
-    """Every error the services answer (4xx and 5xx), with a stable machine-readable `code`."""
+    """Every error the services answer (4xx and 5xx): RFC 9457 problem details
+    (`application/problem+json`) with a stable machine-readable `code` and a `hint`."""
 
+    type = fields.String(
+        required=True,
+        metadata={
+            "description": "the problem type: a section of the service's /errors page",
+            "example": "/errors#not_your_turn",
+        },
+    )
+    title = fields.String(
+        required=True, metadata={"description": "the problem type in words (same every time)"}
+    )
+    status = fields.Integer(required=True, metadata={"description": "the HTTP status"})
+    detail = fields.String(required=True, metadata={"description": "this occurrence, for people"})
+    hint = fields.String(
+        required=True,
+        metadata={
+            "description": "what to do: the request that helps (e.g. GET /games/{id}/turn, "
+            "which lists the legal moves)"
+        },
+    )
     code = fields.String(
         required=True, metadata={"description": "stable, machine-readable", "example": "not_found"}
     )
-    message = fields.String(required=True, metadata={"description": "for people"})
+    message = fields.String(
+        required=True, metadata={"description": "the same as `detail` (kept for older clients)"}
+    )
     rule = fields.String(
         required=True,
         allow_none=True,

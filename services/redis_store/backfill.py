@@ -12,15 +12,18 @@ on the change feed again (the scoring worker follows it):
   indexed by the games directory from the change feed (from its first event on): left alone;
 - any other game gets its entries in shard `shard_of(id)` (an old id that happens to be on a
   shard slot: the directory keeps it in step from now on) or, for an id off the shard slots
-  (most games from before), shard ``crc32(id) % 64``. The scripts never write those entries
-  (keys of another slot would fail on a Redis Cluster), so they are NOT atomic with later
-  writes of such a game: the readers check them against the game's streams (the sweep drops
-  a scored game's entry, GET /games describes each game from its streams), which is why
-  this must run before traffic, not during.
+  (most games from before), shard ``crc32(id) % 64``. On a single Redis such a game's
+  appends go on that shard's change feed, so its consumers keep it in step from then on; on
+  a Redis Cluster they cannot (another slot), so the readers check its entries against the
+  game's streams (GET /games describes each game from its streams, the subscriptions'
+  sweep settles a subscription's entry), which is why this must run before traffic, not
+  during.
 
 Idempotent (each entry is set to what the game's keys say, so a second run writes the same
-values and adds nothing) and resumable: the progress line on stderr shows the SCAN cursor;
-pass it back with ``--cursor`` (and ``--node`` on a cluster) to go on from there.
+values; it announces a game's unscored moves again, which the scoring consumer, whose
+appends are conditional on the game's progress, finds already scored) and resumable: the
+progress line on stderr shows the SCAN cursor; pass it back with ``--cursor`` (and
+``--node`` on a cluster) to go on from there.
 """
 
 from __future__ import annotations

@@ -25,8 +25,9 @@ returns no writes.
 
 The feed is trimmed only below the lowest position of the consumers registered in the shard
 (`trim`): a consumer that is down holds the entries it has not handled, however long it is
-down; its first `catch_up` registers it. A consumer that starts after entries were trimmed
-builds its history from the game streams (as `services.redis_store.backfill` does).
+down; its first `catch_up` registers it in every shard it reads, before reading. A consumer
+that starts after entries were trimmed builds its history from the game streams (as
+`services.redis_store.backfill` does).
 """
 
 from __future__ import annotations
@@ -166,13 +167,20 @@ class Follower:
         self._release = script(client, RELEASE_LUA)
 
     def positions(self, shards: Iterable[int] = range(SHARDS)) -> dict[int, str]:
-        """This consumer's position in each shard (`START` where it has none)."""
+        """This consumer's position in each shard; where it has none it is registered at
+        `START` first, so `trim` keeps every entry for it from now on."""
         wanted = list(shards)
         pipe = self.client.pipeline(transaction=False)
         for shard in wanted:
             pipe.hget(positions_key(shard), self.consumer)
-        replies = pipe.execute()
-        return {s: START if r is None else text(r) for s, r in zip(wanted, replies, strict=True)}
+        replies = dict(zip(wanted, pipe.execute(), strict=True))
+        new = [shard for shard, reply in replies.items() if reply is None]
+        if new:
+            pipe = self.client.pipeline(transaction=False)
+            for shard in new:
+                pipe.hsetnx(positions_key(shard), self.consumer, START)
+            pipe.execute()
+        return {s: START if r is None else text(r) for s, r in replies.items()}
 
     def catch_up(self, shards: Iterable[int] = range(SHARDS), max_rounds: int = 1_000) -> int:
         """Handle every entry of the given shards' feeds past this consumer's positions;

@@ -64,7 +64,9 @@ class DirectoryIndex:
     def writes(self, shard: int, changes: list[Change]) -> list[Write]:
         """The index writes of a batch of one shard's changes, in order."""
         moves = [c for c in changes if c.stream == MOVES]
-        started = [c for c in moves if c.first == 1]
+        # A game's creation is the change with its GameStarted (an entry without events,
+        # such as the backfill's announcement of unscored moves, never creates one).
+        started = [c for c in moves if "GameStarted" in c.types]
         ended = [c for c in moves if any(t in ENDINGS for t in c.types)]
         pipe = self.client.pipeline(transaction=False)
         for change in started:
@@ -81,7 +83,7 @@ class DirectoryIndex:
         out: list[Write] = []
         for change in moves:
             game, at = change.game_id, change.time_ms
-            if change.first == 1:
+            if "GameStarted" in change.types:
                 created[game] = at
                 names, ids = seats_of(seats.get(game))
                 out += [Write("zadd", games_key(shard), game, at),

@@ -79,7 +79,7 @@ class TimerIndex:
         turn: dict[str, Change] = {}
         ended: set[str] = set()
         for change in changes:
-            if change.stream != MOVES:
+            if change.stream != MOVES or not change.types:  # no move appended (an announcement)
                 continue
             game = change.game_id
             idle[game] = change.time_ms

@@ -410,7 +410,10 @@ def _expect_player(state: GameState, player: object) -> None:
         raise MalformedError("bad_player", f"player must be 0-{state.players - 1}")
     if player != state.current:
         raise OutOfTurnError(
-            "not_your_turn", f"it is player {state.current}'s turn", "R2.2", current=state.current
+            "not_your_turn",
+            f"it is player {state.current}'s turn, not player {player}'s: wait for your turn",
+            "R2.2",
+            current=state.current,
         )
 
 
@@ -607,11 +610,15 @@ def _check_meeple(state: GameState, ttype: TileType, cmd: PlayTurn) -> Meeple:
         raise IllegalMoveError("no_meeple_left", "you have no meeple in your supply", "R5.5")
     seg_index = orient.spots.get(meeple.spot)
     if seg_index is None or orient.segments[seg_index].kind != meeple.feature:
+        spots = {s.meeple.spot: s.kind for s in orient.segments}
+        listed = ", ".join(f"{spot} ({kind})" for spot, kind in spots.items())
         raise IllegalMoveError(
             "no_such_feature",
-            f"the tile as placed has no {meeple.feature} at {meeple.spot}",
+            f"the tile as placed has no {meeple.feature} at spot {meeple.spot}; "
+            f"its spots are {listed}",
             "R5.1",
-            spots=[m.meeple.spot for m in orient.segments],
+            spots=list(spots),
+            features=spots,
         )
     seg = orient.segments[seg_index]
     if seg.mask & state.board.occupied_mask((cmd.x, cmd.y)):

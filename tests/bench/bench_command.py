@@ -1,8 +1,12 @@
 """Command-service load benchmark (`make bench`), loopback only, bounded in time and count.
 
-Starts a private redis-server, the command service under its gunicorn config, and — under
-the same config — a baseline Flask endpoint that does one XADD. Client processes play many
-games at once through `POST /games/{id}/turns`, and the same clients hit the baseline. The
+Starts a private redis-server, the command service under its gunicorn config as it is deployed
+— instances of one worker each (cores + 1 of them), every game's requests sent to one instance
+by a hash of its id, as the proxy's consistent hash does (deploy/nginx/; the clients route
+here, so neither side pays for a proxy) — and, under the same config, a baseline Flask endpoint
+that does one XADD (one instance of cores + 1 workers: it keeps no state). Client processes
+play many games at once through `POST /games/{id}/turns`, and the same clients hit the
+baseline. The
 turns are worked out before each timed phase (`prepare_games`), so during it the clients of
 both endpoints do the same thing: send a prepared body, read the whole reply. Reports
 turns/s and p50/p99 latency at peak; p50/p99 at half of the turn endpoint's own peak; and
@@ -19,6 +23,7 @@ Targets, each a ratio to a figure of the same run (tests/bench/targets.py):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import itertools
 import json
@@ -30,6 +35,8 @@ import statistics
 import subprocess
 import sys
 import time
+import zlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +59,16 @@ SEEDS = itertools.count(1000)  # each phase's clients play different games
 
 
 Turn = tuple[str, str, bytes]  # path, Authorization header, JSON body
+# A server's base URL, or the base URLs of instances that each serve some of the games.
+Bases = str | Sequence[str]
+
+
+def routed(bases: Bases, path: str) -> str:
+    """The base URL that serves `path`: with several instances, the one a hash of the game id
+    in `/games/<id>/…` picks (the proxy's consistent hash does the same job in deployments)."""
+    if isinstance(bases, str):
+        return bases
+    return bases[zlib.crc32(path.split("/")[2].encode()) % len(bases)]
 
 
 def prepare_games(base: str, redis_url: str, rng: random.Random, games: int) -> list[list[Turn]]:
@@ -116,13 +133,14 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def _prepare(args: tuple[str, str, int, int]) -> list[list[Turn]]:
-    base, redis_url, seed, games = args
+def _prepare(args: tuple[Bases, str, int, int]) -> list[list[Turn]]:
+    bases, redis_url, seed, games = args
+    base = bases if isinstance(bases, str) else bases[seed % len(bases)]  # POST /games: any
     return prepare_games(base, redis_url, random.Random(seed), games)
 
 
 def _client(
-    args: tuple[str, str, float, float, list[list[Turn]]],
+    args: tuple[Bases, str, float, float, list[list[Turn]]],
 ) -> tuple[list[tuple[int, float]], float, bool]:
     """Send turns (prepared, game after game) or baseline XADDs until `deadline`; `rate` > 0
     paces them (per second).
@@ -150,13 +168,13 @@ def _client(
                 break
             number, (path, auth, body) = queue[len(samples)]
             t0 = time.perf_counter()
-            status, result = post_raw(base, path, body, auth)
+            status, result = post_raw(routed(base, path), path, body, auth)
             elapsed = time.perf_counter() - t0
             assert status == 200, result
             samples.append((number, elapsed))
         else:
             t0 = time.perf_counter()
-            status, _ = post_raw(base, "/xadd", baseline_body)
+            status, _ = post_raw(routed(base, "/xadd"), "/xadd", baseline_body)
             samples.append((0, time.perf_counter() - t0))
             assert status == 200
     return samples, time.process_time() - cpu0, ran_out
@@ -179,7 +197,7 @@ def post_raw(base: str, path: str, body: bytes, auth: str | None = None) -> tupl
 
 
 def run_load(
-    base: str,
+    base: Bases,
     mode: str,
     clients: int,
     seconds: float,
@@ -187,10 +205,12 @@ def run_load(
     redis_url: str,
     server_pids: tuple[int, ...] = (),
     max_rate: float = MAX_TURNS_PER_S,
+    on_start: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Run `clients` processes for `seconds`; returns throughput, latency percentiles and
     the CPU milliseconds per request spent by the clients and by `server_pids` (with their
-    children)."""
+    children). `on_start` is called once the games are prepared, just before the clock starts
+    (a caller's own counters then leave the preparation out)."""
     per_client = rate_total / clients if rate_total else 0.0
     with multiprocessing.Pool(clients) as pool:
         games: list[list[list[Turn]]] = [[] for _ in range(clients)]
@@ -200,6 +220,8 @@ def run_load(
             count = int(rate * seconds / TURNS_PER_GAME * 1.5) + 2
             games = pool.map(_prepare, [(base, redis_url, next(SEEDS), count)
                                         for _ in range(clients)])  # fmt: skip
+        if on_start is not None:
+            on_start()
         deadline = time.monotonic() + seconds
         server_cpu0 = sum(tree_cpu(pid) for pid in server_pids)
         started = time.monotonic()
@@ -230,11 +252,11 @@ def main() -> int:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description="command-service load benchmark")
     parser.add_argument("--seconds", type=float, default=6.0, help="length of each phase")
-    # 8 requests in flight: the command service routes each game to one worker, so with fewer
+    # 8 requests in flight: each game's turns are played one after the other, so with fewer
     # in flight than a few per worker, one worker would often wait while another has a queue
     # (a real server has many more games in flight than workers).
     parser.add_argument("--clients", type=int, default=8, help="concurrent client processes")
-    parser.add_argument("--workers", help="gunicorn workers (default: the config's)")
+    parser.add_argument("--workers", help="baseline workers and command instances (cores + 1)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating peak rounds")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -247,12 +269,17 @@ def main() -> int:
     baseline_runs: list[dict[str, Any]] = []
     peak_runs: list[dict[str, Any]] = []
     try:
-        with (
-            gunicorn("tests.bench.baseline_app:app", CONFIG, env, int(workers), started) as bbase,
-            gunicorn("services.command.wsgi:app", CONFIG, env, int(workers), started) as base,
-        ):
+        with contextlib.ExitStack() as stack:
+            bbase = stack.enter_context(
+                gunicorn("tests.bench.baseline_app:app", CONFIG, env, int(workers), started)
+            )
+            # As deployed: one worker per instance, each game's turns reaching one instance.
+            base = [
+                stack.enter_context(gunicorn("services.command.wsgi:app", CONFIG, env, 1, started))
+                for _ in range(int(workers))
+            ]
             baseline_pids = (started[0].pid, redis_proc.pid)
-            pids = (started[1].pid, redis_proc.pid)
+            pids = (*(p.pid for p in started[1:]), redis_proc.pid)
             # This machine is shared and noisy: the two peaks are measured in alternation,
             # `--rounds` times each, and the best round of each is kept.
             for _ in range(args.rounds):
@@ -291,8 +318,9 @@ def main() -> int:
         return 0
     b, p, h = figures["baseline_peak"], figures["turns_peak"], figures["turns_half_load"]
     print(
-        f"command service under gunicorn ({workers} workers), {args.clients} client "
-        f"processes, {args.seconds:.0f} s per phase, loopback"
+        f"command service under gunicorn ({workers} instances x 1 worker, each game routed to "
+        f"one; baseline: {workers} workers), {args.clients} client processes, "
+        f"{args.seconds:.0f} s per phase, loopback"
     )
     print(
         f"{'':<36}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}"
@@ -307,7 +335,7 @@ def main() -> int:
             f"{label:<36}{row['per_s']:>8.0f}{row['p50_ms']:>8.2f}{row['p99_ms']:>8.2f}"
             f"{row['server_cpu_ms']:>19.2f}{row['client_cpu_ms']:>19.2f}"
         )
-    print("(server CPU: gunicorn master and workers plus redis-server, per request)")
+    print("(server CPU: gunicorn masters and workers plus redis-server, per request)")
     rounds = figures["rounds"]
     print(
         f"peak rounds (req/s, alternating): baseline {rounds['baseline_per_s']}, "

@@ -25,6 +25,7 @@ from carcassonne.state import GameState
 from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine
 from services.redis_store import RedisEventStore, game_keys
+from tests.integration.openapi_client import PROBLEM_KEYS
 
 from .http_client import call, gunicorn
 
@@ -221,7 +222,7 @@ def test_bad_input_gets_a_clear_error_and_leaves_the_stream_unchanged(
         server, "POST", f"/games/{game_id}/turns", None if raw else body, headers, raw=raw
     )
     assert (got_status, error["code"]) == (status, code), error
-    assert set(error) == {"code", "message", "rule", "details"}
+    assert set(error) == PROBLEM_KEYS
     assert raw_stream(redis_client, game_id) == before
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import random
 import threading
 import uuid
+from typing import Any
 
 import pytest
 import redis
 
 from carcassonne.simulate import random_game
+from eventstore import port
 from eventstore.envelope import MOVES, SCORES, NewEvent, StoredEvent
 from eventstore.errors import (
     CommandReused,
@@ -154,6 +156,7 @@ def test_progress_is_conditional_on_the_expected_marker(store) -> None:
 
 
 def test_invalid_payload_is_rejected_and_nothing_is_written(store) -> None:
+    """With the suite's payload check (`CHECK_PAYLOADS`, on in every test)."""
     game = new_game()
     with pytest.raises(SchemaError):
         store.append(
@@ -168,6 +171,26 @@ def test_invalid_payload_is_rejected_and_nothing_is_written(store) -> None:
     assert store.last_seq(game, MOVES) == 0
     # The rejected command id was not consumed.
     assert not store.append(game, MOVES, [drawn()], expected=0, command_id="bad").duplicate
+
+
+def test_as_the_services_run_only_unreadable_events_are_refused(store, monkeypatch) -> None:
+    """Without the payload check (the services' way: they append the engine's events, and
+    an import checks its record's first), an event no schema describes or a payload that is
+    not an object is still refused, whole; a payload is otherwise stored as it is given."""
+    monkeypatch.setattr(port, "CHECK_PAYLOADS", False)
+    game = new_game()
+    not_an_object: Any = ["E"]
+    unreadable = [
+        NewEvent("Nope", 1, {}),
+        NewEvent("TileDrawn", 9, {"tile": "E"}),
+        NewEvent("TileDrawn", 1, not_an_object),
+    ]
+    for event in unreadable:
+        with pytest.raises(SchemaError):
+            store.append(game, MOVES, [drawn(), event], expected=0, command_id="bad")
+    assert store.last_seq(game, MOVES) == 0
+    store.append(game, MOVES, [NewEvent("TileDrawn", 1, {"tile": 7})], expected=0, command_id="c")
+    assert [e.payload for e in store.read(game, MOVES)] == [{"tile": 7}]
 
 
 def test_read_after_and_limit(store) -> None:

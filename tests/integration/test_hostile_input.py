@@ -24,6 +24,7 @@ from eventstore.envelope import MOVES
 from services.command.apikeys import ApiKeys
 from services.command.app import create_app
 from services.redis_store import game_keys
+from tests.integration.openapi_client import PROBLEM_KEYS
 
 from .http_client import gunicorn
 
@@ -133,7 +134,7 @@ def test_every_hostile_body_gets_its_4xx_and_writes_nothing(
     reply = client.post(path, data=body, headers=headers, content_type=content_type)
     error = reply.get_json()
     assert (reply.status_code, error["code"]) == (status, code), error
-    assert set(error) == {"code", "message", "rule", "details"}
+    assert set(error) == PROBLEM_KEYS
     if status == 415:  # the message says what to send
         assert "application/json" in error["message"], error
     assert key_snapshot(redis_client) <= before

@@ -1,5 +1,6 @@
 """Idempotency-Key as in the IETF draft and Stripe (issue 13, finding 7), over real HTTP
-(gunicorn, the deploy config, game affinity on) against a real Redis.
+(gunicorn, the deploy config, 2 workers: a game's requests reach both, so a trusted cached state
+is often stale and its append refused) against a real Redis.
 
 A key is bound to a fingerprint of its request (method, path, canonical body; a turn's also
 names the token's seat), atomically with the append. The same key with the same request
@@ -26,6 +27,7 @@ from carcassonne.simulate import random_game
 from eventstore.envelope import MOVES
 from services.command.apikeys import ApiKeys
 from services.redis_store import game_keys, secrets_key
+from tests.integration.openapi_client import PROBLEM_KEYS
 
 from .http_client import call, gunicorn
 
@@ -89,7 +91,7 @@ def test_a_key_reused_with_another_turn_is_422_and_appends_nothing(server, redis
     stream = moves(redis_client, game_id)
     status, error = call(server, "POST", path, spot_body(other_spot), headers(token, "move-1"))
     assert (status, error["code"]) == (422, "idempotency_key_reused"), error
-    assert set(error) == {"code", "message", "rule", "details"}
+    assert set(error) == PROBLEM_KEYS
     assert moves(redis_client, game_id) == stream
     # The same request, spelled differently (key order, an explicit "meeple": null): the
     # original answer, nothing appended.

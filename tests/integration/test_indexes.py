@@ -802,14 +802,6 @@ def test_the_backfill_indexes_old_games_exactly_once_even_run_twice(redis_client
     assert [g["game_id"] for g in listed] == [old[4]]
 
 
-BACKFILL_BUG = (
-    "the backfill announces unscored moves as a change with no event types (e=''): from "
-    "move 1, the directory takes it for the game's creation (back in progress) and the "
-    "timer for a move of a game in progress (idle)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=BACKFILL_BUG)
 def test_following_the_backfills_announcement_keeps_an_old_finished_game_over(
     redis_client, store
 ) -> None:

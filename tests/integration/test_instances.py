@@ -53,9 +53,11 @@ def stack(redis_cluster_url: str, redis_url: str) -> Iterator[Stack]:  # noqa: F
         pytest.skip(why)
     broker = redis_url.rsplit("/", 1)[0] + "/1"
     env = {"REDIS_URL": redis_cluster_url, "BROKER_URL": broker}
+    # One worker per command instance, as deployed: the proxy routes each game to an instance,
+    # whose one worker then serves all of the game's turns on a current cached state.
     with (
-        gunicorn("services.command.wsgi:app", COMMAND, env, 2) as first,
-        gunicorn("services.command.wsgi:app", COMMAND, env, 2) as second,
+        gunicorn("services.command.wsgi:app", COMMAND, env, 1) as first,
+        gunicorn("services.command.wsgi:app", COMMAND, env, 1) as second,
         gunicorn("services.query.wsgi:app", QUERY, env, 1) as query,
     ):
         hosts = [base.removeprefix("http://") for base in (first, second)]

@@ -1,10 +1,12 @@
-"""`make run-cluster` (deploy/local/run.py --cluster): a 3-primary Redis Cluster, a broker, 2
-command and 2 query instances behind nginx, 2 worker processes and beat, started by the command
-line on free ports in a directory of its own; `make demo` plays a game against it, scored and
-shown by the query service; SIGTERM stops everything. (Slow: ~30 s.)"""
+"""`make run-cluster` (deploy/local/run.py --cluster): a 3-primary Redis Cluster, a broker, a
+command instance per core (at least 2) and 2 query instances behind nginx, 2 worker processes
+and beat, started by the command line on free ports in a directory of its own; `make demo`
+plays a game against it, scored and shown by the query service; SIGTERM stops everything.
+(Slow: ~30 s.)"""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -33,7 +35,9 @@ def test_run_cluster_starts_plays_a_demo_game_and_stops(tmp_path: Path) -> None:
     try:
         run.wait_for("all healthy")
         out = run.text()
-        parts = "redis-1, redis-2, redis-3, broker, command-1, command-2, query-1, query-2, "
+        # A command instance per core, at least as many as of the query service (run.py).
+        commands = ", ".join(f"command-{i}" for i in range(1, max(2, os.cpu_count() or 1) + 1))
+        parts = f"redis-1, redis-2, redis-3, broker, {commands}, query-1, query-2, "
         assert parts + "worker-1, worker-2, bots, beat, bots-beat, nginx" in out, out
         assert "redis+cluster://" in out and "store: cluster created" in out, out
         # nginx started after every instance behind it was ready: it never found one refusing

@@ -28,6 +28,7 @@ from carcassonne.notation import format_record, parse_record
 from carcassonne.record import load_record, record_from_events
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
+from eventstore import port
 from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine
 from services.command import apikeys
@@ -36,6 +37,7 @@ from services.command.app import create_app
 from services.common.notifications import owner_key
 from services.redis_store import RedisEventStore
 from services.redis_store.keys import game_subscriptions_key as hooks_key
+from tests.integration.openapi_client import PROBLEM_KEYS
 
 from .games import new_game, play
 from .http_client import ROOT, call, gunicorn
@@ -208,7 +210,7 @@ def test_malformed_and_hostile_records_are_refused_and_store_nothing(
     elapsed = time.perf_counter() - started
     error = reply.get_json()
     assert (reply.status_code, error["code"]) == (status, code), error
-    assert set(error) == {"code", "message", "rule", "details"}
+    assert set(error) == PROBLEM_KEYS
     if index is not None:
         assert error["details"]["index"] == index and error["rule"].startswith("R")
     assert_nothing_stored(redis_client, before)
@@ -287,6 +289,23 @@ def test_bad_names_are_refused_before_anything_is_stored(client, key, redis_clie
     before = key_snapshot(redis_client)
     status, body = post(client, "/games/import", key, json={**record, "names": ["only one"]})
     assert (status, body["code"], body["rule"]) == (422, "bad_names", "R1.3")
+    assert_nothing_stored(redis_client, before)
+
+
+def test_an_import_that_does_not_fit_the_log_is_refused_before_anything_is_stored(
+    client, key, redis_client, monkeypatch
+) -> None:
+    """A hand record whose draw has a nonce longer than the log keeps (64 characters) replays
+    by the rules; its events are checked against the stored schemas before anything is
+    written (the store itself trusts what it is given, as the services run it)."""
+    monkeypatch.setattr(port, "CHECK_PAYLOADS", False)
+    record, _ = golden(ROOT / "tests" / "golden" / "hand_three_tiles_2p.json")
+    record["draws"] = [{**d, "nonce": d["nonce"] + "x" * 64} for d in record["draws"]]
+    assert post(client, "/v1/score", key, json=record)[0] == 200  # a legal game
+    before = key_snapshot(redis_client)
+    status, body = post(client, "/games/import", key, json=record)
+    assert (status, body["code"]) == (422, "bad_record"), body
+    assert "nonce" in body["message"]
     assert_nothing_stored(redis_client, before)
 
 

@@ -79,7 +79,9 @@ def test_every_operation_is_fully_described(doc: dict[str, Any]) -> None:
             for status, response in op["responses"].items():
                 if status.startswith(("4", "5")):
                     ref = response["$ref"].rsplit("/", 1)[-1]
-                    schema = doc["components"]["responses"][ref]["content"]["application/json"]
+                    content = doc["components"]["responses"][ref]["content"]
+                    assert set(content) == {"application/problem+json"}, where  # RFC 9457
+                    schema = content["application/problem+json"]
                     assert schema["schema"] == {"$ref": "#/components/schemas/Error"}, where
             header_params = {p["name"] for p in op.get("parameters", []) if p["in"] == "header"}
             assert not header_params & {"Authorization", "X-Api-Key"}, where
@@ -94,7 +96,8 @@ def test_the_error_schema_is_the_one_the_services_send(doc: dict[str, Any]) -> N
     error = doc["components"]["schemas"]["Error"]
     assert error["properties"]["code"]["type"] == "string"
     assert error["properties"]["rule"]["type"] == ["string", "null"]
-    assert set(error["required"]) == {"code", "message", "rule", "details"}
+    assert set(error["required"]) == {"type", "title", "status", "detail", "hint", "code",
+                                      "message", "rule", "details"}  # fmt: skip
     assert error["additionalProperties"] is False
 
 
@@ -164,9 +167,15 @@ def test_each_response_shape_is_validated_until_it_passes_once(
     app = flask.Flask("liar")
     app.test_client_class = ValidatingClient
     app.extensions["query_service"] = None
-    missing: dict[str, Any] = {"code": "game_not_found", "message": "no such game",
-                               "rule": None, "details": {}}  # fmt: skip
-    replies = iter([({"player": "nobody"}, 200), ({"player": "nobody"}, 200), (missing, 404)])
+    missing = flask.Response(
+        json.dumps({"type": "/errors#game_not_found", "title": "Game not found", "status": 404,
+                    "detail": "no such game", "hint": "GET /games lists games",
+                    "code": "game_not_found", "message": "no such game", "rule": None,
+                    "details": {}}),
+        404,
+        mimetype="application/problem+json",
+    )  # fmt: skip
+    replies = iter([({"player": "nobody"}, 200), ({"player": "nobody"}, 200), missing])
 
     @app.get("/games/<game_id>/turn")
     def turn(game_id: str) -> Any:
@@ -178,7 +187,7 @@ def test_each_response_shape_is_validated_until_it_passes_once(
             client.get(f"/games/{'1' * 32}/turn")
     assert checked == set()
     assert client.get(f"/games/{'2' * 32}/turn").status_code == 404
-    assert checked == {("GET", "/games/{game_id}/turn", 404, "application/json")}
+    assert checked == {("GET", "/games/{game_id}/turn", 404, "application/problem+json")}
     assert openapi_client.shape("GET", "/games/ab/turns", 200, "application/json") == (
         "GET", "/games/{game_id}/turns", 200, "application/json")  # fmt: skip
 
@@ -248,7 +257,7 @@ def test_every_example_validates_against_its_schema(doc: dict[str, Any]) -> None
                 assert "example" in media, op["operationId"]
     for response in doc["components"]["responses"].values():
         if "content" in response:
-            assert "example" in response["content"]["application/json"]
+            assert "example" in response["content"]["application/problem+json"]
 
 
 def test_the_example_check_can_fail(doc: dict[str, Any]) -> None:

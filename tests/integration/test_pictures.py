@@ -22,6 +22,7 @@ from services.redis_store import RedisEventStore
 from services.scoring.scorer import Scorer
 from tests.integration import http_client
 from tests.integration.http_client import ROOT
+from tests.integration.openapi_client import PROBLEM_KEYS
 from tests.stack import Stack
 from tests.unit.test_query_games import store_game
 
@@ -63,9 +64,9 @@ def fetch(base: str, path: str, headers: dict[str, str] | None = None) -> Reply:
 
 
 def error(resp: Reply) -> dict[str, Any]:
-    assert (resp.getheader("Content-Type") or "").startswith("application/json")
+    assert (resp.getheader("Content-Type") or "").startswith("application/problem+json")
     body: dict[str, Any] = json.loads(resp.body)
-    assert set(body) == {"code", "message", "rule", "details"}
+    assert set(body) == PROBLEM_KEYS
     return body
 
 

@@ -7,6 +7,10 @@ idle connections froze the command service. Now a worker waits at most CLIENT_TI
 client's bytes, and in front of gunicorn nginx reads every request whole before passing it on,
 so idle and stalled clients never reach a worker at all.
 
+Behind nginx, each game's requests reach one instance (a consistent hash of its id), so with
+one worker per instance a turn trusts that worker's cached state: one conditional append, no
+stream read.
+
 The nginx tests need nginx: installed by `tests/nginx.py` when missing and running as root (as
 in CI), skipped with the reason otherwise.
 """
@@ -26,17 +30,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
+from carcassonne.game import placements
+from carcassonne.state import GameState
 from deploy.local.nginx_conf import NGINX_TEMPLATES, nginx_argv, nginx_servers, render_nginx
+from eventstore.envelope import MOVES, StoredEvent
+from eventstore.schemas import to_engine
+from services.redis_store import RedisEventStore
 from tests import nginx as private_nginx
+from tests.integration.openapi_client import PROBLEM_KEYS
 
 from .http_client import ROOT, call, free_port, gunicorn
-from .test_affinity import wait_for_workers
 
 CONFIG = "deploy/gunicorn/command.py"
 WORKERS = 3
 GUNICORN_TIMEOUT = 30  # deploy/gunicorn/command.py: a silent worker is killed after this long
-CLIENT_TIMEOUT = 2.0  # the default in services/common/affinity.py
+CLIENT_TIMEOUT = 2.0  # the default in services/common/gunicorn_worker.py
 
 
 @pytest.fixture(scope="module")
@@ -127,27 +137,26 @@ def closed_by_server(sock: socket.socket, within: float) -> bool:
         return False
 
 
-def metric(base: str, outcome: str) -> float:
-    """carcassonne_affinity_connections_total{outcome=...} from /metrics (0 if absent)."""
-    status, text = call(base, "GET", "/metrics")
-    assert status == 200
-    for line in str(text).splitlines():
-        if line.startswith(f'carcassonne_affinity_connections_total{{outcome="{outcome}"}}'):
-            return float(line.split()[-1])
-    return 0.0
+def wait_for_workers(master: int, count: int, seconds: float = 60) -> None:
+    """Wait until gunicorn's master has `count` workers, then give them a moment to boot: a
+    sync worker shows no sign of having loaded the app before it accepts."""
+    deadline = time.monotonic() + seconds
+    while len(Path(f"/proc/{master}/task/{master}/children").read_text().split()) < count:
+        assert time.monotonic() < deadline, f"gunicorn {master} has fewer than {count} workers"
+        time.sleep(0.1)
+    time.sleep(1.0)
 
 
 # -- straight to gunicorn -----------------------------------------------------------------
-@pytest.mark.parametrize("affinity", ["1", "0"])
 def test_idle_connections_straight_to_gunicorn_do_not_freeze_the_command_service(
-    redis_url: str, affinity: str
+    redis_url: str,
 ) -> None:
     """Finding 4: one idle connection per worker, then a turn. It used to wait until gunicorn
     killed the workers (31 s); now each worker closes its idle connection after CLIENT_TIMEOUT."""
-    env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0", "AFFINITY": affinity}
+    env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0"}
     started: list[Any] = []
     with gunicorn("services.command.wsgi:app", CONFIG, env, WORKERS, started) as base:
-        wait_for_workers(started[0].pid, WORKERS, inboxes=affinity == "1")
+        wait_for_workers(started[0].pid, WORKERS)
         player = Player(base)
         idle = idle_connections(base, WORKERS)
         try:
@@ -155,8 +164,6 @@ def test_idle_connections_straight_to_gunicorn_do_not_freeze_the_command_service
             assert took < CLIENT_TIMEOUT + 4, f"a turn took {took:.1f} s behind idle connections"
             # The idle connections were closed by the workers, unanswered.
             assert all(closed_by_server(s, CLIENT_TIMEOUT + 4) for s in idle)
-            if affinity == "1":
-                assert metric(base, "idle") >= WORKERS
         finally:
             for sock in idle:
                 sock.close()
@@ -178,16 +185,16 @@ def proxied(nginx_binary: str, redis_url: str) -> Iterator[tuple[str, str]]:
 def test_a_hundred_idle_connections_through_the_proxy_and_turns_answer_normally(
     proxied: tuple[str, str],
 ) -> None:
-    direct, public = proxied
+    _direct, public = proxied
     player = Player(public)
-    before = metric(direct, "idle")
     idle = idle_connections(public, 100)
     try:
         took = [player.turn(timeout=10) for _ in range(10)]
-        assert max(took) < 2.0, took  # a turn takes milliseconds; stalled, it took 10 s+
-        # nginx kept them: none reached a worker (which would have closed it as idle).
+        # A turn takes milliseconds. Had the 100 reached the 3 workers, each would have held
+        # one for CLIENT_TIMEOUT (2 s) in turn: the turns would have waited ~60 s.
+        assert max(took) < 2.0, took
+        # nginx keeps them open: none reached a worker (which closes an idle one after 2 s).
         assert not any(closed_by_server(s, 0.01) for s in idle)
-        assert metric(direct, "idle") == before
     finally:
         for sock in idle:
             sock.close()
@@ -234,12 +241,60 @@ def test_a_stalled_or_trickled_body_through_the_proxy_holds_no_worker(
             sock.close()
 
 
+def test_behind_the_proxy_a_turn_of_a_loaded_game_is_one_append_and_no_stream_read(
+    nginx_binary: str, redis_url: str
+) -> None:
+    """Two instances of one worker each (the deployed shape): the proxy routes each game to
+    one of them, whose cached state of the game is then current, so a turn trusts it
+    (TRUST_CACHE) and sends one append (EVALSHA) and no catch-up read (XRANGE)."""
+    from .test_command_http import auth
+    from .test_command_http import new_game as new_game_of
+
+    client = redis.Redis.from_url(redis_url)
+    env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0"}  # no scoring tasks: no worker here
+    with (
+        gunicorn("services.command.wsgi:app", CONFIG, env, 1) as one,
+        gunicorn("services.command.wsgi:app", CONFIG, env, 1) as two,
+        private_nginx.nginx({"command": [b.removeprefix("http://") for b in (one, two)]}) as ng,
+    ):
+        public = ng["command"]
+        games = [new_game_of(public) for _ in range(6)]
+        states: dict[str, GameState] = {}
+        for game_id, _ in games:
+            states[game_id] = state = GameState()
+            for stored in RedisEventStore(client).read(game_id, MOVES):
+                state.apply(to_engine(stored))
+
+        def play(game_id: str, tokens: dict[int, str]) -> None:
+            state = states[game_id]
+            x, y, rotation = placements(state)[0]
+            body = {"x": x, "y": y, "rotation": rotation, "meeple": None}
+            status, played = call(
+                public, "POST", f"/games/{game_id}/turns", body, auth(tokens[state.current])
+            )
+            assert status == 200, played
+            for event in played["events"]:  # follow the game from the replies alone
+                state.apply(to_engine(StoredEvent(**event)))
+
+        # POST /games is spread over the instances: each game's first turn loads it in the
+        # instance the proxy routes it to.
+        for game_id, tokens in games:
+            play(game_id, tokens)
+        client.config_resetstat()
+        for _ in range(10):
+            for game_id, tokens in games:
+                play(game_id, tokens)
+        stats = client.info("commandstats")
+    assert stats["cmdstat_evalsha"]["calls"] == 60
+    assert stats.get("cmdstat_xrange", {"calls": 0})["calls"] == 0
+
+
 def test_errors_of_the_proxy_itself_have_the_services_json_shape(nginx_binary: str) -> None:
     """Nothing behind the proxy: 502 bad_gateway; a body over the proxy's limit: 413."""
     with private_nginx.nginx({"command": f"127.0.0.1:{free_port()}"}) as public:
         status, body = call(public["command"], "GET", "/games/0/turn")
         assert status == 502
-        assert body["code"] == "bad_gateway" and set(body) == {"code", "message", "rule", "details"}
+        assert body["code"] == "bad_gateway" and set(body) == PROBLEM_KEYS
         with socket.create_connection(address(public["command"]), timeout=5) as sock:
             sock.sendall(b"POST /games HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 2000000\r\n\r\n")  # fmt: skip

@@ -26,6 +26,7 @@ from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED
 from services.command.app import create_app as create_command_app
 from services.query.app import create_app as create_query_app
 from services.redis_store import RedisEventStore
+from tests.integration.openapi_client import PROBLEM_KEYS
 from tests.unit.test_query_games import long_game, store_game
 
 from .games import new_game, play
@@ -80,7 +81,8 @@ def assert_board_is_engine(view: dict[str, Any], state: GameState) -> None:
 
 def get(client: FlaskClient, path: str, **headers: str) -> tuple[int, Any, Any]:
     reply = client.get(path, headers=headers)
-    body = reply.get_json() if reply.data and reply.mimetype == "application/json" else None
+    json_types = ("application/json", "application/problem+json")  # a view, an error
+    body = reply.get_json() if reply.data and reply.mimetype in json_types else None
     return reply.status_code, body, reply
 
 
@@ -260,10 +262,12 @@ def test_errors_share_the_command_service_shape(command, query) -> None:
     unknown = uuid.uuid4().hex
     for path in (f"/games/{unknown}/board", f"/games/{unknown}/scores", f"/games/{unknown}/events",
                  f"/games/{unknown}/live", "/games/not-an-id/board"):  # fmt: skip
-        status, body, _ = get(query, path)
+        status, body, reply = get(query, path)
         assert status == 404, path
-        assert body == {"code": "game_not_found", "message": body["message"], "rule": None,
-                        "details": {}}  # fmt: skip
+        assert reply.mimetype == "application/problem+json" and set(body) == PROBLEM_KEYS
+        assert {k: body[k] for k in ("code", "rule", "details", "status", "type")} == {
+            "code": "game_not_found", "rule": None, "details": {}, "status": 404,
+            "type": "/errors#game_not_found"}  # fmt: skip
     for path in (f"/games/{game_id}/board?at=0", f"/games/{game_id}/scores?at=x",
                  f"/games/{game_id}/events?limit=0", f"/games/{game_id}/events?after=1",
                  "/games?status=done"):  # fmt: skip

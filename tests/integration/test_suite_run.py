@@ -378,7 +378,14 @@ def test_a_second_run_says_where_the_running_suite_is_and_disturbs_nothing(
     try:
         run.wait_for("all healthy")
         family = run.family()
+        # Healthy may come before supervisord counts a part RUNNING (its startsecs): the
+        # snapshot compared at the end is taken once every part is.
+        deadline = time.monotonic() + 30
         states = programs(var)
+        while {state for *_, state in states} != {"RUNNING"}:
+            assert time.monotonic() < deadline, states
+            time.sleep(0.1)
+            states = programs(var)
         conf, record = (var / "supervisord.conf").read_bytes(), var / "run" / "suite.json"
         suite = f"Carcassonne Cloud, already running from {var} (make run, pid {run.proc.pid})"
         where = f"{suite}: redis redis://127.0.0.1:{port}/0. Use it, or stop it first"
@@ -509,9 +516,12 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(tmp_path: Path) -> 
     try:
         run.wait_for("all healthy")
         out = run.text()
-        parts = {"redis", "command", "query", "worker", "beat", "bots", "bots-beat"}
+        # Behind nginx, a command instance of one worker per core (deploy/local/run.py).
+        cores = (os.cpu_count() or 1) if nginx_binary() else 1
+        commands = [f"command-{i}" for i in range(1, cores + 1)] if cores > 1 else ["command"]
+        parts = {"redis", *commands, "query", "worker", "beat", "bots", "bots-beat"}
         parts |= {"nginx"} if nginx_binary() else set()
-        order = ["redis", "command", "query", "worker", "bots", "beat", "bots-beat", "nginx"]
+        order = ["redis", *commands, "query", "worker", "bots", "beat", "bots-beat", "nginx"]
         assert {i["name"] for i in connect(var).supervisor.getAllProcessInfo()} == parts
         assert f"under supervisord: {', '.join(sorted(parts, key=order.index))}" in out, out
         assert "DEVELOPMENT SETTING: WEBHOOK_ALLOW_PRIVATE=1" in out  # said loudly

@@ -438,10 +438,9 @@ def test_the_pages_headers_and_bad_ids(suite, finished) -> None:
         assert headers["content-security-policy"] == CSP
         assert '<script type="module" src="/viewer/' in body
         assert "http://" not in body and "https://" not in body  # nothing from another host
-    assert call(query, "GET", "/games/not-a-game/view") == (
-        404,
-        {"code": "game_not_found", "message": "no game not-a-game", "rule": None, "details": {}},
-    )
+    status, error = call(query, "GET", "/games/not-a-game/view")
+    assert (status, error["code"], error["detail"], error["rule"]) == (
+        404, "game_not_found", "no game not-a-game", None)  # fmt: skip
     status, body = call(query, "GET", f"/games/{'0' * 32}/view")
     assert (status, body["code"]) == (404, "game_not_found")
     status, _, script = fetch(query, "/viewer/view.js")

@@ -13,7 +13,8 @@ import pytest
 from carcassonne.record import load_record, record_events
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
-from eventstore.envelope import MOVES, SCORES, StoredEvent
+from eventstore import port
+from eventstore.envelope import MOVES, SCORES, NewEvent, StoredEvent
 from eventstore.errors import SchemaError
 from eventstore.port import InMemoryEventStore
 from eventstore.schemas import to_new, upcast
@@ -120,9 +121,16 @@ def test_a_crash_before_the_append_redoes_the_batch_exactly_once() -> None:
     assert payloads(store, "g") == payloads(alone, "g")
 
 
-def test_score_events_are_validated_on_write_and_read() -> None:
+def test_score_events_are_validated_on_write_and_read_as_stored() -> None:
+    """The suite checks every append against the schemas (`CHECK_PAYLOADS`, tests/conftest.py):
+    a score event they refuse is not written. What is stored is read as it is, not checked
+    again: it was checked, or made by the engine, when it was written."""
+    assert port.CHECK_PAYLOADS
     store = InMemoryEventStore()
-    bad = StoredEvent("g", SCORES, 1, FEATURE_SCORED, 1, 0, "x", {"move": 1, "kind": "castle"})
-    store.put_raw(bad)
+    bad = NewEvent(FEATURE_SCORED, 1, {"move": 1, "kind": "castle"})
     with pytest.raises(SchemaError):
-        upcast(bad)
+        store.append("g", SCORES, [bad], expected=0, command_id="x")
+    assert store.last_seq("g", SCORES) == 0
+    stored = StoredEvent("g", SCORES, 1, FEATURE_SCORED, 1, 0, "x", bad.payload)
+    store.put_raw(stored)
+    assert store.read("g", SCORES) == [upcast(stored)] == [stored]
