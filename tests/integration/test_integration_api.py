@@ -375,6 +375,9 @@ def test_webhooks_are_registered_only_by_the_key_that_made_the_game(client, key,
     status, body = post(client, f"/games/{keyless}/webhooks", key, json=good)
     assert (status, body["code"]) == (403, "not_game_owner")
     assert post(client, f"/games/{game_id}/webhooks", key, json=good)[0] == 201
+    # Managed through /games/{id}/webhooks only: the key's subscriptions list does not show it.
+    listed = client.get("/v1/subscriptions", headers={"X-Api-Key": key}).get_json()
+    assert listed["subscriptions"] == []
 
 
 def test_the_api_key_cli_creates_lists_and_revokes(client, redis_url, capsys) -> None:
