@@ -134,7 +134,7 @@ def main() -> int:
             public = direct
             if nginx_binary is not None:
                 upstream = {"command": direct.removeprefix("http://")}
-                public = stack.enter_context(private_nginx.nginx(upstream))["command"]
+                public = stack.enter_context(private_nginx.nginx(upstream))["public"]
             for _ in range(args.rounds):
                 if public != direct:
                     direct_runs.append(measure(direct, args, redis_url))
