@@ -151,7 +151,7 @@ def test_a_game_through_the_public_url_alone(servers: Servers) -> None:
     deadline = time.monotonic() + 10
     while True:  # the query service's projection follows the moves
         status, board = call(base, "GET", f"/games/{game_id}/board")
-        if status == 200 and len(board["tiles"]) == 2 or time.monotonic() > deadline:
+        if (status == 200 and len(board["tiles"]) == 2) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
     assert status == 200 and len(board["tiles"]) == 2, board
