@@ -157,6 +157,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.players = len(args.bots) + args.human
     if len(args.bots) + args.human > (len(args.names) if args.names else args.players):
         parser.error("more bots (and you) than players")
+    args.query_url = args.query_url or args.command_url
     return args
 
 

@@ -1,17 +1,20 @@
-"""Turn latency with 100 idle connections open to the public port (`make bench`), loopback.
+"""What the proxy costs a turn, and turn latency with 100 idle connections open to the public
+port (`make bench`), loopback.
 
-The command service under its gunicorn config (sync workers) with nginx from deploy/nginx/ in
-front, as deployed: clients connect to nginx. Client processes play prepared turns at a fixed
-rate (`prepare_games` and `run_load` of bench_command.py) with no other connections open (the
-baseline), then with 100 connections open to the same public port that send nothing (kept at
+The command and query services under their gunicorn configs with nginx from deploy/nginx/ in
+front, as deployed: clients connect to the API's one public URL, whose server routes each
+request by path and method (public.conf). Client processes play prepared turns (POST
+/games/{id}/turns) at a fixed rate (`prepare_games` and `run_load` of bench_command.py):
+straight to the command service's own port (gunicorn), then through the public URL with no
+other connections open, then through it with 100 connections open that send nothing (kept at
 100: one nginx closes after client_header_timeout is opened again). The phases alternate,
-`--rounds` times each; the best round of each is shown. Straight to gunicorn, with no proxy,
-the same figure without idle connections shows what the proxy costs a turn.
+`--rounds` times each; the best round of each is shown.
 
-Target (already a ratio, tests/bench/targets.py): turn p99 with the idle connections ≤ 1.5 ×
-without, in the same run. nginx is installed when missing
-and this runs as root (tests/nginx.py); without it the idle phase goes straight to gunicorn,
-whose workers each wait CLIENT_TIMEOUT on an idle connection, and the target is missed.
+Targets (ratios in the same run, tests/bench/targets.py): turn p99 through the one public URL
+≤ 1.1 × straight to the command service's port (issue 33); turn p99 with the idle connections
+≤ 1.5 × without. nginx is installed when missing and this runs as root (deploy/local/host.py);
+without it there is no public URL (both figures missed) and the idle phase goes straight to
+gunicorn, whose workers each wait CLIENT_TIMEOUT on an idle connection.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
+QUERY_CONFIG = "deploy/gunicorn/query.py"
 TARGET = 1.5  # p99 with idle connections / p99 without
+PROXY_TARGET = 1.1  # p99 through the public URL / straight to the command service
 
 
 class IdleConnections:
@@ -112,7 +117,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="turns per second, in all")
     parser.add_argument("--clients", type=int, default=4, help="client processes")
     parser.add_argument("--idle", type=int, default=100, help="idle connections")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
     parser.add_argument("--workers", help="gunicorn workers (default: the config's)")
     parser.add_argument("--no-proxy", action="store_true", help="public port = gunicorn's")
     args = parser.parse_args()
@@ -132,8 +137,12 @@ def main() -> int:
                 gunicorn("services.command.wsgi:app", CONFIG, env, int(workers), started)
             )
             public = direct
-            if nginx_binary is not None:
-                upstream = {"command": direct.removeprefix("http://")}
+            if nginx_binary is not None:  # the whole API behind it, as deployed
+                query = stack.enter_context(
+                    gunicorn("services.query.wsgi:app", QUERY_CONFIG, env, 1, started)
+                )
+                upstream = {"command": direct, "query": query}
+                upstream = {k: v.removeprefix("http://") for k, v in upstream.items()}
                 public = stack.enter_context(private_nginx.nginx(upstream))["public"]
             for _ in range(args.rounds):
                 if public != direct:
@@ -154,10 +163,12 @@ def main() -> int:
         f"best of {args.rounds} alternating rounds, loopback"
     )
     print(f"{'':<48}{'turns':>7}{'p50 ms':>8}{'p99 ms':>8}")
-    rows = [("straight to gunicorn, no idle connections", best(direct_runs))] if direct_runs else []
+    rows = (
+        [("command port (gunicorn), no idle connections", best(direct_runs))] if direct_runs else []
+    )
     rows += [
-        ("public port, no idle connections (baseline)", best(quiet_runs)),
-        (f"public port, {args.idle} idle connections open", best(idle_runs)),
+        ("public URL (nginx), no idle connections", best(quiet_runs)),
+        (f"public URL (nginx), {args.idle} idle connections open", best(idle_runs)),
     ]
     for label, row in rows:
         if row is None:
@@ -166,8 +177,14 @@ def main() -> int:
             print(f"{label:<48}{row['requests']:>7}{row['p50_ms']:>8.2f}{row['p99_ms']:>8.2f}")
     if reopened:
         print(f"(idle connections the server closed and the benchmark opened again: {reopened})")
-    quiet, idle_best = best(quiet_runs), best(idle_runs)
-    # A failed phase is a figure not measured: judged as a miss.
+    quiet, idle_best, straight = best(quiet_runs), best(idle_runs), best(direct_runs)
+    # A failed phase is a figure not measured: judged as a miss (as is no proxy at all).
+    judge(
+        "POST /turns p99 via the one public URL / command port",
+        None if quiet is None or not direct_runs else quiet["p99_ms"],
+        0.0 if straight is None else straight["p99_ms"],
+        max_ratio=PROXY_TARGET,
+    )
     judge(
         f"turn p99 with {args.idle} idle connections / none",
         None if idle_best is None else idle_best["p99_ms"],
