@@ -8,7 +8,7 @@ import random
 import shutil
 import socket
 import subprocess
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 BUS = 10000  # a Redis Cluster node's bus port is its port + 10000
@@ -45,37 +45,46 @@ def nginx_binary(explicit: str | None = None) -> str | None:
 def find_nginx() -> tuple[str | None, str]:
     """(the nginx binary, "") or (None, why there is none). When it is missing and this runs as
     root (CI, a container), installs it with apt-get, once per process (`make run`, the tests)."""
-    found = nginx_binary()
+    return installed("nginx", nginx_binary, _INSTALL_TRIED, NGINX_INSTALL)
+
+
+def installed(
+    package: str, locate: Callable[[], str | None], tried: list[str], hint: str
+) -> tuple[str | None, str]:
+    """(what `locate` finds, "") or (None, why nothing): when it finds nothing and this runs as
+    root, `package` is installed with apt-get first, once per `tried` (its outcome kept there);
+    `hint`: how a user installs it."""
+    found = locate()
     if found is not None:
         return found, ""
-    if _INSTALL_TRIED:
-        return None, _INSTALL_TRIED[0]
+    if tried:
+        return None, tried[0]
     if os.geteuid() != 0:
-        why = f"nginx is not installed and this is not root: {NGINX_INSTALL}"
+        why = f"{package} is not installed and this is not root: {hint}"
     elif shutil.which("apt-get") is None:
-        why = "nginx is not installed and there is no apt-get to install it"
+        why = f"{package} is not installed and there is no apt-get to install it"
     else:
-        why = _apt_install()
-    _INSTALL_TRIED.append(why)
-    found = nginx_binary()
+        why = _apt_install(package, locate)
+    tried.append(why)
+    found = locate()
     return (found, "") if found is not None else (None, why)
 
 
-def _apt_install() -> str:
-    """apt-get install nginx (after apt-get update if that fails); "" or why it failed."""
-    # RUNLEVEL=1: the package's post-install step must not start a system nginx on port 80.
+def _apt_install(package: str, locate: Callable[[], str | None]) -> str:
+    """apt-get install `package` (after apt-get update if that fails); "" or why it failed."""
+    # RUNLEVEL=1: a package's post-install step must not start a service (nginx on port 80).
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "RUNLEVEL": "1"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "nginx"]
-    done = subprocess.run(install, env=env, capture_output=True, timeout=600, check=False)
+    install = ["apt-get", "install", "-y", "--no-install-recommends", package]
+    done = subprocess.run(install, env=env, capture_output=True, timeout=900, check=False)
     if done.returncode != 0:  # no package lists yet, or stale ones
         subprocess.run(
             ["apt-get", "update"], env=env, capture_output=True, timeout=600, check=False
         )
-        done = subprocess.run(install, env=env, capture_output=True, timeout=600, check=False)
-    if done.returncode == 0 and nginx_binary() is not None:
+        done = subprocess.run(install, env=env, capture_output=True, timeout=900, check=False)
+    if done.returncode == 0 and locate() is not None:
         return ""
     tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
-    return "nginx is not installed and apt-get could not install it: " + " / ".join(tail)
+    return f"{package} is not installed and apt-get could not install it: " + " / ".join(tail)
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:

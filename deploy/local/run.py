@@ -212,6 +212,22 @@ def proxy_binary(explicit: str | None, say: Callable[[str], None]) -> tuple[str 
     return found, why or ""
 
 
+def served_at(
+    a: argparse.Namespace, nginx: str | None, why: str, say: Callable[[str], None]
+) -> str:
+    """Where the suite serves, for the banner: with nginx the API's one public URL (every path)
+    and the query service alone; without, two base URLs, said loudly with why."""
+    if nginx:
+        urls = f"API http://127.0.0.1:{a.command_port} (every path)"
+        return urls + (
+            "" if a.no_query else f", query service alone http://127.0.0.1:{a.query_port}"
+        )
+    say(f"  nginx not started ({why}): TWO base URLs, each service on its own port (apps")
+    say("  must send each path to the service that serves it), and gunicorn serves them")
+    say("  itself, so an idle or slow client holds a sync worker (up to CLIENT_TIMEOUT)")
+    return ", ".join(f"{role} http://127.0.0.1:{port}" for role, port in a.web.items())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite until Ctrl-C or SIGTERM (exit 0), or until a part keeps dying (exit 1)."""
     a = parse_args(argv)
@@ -241,14 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"  event store {safe(a.store)}, Celery broker {safe(a.broker or a.store)}")
     say(f"  logs in {a.var}/log/<part>.log; supervisorctl -c {a.var}/supervisord.conf status")
     say(f"  CORS_ORIGINS={env['CORS_ORIGINS']}: the browser origins allowed (set it to narrow)")
-    if not nginx:
-        say(f"  nginx not started ({why}): TWO base URLs, each service on its own port (apps")
-        say("  must send each path to the service that serves it), and gunicorn serves them")
-        say("  itself, so an idle or slow client holds a sync worker (up to CLIENT_TIMEOUT)")
-    urls = ", ".join(f"{role} http://127.0.0.1:{port}" for role, port in a.web.items())
-    if nginx:  # one public URL; the query service alone for operators
-        urls = f"API http://127.0.0.1:{a.command_port} (every path)"
-        urls += "" if a.no_query else f", query service alone http://127.0.0.1:{a.query_port}"
+    urls = served_at(a, nginx, why, say)
     done = f": {urls}. Try `make demo`; Ctrl-C stops everything."
     where = f"{urls}, event store {safe(a.store)}"
     return serve(stages, a.var, env, say, a.timeout, done, where)
