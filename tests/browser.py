@@ -9,15 +9,15 @@ callers skip with the reason shown (`chromium_or_skip`, `playwright_or_skip`).
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import pytest
+
+from deploy.local.host import installed
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -41,37 +41,9 @@ def _browser() -> str | None:
 
 def find_chromium() -> tuple[str | None, str]:
     """(the browser binary, "") or (None, why there is none). Installs it once if we may."""
-    found = _browser()
-    if found is not None:
-        return found, ""
-    if _INSTALL_TRIED:
-        return None, _INSTALL_TRIED[0]
-    if os.geteuid() != 0:
-        why = (
-            "chromium is not installed and this is not root "
-            "(CI installs it: apt-get install chromium)"
-        )
-    elif shutil.which("apt-get") is None:
-        why = "chromium is not installed and there is no apt-get to install it"
-    else:
-        why = _apt_install()
-    _INSTALL_TRIED.append(why)
-    found = _browser()
-    return (found, "") if found is not None else (None, why)
-
-
-def _apt_install() -> str:
-    """apt-get install chromium (after apt-get update if that fails); "" or why it failed."""
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
-    done = subprocess.run(install, env=env, capture_output=True, timeout=900)
-    if done.returncode != 0:  # no package lists yet, or stale ones
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600)
-        done = subprocess.run(install, env=env, capture_output=True, timeout=900)
-    if done.returncode == 0 and _browser() is not None:
-        return ""
-    tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
-    return "chromium is not installed and apt-get could not install it: " + " / ".join(tail)
+    return installed(
+        "chromium", _browser, _INSTALL_TRIED, "CI installs it: apt-get install chromium"
+    )
 
 
 def skip_visibly(why: str) -> None:

@@ -2,7 +2,8 @@
 free ports, its own directory, nothing written outside it, stopped and removed afterwards.
 
 nginx comes from the system (the Debian package in CI). When it is missing and we run as root
-(as CI does), `find_nginx` installs it with apt-get; otherwise the caller skips, saying why.
+(as CI does), `find_nginx` (deploy/local/host.py, as `make run`) installs it with apt-get;
+otherwise the caller skips, saying why.
 """
 
 from __future__ import annotations
@@ -22,43 +23,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from deploy.local.host import free_port, nginx_binary
+from deploy.local.host import find_nginx, free_port
 from deploy.local.nginx_conf import nginx_argv, nginx_limits, nginx_servers, render_nginx
-
-_INSTALL_TRIED: list[str] = []  # the outcome of the one install attempt of this process
-
-
-def find_nginx() -> tuple[str | None, str]:
-    """(the nginx binary, "") or (None, why there is none). Installs it once if we may."""
-    found = nginx_binary()
-    if found is not None:
-        return found, ""
-    if _INSTALL_TRIED:
-        return None, _INSTALL_TRIED[0]
-    if os.geteuid() != 0:
-        why = "nginx is not installed and this is not root (CI installs it: apt-get install nginx)"
-    elif shutil.which("apt-get") is None:
-        why = "nginx is not installed and there is no apt-get to install it"
-    else:
-        why = _apt_install()
-    _INSTALL_TRIED.append(why)
-    found = nginx_binary()
-    return (found, "") if found is not None else (None, why)
-
-
-def _apt_install() -> str:
-    """apt-get install nginx (after apt-get update if that fails); "" or why it failed."""
-    # RUNLEVEL=1: the package's post-install step must not start a system nginx on port 80.
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "RUNLEVEL": "1"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "nginx"]
-    done = subprocess.run(install, env=env, capture_output=True, timeout=600)
-    if done.returncode != 0:  # no package lists yet, or stale ones
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600)
-        done = subprocess.run(install, env=env, capture_output=True, timeout=600)
-    if done.returncode == 0 and nginx_binary() is not None:
-        return ""
-    tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
-    return "nginx is not installed and apt-get could not install it: " + " / ".join(tail)
 
 
 @contextmanager
@@ -67,12 +33,13 @@ def nginx(
 ) -> Iterator[dict[str, str]]:
     """nginx on free loopback ports in front of `upstreams` (service -> gunicorn's host:port,
     or a list of them: its instances, each game routed to one; services "command" and/or
-    "query"); yields service -> public base URL."""
+    "query"); yields {"public": the API's one base URL, and with a query service "query": its
+    operator port (the query service alone)}. A service left out: its paths answer 502."""
     binary, why = find_nginx()
     if binary is None:
         raise RuntimeError(why)
     prefix = Path(tempfile.mkdtemp(prefix="cc-nginx-"))
-    public = {name: free_port() for name in upstreams}
+    public = {"public": free_port()} | ({"query": free_port()} if "query" in upstreams else {})
     nofile, connections = nginx_limits()
     values = {
         "CC_WORKER_PROCESSES": "auto",
@@ -80,8 +47,9 @@ def nginx(
         "CC_WORKER_CONNECTIONS": str(connections),
         "CC_ACCESS_LOG": f"{prefix / 'access.log'} timed" if access_log else "off",
     }
+    values["CC_LISTEN"] = f"127.0.0.1:{public['public']}"
+    values |= {"CC_QUERY_LISTEN": f"127.0.0.1:{public['query']}"} if "query" in public else {}
     for name, address in upstreams.items():
-        values[f"CC_{name.upper()}_LISTEN"] = f"127.0.0.1:{public[name]}"
         servers = [address] if isinstance(address, str) else list(address)
         values[f"CC_{name.upper()}_SERVERS"] = nginx_servers(servers)
     conf = render_nginx(prefix / "conf", values, list(upstreams))

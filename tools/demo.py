@@ -121,12 +121,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add(
         "--command-url",
         default=_env_url("COMMAND_URL", "COMMAND_PORT", 8000),
-        help="command service (COMMAND_URL, or http://127.0.0.1:$COMMAND_PORT; port 8000)",
+        help="the API's one base URL (COMMAND_URL, or http://127.0.0.1:$COMMAND_PORT; port "
+        "8000): nginx sends each path to its service",
     )
     add(
         "--query-url",
-        default=_env_url("QUERY_URL", "QUERY_PORT", 8001),
-        help="query service (QUERY_URL, or http://127.0.0.1:$QUERY_PORT; port 8001)",
+        default=os.environ.get("QUERY_URL"),
+        help="where to read scores and boards (QUERY_URL; default: --command-url, the one base "
+        "URL; a `make run` without nginx serves the query service alone on port 8001)",
     )
     add("--players", type=int, default=2, choices=range(2, 7), help="number of bots (2)")
     add("--names", nargs="+", metavar="NAME", help="the bots' names (default: Ada, Brunel…)")
@@ -157,6 +159,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.players = len(args.bots) + args.human
     if len(args.bots) + args.human > (len(args.names) if args.names else args.players):
         parser.error("more bots (and you) than players")
+    args.query_url = args.query_url or args.command_url
     return args
 
 

@@ -43,11 +43,12 @@ a path does not take answers 405 with an `Allow` header. A seat plays with its t
 (`Authorization: Bearer <token>`, from the created game); third parties send their API key
 as `X-Api-Key`. Views carry an ETag and answer 304 to a matching If-None-Match.
 
-Two services, two base URLs: each operation names its own in `servers` (`commandUrl`, default
-http://localhost:8000; `queryUrl`, default http://localhost:8001) and says which service
-serves it. One path may be served by both: `POST /games` (create) is the command service's,
-`GET /games` (list) the query service's, and each answers only its own method there (405 with
-its `Allow` otherwise).
+One base URL (`servers`: `baseUrl`, default http://localhost:8000, what `make run` serves): the
+proxy in front sends each request to the service that serves its path and method. Two
+services stand behind it, and each operation says which serves it (`x-service`: `command` or
+`query`); an app needs to know only the one URL. One path may be served by both: `POST /games`
+(create) is the command service's, `GET /games` (list) the query service's; a method a path
+does not take answers 405 with its `Allow`.
 """
 
 JSON = "application/json"
@@ -56,19 +57,15 @@ NDJSON = "application/x-ndjson"
 TEXT = "text/plain"
 SSE = "text/event-stream"
 
-# Each service's base URL (operation `servers`): what `make run` serves, overridable.
-SERVICES: dict[str, dict[str, Any]] = {
-    "command": {
-        "url": "{commandUrl}",
-        "description": "the command service: create and play games, records, webhooks",
-        "variables": {"commandUrl": {"default": "http://localhost:8000"}},
-    },
-    "query": {
-        "url": "{queryUrl}",
-        "description": "the query service: boards, scores, event log, live streams, game lists",
-        "variables": {"queryUrl": {"default": "http://localhost:8001"}},
-    },
-}
+# The API's one base URL (the document's `servers`): the proxy's public port, which `make run`
+# serves on http://localhost:8000, overridable.
+SERVERS: list[dict[str, Any]] = [
+    {
+        "url": "{baseUrl}",
+        "description": "the API: every path, each sent by the proxy to the service that serves it",
+        "variables": {"baseUrl": {"default": "http://localhost:8000"}},
+    }
+]
 
 
 def _header(description: str, example: str | None = None) -> dict[str, Any]:
@@ -391,15 +388,14 @@ OPERATIONS: dict[tuple[str, str], Op] = {
 
 
 def _service_spec(service: str, blueprints: list[flask_smorest.Blueprint]) -> dict[str, Any]:
-    """One service's spec, each operation naming that service as its server and saying so."""
+    """One service's spec, each operation naming the service that serves it and saying so."""
     spec = _blueprints_spec(service, blueprints)
     for item in spec.get("paths", {}).values():
         for method, operation in item.items():
             if method == "parameters":
                 continue
-            operation["servers"] = [SERVICES[service]]
-            (name, var), *_ = SERVICES[service]["variables"].items()
-            served = f"Served by the {service} service (`{name}`, default {var['default']})."
+            operation["x-service"] = service
+            served = f"Served by the {service} service (`x-service`), through the one base URL."
             description = operation.get("description")
             operation["description"] = f"{description}\n\n{served}" if description else served
     return spec
@@ -510,6 +506,7 @@ def annotate(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "openapi": OPENAPI_VERSION,
         "info": {"title": TITLE, "version": "1", "description": DESCRIPTION},
+        "servers": SERVERS,
         "paths": doc["paths"],
         "components": components,
     }

@@ -7,13 +7,15 @@ import os
 import random
 import shutil
 import socket
-from collections.abc import Collection
+import subprocess
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 BUS = 10000  # a Redis Cluster node's bus port is its port + 10000
 # Where nginx usually is when it is not in a user's PATH (Debian puts it in /usr/sbin).
 NGINX_PLACES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 NGINX_INSTALL = "`sudo apt-get install nginx` (or `dnf install nginx`, `brew install nginx`)"
+_INSTALL_TRIED: list[str] = []  # the outcome of this process's one attempt to install nginx
 
 
 def redis_server_binary() -> str:
@@ -38,6 +40,51 @@ def nginx_binary(explicit: str | None = None) -> str | None:
     if explicit and found is None:
         raise FileNotFoundError(f"NGINX={explicit}: no such executable")
     return found or next((p for p in NGINX_PLACES if os.access(p, os.X_OK)), None)
+
+
+def find_nginx() -> tuple[str | None, str]:
+    """(the nginx binary, "") or (None, why there is none). When it is missing and this runs as
+    root (CI, a container), installs it with apt-get, once per process (`make run`, the tests)."""
+    return installed("nginx", nginx_binary, _INSTALL_TRIED, NGINX_INSTALL)
+
+
+def installed(
+    package: str, locate: Callable[[], str | None], tried: list[str], hint: str
+) -> tuple[str | None, str]:
+    """(what `locate` finds, "") or (None, why nothing): when it finds nothing and this runs as
+    root, `package` is installed with apt-get first, once per `tried` (its outcome kept there);
+    `hint`: how a user installs it."""
+    found = locate()
+    if found is not None:
+        return found, ""
+    if tried:
+        return None, tried[0]
+    if os.geteuid() != 0:
+        why = f"{package} is not installed and this is not root: {hint}"
+    elif shutil.which("apt-get") is None:
+        why = f"{package} is not installed and there is no apt-get to install it"
+    else:
+        why = _apt_install(package, locate)
+    tried.append(why)
+    found = locate()
+    return (found, "") if found is not None else (None, why)
+
+
+def _apt_install(package: str, locate: Callable[[], str | None]) -> str:
+    """apt-get install `package` (after apt-get update if that fails); "" or why it failed."""
+    # RUNLEVEL=1: a package's post-install step must not start a service (nginx on port 80).
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "RUNLEVEL": "1"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", package]
+    done = subprocess.run(install, env=env, capture_output=True, timeout=900, check=False)
+    if done.returncode != 0:  # no package lists yet, or stale ones
+        subprocess.run(
+            ["apt-get", "update"], env=env, capture_output=True, timeout=600, check=False
+        )
+        done = subprocess.run(install, env=env, capture_output=True, timeout=900, check=False)
+    if done.returncode == 0 and locate() is not None:
+        return ""
+    tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+    return f"{package} is not installed and apt-get could not install it: " + " / ".join(tail)
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -12,7 +12,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from deploy.local.host import (
     BUS,
     NGINX_INSTALL,
     command_line,
+    find_nginx,
     free_port,
     nginx_binary,
     port_free,
@@ -43,8 +44,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--redis-url", default=env("REDIS_URL"), help="use this Redis, start none (REDIS_URL)")
     add("--broker-url", default=env("BROKER_URL"), help="the Celery broker (BROKER_URL)")
     add("--redis-port", type=int, default=env("REDIS_PORT", "6390"), help="REDIS_PORT, 6390")
-    add("--command-port", type=int, default=env("COMMAND_PORT", "8000"), help="COMMAND_PORT")
-    add("--query-port", type=int, default=env("QUERY_PORT", "8001"), help="QUERY_PORT, 8001")
+    add("--command-port", type=int, default=env("COMMAND_PORT", "8000"),
+        help="COMMAND_PORT, 8000: the API's one public port (with nginx: every path)")  # fmt: skip
+    add("--query-port", type=int, default=env("QUERY_PORT", "8001"),
+        help="QUERY_PORT, 8001: the query service alone, for operators")  # fmt: skip
     add("--cluster", action="store_true", help="the event store on a 3-primary Redis Cluster")
     add("--instances", type=int, help="query instances, behind nginx (1; --cluster: 2)")
     add("--command-instances", type=int, help="command instances of one worker, behind nginx "
@@ -180,20 +183,49 @@ def celery(name: str, app: str, kind: str, *args: str) -> Program:
 
 
 def proxy_stage(a: argparse.Namespace, nginx: str, app: Stage) -> Stage:
-    """nginx on the public ports in front of every instance (each game routed to one), its
-    files under <var>/nginx; ready once each service answers ready through it. SIGQUIT: it
-    stops accepting and finishes the requests in flight (SIGKILL after 5 s)."""
+    """nginx in front of every instance (each game routed to one), its files under
+    <var>/nginx: the API's one public port (--command-port), which routes each path and method
+    to the service that serves it, and the query service alone on --query-port; ready once
+    each service answers ready through it. SIGQUIT: it stops accepting and finishes the
+    requests in flight (SIGKILL after 5 s)."""
     nofile, connections = nginx_limits()
     values = {"CC_WORKER_PROCESSES": "auto", "CC_NOFILE": str(nofile)}
     values["CC_WORKER_CONNECTIONS"] = str(connections)
     values["CC_ACCESS_LOG"] = f"{a.var / 'log' / 'nginx-access.log'} timed"
     for role, port in a.web.items():
         servers = [p.env["BIND"] for p in app.programs if p.name.startswith(role)]
-        values[f"CC_{role.upper()}_LISTEN"] = f"127.0.0.1:{port}"
         values[f"CC_{role.upper()}_SERVERS"] = nginx_servers(servers)
+        values["CC_LISTEN" if role == "command" else "CC_QUERY_LISTEN"] = f"127.0.0.1:{port}"
     argv = nginx_argv(nginx, a.var / "nginx", render_nginx(a.var / "nginx/conf", values, [*a.web]))
     ready = " ".join(f"http://127.0.0.1:{port}{HEALTH}" for port in a.web.values())
     return Stage("proxy", [Program("nginx", argv, ready, stopsignal="QUIT", stopwaitsecs=5)])
+
+
+def proxy_binary(explicit: str | None, say: Callable[[str], None]) -> tuple[str | None, str]:
+    """(nginx, "") or (None, why not): NGINX if given, else the one installed, else installed
+    here with apt-get when this runs as root (as `make test` does: deploy/local/host.py)."""
+    if explicit or nginx_binary() is not None:
+        return nginx_binary(explicit), ""
+    if os.geteuid() == 0:
+        say("make run: nginx is not installed: installing it (apt-get install nginx)")
+    found, why = find_nginx()
+    return found, why or ""
+
+
+def served_at(
+    a: argparse.Namespace, nginx: str | None, why: str, say: Callable[[str], None]
+) -> str:
+    """Where the suite serves, for the banner: with nginx the API's one public URL (every path)
+    and the query service alone; without, two base URLs, said loudly with why."""
+    if nginx:
+        urls = f"API http://127.0.0.1:{a.command_port} (every path)"
+        return urls + (
+            "" if a.no_query else f", query service alone http://127.0.0.1:{a.query_port}"
+        )
+    say(f"  nginx not started ({why}): TWO base URLs, each service on its own port (apps")
+    say("  must send each path to the service that serves it), and gunicorn serves them")
+    say("  itself, so an idle or slow client holds a sync worker (up to CLIENT_TIMEOUT)")
+    return ", ".join(f"{role} http://127.0.0.1:{port}" for role, port in a.web.items())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -209,15 +241,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Development: every request logged, any browser origin, webhooks to this machine.
     for key, value in (("ACCESS_LOG", "-"), ("CORS_ORIGINS", "*"), ("WEBHOOK_ALLOW_PRIVATE", "1")):
         env.setdefault(key, value)
+    say, safe = partial(print, flush=True), partial(re.sub, r":[^:@/]*@", ":***@")  # no password
     try:
-        nginx = None if a.no_proxy else nginx_binary(a.nginx)
+        nginx, why = (None, "--no-proxy") if a.no_proxy else proxy_binary(a.nginx, say)
         check(a, nginx)
         stages = [store_stage(a), app_stage(a, nginx)]
         stages += [proxy_stage(a, nginx, stages[1])] if nginx else []
     except (RuntimeError, OSError) as exc:
         print(f"make run: {exc}")
         return 1
-    say, safe = partial(print, flush=True), partial(re.sub, r":[^:@/]*@", ":***@")  # no password
     if env["WEBHOOK_ALLOW_PRIVATE"].strip().lower() in ("1", "true", "yes"):
         say(WARNING)
     parts = ", ".join(p.name for s in stages for p in s.programs)
@@ -225,11 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"  event store {safe(a.store)}, Celery broker {safe(a.broker or a.store)}")
     say(f"  logs in {a.var}/log/<part>.log; supervisorctl -c {a.var}/supervisord.conf status")
     say(f"  CORS_ORIGINS={env['CORS_ORIGINS']}: the browser origins allowed (set it to narrow)")
-    if not nginx:
-        why = "--no-proxy" if a.no_proxy else f"not installed; to put it in front: {NGINX_INSTALL}"
-        say(f"  nginx not started ({why}): gunicorn serves the public ports itself, so an idle or")
-        say("  slow client holds a sync worker (up to CLIENT_TIMEOUT)")
-    urls = ", ".join(f"{role} http://127.0.0.1:{port}" for role, port in a.web.items())
+    urls = served_at(a, nginx, why, say)
     done = f": {urls}. Try `make demo`; Ctrl-C stops everything."
     where = f"{urls}, event store {safe(a.store)}"
     return serve(stages, a.var, env, say, a.timeout, done, where)

@@ -100,7 +100,7 @@ def measure(
                 read0.append(events_read(bases))
 
             for _ in range(args.rounds):
-                run = run_load(public["command"], "turns", args.clients, args.seconds, 0,
+                run = run_load(public["public"], "turns", args.clients, args.seconds, 0,
                                redis_url, pids, on_start=started_reading)  # fmt: skip
                 run["events_read_per_turn"] = (events_read(bases) - read0[-1]) / run["requests"]
                 runs.append(run)

@@ -1,8 +1,10 @@
 """A client generated from the published document plays a whole game (issue 15, "Proof that
 it is true"): openapi-python-client (pinned) generates it at test time from the document the
 command service serves, and a 3-player game is created, played from GET /turn's legal
-placements with each seat's token until it is over, and read back (board, scores) from the
-query service — every answer a typed model of the generated package, none a dict.
+placements with each seat's token until it is over, and read back (board, scores) — every
+answer a typed model of the generated package, none a dict. One client, on the document's one
+base URL: real nginx from deploy/nginx/ in front of both services (issue 33), as `make run`
+serves it; installed when missing and running as root, skipped with the reason otherwise.
 
 Generated at test time rather than checked in: the document is what must work for a new
 user, and tests/integration/test_openapi.py already fails when the served document and
@@ -24,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests import nginx as private_nginx
 from tests.integration.http_client import call
 from tests.stack import Stack
 
@@ -55,26 +58,36 @@ def generated(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             del sys.modules[name]
 
 
+@pytest.fixture(scope="module")
+def public(stack: Stack) -> Iterator[str]:
+    """The API's one base URL: nginx in front of the suite's command and query services."""
+    binary, why = private_nginx.find_nginx()
+    if binary is None:
+        pytest.skip(why)
+    upstreams = {"command": stack.command, "query": stack.query}
+    with private_nginx.nginx({k: v.removeprefix("http://") for k, v in upstreams.items()}) as ng:
+        yield ng["public"]
+
+
 def _module(name: str) -> Any:
     return importlib.import_module(f"{PACKAGE}.{name}")
 
 
-def test_a_generated_client_plays_a_three_player_game(generated: ModuleType, stack: Stack) -> None:
+def test_a_generated_client_plays_a_three_player_game(generated: ModuleType, public: str) -> None:
     models = _module("models")
     games = {
         op: _module(f"api.games.{op}")
         for op in ("create_game", "get_turn", "play_turn", "get_board", "get_scores")
     }
     # Any status the document does not list raises (errors.UnexpectedStatus).
-    command = generated.Client(base_url=stack.command, raise_on_unexpected_status=True)
-    query = generated.Client(base_url=stack.query, raise_on_unexpected_status=True)
+    client = generated.Client(base_url=public, raise_on_unexpected_status=True)
 
     names = ["ann", "bob", "cy"]
     body = models.CreateGameIn(
         players=[models.PlayerIn(name=n, player_id=f"u-{n}") for n in names],
         seat_order=[2, 0, 1],
     )
-    created = games["create_game"].sync(client=command, body=body)
+    created = games["create_game"].sync(client=client, body=body)
     assert isinstance(created, models.CreatedGame), created
     game_id = created.game_id
     assert [(s.seat, s.name, s.player_index) for s in created.players] == [
@@ -84,7 +97,7 @@ def test_a_generated_client_plays_a_three_player_game(generated: ModuleType, sta
     ]
     seats = {
         s.seat: generated.AuthenticatedClient(
-            base_url=stack.command, token=s.token, raise_on_unexpected_status=True
+            base_url=public, token=s.token, raise_on_unexpected_status=True
         )
         for s in created.players
     }
@@ -92,7 +105,7 @@ def test_a_generated_client_plays_a_three_player_game(generated: ModuleType, sta
     rng = random.Random(3)
     placed = 0
     for _ in range(200):  # bounded: 72 tiles
-        view = games["get_turn"].sync(game_id, client=command)
+        view = games["get_turn"].sync(game_id, client=client)
         assert isinstance(view, models.TurnView), view
         if view.over:
             break
@@ -120,7 +133,7 @@ def test_a_generated_client_plays_a_three_player_game(generated: ModuleType, sta
     late = games["play_turn"].sync(game_id, client=seats[0], body=turn)
     assert isinstance(late, models.Error) and late.code == "game_over"
 
-    board = games["get_board"].sync(game_id, client=query)
+    board = games["get_board"].sync(game_id, client=client)
     assert isinstance(board, models.Board), board
     assert board.over and board.game_id == game_id
     assert len(board.tiles) == placed + 1  # and the start tile
@@ -133,7 +146,7 @@ def test_a_generated_client_plays_a_three_player_game(generated: ModuleType, sta
 
     deadline = time.monotonic() + 60
     while True:  # the scoring worker scores the end of the game shortly after it
-        scores = games["get_scores"].sync(game_id, client=query)
+        scores = games["get_scores"].sync(game_id, client=client)
         assert isinstance(scores, models.Scores), scores
         if scores.over and scores.unscored_moves == 0 and scores.result is not None:
             break

@@ -103,17 +103,16 @@ def _config(base_url: str, stack: Stack) -> schemathesis.Config:
 
 
 def service_document(service: str) -> dict[str, Any]:
-    """The document as one service serves it: the operations whose `servers` name that
-    service (`commandUrl`, `queryUrl`). A path both serve (`/games`) then lists only this
-    service's methods, which is what its 405s and OPTIONS answer in `Allow`."""
+    """The document as one service serves it: the operations whose `x-service` names that
+    service. A path both serve (`/games`) then lists only this service's methods, which is
+    what its 405s and OPTIONS answer in `Allow`."""
     doc = json.loads(DOC_FILE.read_text(encoding="utf-8"))
-    url = f"{{{service}Url}}"
     paths = {}
     for path, item in doc["paths"].items():
         mine = {
             method: op
             for method, op in item.items()
-            if method == "parameters" or op["servers"][0]["url"] == url
+            if method == "parameters" or op["x-service"] == service
         }
         if set(mine) - {"parameters"}:
             paths[path] = mine

@@ -129,7 +129,7 @@ def test_behind_the_proxy_the_turn_is_gzipped_and_its_weak_etag_still_works(
         warnings.warn(f"proxy case skipped: {why}", stacklevel=1)
         pytest.skip(why)
     with private_nginx.nginx({"command": command.removeprefix("http://")}) as public:
-        base = public["command"]
+        base = public["public"]
         game_id, tokens = new_game(base)
         path = f"/games/{game_id}/turn"
         gz = {"Accept-Encoding": "gzip"}

@@ -38,8 +38,8 @@ QUERY = "deploy/gunicorn/query.py"
 
 @dataclass
 class Stack:
-    proxy: str  # the command service's public URL (nginx)
-    query: str  # the query service's public URL (nginx)
+    proxy: str  # the API's one public URL (nginx)
+    query: str  # the query service alone (its operator port on nginx)
     instances: list[str]  # each command instance's own URL (behind nginx)
     env: dict[str, str]  # the services' environment (REDIS_URL, BROKER_URL)
     client: redis.Redis  # a cluster client of the event store
@@ -66,7 +66,7 @@ def stack(redis_cluster_url: str, redis_url: str) -> Iterator[Stack]:  # noqa: F
             client = connect(redis_cluster_url, role="test-instances", max_connections=8)
             try:
                 yield Stack(
-                    public["command"],
+                    public["public"],
                     public["query"],
                     [first, second],
                     env,

@@ -50,8 +50,7 @@ def test_run_cluster_starts_plays_a_demo_game_and_stops(tmp_path: Path) -> None:
                 sys.executable,
                 "-m",
                 "tools.demo",
-                f"--command-url=http://127.0.0.1:{command_port}",
-                f"--query-url=http://127.0.0.1:{query_port}",
+                f"--command-url=http://127.0.0.1:{command_port}",  # the one base URL
                 "--seed=3",
             ],
             cwd=Path(__file__).resolve().parents[2],
@@ -60,8 +59,9 @@ def test_run_cluster_starts_plays_a_demo_game_and_stops(tmp_path: Path) -> None:
             timeout=120,
         )
         assert demo.returncode == 0, demo.stdout + demo.stderr
-        # The query service showed the score track: the worker scored every move.
-        assert f"(query service http://127.0.0.1:{query_port})" in demo.stdout, demo.stdout
+        # The query service showed the score track through the one public URL: the worker
+        # scored every move.
+        assert f"(query service http://127.0.0.1:{command_port})" in demo.stdout, demo.stdout
         run.proc.send_signal(signal.SIGTERM)
         assert run.finish(STOP) == 0, run.text()
         assert run.output[-1] == "stopped"

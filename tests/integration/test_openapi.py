@@ -268,16 +268,23 @@ def test_the_example_check_can_fail(doc: dict[str, Any]) -> None:
         test_every_example_validates_against_its_schema(broken)
 
 
-def test_each_operation_names_the_service_that_serves_it(doc: dict[str, Any]) -> None:
+def test_one_base_url_and_each_operation_names_the_service_that_serves_it(
+    doc: dict[str, Any],
+) -> None:
+    """One server for every operation (the proxy's public URL, tests/integration/
+    test_public_url.py); `x-service` says which service stands behind each."""
+    assert [s["url"] for s in doc["servers"]] == ["{baseUrl}"]
+    assert doc["servers"][0]["variables"]["baseUrl"]["default"] == "http://localhost:8000"
     # One path, two services: POST /games creates (command), GET /games lists (query).
     games = doc["paths"]["/games"]
-    assert games["post"]["servers"][0]["url"] == "{commandUrl}"
-    assert games["get"]["servers"][0]["url"] == "{queryUrl}"
+    assert games["post"]["x-service"] == "command"
+    assert games["get"]["x-service"] == "query"
     assert "Served by the command service" in games["post"]["description"]
     assert "Served by the query service" in games["get"]["description"]
     for item in doc["paths"].values():
         for _, op in _operations(item):
-            assert len(op["servers"]) == 1, op["operationId"]
+            assert op["x-service"] in ("command", "query"), op["operationId"]
+            assert "servers" not in op, op["operationId"]
 
 
 def test_serving_the_document_loads_nothing_of_the_other_service(redis_url: str) -> None:

@@ -179,7 +179,7 @@ def proxied(nginx_binary: str, redis_url: str) -> Iterator[tuple[str, str]]:
         wait_for_workers(started[0].pid, WORKERS)
         upstream = direct.removeprefix("http://")
         with private_nginx.nginx({"command": upstream}) as public:
-            yield direct, public["command"]
+            yield direct, public["public"]
 
 
 def test_a_hundred_idle_connections_through_the_proxy_and_turns_answer_normally(
@@ -257,7 +257,7 @@ def test_behind_the_proxy_a_turn_of_a_loaded_game_is_one_append_and_no_stream_re
         gunicorn("services.command.wsgi:app", CONFIG, env, 1) as two,
         private_nginx.nginx({"command": [b.removeprefix("http://") for b in (one, two)]}) as ng,
     ):
-        public = ng["command"]
+        public = ng["public"]
         games = [new_game_of(public) for _ in range(6)]
         states: dict[str, GameState] = {}
         for game_id, _ in games:
@@ -292,10 +292,10 @@ def test_behind_the_proxy_a_turn_of_a_loaded_game_is_one_append_and_no_stream_re
 def test_errors_of_the_proxy_itself_have_the_services_json_shape(nginx_binary: str) -> None:
     """Nothing behind the proxy: 502 bad_gateway; a body over the proxy's limit: 413."""
     with private_nginx.nginx({"command": f"127.0.0.1:{free_port()}"}) as public:
-        status, body = call(public["command"], "GET", "/games/0/turn")
+        status, body = call(public["public"], "GET", "/games/0/turn")
         assert status == 502
         assert body["code"] == "bad_gateway" and set(body) == PROBLEM_KEYS
-        with socket.create_connection(address(public["command"]), timeout=5) as sock:
+        with socket.create_connection(address(public["public"]), timeout=5) as sock:
             sock.sendall(b"POST /games HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 2000000\r\n\r\n")  # fmt: skip
             reply = http.client.HTTPResponse(sock)
@@ -326,8 +326,9 @@ def test_json_is_gzipped_for_clients_that_accept_it(proxied: tuple[str, str]) ->
 def test_a_live_stream_through_the_proxy_gets_each_event_at_once(
     nginx_binary: str, redis_url: str
 ) -> None:
-    """Server-Sent Events through nginx: not buffered, not gzipped (although the client
-    accepts gzip); a turn played while the stream is open arrives on it at once."""
+    """Server-Sent Events through nginx's one public URL, as through the query service's own
+    port: not buffered, not gzipped (although the client accepts gzip); a turn played while
+    the stream is open arrives on it at once."""
     env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0"}
     with (
         gunicorn("services.command.wsgi:app", CONFIG, env, 1) as command,
@@ -336,27 +337,29 @@ def test_a_live_stream_through_the_proxy_gets_each_event_at_once(
             {"command": command.removeprefix("http://"), "query": query.removeprefix("http://")}
         ) as public,
     ):
-        player = Player(public["command"])
-        conn = http.client.HTTPConnection(*address(public["query"]), timeout=10)
-        try:
-            conn.request("GET", f"/games/{player.game_id}/live", headers={
-                "Accept": "text/event-stream", "Accept-Encoding": "gzip"})  # fmt: skip
-            stream = conn.getresponse()
-            assert stream.status == 200
-            assert stream.getheader("Content-Type", "").startswith("text/event-stream")
-            assert stream.getheader("Content-Encoding") is None
-            player.turn(timeout=10)
-            played = request(public["command"], "GET", f"/games/{player.game_id}/turn", 10)[1]
-            started = time.monotonic()
-            seen = 0
-            while seen < played["seq"]:  # event ids are cursors "<move seq>-<score seq>"
-                line = stream.readline().decode()
-                assert line, "the stream ended"
-                if line.startswith("id: "):
-                    seen = int(line[4:].split("-")[0])
-            assert time.monotonic() - started < 5
-        finally:
-            conn.close()
+        for stream_base in (public["public"], public["query"]):
+            player = Player(public["public"])
+            conn = http.client.HTTPConnection(*address(stream_base), timeout=10)
+            try:
+                conn.request("GET", f"/games/{player.game_id}/live", headers={
+                    "Accept": "text/event-stream", "Accept-Encoding": "gzip"})  # fmt: skip
+                stream = conn.getresponse()
+                assert stream.status == 200
+                assert stream.getheader("Content-Type", "").startswith("text/event-stream")
+                assert stream.getheader("Content-Encoding") is None
+                player.turn(timeout=10)
+                path = f"/games/{player.game_id}/turn"
+                played = request(public["public"], "GET", path, 10)[1]
+                started = time.monotonic()
+                seen = 0
+                while seen < played["seq"]:  # event ids are cursors "<move seq>-<score seq>"
+                    line = stream.readline().decode()
+                    assert line, "the stream ended"
+                    if line.startswith("id: "):
+                        seen = int(line[4:].split("-")[0])
+                assert time.monotonic() - started < 5
+            finally:
+                conn.close()
 
 
 def test_the_viewer_pages_and_files_are_gzipped_through_the_proxy(
@@ -373,7 +376,7 @@ def test_the_viewer_pages_and_files_are_gzipped_through_the_proxy(
             ("/viewer/view.js", "text/javascript", b"EventSource"),
             ("/viewer/viewer.css", "text/css", b"@media"),
         ):
-            conn = http.client.HTTPConnection(*address(public["query"]), timeout=10)
+            conn = http.client.HTTPConnection(*address(public["public"]), timeout=10)
             try:
                 conn.request("GET", path, headers={"Accept-Encoding": "gzip"})
                 reply = conn.getresponse()
@@ -389,10 +392,17 @@ def test_the_viewer_pages_and_files_are_gzipped_through_the_proxy(
 # -- the manifests carry the same templates --------------------------------------------------
 def test_the_k8s_copies_of_the_nginx_templates_are_the_templates() -> None:
     """kustomize reads files only below deploy/k8s/: it carries copies, which must not drift
-    (`cp deploy/nginx/*.template deploy/nginx/sites/*.template deploy/k8s/nginx/`)."""
+    (`cp deploy/nginx/*.template deploy/nginx/sites/*.template deploy/k8s/nginx/`), each in
+    the kustomization's configMapGenerator and mounted by proxy.yaml where nginx.conf looks."""
     templates = {p.name: p.read_bytes() for p in NGINX_TEMPLATES.rglob("*.template")}
     copies = {p.name: p.read_bytes() for p in (ROOT / "deploy/k8s/nginx").glob("*.template")}
     assert copies == templates
+    kustomization = (ROOT / "deploy/k8s/kustomization.yaml").read_text()
+    proxy = (ROOT / "deploy/k8s/proxy.yaml").read_text()
+    for path in NGINX_TEMPLATES.rglob("*.template"):
+        where = path.relative_to(NGINX_TEMPLATES)
+        assert f"- nginx/{path.name}\n" in kustomization, path.name
+        assert f"{{key: {path.name}, path: {where}}}" in proxy, path.name
 
 
 def test_the_templates_render_to_a_configuration_nginx_accepts(
@@ -405,7 +415,7 @@ def test_the_templates_render_to_a_configuration_nginx_accepts(
         "CC_NOFILE": "4096",
         "CC_WORKER_CONNECTIONS": "1024",
         "CC_ACCESS_LOG": "/dev/stdout timed",
-        "CC_COMMAND_LISTEN": f"127.0.0.1:{free_port()}",
+        "CC_LISTEN": f"127.0.0.1:{free_port()}",
         "CC_COMMAND_SERVERS": nginx_servers(["localhost:8000", "127.0.0.1:8002"]),
         "CC_QUERY_LISTEN": f"127.0.0.1:{free_port()}",
         "CC_QUERY_SERVERS": "server localhost:8001; server 127.0.0.1:8003;",

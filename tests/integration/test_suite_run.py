@@ -527,7 +527,10 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(tmp_path: Path) -> 
         assert "DEVELOPMENT SETTING: WEBHOOK_ALLOW_PRIVATE=1" in out  # said loudly
         command, query = f"http://127.0.0.1:{command_port}", f"http://127.0.0.1:{query_port}"
         # What a second `make run` says of this one: where it serves (see the test above).
-        where = f"command {command}, query {query}, event store redis://127.0.0.1:{redis_port}/0"
+        urls = f"command {command}, query {query}"  # without nginx: two base URLs
+        if "nginx" in parts:  # the one public URL, every path; the query service alone
+            urls = f"API {command} (every path), query service alone {query}"
+        where = f"{urls}, event store redis://127.0.0.1:{redis_port}/0"
         record = json.loads((var / "run" / "suite.json").read_text())
         assert record == {"pid": run.proc.pid, "where": where}
         store = RedisEventStore(redis.Redis(port=redis_port))
@@ -597,7 +600,8 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(tmp_path: Path) -> 
         final = actual[-1]
         assert final[0] == GAME_SCORED and final[1]["final_scores"] == game.view["scores"]
         # The query service catches up from the streams: its totals become the final scores.
-        body = gameclient.query_scores(query, game, game.view["scores"], wait=20.0)
+        public = command if "nginx" in parts else query  # behind nginx: the one base URL
+        body = gameclient.query_scores(public, game, game.view["scores"], wait=20.0)
         assert body is not None, "the query service has no score view of the game"
         assert gameclient.totals(body) in (None, game.view["scores"])
 
