@@ -43,6 +43,8 @@ HINTS: dict[str, str] = {
     "each resource's list is described in the API document at /docs.",
     "notify": "Webhooks and subscriptions are described in docs/integration.md and "
     "docs/subscriptions.md: an https URL on a public address, a secret of 32+ characters.",
+    "http": "The `Allow` header lists the methods this path takes, and the API document at "
+    "/docs every path, its methods and the media types it answers with.",
     "retry": "Retry after the number of seconds in the Retry-After header; a command retried "
     "with the same Idempotency-Key is never applied twice.",
 }
@@ -78,7 +80,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                "unknown_command"),
     "body": ("bad_idempotency_key", "bad_request", "body_too_large", "idempotency_key_reused",
              "incomplete_body", "invalid_body", "invalid_json", "invalid_query",
-             "json_too_deep", "method_not_allowed", "not_acceptable", "unsupported_media_type"),
+             "json_too_deep", "unsupported_media_type"),
+    "http": ("method_not_allowed", "not_acceptable"),
     "lookup": ("game_not_found", "hook_not_found", "not_found", "subscription_not_found"),
     "notify": ("bad_event_kinds", "bad_webhook_secret", "bad_webhook_url", "too_many_webhooks",
                "too_many_subscriptions", "unknown_event_kind", "webhook_url_not_https",

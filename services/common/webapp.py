@@ -99,6 +99,9 @@ def new_app(
     applied, and health, readiness (Redis reachable), metrics, request ids, CORS
     (`CORS_ORIGINS`) and an ``Allow`` header on every 405."""
     app = Flask(import_name)
+    # A path is what it says: `/v1/subscriptions//ping` (an empty id) is no path of ours
+    # (404), not `/v1/subscriptions/ping` with "ping" taken for an id (405).
+    app.url_map.merge_slashes = False
     app.config.update(
         API_TITLE=f"Carcassonne Cloud — {service} service",
         API_VERSION="1",
@@ -124,12 +127,31 @@ def new_app(
         )
     )
     _cors(app)
+    app.after_request(_hardened)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
     return app
+
+
+def _hardened(response: flask.Response) -> flask.Response:
+    """Headers every answer carries (a view that sets its own keeps it):
+
+    - ``X-Content-Type-Options: nosniff``: JSON errors and SVG pictures echo what a client
+      sent, and a browser must never take them for HTML;
+    - ``Cache-Control: no-store`` on the answer to a write: it may carry a seat's token, a
+      webhook or subscription secret, or an API key's first sight of a game;
+    - on the API pages (/docs), ``frame-ancestors 'none'``: no other site frames them."""
+    headers = response.headers
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    if flask.request.method not in ("GET", "HEAD", "OPTIONS"):
+        headers.setdefault("Cache-Control", "no-store")
+    if flask.request.path.startswith("/docs"):
+        headers.setdefault("Content-Security-Policy", "frame-ancestors 'none'")
+        headers.setdefault("X-Frame-Options", "DENY")  # browsers without CSP level 2
+    return response
 
 
 def _cors(app: Flask) -> None:

@@ -280,3 +280,45 @@ def test_a_422_names_the_input_that_failed_or_the_services_main_one(
     reply = app.test_client().get("/x")
     assert reply.status_code == 422
     assert reply.get_json()["code"] == code and reply.get_json()["details"] == {"fields": fields}
+
+
+def test_every_answer_is_nosniff_writes_are_no_store_and_docs_cannot_be_framed() -> None:
+    from services.common.webapp import new_app
+
+    app = new_app(__name__, "test", {"REDIS_URL": "redis://127.0.0.1:1/0"})
+
+    @app.post("/secret")
+    def secret() -> dict[str, str]:
+        return {"token": "s3cret"}
+
+    @app.get("/view")
+    def view() -> Any:
+        return {"ok": True}, 200, {"Cache-Control": "no-cache"}  # a view's own choice stays
+
+    client = app.test_client()
+    written = client.post("/secret")
+    assert written.headers["Cache-Control"] == "no-store"
+    assert written.headers["X-Content-Type-Options"] == "nosniff"
+    read = client.get("/view")
+    assert read.headers["Cache-Control"] == "no-cache"
+    assert read.headers["X-Content-Type-Options"] == "nosniff"
+    assert "frame-ancestors" not in read.headers.get("Content-Security-Policy", "")
+    from services.command.app import create_app
+
+    docs = create_app({"REDIS_URL": "redis://127.0.0.1:1/0"}).test_client().get("/docs")
+    assert docs.status_code == 200
+    assert docs.headers["Content-Security-Policy"] == "frame-ancestors 'none'"
+    assert docs.headers["X-Frame-Options"] == "DENY"
+    missing = client.get("/nowhere")  # an error echoing the path: never sniffed as HTML
+    assert missing.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_an_empty_path_segment_is_no_path_not_another_routes_id() -> None:
+    from services.command.app import create_app
+
+    client = create_app({"REDIS_URL": "redis://127.0.0.1:1/0"}).test_client()
+    reply = client.post("/v1/subscriptions//ping")  # no subscription id: not "ping" as one
+    assert (reply.status_code, reply.get_json()["code"]) == (404, "not_found")
+    wrong = client.put("/games")
+    assert (wrong.status_code, wrong.get_json()["code"]) == (405, "method_not_allowed")
+    assert "Allow" in wrong.get_json()["hint"] and wrong.headers["Allow"]
