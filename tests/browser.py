@@ -31,6 +31,9 @@ CHROMIUM_ARGS = (
     "--disable-extensions",
     "--disable-background-networking",
     "--disable-component-update",
+    # Autofill asks Google about the forms of a page (Swagger UI's inputs) on the page's
+    # behalf: the browser's traffic, not the page's, and not wanted in a test either.
+    "--disable-features=AutofillServerCommunication",
 )
 _INSTALL_TRIED: list[str] = []  # the outcome of this process's one install attempt
 
