@@ -115,11 +115,6 @@ def _itag(shard: int) -> str:
     return "{" + SHARD_TAGS[shard] + "}"
 
 
-def unscored_key(shard: int) -> str:
-    """Sorted set: games with moves not scored yet -> time (ms) of the first unscored move."""
-    return _itag(shard) + ":idx:unscored"
-
-
 def games_key(shard: int) -> str:
     """Sorted set: every game of the shard -> its creation time (ms)."""
     return _itag(shard) + ":idx:games"

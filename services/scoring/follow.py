@@ -19,8 +19,9 @@ from collections.abc import Sequence
 
 import redis
 
-from services.redis_store.changes import SHARDS, Follower, tails, wait
+from services.redis_store.changes import Follower, tails, wait
 from services.redis_store.connect import is_cluster
+from services.redis_store.keys import SHARDS
 
 log = logging.getLogger(__name__)
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import binascii
 import random
 
+from services.redis_store.changes import changes_key, positions_key
 from services.redis_store.keys import (
     SHARD_TAGS,
     SHARDS,
+    deadlines_key,
     derived_game_id,
     games_key,
+    idle_key,
     index_shard,
     legacy_shard,
     new_game_id,
@@ -19,7 +22,6 @@ from services.redis_store.keys import (
     shard_slot,
     status_key,
     subs_due_key,
-    unscored_key,
 )
 
 
@@ -36,8 +38,8 @@ def test_every_shard_tag_sits_in_the_middle_of_its_64th_of_the_slots() -> None:
 
 def test_index_keys_of_a_shard_share_its_slot() -> None:
     for i in (0, 17, 63):
-        keys = [unscored_key(i), games_key(i), status_key(i, "over"), subs_due_key(i),
-                player_key(i, "Émile")]  # fmt: skip
+        keys = [changes_key(i), positions_key(i), games_key(i), status_key(i, "over"),
+                deadlines_key(i), idle_key(i), subs_due_key(i), player_key(i, "Émile")]  # fmt: skip
         for key in keys:
             tag = key[key.index("{") + 1 : key.index("}")]
             assert slot(tag) == shard_slot(i), key
