@@ -260,6 +260,24 @@ def trim(client: redis.Redis, shards: Iterable[int] = range(SHARDS)) -> int:
     return sum(int(n) for n in pipe.execute())
 
 
+def consumers(client: redis.Redis, shards: Iterable[int] = range(SHARDS)) -> set[str]:
+    """The names of every consumer registered in any of the shards."""
+    pipe = client.pipeline(transaction=False)
+    for shard in shards:
+        pipe.hkeys(positions_key(shard))
+    return {text(name) for names in pipe.execute() for name in names}
+
+
+def retire(client: redis.Redis, consumer: str) -> None:
+    """Forget a consumer retired for good: its positions (which would hold `trim` back for
+    ever) and leases, in every shard."""
+    pipe = client.pipeline(transaction=False)
+    for shard in range(SHARDS):
+        pipe.hdel(positions_key(shard), consumer)
+        pipe.delete(lease_key(shard, consumer))
+    pipe.execute()
+
+
 def tails(client: redis.Redis, shards: Iterable[int] = range(SHARDS)) -> dict[int, str]:
     """The id of each shard's newest feed entry (`START` for an empty feed)."""
     wanted = list(shards)

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import redis
 from flask import Flask
 
+from services.redis_store.changes import consumers, retire
 from tests.integration import http_client
 from tests.integration.openapi_client import ValidatingClient
 
@@ -21,3 +23,17 @@ def contract_checked() -> Iterator[None]:
     http_client.VALIDATE = True
     yield
     Flask.test_client_class, http_client.VALIDATE = before
+
+
+WORKER_CONSUMERS = {"directory", "timer", "scoring", "subscriptions"}
+
+
+@pytest.fixture
+def own_consumers(redis_client: redis.Redis) -> Iterator[None]:
+    """Retire, after the test, every change-feed consumer it registered on the session's
+    Redis (its own test consumers; never the worker's): a stopped consumer left registered
+    would hold the feed's trim back for every later test on this Redis."""
+    before = consumers(redis_client)
+    yield
+    for name in consumers(redis_client) - before - WORKER_CONSUMERS:
+        retire(redis_client, name)

@@ -90,6 +90,7 @@ def hook_deliverer(client: redis.Redis, store: RedisEventStore, post: Any, **kw:
     return Deliverer(client, SubscriptionChannel(client, store), post, **kw)
 
 
+pytestmark = pytest.mark.usefixtures("own_consumers")  # its test consumers leave nothing behind
 SECRET = "s" * 32
 
 
