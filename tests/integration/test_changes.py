@@ -162,7 +162,7 @@ def trimmed_alone(redis_client: redis.Redis) -> None:
     trim(redis_client, [shard])
     assert len(entries_of(redis_client, game_id)) == appends  # the slow one still needs them
     redis_client.hdel(positions_key(shard), slow_name)
-    others = redis_client.hgetall(positions_key(shard))
+    others: Any = redis_client.hgetall(positions_key(shard))
     trim(redis_client, [shard])
     lowest = min(tuple(int(p) for p in v.decode().split("-")) for v in others.values())
     kept: Any = redis_client.xrange(changes_key(shard))
