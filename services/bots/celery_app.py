@@ -1,17 +1,19 @@
-"""The Celery app of the bot worker: its tasks and its beat schedule.
+"""The Celery app of the bot worker: its tasks, its beat schedule and its consumer of the
+change feed.
 
 Run: ``celery -A services.bots.celery_app worker -Q bots --pool prefork`` (CPU-bound: one
 process per core) and ``celery -A services.bots.celery_app beat``.
 
-How a bot's turn is triggered (docs/bots.md): the command service sends ``bots.play(game)``
-by name on the `bots` queue after an append that hands the turn to a bot (a game whose
-first seat is a bot, a human move before a bot's turn), and this worker sends it again
-after a bot's turn when the next seat is a bot too. Safety net: every game with a bot seat
-sits in its shard's due index (services/redis_store/bot_index.py) with the time by which
-its bot should have moved; ``bots.sweep`` on beat re-sends the task for the games that are
-overdue (a lost task, a worker killed mid-think). Tasks are acknowledged late and rejected
-when their worker is lost, so the broker hands a killed worker's task out again; the
-append's command id ``bot:<game>:<seq>`` makes every copy play the turn at most once.
+How a bot's turn is triggered (docs/bots.md): the worker's main process watches the change
+feed (services/redis_store/watch.py; FOLLOW_CHANGES=0 leaves it to the sweep) and its
+consumer "bots" (services/bots/feed.py) sends ``bots.play(game)`` on the `bots` queue after
+every append to a game with a bot seat, once it has recorded the game as due in its shard's
+due index (services/redis_store/bot_index.py) with the time by which its bot should have
+moved. Safety net: ``bots.sweep`` on beat follows the feed over every shard (in case no
+worker watches) and re-sends the task for the games that are overdue (a lost task, a worker
+killed mid-think). Tasks are acknowledged late and rejected when their worker is lost, so
+the broker hands a killed worker's task out again; the append's command id
+``bot:<game>:<seq>`` makes every copy play the turn at most once.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from celery.signals import setup_logging as celery_setup_logging
 from celery.signals import worker_process_init
 from prometheus_client import Counter, Histogram
 
-from services.common.celery_conf import reliable
+from services.common.celery_conf import reliable, watch_step
 from services.common.observability import setup_logging
 from services.redis_store import RedisEventStore
 from services.redis_store.bot_index import QUEUE, TASK, drop, due_games, secrets_of, set_due
 from services.redis_store.connect import broker_url, shared_client
 
 from .config import from_env
+from .feed import BotFeed
 from .player import GONE, HUMAN, OVER, PLAYED, WAITING, BotPlayer
 
 log = logging.getLogger(__name__)
@@ -76,8 +79,8 @@ def player() -> BotPlayer:
 
 @worker_process_init.connect
 def _fresh_player(**_: Any) -> None:
-    global _player
-    _player = None  # never share a connection inherited across fork
+    global _player, _feed
+    _player = _feed = None  # never share a connection inherited across fork
 
 
 @celery_setup_logging.connect
@@ -125,10 +128,11 @@ def play(game_id: str) -> str:
             done.think_ms,
             extra={"game_id": game_id},
         )
+        # The feed sends the next turn's task (this append is on it): a bot's next turn is
+        # due soon, a human's is looked at again later.
         if done.next_bot:
             set_due(client, game_id, _now_ms() + grace_ms)
-            play.apply_async((game_id,), queue=QUEUE)
-        else:  # a human's turn, or the game is over: the next step is not ours
+        else:
             _human_next(client, game_id, done.due_ms)
     return done.kind
 
@@ -159,9 +163,41 @@ def _human_next(client: Any, game_id: str, deadline_ms: int | None) -> None:
     set_due(client, game_id, later)
 
 
+_feed: BotFeed | None = None
+
+
+def feed() -> BotFeed:
+    """This process's consumer "bots" of the change feed (services/bots/feed.py)."""
+    global _feed
+    with _lock:
+        if _feed is None:
+            client = shared_client(settings["REDIS_URL"], role="bots:feed", max_connections=4)
+            _feed = BotFeed(
+                client,
+                lambda game_id: play.apply_async((game_id,), queue=QUEUE),
+                int(settings["GRACE_SECONDS"] * 1000),
+            )
+        return _feed
+
+
+# The worker's main process watches the feed (services/redis_store/watch.py).
+app.steps["worker"].add(
+    watch_step(
+        QUEUE,
+        settings["FOLLOW_CHANGES"],
+        settings["REDIS_URL"],
+        "bots:watch",
+        lambda: [feed().follower],
+    )
+)
+
+
 @app.task(name="bots.sweep")
 def sweep() -> int:
-    """Send the bot task again for every game whose bot is overdue; returns how many."""
+    """Follow the feed over every shard (what a watcher would have done had none been
+    running), then send the bot task again for every game whose bot is overdue; returns
+    how many were overdue."""
+    feed().follower.catch_up()
     client = _client()
     later = _now_ms() + int(settings["GRACE_SECONDS"] * 1000)
     count = 0

@@ -16,11 +16,14 @@ DEFAULTS: dict[str, Any] = {
     "VISIBILITY_TIMEOUT": 60,
     "MAX_THINK_MS": 10_000,  # the most a bot seat may think per move (POST /games caps it too)
     "SWEEP_SECONDS": 10.0,  # how often beat looks for bot turns that nobody is playing
+    # Whether each worker's main process watches the change feed and sends bot tasks at once
+    # (services/redis_store/watch.py); 0 = only beat's sweep follows it (every SWEEP_SECONDS).
+    "FOLLOW_CHANGES": True,
     # After a bot task is sent (or starts thinking), the sweep leaves the game alone this long
     # beyond the think time: a task in the queue or thinking is not sent again.
     "GRACE_SECONDS": 30.0,
     # A game waiting for a human is looked at again this often (the human's move sends the
-    # bot task itself; this only cleans up a game that ended or was abandoned).
+    # bot task through the change feed; this only cleans up after a lost task).
     "HUMAN_RECHECK_SECONDS": 600.0,
     # In a game with undo, a bot waits this long after a human's placement before it plays
     # (its placement would close the human's window to take it back; docs/undo.md).

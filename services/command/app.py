@@ -28,7 +28,6 @@ from services.redis_store.connect import broker_url
 from services.redis_store.replication import NotReplicated
 
 from . import integration, subscription_views, undo_api
-from .bots import BotCaller
 from .client import command_client
 from .config import from_env
 from .handlers import TurnResult
@@ -303,11 +302,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             # Turns change cached states in place only when one thread serves the process.
             in_place=int(os.environ.get("GUNICORN_THREADS", "1")) <= 1,
             undo_seconds=app.config["UNDO_SECONDS"],
-            bots=BotCaller(
-                tasks,
-                client,
-                app.config["BOT_GRACE_MS"],
-            ),
         )
     app.extensions["game_service"] = service
     api = ContractApi(app)  # /openapi.json: the whole API's one document

@@ -37,10 +37,8 @@ DEFAULTS: dict[str, Any] = {
     "API_KEY_BURST": 20,  # requests a key may make at once after a quiet spell
     "WEBHOOK_QUEUE": "webhooks",  # where the scoring worker's webhook tasks are sent
     "WEBHOOK_ALLOW_PRIVATE": False,  # accept hook URLs on loopback/private addresses (dev, tests)
-    # Bot seats (docs/bots.md): the bot sweep leaves a game whose bot task was just sent alone
-    # this long (the bot worker's GRACE_SECONDS); hints think at most HINT_THINK_MS (an mcts
-    # hint holds a gunicorn worker that long).
-    "BOT_GRACE_MS": 30_000,
+    # Hints (docs/bots.md) think at most HINT_THINK_MS (an mcts hint holds a gunicorn worker
+    # that long).
     "HINT_THINK_MS": 500,
     "UNDO_SECONDS": 120.0,  # how long the others have to answer an undo request (consent)
 }

@@ -4,8 +4,8 @@
 seat's commands as handlers (handlers.py) run by the one write path
 (`services.common.moves.run_command`: decide, draw, one conditional and idempotent append,
 retry on conflict from the cached sequence), hints (hints.py) and views (views.py). A
-rejected command appends nothing. After an append it wakes the scoring worker and hands a
-bot seat's turn to the bot worker.
+rejected command appends nothing. What follows an append (scoring, a bot seat's turn,
+deliveries) is for the consumers of the change feed: the service only appends.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from carcassonne.errors import MalformedError, OutOfTurnError
 from carcassonne.events import (
@@ -47,16 +47,6 @@ from .hints import kept_hints
 from .secrets_store import Secrets, token_hash
 
 
-class BotHandoff(Protocol):
-    """Where a bot seat's turn goes (services/command/bots.py `BotCaller`)."""
-
-    def expect(self, game_id: str) -> None:
-        """A game with bot seats is about to be created."""
-
-    def __call__(self, game_id: str) -> None:
-        """A bot is to move in the game."""
-
-
 class GameService:
     """Validates commands against the rules and appends their events."""
 
@@ -66,7 +56,6 @@ class GameService:
         secrets_store: Secrets,
         cache_size: int = 10_000,
         in_place: bool = True,
-        bots: BotHandoff | None = None,
         undo_seconds: float = 120,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -79,7 +68,6 @@ class GameService:
         `undo: consent`); `clock` gives the time (seconds) undo deadlines are set and checked by.
         """
         self.in_place = in_place
-        self.bots = bots
         self.undo_seconds = undo_seconds
         self.clock = clock
         self.store = store
@@ -119,9 +107,8 @@ class GameService:
         # A bot seat has no token: nobody may play its turns but the bot worker.
         tokens = [None if b else secrets.token_urlsafe(24) for b in seat_bots]
         record = secrets_record(seed, seats, tokens, seat_ids, key_id, seat_bots)
+        # Before the first append: the bot worker reads the seats when the feed shows it.
         self.secrets.put(game_id, record)
-        if any(seat_bots) and self.bots is not None:
-            self.bots.expect(game_id)
         state = GameState()
         events = decide(state, StartGame(ruleset, len(seats)))
         for event in events:
@@ -131,8 +118,6 @@ class GameService:
         # The worker learns of the game from the change feed, as of every move: a game with
         # an owner key's subscriptions hears of its first turn once the worker has passed it.
         append_moves(self.store, game_id, events, expected=0, command_id="create")
-        if seat_bots[state.current] and self.bots is not None:
-            self.bots(game_id)  # a bot moves first
         return game_id, seated_players(names, order, tokens, ids, kinds)
 
     def play_turn(
@@ -265,22 +250,15 @@ class GameService:
         return self._run(game_id, Taken(self.games, game_id, False, False), handler)
 
     def _run(self, game_id: str, unit: Taken, handler: Handler[Taken, TurnResult]) -> TurnResult:
-        """Run a seat's command; after an append, hand the turn to a bot seat if it is one's
-        (the scoring worker follows the change feed: an undo that reverts scores included)."""
+        """Run a seat's command (what follows its append — scoring, a bot's turn — is for the
+        consumers of the change feed: an undo that reverts scores included)."""
         try:
             done = run_command(self.store, game_id, unit, handler)
         except CommandReused:  # the key is in the stream already, for another request
             raise IdempotencyKeyReused from None
         if not isinstance(done, Committed):
             return done
-        result = done.appended.result
-        self._hand_to_bot(game_id, unit.cached.secrets, done.state)
-        return TurnResult(done.appended.stored, done.state, result.last_seq)
-
-    def _hand_to_bot(self, game_id: str, record: dict[str, Any], state: GameState) -> None:
-        """Send the bot worker the game when its next turn is a bot seat's."""
-        if self.bots is not None and not state.over and is_bot(record, state.current):
-            self.bots(game_id)
+        return TurnResult(done.appended.stored, done.state, done.appended.result.last_seq)
 
     # -- hints and views ----------------------------------------------------------------
     def hint(self, game_id: str, token: str | None, level: str, think_ms: int) -> dict[str, Any]:

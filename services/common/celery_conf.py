@@ -19,10 +19,15 @@ every deployment runs a worker for each queue and a beat for each schedule.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from celery import bootsteps
 from kombu import Exchange, Queue
+
+from services.redis_store.changes import Follower
+from services.redis_store.connect import blocking_read_timeout, connect
+from services.redis_store.watch import Watcher
 
 
 def reliable(queue: str, visibility_timeout: float, others: Sequence[str] = ()) -> dict[str, Any]:
@@ -41,3 +46,41 @@ def reliable(queue: str, visibility_timeout: float, others: Sequence[str] = ()) 
         "broker_transport_options": {"visibility_timeout": visibility_timeout},
         "worker_hijack_root_logger": False,  # our own JSON logging (services/common/observability)
     }
+
+
+def watch_step(
+    queue: str,
+    enabled: bool,
+    redis_url: str,
+    role: str,
+    followers: Callable[[], Sequence[Follower]],
+) -> type[bootsteps.StartStopStep]:
+    """A worker bootstep that watches the change feed (services/redis_store/watch.py) for as
+    long as the worker runs, and runs `followers()` when their shards have news. Only a
+    worker that consumes `queue` watches (one started with `-Q` of other queues alone
+    leaves the feed to the others); `enabled` False leaves it to beat's sweep."""
+
+    class WatchStep(bootsteps.StartStopStep):
+        def __init__(self, parent: Any, **kwargs: Any) -> None:
+            super().__init__(parent, **kwargs)
+            self.watcher: Watcher | None = None
+
+        def start(self, parent: Any) -> None:
+            if not enabled or queue not in set(parent.app.amqp.queues.consume_from or ()):
+                return
+            block_ms = 1_000
+            client = connect(
+                redis_url,
+                role=role,
+                max_connections=2,
+                socket_timeout=blocking_read_timeout(block_ms / 1000),
+            )
+            self.watcher = Watcher(client, followers(), block_ms=block_ms)
+            self.watcher.start()
+
+        def stop(self, parent: Any) -> None:
+            if self.watcher is not None:
+                self.watcher.stop()
+
+    WatchStep.__name__ = WatchStep.__qualname__ = f"WatchStep[{queue}]"
+    return WatchStep

@@ -147,7 +147,13 @@ class Follower:
     holder reads the shard again after letting go, so an entry that arrived meanwhile is
     handled by it or by the next follower woken by the append; a holder that dies leaves
     the shard to others after `lease_ms`. Correctness never rests on the lease: the
-    position is conditional either way."""
+    position is conditional either way.
+
+    `after(shard, changes)` runs once a batch's output is recorded, for the one kind of
+    output that cannot be in the script: a message to another process (the bot consumer
+    sends the bot task). A crash between the two loses the message, so the consumer's
+    recorded writes must say what it was for a sweep to send it again (the bot index's
+    due time does)."""
 
     def __init__(
         self,
@@ -156,10 +162,12 @@ class Follower:
         handle: Handle,
         batch: int = 500,
         lease_ms: int | None = None,
+        after: Callable[[int, list[Change]], None] | None = None,
     ) -> None:
         self.client = client
         self.consumer = consumer
         self.handle = handle
+        self.after = after
         self.batch = max(1, batch)
         self.lease_ms = lease_ms
         self._token = uuid.uuid4().hex
@@ -207,6 +215,8 @@ class Follower:
                 if recorded:
                     handled += len(changes)
                     more[shard] = changes[-1].id
+                    if self.after is not None:
+                        self.after(shard, changes)
                 else:  # another follower moved it: read from where it got to
                     more[shard] = self.positions([shard])[shard]
             at = more

@@ -3,7 +3,7 @@ the change feed.
 
 Run: ``celery -A services.scoring.celery_app worker --concurrency 2 -Q scoring,webhooks``
 and ``celery -A services.scoring.celery_app beat``. No one sends the worker a task per move:
-each worker process watches the change feed (services/scoring/follow.py; FOLLOW_CHANGES=0
+each worker process watches the change feed (services/redis_store/watch.py; FOLLOW_CHANGES=0
 turns the watch off) and runs its consumers over the shards that changed: the games
 directory, the turn timer's indexes, scoring (each game with new moves is caught up, its
 progress saved with its score events) and the subscriptions' due index (webhooks included).
@@ -21,22 +21,21 @@ import time
 from typing import Any
 
 import redis
-from celery import Celery, bootsteps
+from celery import Celery
 from celery.signals import setup_logging as celery_setup_logging
 from celery.signals import worker_init, worker_process_init
 from prometheus_client import Counter, Histogram, start_http_server
 
 from eventstore.envelope import MOVES
-from services.common.celery_conf import reliable
+from services.common.celery_conf import reliable, watch_step
 from services.common.observability import REQUEST_ID, setup_logging
 from services.redis_store import RedisEventStore
 from services.redis_store.changes import Change, Follower, Write, trim
-from services.redis_store.connect import blocking_read_timeout, broker_url, connect, shared_client
+from services.redis_store.connect import broker_url, shared_client
 from services.redis_store.directory_index import DirectoryIndex
 
 from . import subscriptions  # registers the delivery tasks (dispatch, deliver, ping, sweep)
 from .config import from_env
-from .follow import Watcher
 from .scorer import CatchUp, Scorer
 from .timer import Timer
 
@@ -228,35 +227,10 @@ def sweep() -> int:
     return done
 
 
-class FollowStep(bootsteps.StartStopStep):
-    """Watches the change feed for as long as the worker runs (services/scoring/follow.py)."""
-
-    def __init__(self, parent: Any, **kwargs: Any) -> None:
-        super().__init__(parent, **kwargs)
-        self.watcher: Watcher | None = None
-
-    def start(self, parent: Any) -> None:
-        # Only a worker that does the scoring queue's work watches (one started with
-        # `-Q webhooks` alone delivers and leaves scoring to the others).
-        consumed = set(parent.app.amqp.queues.consume_from or ())
-        if not settings["FOLLOW_CHANGES"] or QUEUE not in consumed:
-            return
-        block_ms = 1_000
-        client = connect(
-            settings["REDIS_URL"],
-            role="scoring:watch",
-            max_connections=2,
-            socket_timeout=blocking_read_timeout(block_ms / 1000),
-        )
-        self.watcher = Watcher(client, followers(), block_ms=block_ms)
-        self.watcher.start()
-
-    def stop(self, parent: Any) -> None:
-        if self.watcher is not None:
-            self.watcher.stop()
-
-
-app.steps["worker"].add(FollowStep)
+# Each worker process of the scoring queue watches the feed (services/redis_store/watch.py).
+app.steps["worker"].add(
+    watch_step(QUEUE, settings["FOLLOW_CHANGES"], settings["REDIS_URL"], "scoring:watch", followers)
+)
 
 
 TIMED_OUT = Counter("carcassonne_turns_timed_out_total", "Turns skipped past their deadline")

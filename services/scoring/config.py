@@ -16,7 +16,7 @@ DEFAULTS: dict[str, Any] = {
     "SCORING_BATCH": 1_000,  # move events read and scored per append
     "SCORING_CACHE_SIZE": 2_000,  # games whose folded state a worker process keeps
     # Each worker process watches the change feed and scores what it brings at once
-    # (services/scoring/follow.py); 0 = only beat's sweep follows it (every SWEEP_SECONDS).
+    # (services/redis_store/watch.py); 0 = only beat's sweep follows it (every SWEEP_SECONDS).
     "FOLLOW_CHANGES": True,
     "FOLLOW_BATCH": 100,  # feed entries a follower handles per recorded step
     "SWEEP_SECONDS": 10.0,  # how often beat runs every follower over every shard

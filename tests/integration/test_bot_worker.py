@@ -28,7 +28,7 @@ BOT_ENV = {"MAX_THINK_MS": "1000", "VISIBILITY_TIMEOUT": "7", "SWEEP_SECONDS": "
 @pytest.fixture(scope="module")
 def command(redis_url: str) -> Iterator[str]:
     """One command service for the module: each test plays games of its own."""
-    env = celery_env(redis_url, BOT_GRACE_MS="3000", HINT_THINK_MS="200")
+    env = celery_env(redis_url, HINT_THINK_MS="200")
     with gunicorn("services.command.wsgi:app", "deploy/gunicorn/command.py", env, 2) as base:
         yield base
 

@@ -22,23 +22,11 @@ GREEDY = {"level": "greedy", "think_ms": 1}
 RANDOM = {"level": "random", "think_ms": 1}
 
 
-class Handoff:
-    """Records what the command service hands to the bot worker."""
-
-    def __init__(self) -> None:
-        self.expected: list[str] = []
-        self.called: list[str] = []
-
-    def expect(self, game_id: str) -> None:
-        self.expected.append(game_id)
-
-    def __call__(self, game_id: str) -> None:
-        self.called.append(game_id)
-
-
-def make(**kwargs: Any) -> tuple[GameService, InMemoryEventStore, MemorySecrets, Handoff]:
-    store, secrets, handoff = InMemoryEventStore(), MemorySecrets(), Handoff()
-    return GameService(store, secrets, bots=handoff, **kwargs), store, secrets, handoff
+def make(**kwargs: Any) -> tuple[GameService, InMemoryEventStore, MemorySecrets]:
+    """The command service over an in-memory store. Who sends the bot task is the change
+    feed's consumer (tests/integration/test_bot_feed.py): here a test calls `play` itself."""
+    store, secrets = InMemoryEventStore(), MemorySecrets()
+    return GameService(store, secrets, **kwargs), store, secrets
 
 
 def player(store: InMemoryEventStore, secrets: MemorySecrets, **kwargs: Any) -> BotPlayer:
@@ -46,13 +34,12 @@ def player(store: InMemoryEventStore, secrets: MemorySecrets, **kwargs: Any) -> 
 
 
 def test_two_bots_play_a_whole_game_each_turn_once() -> None:
-    service, store, secrets, handoff = make()
+    service, store, secrets = make()
     game_id, seats = service.create_game(
         ["ann", "bob"], Ruleset(tileset="demo"), [0, 1], None, bots=[GREEDY, RANDOM]
     )
     assert [s["token"] for s in seats] == [None, None]
-    assert seats[0]["bot"] == GREEDY and handoff.expected == [game_id]
-    assert handoff.called == [game_id]  # seat 0 is a bot: its turn is handed over at once
+    assert seats[0]["bot"] == GREEDY
     bots = player(store, secrets)
     turns = 0
     while (done := bots.play(game_id)).kind == PLAYED:
@@ -69,24 +56,22 @@ def test_two_bots_play_a_whole_game_each_turn_once() -> None:
 
 
 def test_a_human_move_hands_the_turn_to_the_bot() -> None:
-    service, store, secrets, handoff = make()
+    service, store, secrets = make()
     game_id, seats = service.create_game(
         ["ann", "bot"], Ruleset(), [0, 1], None, bots=[None, GREEDY]
     )
     assert seats[0]["token"] and seats[1]["token"] is None
-    assert handoff.called == []  # the human moves first
     bots = player(store, secrets)
     assert bots.play(game_id).kind == HUMAN  # not the bot's turn: nothing appended
     spot = service.turn_view(game_id)["placements"][0]
     service.play_turn(game_id, seats[0]["token"], spot["x"], spot["y"], spot["rotation"], None)
-    assert handoff.called == [game_id]
     done = bots.play(game_id)
     assert done.kind == PLAYED and not done.next_bot
     assert service.turn_view(game_id)["player"] == 0  # the human's turn again
 
 
 def test_nobody_plays_a_bot_seat_by_token() -> None:
-    service, _, _, _ = make()
+    service, _, _ = make()
     game_id, _ = service.create_game(["bot", "ann"], Ruleset(), [0, 1], None, bots=[GREEDY, None])
     with pytest.raises(GameError) as info:
         service.play_turn(game_id, None, 0, -1, 0, None)
@@ -96,7 +81,7 @@ def test_nobody_plays_a_bot_seat_by_token() -> None:
 def test_a_duplicated_task_plays_the_turn_once() -> None:
     """Two copies of the task decide at the same sequence: the second's append carries the
     same command id and appends nothing."""
-    service, store, secrets, _ = make()
+    service, store, secrets = make()
     game_id, _ = service.create_game(["a", "b"], Ruleset(), [0, 1], None, bots=[GREEDY, None])
     inner: list[str] = []
     twin = player(store, secrets)
@@ -114,7 +99,7 @@ def test_a_duplicated_task_plays_the_turn_once() -> None:
 
 
 def test_the_policy_is_given_the_view_and_never_the_seed() -> None:
-    service, store, secrets, _ = make()
+    service, store, secrets = make()
     game_id, _ = service.create_game(["a", "b"], Ruleset(), [0, 1], None, bots=[GREEDY, GREEDY])
     seed = secrets.get(game_id)["seed"]  # type: ignore[index]
     given: list[tuple[Any, ...]] = []
@@ -133,7 +118,7 @@ def test_the_policy_is_given_the_view_and_never_the_seed() -> None:
 
 
 def test_bots_do_nothing_in_finished_unknown_or_imported_games() -> None:
-    service, store, secrets, _ = make()
+    service, store, secrets = make()
     bots = player(store, secrets)
     assert bots.play("0" * 32).kind == GONE
     game_id, _ = service.create_game(["a", "b"], Ruleset(), [0, 1])  # no bot seat
@@ -147,7 +132,7 @@ def test_bots_do_nothing_in_finished_unknown_or_imported_games() -> None:
 
 
 def test_hints_are_refused_unless_the_ruleset_allows_them() -> None:
-    service, _, _, _ = make()
+    service, _, _ = make()
     game_id, seats = service.create_game(["ann", "bob"], Ruleset(), [0, 1])
     with pytest.raises(GameError) as info:
         service.hint(game_id, seats[0]["token"], "greedy", 100)
@@ -155,7 +140,7 @@ def test_hints_are_refused_unless_the_ruleset_allows_them() -> None:
 
 
 def test_a_hint_is_a_legal_move_for_the_seat_to_move() -> None:
-    service, _, _, _ = make()
+    service, _, _ = make()
     game_id, seats = service.create_game(["ann", "bob"], Ruleset(hints=True), [0, 1])
     with pytest.raises(GameError) as info:
         service.hint(game_id, seats[1]["token"], "greedy", 100)
@@ -196,7 +181,7 @@ def test_an_mcts_hint_is_searched_once_per_position_and_kept(
 
     monkeypatch.setattr(command_hints, "choose", counted)
     monkeypatch.setattr(command_hints, "HINTS_KEPT", 2)
-    service, _, _, _ = make()
+    service, _, _ = make()
     game_id, seats = service.create_game(["ann", "bob"], Ruleset(hints=True), [0, 1])
     first = service.hint(game_id, seats[0]["token"], "mcts", 200)
     for _ in range(50):
@@ -218,17 +203,18 @@ def test_an_mcts_hint_is_searched_once_per_position_and_kept(
 
 
 def test_a_resignation_that_passes_the_turn_to_a_bot_hands_it_over() -> None:
-    service, _, _, handoff = make()
+    service, store, secrets = make()
     game_id, seats = service.create_game(
         ["ann", "bot", "cid"], Ruleset(), [0, 1, 2], None, bots=[None, GREEDY, None]
     )
-    assert handoff.called == []
+    bots = player(store, secrets)
+    assert bots.play(game_id).kind == HUMAN
     service.resign(game_id, seats[0]["token"])  # ann is to move: the bot is next
-    assert handoff.called == [game_id]
+    assert bots.play(game_id).kind == PLAYED
 
 
 def test_a_bot_seat_gets_no_reissued_token() -> None:
-    service, _, _, _ = make()
+    service, _, _ = make()
     game_id, _ = service.create_game(
         ["ann", "bot"], Ruleset(), [0, 1], None, key_id="k1", bots=[None, GREEDY]
     )
@@ -238,7 +224,7 @@ def test_a_bot_seat_gets_no_reissued_token() -> None:
 
 
 def test_a_human_turn_with_a_limit_tells_the_sweep_its_deadline() -> None:
-    service, store, secrets, _ = make()
+    service, store, secrets = make()
     game_id, _ = service.create_game(
         ["ann", "bot"], Ruleset(turn_seconds=60), [0, 1], None, bots=[None, GREEDY]
     )
@@ -255,7 +241,7 @@ def _placed_by_ann(service: GameService, game_id: str, token: str) -> None:
 def test_a_bot_consents_to_an_undo_in_the_same_append_as_the_request() -> None:
     """docs/undo.md: in a `consent` game a bot seat accepts at once; with only bots to ask,
     the undo is granted by the request itself (a bot never leaves it to expire)."""
-    service, store, _, _ = make()
+    service, store, _ = make()
     game_id, seats = service.create_game(
         ["ann", "bot"], Ruleset(undo="consent"), [0, 1], None, bots=[None, GREEDY]
     )
@@ -271,7 +257,7 @@ def test_a_bot_consents_to_an_undo_in_the_same_append_as_the_request() -> None:
 
 
 def test_with_a_human_and_a_bot_to_ask_the_request_waits_for_the_human_only() -> None:
-    service, _, _, _ = make()
+    service, _, _ = make()
     game_id, seats = service.create_game(
         ["ann", "bob", "bot"], Ruleset(undo="consent"), [0, 1, 2], None, bots=[None, None, GREEDY]
     )
@@ -285,7 +271,7 @@ def test_with_a_human_and_a_bot_to_ask_the_request_waits_for_the_human_only() ->
 
 
 def test_in_a_free_undo_game_a_bot_is_not_asked() -> None:
-    service, _, _, _ = make()
+    service, _, _ = make()
     game_id, seats = service.create_game(
         ["ann", "bot"], Ruleset(undo="free"), [0, 1], None, bots=[None, GREEDY]
     )
@@ -307,7 +293,7 @@ def test_a_bot_waits_before_it_closes_a_humans_window_to_undo() -> None:
     a bot does not wait."""
     now = [0]
     for mode in ("free", "off"):
-        service, store, secrets, _ = make()
+        service, store, secrets = make()
         game_id, seats = service.create_game(
             ["ann", "bot"], Ruleset(undo=mode), [0, 1], None, bots=[None, GREEDY]
         )
@@ -330,7 +316,7 @@ def test_a_bot_waits_before_it_closes_a_humans_window_to_undo() -> None:
         with pytest.raises(GameError) as info:
             service.request_undo(game_id, seats[0]["token"])
         assert info.value.code == "undo_not_allowed"
-    service, store, secrets, _ = make()
+    service, store, secrets = make()
     game_id, _ = service.create_game(
         ["bot a", "bot b"], Ruleset(undo="free"), [0, 1], None, bots=[GREEDY, RANDOM]
     )
@@ -345,7 +331,7 @@ def test_a_bot_waits_for_a_pending_undo_request_and_plays_once_it_is_refused() -
     request's deadline (its placement would refuse the request for it, though bots accept);
     bob's refusal hands the turn to the bot at once."""
     now = [0]
-    service, store, secrets, handoff = make(undo_seconds=60)
+    service, store, secrets = make(undo_seconds=60)
     game_id, seats = service.create_game(
         ["ann", "bot", "bob"], Ruleset(undo="consent"), [0, 1, 2], None, bots=[None, GREEDY, None]
     )
@@ -356,10 +342,8 @@ def test_a_bot_waits_for_a_pending_undo_request_and_plays_once_it_is_refused() -
     now[0] = _placed_at(store, game_id) + 10_000  # the grace is over; the request is not
     done = bots.play(game_id)
     assert (done.kind, done.due_ms) == (WAITING, request["deadline_ms"])
-    called = len(handoff.called)
     service.answer_undo(game_id, seats[2]["token"], request["request"], False)
-    assert len(handoff.called) == called + 1  # the refusal sent the bot task
-    assert bots.play(game_id).kind == PLAYED
+    assert bots.play(game_id).kind == PLAYED  # the refusal lets the bot play at once
 
 
 def test_a_waiting_bot_still_plays_before_its_own_turn_limit() -> None:
@@ -369,7 +353,7 @@ def test_a_waiting_bot_still_plays_before_its_own_turn_limit() -> None:
     from services.bots.player import TURN_MARGIN_MS
 
     now = [0]
-    service, store, secrets, _ = make(undo_seconds=120)
+    service, store, secrets = make(undo_seconds=120)
     game_id, seats = service.create_game(
         ["ann", "bot", "bob"],
         Ruleset(undo="consent", turn_seconds=30),

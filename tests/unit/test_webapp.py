@@ -222,14 +222,15 @@ def test_the_strict_blueprint_parses_arguments_with_the_strict_reader() -> None:
 
 
 def test_a_command_process_has_one_celery_producer_for_every_task_it_sends() -> None:
-    """Bot turns, webhook dispatch and subscription pings all go through the app's one
-    TaskSender (one Celery app, one broker pool per process); scoring needs no task."""
+    """Webhook dispatch and subscription pings go through the app's one TaskSender (one
+    Celery app, one broker pool per process); scoring and bot turns need no task from it:
+    their workers follow the change feed (the service has no bot hand-off any more)."""
     from services.command.app import create_app
 
     app = create_app({"REDIS_URL": "redis://127.0.0.1:1/0", "NOTIFY_MS": 100})
     tasks = app.extensions["tasks"]
     service = app.extensions["game_service"]
-    assert service.bots.sender is tasks
+    assert not hasattr(service, "bots")
     sent: list[tuple[str, str, tuple[object, ...]]] = []
 
     def record(task: str, queue: str, args: Any = (), kwargs: Any = None, countdown: Any = None):

@@ -1,5 +1,7 @@
-"""The worker's watch on the change feed: one thread per worker process that wakes the
+"""A worker's watch on the change feed: one thread per worker process that wakes the
 feed's followers (services/redis_store/changes.py) when their shards have new entries.
+The scoring worker runs its followers on one, the bot worker its own (each through
+services/common/celery_conf.py's `watch_step`).
 
 On a single Redis the thread blocks in one XREAD over the 64 shards' feeds, so a move is
 seen as soon as it is appended (no task, no broker hop); on a Redis Cluster it polls every
@@ -19,9 +21,9 @@ from collections.abc import Sequence
 
 import redis
 
-from services.redis_store.changes import Follower, tails, wait
-from services.redis_store.connect import is_cluster
-from services.redis_store.keys import SHARDS
+from .changes import Follower, tails, wait
+from .connect import is_cluster
+from .keys import SHARDS
 
 log = logging.getLogger(__name__)
 
