@@ -29,12 +29,15 @@ from deploy.local.nginx_conf import nginx_argv, nginx_limits, nginx_servers, ren
 
 @contextmanager
 def nginx(
-    upstreams: Mapping[str, str | Sequence[str]], access_log: bool = False
+    upstreams: Mapping[str, str | Sequence[str]],
+    access_log: bool = False,
+    limits: Mapping[str, str] | None = None,
 ) -> Iterator[dict[str, str]]:
     """nginx on free loopback ports in front of `upstreams` (service -> gunicorn's host:port,
     or a list of them: its instances, each game routed to one; services "command" and/or
     "query"); yields {"public": the API's one base URL, and with a query service "query": its
-    operator port (the query service alone)}. A service left out: its paths answer 502."""
+    operator port (the query service alone)}. A service left out: its paths answer 502.
+    `limits`: per-client limits other than deploy/local/nginx_conf.py's LIMITS."""
     binary, why = find_nginx()
     if binary is None:
         raise RuntimeError(why)
@@ -48,6 +51,7 @@ def nginx(
         "CC_ACCESS_LOG": f"{prefix / 'access.log'} timed" if access_log else "off",
     }
     values["CC_LISTEN"] = f"127.0.0.1:{public['public']}"
+    values |= dict(limits or {})
     values |= {"CC_QUERY_LISTEN": f"127.0.0.1:{public['query']}"} if "query" in public else {}
     for name, address in upstreams.items():
         servers = [address] if isinstance(address, str) else list(address)

@@ -12,6 +12,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 NGINX_TEMPLATES = ROOT / "deploy" / "nginx"
 PLACEHOLDER = re.compile(r"\$\{(CC_[A-Z0-9_]+)\}")
+# The per-client limits at the proxy (public.conf.template; deploy/README.md): the values of
+# docker-compose.yml and deploy/k8s/proxy.yaml too, unless a caller gives its own.
+LIMITS = {"CC_LIVE_PER_CLIENT": "100", "CC_COSTLY_RATE": "10r/s", "CC_COSTLY_BURST": "50"}
 
 
 def nginx_limits(wanted: int = 65536) -> tuple[int, int]:
@@ -32,7 +35,9 @@ def nginx_servers(addresses: Sequence[str]) -> str:
 
 def render_nginx(out: Path, values: Mapping[str, str], sites: Sequence[str]) -> Path:
     """Fill the templates into `out` (the sites named, no others); the main file's path. Every
-    placeholder needs a value (the error names those missing)."""
+    placeholder needs a value (the error names those missing); the limits default to
+    `LIMITS`."""
+    values = {**LIMITS, **values}
     for template in sorted(NGINX_TEMPLATES.rglob("*.template")):
         relative = template.relative_to(NGINX_TEMPLATES).with_suffix("")  # x.conf.template
         target = out / relative

@@ -197,7 +197,9 @@ def proxy_stage(a: argparse.Namespace, nginx: str, app: Stage) -> Stage:
         values[f"CC_{role.upper()}_SERVERS"] = nginx_servers(servers)
         values["CC_LISTEN" if role == "command" else "CC_QUERY_LISTEN"] = f"127.0.0.1:{port}"
     argv = nginx_argv(nginx, a.var / "nginx", render_nginx(a.var / "nginx/conf", values, [*a.web]))
-    ready = " ".join(f"http://127.0.0.1:{port}{HEALTH}" for port in a.web.values())
+    # /readyz is for operators, not on the public port: nginx is ready once it passes
+    # /healthz to each service (the instances were ready before it started).
+    ready = " ".join(f"http://127.0.0.1:{port}/healthz" for port in a.web.values())
     return Stage("proxy", [Program("nginx", argv, ready, stopsignal="QUIT", stopwaitsecs=5)])
 
 

@@ -40,7 +40,7 @@ HINTS: dict[str, str] = {
     "body": "Send a JSON body (`Content-Type: application/json`) that matches the "
     "schema in the API document at /docs; `details.fields` names what is wrong.",
     "lookup": "Check the id in the path: GET /games lists games (with your API key, yours); "
-    "each resource's list is described in the API document at /docs.",
+    "every list is described in the API document at /docs.",
     "notify": "Webhooks and subscriptions are described in docs/integration.md and "
     "docs/subscriptions.md: an https URL on a public address, a secret of 32+ characters.",
     "http": "The `Allow` header lists the methods this path takes, and the API document at "

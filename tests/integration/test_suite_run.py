@@ -21,6 +21,7 @@ import json
 import os
 import queue
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -496,6 +497,12 @@ def http_status(url: str) -> int:
         return 0
 
 
+def instance_bases(var: Path, service: str) -> list[str]:
+    """The base URLs of a service's instances behind nginx, from its rendered upstream."""
+    conf = (var / "nginx" / "conf" / "sites" / f"{service}.conf").read_text()
+    return [f"http://{a}" for a in re.findall(r"^\s*server (\S+) ", conf, re.MULTILINE)]
+
+
 def answers(url: str, status: int) -> bool:
     """Whether GET `url` answers `status`."""
     return http_status(url) == status
@@ -543,8 +550,14 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(tmp_path: Path) -> 
 
         family = run.family()
         with ThreadPoolExecutor(1) as pool:
+            # Readiness is for operators: each instance's own port (the query service's
+            # operator port is its only instance); through the public URL it is a 404.
+            assert http_status(command + "/readyz") == (404 if "nginx" in parts else 200)
+            operators = [command, query]
+            if "nginx" in parts:
+                operators = [*instance_bases(var, "command"), query]
             with outage(redis_port, run.pid("redis"), lambda: int(run.info("redis")["pid"])):
-                for base in (command, query):  # alive, but not ready while Redis is down
+                for base in operators:  # alive, but not ready while Redis is down
                     wait_until(f"{base} not ready", partial(answers, base + "/readyz", 503))
                     assert http_status(base + "/healthz") == 200
                 # A turn sent while Redis is down fails (5xx) and is retried with the same
@@ -553,7 +566,7 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(tmp_path: Path) -> 
                 pending = pool.submit(gameclient.play_turn, command, game, move)
                 run.wait_for("exited: redis (exit status 1; not expected)")  # its port is held
             assert pending.result(timeout=30) is not None
-        for base in (command, query):
+        for base in operators:
             wait_until(f"{base} ready again", partial(answers, base + "/readyz", 200))
 
         stored = store.read(game.game_id, MOVES)

@@ -77,11 +77,12 @@ def test_a_problem_has_rfc_9457_members_and_a_hint_naming_the_request_that_helps
 
 
 def test_the_proxy_answers_its_own_errors_as_the_services_would() -> None:
-    for conf in ("deploy/nginx/errors.conf.template", "deploy/k8s/nginx/errors.conf.template"):
-        text = (ROOT / conf).read_text(encoding="utf-8")
-        bodies = re.findall(r"return (\d+) '(\{.*?\})';", text)
-        assert len(bodies) == 3, conf
-        for status, raw in bodies:
-            body = json.loads(raw)
-            assert body == problem(body["code"], body["detail"], int(status)), conf
-        assert text.count("default_type application/problem+json;") == 3
+    for conf, count in (("errors", 4), ("public", 1)):  # 413, 502, 504, 429; operators' paths
+        for where in ("deploy/nginx", "deploy/k8s/nginx"):
+            text = (ROOT / where / f"{conf}.conf.template").read_text(encoding="utf-8")
+            bodies = re.findall(r"return (\d+) '(\{.*?\})';", text)
+            assert len(bodies) == count, (where, conf)
+            for status, raw in bodies:
+                body = json.loads(raw)
+                assert body == problem(body["code"], body["detail"], int(status)), conf
+            assert text.count("default_type application/problem+json;") == count
