@@ -3,7 +3,10 @@ command, and the scoring worker's turn timer after a timed-out turn (services ne
 each other, so the one draw order lives here).
 
 Every draw has its own index (`GameState.drawn_count`), so the tile of draw N is the same
-whoever draws it and however often it is decided again.
+whoever draws it and however often it is decided again. After an undo (docs/undo.md) the
+draws are made under the game's undo count too (`GameState.undos`): the tiles drawn after an
+undone placement went back in the bag, and the next draw is a fresh one over it, so the
+tile an undo showed tells nobody what comes next.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from carcassonne.hand import unseal
 from carcassonne.state import DRAW, OVER, GameState
 
 
-def draw_tile(seed: str, draws: int, bag: dict[str, int]) -> str:
-    """The tile for draw number `draws`: uniform over the bag, reproducible from the seed."""
-    rng = random.Random(f"{seed}:{draws}")
+def draw_tile(seed: str, draws: int, bag: dict[str, int], undos: int = 0) -> str:
+    """The tile for draw number `draws` after `undos` undos: uniform over the bag,
+    reproducible from the seed."""
+    rng = random.Random(f"{seed}:{draws}" + (f":u{undos}" if undos else ""))
     pool = sorted(bag.items())
     pick = rng.randrange(sum(n for _, n in pool))
     for name, count in pool:
@@ -30,10 +34,12 @@ def draw_tile(seed: str, draws: int, bag: dict[str, int]) -> str:
     raise AssertionError("unreachable: the pick lies inside the bag")
 
 
-def draw_nonce(seed: str, draws: int) -> str:
-    """R10.3: the secret salt of draw number `draws`'s commitment, from the game's seed (an
-    HMAC, so that a revealed nonce tells nothing of the seed or of other draws)."""
-    return hmac.new(seed.encode(), f"hand-nonce:{draws}".encode(), hashlib.sha256).hexdigest()[:32]
+def draw_nonce(seed: str, draws: int, undos: int = 0) -> str:
+    """R10.3: the secret salt of draw number `draws`'s commitment (after `undos` undos), from
+    the game's seed (an HMAC, so that a revealed nonce tells nothing of the seed or of other
+    draws)."""
+    label = f"hand-nonce:{draws}" + (f":u{undos}" if undos else "")
+    return hmac.new(seed.encode(), label.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def draw_until_placeable(state: GameState, seed: str, now_ms: int | None = None) -> list[Event]:
@@ -46,7 +52,7 @@ def draw_until_placeable(state: GameState, seed: str, now_ms: int | None = None)
     events: list[Event] = []
     while state.phase == DRAW and state.bag_size:
         # every draw has its own index; the river's tiles come first (R9.1, `drawable`)
-        tile = draw_tile(seed, state.drawn_count, drawable(state))
+        tile = draw_tile(seed, state.drawn_count, drawable(state), state.undos)
         events += _run(state, DrawTile(tile, now_ms))
         if is_unplaceable(state):
             events += _run(state, DiscardTile(state.current))
@@ -69,8 +75,8 @@ def refill_hand(state: GameState, seed: str) -> list[Event]:
     while state.phase != OVER:
         if state.phase == DRAW:
             index = state.drawn_count
-            tile = draw_tile(seed, index, drawable(state))
-            events += _run(state, DrawTile(tile, nonce=draw_nonce(seed, index)))
+            tile = draw_tile(seed, index, drawable(state), state.undos)
+            events += _run(state, DrawTile(tile, nonce=draw_nonce(seed, index, state.undos)))
             continue
         hand = state.hands[state.current]
         dead = next((h.tile for h in hand if h.tile and is_unplaceable(state, h.tile)), None)
@@ -86,7 +92,7 @@ def opened(state: GameState, event: Event, seed: str | None) -> Event:
     index is `state.drawn_count`). Whoever holds the seed knows the hands; nobody else. An
     imported game has no seed (None): its log, over, reveals every hand itself."""
     if seed and isinstance(event, HandDrawn) and event.tile is None:
-        return unseal(event, draw_nonce(seed, state.drawn_count), state.tiles.types)
+        return unseal(event, draw_nonce(seed, state.drawn_count, state.undos), state.tiles.types)
     return event
 
 

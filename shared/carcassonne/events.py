@@ -206,7 +206,8 @@ class UndoRefused:
 class TurnUndone:
     """The placement `player` made last (this tile at x, y, rotation) is taken back: the game
     is again as it was right before it, with the same tile in `player`'s hand. The draws
-    made since are put back in the bag in the same order, so the next draws are the same.
+    made since are put back in the bag, and the next ones are fresh (docs/undo.md: the tile
+    the undo showed is not the next by rule); the placement made again stands.
     `deadline_ms`: the renewed turn's deadline with a turn limit (None: none)."""
 
     request: int

@@ -136,6 +136,8 @@ class GameState:
         "undo",
         "undo_point",
         "undo_requests",
+        "undos",
+        "undone_turn",
     )
 
     def __init__(self) -> None:
@@ -179,6 +181,15 @@ class GameState:
         self.undo_point: GameState | None = None
         self.undo: UndoRequest | None = None  # the last placement's undo request, if any
         self.undo_requests = 0  # requests so far: the next one's number is this + 1
+        # Undos so far (`TurnUndone`s: never put back by one), which the draws after an undo
+        # are made fresh by (services/common/draws.py: an undone draw goes back in the bag and
+        # is not the next tile again, so an undo shows nothing of what comes); and the
+        # placement a player makes again after theirs was undone: that placement
+        # stands (one undo a turn, so an undo cannot redraw the next tile again and again):
+        # `undone_turn` is the `turn` count an undo put back (-1: none), so the placement
+        # made at it again gets no undo point.
+        self.undos = 0
+        self.undone_turn = -1
         # R10.3: each seat's hand (empty lists: no hand, the base game), and whether the
         # player to move stops refilling this turn (a tile returned under R10.4).
         self.hands: list[list[HandTile]] = []
@@ -264,7 +275,7 @@ class GameState:
 
     def _placed(self, e: TilePlaced) -> None:
         point = None
-        if self.ruleset.undo != "off":
+        if self.ruleset.undo != "off" and self.turn != self.undone_turn:
             point = self.copy()
             point.undo_point, point.undo = None, None
         self.undo_point, self.undo = point, None
@@ -519,13 +530,15 @@ class GameState:
     def _undone(self, e: TurnUndone) -> None:
         """Put back the state from right before the placement (a copy: the kept state may be
         shared by other copies of this one). The draws made since go back in the bag with
-        their draw count, so the tiles come out of the bag again in the same order."""
+        their draw count; the next draws are fresh ones (`undos`), and the placement the
+        player makes again stands (`undone_turn`)."""
         assert self.undo_point is not None, "decide allows an undo only with an undo point"
         before = self.undo_point.copy()
-        requests = self.undo_requests
+        requests, undos = self.undo_requests, self.undos
         for name in GameState.__slots__:
             setattr(self, name, getattr(before, name))
         self.undo_requests = requests  # request numbers never repeat
+        self.undos, self.undone_turn = undos + 1, self.turn
         self.deadline_ms = e.deadline_ms  # the turn given back has a clock of its own
 
     # -- views --------------------------------------------------------------------------

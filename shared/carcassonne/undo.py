@@ -81,12 +81,15 @@ def request_undo(state: GameState, cmd: RequestUndo) -> list[Event]:
         )
     point = state.undo_point
     if point is None or point.current != player:
-        reason = (
-            "the other players refused it"
-            if pending is not None and pending.refused_by is not None
-            else "only the player who placed last may undo that placement, before the next "
-            "player places"
-        )
+        if pending is not None and pending.refused_by is not None:
+            reason = "the other players refused it"
+        elif point is None and state.undone_turn == state.turn - 1 and state.ruleset.undo != "off":
+            reason = "a placement made again after an undo stands (one undo a turn)"
+        else:
+            reason = (
+                "only the player who placed last may undo that placement, before the next "
+                "player places"
+            )
         raise OutOfTurnError("undo_not_allowed", f"no placement of yours to undo: {reason}")
     request = state.undo_requests + 1
     voters = undo_voters(state, player)

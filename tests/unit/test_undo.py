@@ -77,11 +77,13 @@ def code(exc: pytest.ExceptionInfo[GameError]) -> tuple[str, int]:
 # -- the engine and the command service ------------------------------------------------
 
 
-def test_free_undo_restores_the_state_before_the_placement_and_keeps_the_draw_order() -> None:
+def test_free_undo_restores_the_state_before_the_placement_and_draws_afresh() -> None:
     """The undone placement completed a city with a meeple of each player (12 points each):
     after the undo the state is the one before it exactly (meeples back on the board, scores
-    back), the same player holds the same tile, and placing it the same way again draws the
-    same next tile as before: an undo reveals and changes nothing of the bag."""
+    back, the next player's tile back in the bag), the same player holds the same tile, and
+    placing it the same way again gives the same game but for the next draw, which is a
+    fresh one (docs/undo.md): the tile the undo showed is not the next one by rule. The
+    placement made again stands: one undo a turn."""
     clock = [NOW]
     service, store, game_id, tokens, join = up_to_goal("free", clock)
     before = service.load(game_id).state.snapshot()
@@ -90,7 +92,7 @@ def test_free_undo_restores_the_state_before_the_placement_and_keeps_the_draw_or
     placed = service.load(game_id).state
     assert [placed.scores[p] - before["scores"][p] for p in (0, 1)] == [join.points] * 2
     assert len(placed.meeples) == len(before["meeples"]) - 2  # both went home (R6.6)
-    next_tile = placed.drawn
+    placed = placed.copy()
 
     result = service.request_undo(game_id, tokens[placer])
     assert [e.type for e in result.events] == ["UndoRequested", "TurnUndone"]
@@ -99,8 +101,19 @@ def test_free_undo_restores_the_state_before_the_placement_and_keeps_the_draw_or
     assert fold(to_engine(e) for e in store.read(game_id, MOVES)).snapshot() == before
 
     play(service, game_id, tokens[placer], join.goal)  # the same placement again
-    assert service.load(game_id).state.drawn == next_tile
-    assert service.load(game_id).state.snapshot() == placed.snapshot()
+    again = service.load(game_id).state
+    assert but_the_draw(again.snapshot()) == but_the_draw(placed.snapshot())
+    assert (again.drawn_count, again.bag_size, again.undos) == (
+        placed.drawn_count, placed.bag_size, 1)  # fmt: skip
+    with pytest.raises(GameError) as info:
+        service.request_undo(game_id, tokens[placer])
+    assert code(info) == ("undo_not_allowed", 409)
+    assert "one undo a turn" in str(info.value)
+
+
+def but_the_draw(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot without the tile in hand and the bag (a fresh draw changes only those)."""
+    return {k: v for k, v in snapshot.items() if k not in ("drawn", "bag")}
 
 
 def test_consent_undo_needs_every_other_player_and_refusal_is_final() -> None:
@@ -152,14 +165,21 @@ def test_consent_accepted_undoes_and_a_late_answer_is_refused() -> None:
     assert [e.type for e in accepted.events] == ["UndoAccepted", "TurnUndone"]
     assert service.load(game_id).state.snapshot() == before
 
-    play(service, game_id, tokens[placer], join.goal)
-    service.request_undo(game_id, tokens[placer])  # request 2
-    clock[0] += 30_001  # past its deadline: refused by implication, no event needed
-    with pytest.raises(GameError) as info:
-        service.answer_undo(game_id, tokens[1 - placer], 2, True)
-    assert code(info) == ("undo_expired", 409)
+    play(service, game_id, tokens[placer], join.goal)  # placed again: it stands
     with pytest.raises(GameError) as info:
         service.request_undo(game_id, tokens[placer])
+    assert code(info) == ("undo_not_allowed", 409)
+    state = service.load(game_id).state
+    other = state.current
+    x, y, rotation, _ = actions(state)[0]
+    service.play_turn(game_id, tokens[other], x, y, rotation, None)
+    service.request_undo(game_id, tokens[other])  # request 2, of the next placement
+    clock[0] += 30_001  # past its deadline: refused by implication, no event needed
+    with pytest.raises(GameError) as info:
+        service.answer_undo(game_id, tokens[placer], 2, True)
+    assert code(info) == ("undo_expired", 409)
+    with pytest.raises(GameError) as info:
+        service.request_undo(game_id, tokens[other])
     assert code(info) == ("undo_not_allowed", 409)
 
 
@@ -299,9 +319,9 @@ def test_a_record_refuses_an_undo_its_ruleset_does_not_allow_or_a_different_tile
 def test_a_game_with_undos_ends_as_the_game_without_the_undone_placements(
     seed: int, rate: float, players: int
 ) -> None:
-    """Random games through the command service with random free undos: the final state is
-    the one of the same seed played without the undone placements, the cached state equals
-    a fresh fold of the log, and the score stream's running totals end at the final scores."""
+    """Random games through the command service with random free undos: the board ends with
+    exactly the placements that were kept (the undone ones gone), the cached state equals a
+    fresh fold of the log, and the score stream's running totals end at the final scores."""
     rng = random.Random(seed)
     clock = [NOW]
     names = ["Ann", "Bob", "Cy", "Di"][:players]
@@ -322,12 +342,10 @@ def test_a_game_with_undos_ends_as_the_game_without_the_undone_placements(
     final = service.load(game_id).state
     assert fold(to_engine(e) for e in store.read(game_id, MOVES)).snapshot() == final.snapshot()
 
-    plain, _ = service_at(clock)
-    other, seats2 = plain.create_game(names, rules, list(range(players)), seed=str(seed))
-    tokens2 = {s["seat"]: s["token"] for s in seats2}
-    for action in kept:
-        plain.play_turn(other, tokens2[plain.load(other).state.current], *action)
-    assert plain.load(other).state.snapshot() == final.snapshot()
+    # The draws after an undo are fresh ones: the game is not the one of the same seed
+    # without the undos, but its board holds the kept placements and nothing else.
+    placed = {(x, y, r) for (x, y), _, r in final.snapshot()["tiles"]} - {(0, 0, 0)}
+    assert placed == {(x, y, r) for x, y, r, _ in kept}
 
     Scorer(store, batch=7).catch_up(game_id)
     totals = [0] * players
@@ -346,7 +364,7 @@ def test_a_record_of_a_game_with_undos_replays_to_its_final_state() -> None:
     while not (state := service.load(game_id).state).over and state.turn < 30:
         player = state.current
         service.play_turn(game_id, tokens[player], *rng.choice(actions(state)))
-        if rng.random() < 0.3:
+        if rng.random() < 0.3 and service.load(game_id).state.undo_point is not None:
             result = service.request_undo(game_id, tokens[player])
             request = result.events[0].payload["request"]
             service.answer_undo(game_id, tokens[1 - player], request, rng.random() < 0.7)
@@ -411,3 +429,30 @@ def test_the_notification_feed_tells_of_the_undo_the_reverted_score_and_the_turn
     assert last[0].data["event"] == "TurnUndone" and last[0].data["seat"] == placer
     assert last[1].data["reverted"] == [join.points] * 2
     assert (last[2].data["seat"], last[2].data["tile"]) == (placer, tile)
+
+
+def test_the_tile_an_undo_showed_comes_next_only_by_its_share_of_the_bag() -> None:
+    """Issue 32, finding 7: the undoing player saw the next player's tile (drawn after their
+    placement). Were it the next tile again (the draw order kept), they could place again
+    knowing it. The draw after an undo is a fresh one: over many games the tile shown comes
+    next again only as often as its share of the bag says (before the change: every time),
+    so seeing it tells the undoing player nothing of what comes."""
+    trials, again, expected = 300, 0, 0.0
+    for n in range(trials):
+        service, _ = service_at([NOW])
+        game_id, seats = service.create_game(
+            ["Ann", "Bob"], Ruleset(undo="free"), [0, 1], seed=f"shown-{n}"
+        )
+        tokens = {s["seat"]: s["token"] for s in seats}
+        state = service.load(game_id).state
+        x, y, rotation, _ = actions(state)[0]
+        service.play_turn(game_id, tokens[0], x, y, rotation, None)
+        shown = service.load(game_id).state.drawn
+        service.request_undo(game_id, tokens[0])
+        bag = service.load(game_id).state.bag  # the shown tile is back in it
+        expected += bag[shown] / sum(bag.values())
+        service.play_turn(game_id, tokens[0], x, y, rotation, None)
+        again += service.load(game_id).state.drawn == shown
+    sigma = (expected * (1 - expected / trials)) ** 0.5
+    assert again <= expected + 4 * sigma, (again, expected)  # chance, not 300 of 300
+    assert again < trials / 4

@@ -55,6 +55,8 @@ PUBLIC_STATE = frozenset(
         "undo",
         "undo_point",
         "undo_requests",
+        "undos",  # how many undos the log shows (the draws' generation, not their order)
+        "undone_turn",
     }
 )
 # R10.3: a hand is its holder's alone. `player_view` never copies `hands`: the view's state is
