@@ -39,7 +39,7 @@ DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 # 40 characters: the longest name a seat may have.
 LONG_NAME = "Maximiliane Alexandrina von Hohenzollern"
-NAMES = ["Ada", LONG_NAME, "Cy"]
+NAMES = ["Ada", LONG_NAME, "Cy", "Dee"]
 
 
 def scored_so_far(query: str, game_id: str) -> dict[str, Any]:
@@ -117,21 +117,22 @@ def test_every_lifecycle_fact_is_shown_in_words(browser, suite) -> None:  # noqa
         errors: list[str] = []
         page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
 
-        # Turn 2: seat 2's turn timed out (it still plays); Ada holds the next tile.
+        # Turn 2: Cy's turn timed out (Cy still plays); Dee holds the next tile.
         page.goto(f"{query}/games/{game_id}/view?turn=2")
         wait_turn(page, 2)
         rows = row_facts(page)
-        assert [r["mark"] for r in rows] == ["1", "2", "3"]
+        assert [r["mark"] for r in rows] == ["1", "2", "3", "4"]
         assert [r["name"] for r in rows] == NAMES
         assert rows[TIMED_OUT_SEAT]["tags"] == ["1 turn timed out"]
-        assert rows[0]["tags"] == ["▶ to play"] and "current" in rows[0]["classes"]
-        assert rows[0]["visibleTags"] == 1  # shown as it is, no hover needed
+        assert "out" not in rows[TIMED_OUT_SEAT]["classes"].split()
+        assert rows[3]["tags"] == ["▶ to play"] and "current" in rows[3]["classes"]
+        assert rows[3]["visibleTags"] == 1  # shown as it is, no hover needed
         info = page.locator("#turn-info")
-        assert info.is_visible() and info.text_content().startswith("Ada to play tile B")
+        assert info.is_visible() and info.text_content().startswith("Dee to play tile B")
         # The long name stays on one line beside its mark, cut short, not wrapped.
         for row in rows:
             one_line_beside_its_mark(row)
-        assert rows[RESIGNED_SEAT]["cut"] or phone is False
+        assert rows[RESIGNED_SEAT]["cut"]
         assert page.get_attribute(f"#players tr[data-seat='{RESIGNED_SEAT}'] .player-name",
                                   "title") == LONG_NAME  # fmt: skip
         assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
@@ -142,7 +143,7 @@ def test_every_lifecycle_fact_is_shown_in_words(browser, suite) -> None:  # noqa
         wait_turn(page, UNDONE_TURN)
         assert page.text_content("#turn-label") == f"Turn {UNDONE_TURN} of {last} · undone"
         # Ada holds the tile again: the row and the line say it is her turn.
-        assert page.text_content("#turn-info").startswith("Ada to play tile B again")
+        assert page.text_content("#turn-info").startswith("Ada to play tile K again")
         assert row_facts(page)[0]["tags"] == ["▶ to play"]
         note = page.locator("#turn-note")
         assert note.is_visible()
@@ -153,12 +154,13 @@ def test_every_lifecycle_fact_is_shown_in_words(browser, suite) -> None:  # noqa
         assert not note.is_visible()
         assert page.text_content("#turn-label") == f"Turn {UNDONE_TURN + 1} of {last}"
 
-        # After the resignation: the seat is marked out, its score still shown.
-        page.keyboard.press("ArrowRight")
-        wait_turn(page, UNDONE_TURN + 2)
+        # That turn also saw a resignation and Cy's second timed-out turn: both are out.
         rows = row_facts(page)
         assert rows[RESIGNED_SEAT]["tags"] == ["resigned"]
-        assert "out" in rows[RESIGNED_SEAT]["classes"].split()
+        assert rows[TIMED_OUT_SEAT]["tags"] == ["out: 2 turns timed out"]
+        assert [("out" in r["classes"].split()) for r in rows] == [False, True, True, False]
+        assert page.text_content("#turn-info").startswith("Dee to play tile L")
+        shot(page, f"viewer-lifecycle-out-{size}")
 
         # The end: abandoned, said in the status line and under the scores; nobody to play.
         page.keyboard.press("End")
@@ -168,7 +170,7 @@ def test_every_lifecycle_fact_is_shown_in_words(browser, suite) -> None:  # noqa
         assert page.text_content("#result").startswith("Abandoned: nobody moved for too long")
         rows = row_facts(page)
         assert rows[RESIGNED_SEAT]["tags"] == ["resigned"]
-        assert rows[TIMED_OUT_SEAT]["tags"] == ["1 turn timed out"]
+        assert rows[TIMED_OUT_SEAT]["tags"] == ["out: 2 turns timed out"]
         assert not any("▶ to play" in r["tags"] or "★ winner" in r["tags"] for r in rows)
         for row in rows:
             one_line_beside_its_mark(row)

@@ -26,15 +26,20 @@ def projector(bots: list[dict[str, object] | None] | None = None) -> Projector:
 def test_the_board_view_says_who_is_out_why_and_each_seats_timed_out_turns() -> None:
     view = board_view(projector().current("g"))
     assert view["status"] == "abandoned" and view["over"]
-    assert [p["out"] for p in view["players"]] == [None, "resigned", None]
-    assert [p["timeouts"] for p in view["players"]] == [0, 0, 1]
+    assert [p["out"] for p in view["players"]] == [None, "resigned", "timed_out", None]
+    assert [p["timeouts"] for p in view["players"]] == [0, 0, 2, 0]
     assert view["players"][RESIGNED_SEAT]["out"] == "resigned"
-    assert view["players"][TIMED_OUT_SEAT]["timeouts"] == 1
-    # Before the timeout (turn 1) nobody had timed out; turn 2 shows it (up to the next draw).
-    before = board_view(projector().position("g", turn=1))
-    assert [p["timeouts"] for p in before["players"]] == [0, 0, 0]
-    after = board_view(projector().position("g", turn=2))
-    assert [p["timeouts"] for p in after["players"]] == [0, 0, 1]
+    # Before the first timeout (turn 1) nobody had timed out; turn 2 shows it (every move up
+    # to the next placement's draw), still in; turn 5 the second, out, and the resignation.
+    game = projector()
+    before = board_view(game.position("g", turn=1))
+    assert [p["timeouts"] for p in before["players"]] == [0, 0, 0, 0]
+    first = board_view(game.position("g", turn=2))
+    assert [p["timeouts"] for p in first["players"]] == [0, 0, 1, 0]
+    assert [p["out"] for p in first["players"]] == [None] * 4
+    second = board_view(game.position("g", turn=5))
+    assert second["players"][TIMED_OUT_SEAT]["timeouts"] == 2
+    assert [p["out"] for p in second["players"]] == [None, "resigned", "timed_out", None]
 
 
 def test_a_turn_whose_placement_was_undone_says_so() -> None:
@@ -47,7 +52,7 @@ def test_a_turn_whose_placement_was_undone_says_so() -> None:
     assert view["turns"] == UNDONE_TURN
     again = board_view(game.position("g", turn=UNDONE_TURN + 1))
     assert again["undone"] is False and again["tiles_placed"] == UNDONE_TURN
-    assert not any(board_view(game.position("g", turn=t))["undone"] for t in (0, 1, 2, 5, 6))
+    assert not any(board_view(game.position("g", turn=t))["undone"] for t in (0, 1, 2, 3, 5, 7))
     assert board_view(game.current("g"))["undone"] is False
     # The same move read by `?at=` is no undone turn: the two never share an ETag.
     by_move = game.position("g", at=undone.seq)
@@ -56,11 +61,12 @@ def test_a_turn_whose_placement_was_undone_says_so() -> None:
 
 
 def test_bot_seats_come_from_the_directory() -> None:
-    view = board_view(projector([None, GREEDY, None]).current("g"))
-    assert [p["bot"] for p in view["players"]] == [None, GREEDY, None]
-    past = board_view(projector([None, GREEDY, None]).position("g", turn=2))
-    assert [p["bot"] for p in past["players"]] == [None, GREEDY, None]
-    assert [p["bot"] for p in board_view(projector().current("g"))["players"]] == [None] * 3
+    bots = [None, GREEDY, None, None]
+    view = board_view(projector(bots).current("g"))
+    assert [p["bot"] for p in view["players"]] == bots
+    past = board_view(projector(bots).position("g", turn=2))
+    assert [p["bot"] for p in past["players"]] == bots
+    assert [p["bot"] for p in board_view(projector().current("g"))["players"]] == [None] * 4
 
 
 def test_the_directory_reads_only_the_bots_of_a_secrets_record() -> None:

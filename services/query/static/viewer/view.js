@@ -120,13 +120,10 @@ function seatTags(seat, view, toPlay) {
   const tags = [];
   if (toPlay) tags.push(el("span", { class: "tag to-play" }, "▶ to play"));
   if (facts.bot) tags.push(el("span", { class: "tag bot" }, `bot · ${facts.bot.level}`));
+  const timedOut = `${facts.timeouts} ${facts.timeouts === 1 ? "turn" : "turns"} timed out`;
   if (facts.out === "resigned") tags.push(el("span", { class: "tag out resigned" }, "resigned"));
-  else if (facts.out === "timed_out") {
-    tags.push(el("span", { class: "tag out timed-out" }, `out: ${facts.timeouts} turns timed out`));
-  } else if (facts.timeouts > 0) {
-    const turnsWord = facts.timeouts === 1 ? "turn" : "turns";
-    tags.push(el("span", { class: "tag timeouts" }, `${facts.timeouts} ${turnsWord} timed out`));
-  }
+  else if (facts.out === "timed_out") tags.push(el("span", { class: "tag out timed-out" }, `out: ${timedOut}`));
+  else if (facts.timeouts > 0) tags.push(el("span", { class: "tag timeouts" }, timedOut));
   return tags;
 }
 
