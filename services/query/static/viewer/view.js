@@ -23,6 +23,7 @@ let follow = false; // show each new turn as it arrives
 let live = null; // the EventSource while the game is played
 let updating = null;
 let again = false;
+let scoringTimer = null; // a read again while the worker catches up with a game over
 
 // -- stepping ---------------------------------------------------------------------------
 
@@ -271,6 +272,17 @@ async function update() {
   else if (shown && !turns.peek(shown.turn)) await go(shown.turn); // it changed: read again
   else if (shown) renderStepper(shown); // the same turn, in a longer game
   if (turns.over && shown && turns.isFixed(shown)) stopLive();
+  else if (turns.over && shown) awaitScoring();
+}
+
+/** A game over whose last moves the worker has not scored yet: an abandoned game gets no
+ * final score event to say when it is done (docs/lifecycle.md), so read again shortly. */
+function awaitScoring() {
+  if (scoringTimer) return;
+  scoringTimer = setTimeout(() => {
+    scoringTimer = null;
+    changed();
+  }, 1000);
 }
 
 // -- start ------------------------------------------------------------------------------
@@ -327,7 +339,10 @@ async function start() {
   // After the next paint: the page's load time (tests/bench/bench_page.py reads it).
   requestAnimationFrame(() => setTimeout(() => performance.mark("viewer-drawn")));
   // A game over but not scored to its end yet: the stream says when the worker is done.
-  if (shown && !turns.isFixed(shown)) startLive();
+  if (shown && !turns.isFixed(shown)) {
+    startLive();
+    if (turns.over) awaitScoring();
+  }
 }
 
 start().catch(failed);
