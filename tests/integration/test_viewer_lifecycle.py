@@ -14,15 +14,22 @@ Screenshots at both sizes land in var/screenshots/ (not committed) for a person 
 
 from __future__ import annotations
 
+import random
+import time
 from typing import Any
 
+import redis
+
 from carcassonne.record import record_from_events
+from services.redis_store import RedisEventStore
+from services.scoring.timer import Timer
 from tests.lifecycle_games import (
     RESIGNED_SEAT,
     TIMED_OUT_SEAT,
     UNDONE_TURN,
     lifecycle_game,
 )
+from tools import gameclient as demo  # the client `make demo` plays with
 
 from .http_client import call
 from .test_viewer_page import (  # noqa: F401  (module fixtures: this module gets its own)
@@ -263,3 +270,47 @@ def test_meeples_are_readable_at_the_fit_zoom_on_a_screen_and_a_phone(
         assert min(m["height"] for m in near) > min(m["height"] for m in fit) * 1.5
         shot(page, f"viewer-meeples-zoomed-{size}")
         context.close()
+
+
+def test_a_followed_game_shows_a_resignation_and_its_abandonment_as_they_happen(
+    browser,  # noqa: F811
+    suite,  # noqa: F811
+    redis_url: str,
+) -> None:
+    """Live: a resignation and the server's abandoning of the game reach the page without a
+    reload (the /live stream's move events), and the page stops following once the worker
+    has caught up, although an abandoned game gets no final score event."""
+    command, query = suite["command"], suite["query"]
+    game = demo.create_game(command, ["Eve", "Finn", "Gus"])
+    rng = random.Random(7)
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(f"{query}/games/{game.game_id}/view")
+    wait_turn(page, 0)
+    page.wait_for_function("() => document.body.dataset.live === 'open'")
+    for turn in (1, 2):
+        demo.play_turn(command, game, demo.choose(game.view, rng, 0.6))
+        wait_turn(page, turn)
+        demo.turn_view(command, game)
+    seat = next(s for s, token in game.tokens.items() if s != game.view["player"] and token)
+    status, body = call(
+        command, "POST", f"/games/{game.game_id}/resign", None,
+        {"Authorization": f"Bearer {game.tokens[seat]}"},
+    )  # fmt: skip
+    assert status == 200, body
+    page.wait_for_function(
+        "s => [...document.querySelectorAll(`#players tr[data-seat='${s}'] .tag`)]"
+        ".some((t) => t.textContent === 'resigned')",
+        arg=seat,
+        timeout=5_000,
+    )
+    client = redis.Redis.from_url(redis_url)
+    # What the worker's abandon sweep does to a game idle for ABANDON_AFTER (here: 0 s).
+    assert Timer(RedisEventStore(client), client).abandon(game.game_id, int(time.time() * 1000), 0)
+    page.wait_for_function(
+        "() => document.querySelector('#status').textContent === 'abandoned'", timeout=10_000
+    )
+    page.wait_for_function("() => document.body.dataset.live === 'closed'", timeout=10_000)
+    assert page.text_content("#result").startswith("Abandoned")
+    assert page.text_content("#turn-info") == "game abandoned"
+    shot(page, "viewer-live-abandoned-1280x900")
+    page.close()
