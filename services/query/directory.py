@@ -15,8 +15,9 @@ Every listed game is described from its streams (the truth), and the filters are
 again on that description: a game from before the indexes (indexed by the backfill, not kept
 in step atomically) is never listed under a status it no longer has.
 
-Names and player ids come from the command service's per-game secrets record; only ``names``
-and ``player_ids`` are read from it: the seed and the token hashes never leave this module.
+Names, player ids and bot seats come from the command service's per-game secrets record;
+only ``names``, ``player_ids`` and ``bots`` are read from it: the seed and the token hashes
+never leave this module.
 """
 
 from __future__ import annotations
@@ -67,6 +68,27 @@ def _seats(raw: Any) -> tuple[list[str], list[str | None]] | None:
     return [str(n) for n in names], [None if i is None else str(i) for i in ids]
 
 
+def _bots(raw: Any) -> list[dict[str, Any] | None] | None:
+    """The bot seats of a secrets record (None where a person plays), in seat order."""
+    if raw is None:
+        return None
+    try:
+        record = json.loads(raw)
+        names, bots = record.get("names"), record.get("bots")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(names, list):
+        return None
+    if not isinstance(bots, list) or len(bots) != len(names):
+        return [None] * len(names)
+    return [
+        {"level": str(b["level"]), "think_ms": int(b["think_ms"])}
+        if isinstance(b, dict) and "level" in b and "think_ms" in b
+        else None
+        for b in bots
+    ]
+
+
 def _encode(after: Entry) -> str:
     return base64.urlsafe_b64encode(f"v2:{after[0]}:{after[1]}".encode()).decode().rstrip("=")
 
@@ -97,6 +119,11 @@ class RedisDirectory:
     def seats(self, game_id: str) -> tuple[list[str], list[str | None]] | None:
         """The players' names and player ids (None where not given), in seat order."""
         return _seats(self.client.get(secrets_key(game_id)))
+
+    def bots(self, game_id: str) -> list[dict[str, Any] | None] | None:
+        """Each seat's bot ({"level", "think_ms"}; None: a person's seat), if the game has a
+        secrets record."""
+        return _bots(self.client.get(secrets_key(game_id)))
 
     def page(
         self,

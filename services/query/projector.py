@@ -16,9 +16,11 @@ States handed out are never changed afterwards: a catch-up applies new moves to 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from carcassonne.errors import GameError
 from carcassonne.events import Event, GameStarted, HandsRevealed, TilePlaced, TurnUndone
@@ -33,6 +35,8 @@ from services.common.kept import Kept
 Names = Callable[[str], "list[str] | None"]
 # A game's seats: names and the apps' player ids (None where not given), in seat order.
 Seats = Callable[[str], "tuple[list[str], list[str | None]] | None"]
+# A game's bot seats (docs/bots.md): {"level", "think_ms"} per seat, None for a human's.
+Bots = Callable[[str], "list[dict[str, Any] | None] | None"]
 
 
 class NotFound(GameError):
@@ -59,6 +63,8 @@ class Position:
     names: tuple[str, ...] | None
     player_ids: tuple[str | None, ...] | None = None  # the app's user id of each seat, if set
     turns: int = 0  # placements in the log up to `seq`, undone ones too: what `?turn=` counts
+    bots: tuple[dict[str, Any] | None, ...] | None = None  # each seat's bot, None: a human
+    undone: bool = False  # a `?turn=` whose placement a later `TurnUndone` took back
 
 
 @dataclass
@@ -76,6 +82,7 @@ class _Entry:
     progress: int = 0
     names: tuple[str, ...] | None = None
     player_ids: tuple[str | None, ...] | None = None
+    bots: tuple[dict[str, Any] | None, ...] | None = None
     cursor: tuple[int, GameState] | None = None  # the last past state built (stepping is cheap)
 
 
@@ -90,10 +97,12 @@ class Projector:
         snapshot_every: int = 16,
         replay_games: int = 100,
         seats: Seats | None = None,
+        bots: Bots | None = None,
     ) -> None:
         self.store = store
         self.names = names
         self.seats = seats  # preferred to `names` when given: names and player ids at once
+        self.bots = bots  # which seats the computer plays (not in the log: the secrets record)
         self.cache_size = max(1, cache_size)
         self.snapshot_every = max(1, snapshot_every)
         self.replay_games = max(1, replay_games)
@@ -152,9 +161,11 @@ class Projector:
                     last_turn=len(placements),
                 )
             at = placements[turn] - 1 if turn < len(placements) else now.seq
-            if turn in entry.undone:
+            undone = turn in entry.undone
+            if undone:
                 at = entry.undone[turn] - 1
-            return self._at(game_id, entry, now, at)
+            pos = self._at(game_id, entry, now, at)
+            return dataclasses.replace(pos, undone=True) if undone else pos
 
     def at(self, game_id: str, at: int) -> Position:
         """The game as it stood right after move `at` (scores of the moves up to it)."""
@@ -182,7 +193,16 @@ class Projector:
         score_seq = scores[-1].seq if scores else 0
         turns = bisect.bisect_right(entry.placements, at)
         return Position(
-            game_id, at, state, score_seq, progress, scores, now.names, now.player_ids, turns
+            game_id,
+            at,
+            state,
+            score_seq,
+            progress,
+            scores,
+            now.names,
+            now.player_ids,
+            turns,
+            now.bots,
         )
 
     # -- catching up ------------------------------------------------------------------
@@ -202,6 +222,7 @@ class Projector:
             entry.names,
             entry.player_ids,
             len(entry.placements),
+            entry.bots,
         )
 
     def _catch_up(self, game_id: str, entry: _Entry) -> None:
@@ -253,6 +274,9 @@ class Projector:
         elif self.names is not None:
             found = self.names(game_id)
             entry.names = None if found is None else tuple(found)
+        if self.bots is not None:
+            bots = self.bots(game_id)
+            entry.bots = None if bots is None else tuple(bots)
 
     def _state_at(self, entry: _Entry, at: int) -> GameState:
         """The state after move `at` < entry.seq, replayed from the nearest kept state; the

@@ -93,6 +93,13 @@ class GamesArgs(Schema):
 PLAYER_ID_OUT = {"description": "the app's user id given for this seat at creation, or null"}
 
 
+class SeatBotView(Closed):
+    """A seat the computer plays (docs/bots.md), as its game was created."""
+
+    level = fields.String(required=True, validate=validate.OneOf(["random", "greedy", "mcts"]))
+    think_ms = fields.Integer(required=True)
+
+
 class BoardSeat(Closed):
     seat = fields.Integer(required=True)
     name = fields.String(required=True)
@@ -100,6 +107,19 @@ class BoardSeat(Closed):
     score = fields.Integer(required=True)
     supply = fields.Integer(required=True, metadata={"description": "meeples in hand"})
     out = OUT
+    timeouts = fields.Integer(
+        required=True,
+        metadata={
+            "description": "this seat's turns timed out so far (`TurnTimedOut`; its "
+            "`max_timeouts`-th puts it out: docs/lifecycle.md)"
+        },
+    )
+    bot = fields.Nested(
+        SeatBotView,
+        required=True,
+        allow_none=True,
+        metadata={"description": "the computer plays this seat (docs/bots.md); null: a person"},
+    )
 
 
 class BoardTurn(Closed):
@@ -192,6 +212,13 @@ class Board(Closed):
         required=True,
         allow_none=True,
         metadata={"description": "the last placement's undo request, if any (docs/undo.md)"},
+    )
+    undone = fields.Boolean(
+        required=True,
+        metadata={
+            "description": "true at a `?turn=` whose placement was taken back later "
+            "(`TurnUndone`, docs/undo.md): the board shows it as it stood before the undo"
+        },
     )
     hands = fields.List(
         fields.List(fields.String(allow_none=True)),

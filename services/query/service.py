@@ -31,6 +31,9 @@ class Directory(Protocol):
     def seats(self, game_id: str) -> tuple[list[str], list[str | None]] | None:
         """The players' names and player ids (None where not given) in seat order."""
 
+    def bots(self, game_id: str) -> list[dict[str, Any] | None] | None:
+        """Each seat's bot ({"level", "think_ms"}; None: a person), if known."""
+
     def page(
         self,
         status: str | None,
@@ -67,8 +70,9 @@ class QueryService:
         self.hub = hub  # live streams fed by one reader per process (else `waiter` each)
         names = directory.names if directory is not None else None
         seats = directory.seats if directory is not None else None
+        bots = directory.bots if directory is not None else None
         self.projector = Projector(
-            store, names, cache_size, snapshot_every, replay_games, seats=seats
+            store, names, cache_size, snapshot_every, replay_games, seats=seats, bots=bots
         )
         # Rendered views by (game, kind, ETag): a body never changes for its ETag.
         self._views: Kept[tuple[str, str, str], bytes] = Kept(view_cache_size)

@@ -33,6 +33,13 @@ def player_id(pos: Position, seat: int) -> str | None:
     return ids[seat] if ids is not None and seat < len(ids) else None
 
 
+def bot(pos: Position, seat: int) -> dict[str, Any] | None:
+    """A bot seat's level and think time (docs/bots.md), None for a human's seat."""
+    bots = pos.bots
+    found = bots[seat] if bots is not None and seat < len(bots) else None
+    return None if not found else {"level": found["level"], "think_ms": found["think_ms"]}
+
+
 def status(pos: Position) -> str:
     """in_progress, over, or abandoned (ended by the server: docs/lifecycle.md)."""
     state = pos.state
@@ -42,8 +49,9 @@ def status(pos: Position) -> str:
 
 
 def board_etag(pos: Position) -> str:
-    """The board view depends on the moves only."""
-    return f"m{pos.seq}"
+    """The board view depends on the moves only (and, at the same move, on whether it is an
+    undone placement's `?turn=`)."""
+    return f"m{pos.seq}{'u' if pos.undone else ''}"
 
 
 def scores_etag(pos: Position) -> str:
@@ -80,6 +88,8 @@ def board_view(pos: Position) -> dict[str, Any]:
                 "score": state.scores[p],
                 "supply": state.supply[p],
                 "out": state.out[p],
+                "timeouts": state.timeouts[p],
+                "bot": bot(pos, p),
             }
             for p in range(state.players)
         ],
@@ -87,6 +97,7 @@ def board_view(pos: Position) -> dict[str, Any]:
         "tiles_placed": state.turn,  # tiles standing (`?turn=` counts undone placements too)
         "turns": pos.turns,  # placements in the log so far: the last `?turn=`
         "undo": None if state.undo is None else state.undo.to_dict(),
+        "undone": pos.undone,
         "tiles_left": state.bag_size,
         "discarded": list(state.discarded),
         "tiles": [

@@ -5,8 +5,14 @@
 // so the view stays put while stepping. Until the reader pans or zooms, each turn is shown
 // whole (its own viewBox).
 
+import { svgEl } from "./dom.js";
+
 const MIN_ZOOM = 0.5; // of the whole board
 const MAX_ZOOM = 12;
+// A meeple of the picture is 18 units tall (docs/pictures.md): below MEEPLE_PX on screen it is
+// drawn larger, about its own spot, so that it stays readable at any zoom on any screen.
+const MEEPLE_UNITS = 18;
+const MEEPLE_PX = 18;
 
 // The picture's word for a kind of feature in the score events' words.
 const SEGMENT_KIND = { road: "road", city: "city", monastery: "monastery", farm: "field" };
@@ -29,11 +35,14 @@ export class BoardView {
       host.addEventListener(end, (e) => this.pointers.delete(e.pointerId));
     }
     host.addEventListener("wheel", (e) => this.wheel(e), { passive: false });
+    // The meeples' size depends on the board's size on screen too.
+    if (typeof ResizeObserver === "function") new ResizeObserver(() => this.apply()).observe(host);
   }
 
   /** Show a turn's picture (a parsed <svg>, kept by the caller for later steps). */
   show(svg) {
     if (!svg.dataset.fit) svg.dataset.fit = svg.getAttribute("viewBox") || "";
+    if (!svg.dataset.marked) markMeeples(svg);
     for (const old of svg.querySelectorAll(".hl, .hl-tile")) old.classList.remove("hl", "hl-tile");
     this.svg = svg;
     this.fit = viewBoxOf(svg) && svg.dataset.fit.split(/[\s,]+/).map(Number);
@@ -44,7 +53,17 @@ export class BoardView {
   apply() {
     if (!this.svg) return;
     const box = this.view || this.fit;
-    if (box) this.svg.setAttribute("viewBox", box.join(" "));
+    if (!box) return;
+    this.svg.setAttribute("viewBox", box.join(" "));
+    // Screen pixels per picture unit ("meet": the whole view box fits the board).
+    const perUnit = Math.min(this.host.clientWidth / box[2], this.host.clientHeight / box[3]);
+    const grow = perUnit > 0 ? Math.max(1, MEEPLE_PX / (MEEPLE_UNITS * perUnit)) : 1;
+    const scale = `scale(${grow.toFixed(3)})`;
+    if (this.svg.dataset.meepleScale === scale) return;
+    this.svg.dataset.meepleScale = scale;
+    for (const body of this.svg.querySelectorAll("g.meeple > g.meeple-body")) {
+      body.setAttribute("transform", scale);
+    }
   }
 
   /** Back to the whole board, following its growth again. */
@@ -161,6 +180,19 @@ export class BoardView {
     }
     return [];
   }
+}
+
+/** Give each meeple of a picture its seat's number (the cue besides its colour, the same as
+ * beside the player's name) and a body that `apply` can scale about the meeple's spot. */
+function markMeeples(svg) {
+  for (const meeple of svg.querySelectorAll("g.meeple")) {
+    const body = svgEl("g", { class: "meeple-body" });
+    body.append(...meeple.childNodes);
+    const seat = Number(meeple.dataset.player);
+    body.append(svgEl("text", { class: "meeple-mark", x: 0, y: 2, text: String(seat + 1) }));
+    meeple.append(body);
+  }
+  svg.dataset.marked = "true";
 }
 
 /** The placed tiles of the 3×3 square around a one-tile feature (a monastery). */

@@ -5,6 +5,7 @@ import { el } from "./dom.js";
 
 const body = document.querySelector("#games tbody");
 const more = document.getElementById("more");
+const STATUS_WORDS = { in_progress: "in progress", over: "over", abandoned: "abandoned" };
 let status = "";
 let next = null;
 
@@ -22,7 +23,7 @@ function row(game) {
     el("td", {}, link),
     players,
     el("td", { class: "scores" }, game.scores ? game.scores.join(" – ") : "–"),
-    el("td", { class: `status ${game.status}` }, game.status === "over" ? "over" : "in progress"),
+    el("td", { class: `status ${game.status}` }, STATUS_WORDS[game.status] || game.status),
     el("td", {}, el("time", { datetime: updated.toISOString() }, updated.toLocaleString())),
   );
 }

@@ -52,6 +52,14 @@ export function trackSvg(players) {
         },
         svgEl("title", { text: `${player.name}: ${player.score}` }),
       ),
+      // The seat's number on its marker, as on its meeples and beside its name.
+      svgEl("text", {
+        x: x + dx,
+        y: y + dy,
+        class: `marker-mark mark-${seatClass(player.seat)}`,
+        "aria-hidden": "true",
+        text: player.seat + 1,
+      }),
     );
   }
   return svg;

@@ -28,6 +28,7 @@ export class Turns {
     this.ready = new Map(); // key(turn) -> frame
     this.latest = 0; // turns (placements, undone ones too) in the game as last seen
     this.over = false;
+    this.status = "in_progress"; // in_progress, over or abandoned (the latest board's)
     this.generation = 0; // bumped when changing frames are forgotten
     this.open = false; // pictures with the open features outlined (board.svg?open=1)
   }
@@ -41,6 +42,7 @@ export class Turns {
     const board = await getJSON(`${this.base}/board`);
     this.latest = board.turns; // placements in the log, undone ones too (docs/undo.md)
     this.over = board.over;
+    this.status = board.status;
     return board;
   }
 

@@ -23,6 +23,7 @@ let follow = false; // show each new turn as it arrives
 let live = null; // the EventSource while the game is played
 let updating = null;
 let again = false;
+let scoringTimer = null; // a read again while the worker catches up with a game over
 
 // -- stepping ---------------------------------------------------------------------------
 
@@ -70,19 +71,68 @@ function renderStepper(frame) {
   slider.value = String(frame.turn);
   $("first").disabled = $("prev").disabled = frame.turn <= 0;
   $("next").disabled = $("last").disabled = frame.turn >= turns.latest;
-  $("turn-label").textContent = `Turn ${frame.turn} of ${turns.latest}`;
   const { board: view } = frame;
+  $("turn-label").textContent = `Turn ${frame.turn} of ${turns.latest}${view.undone ? " · undone" : ""}`;
   let info = `${view.tiles_left} tiles left`;
-  if (view.turn) info = `${view.turn.name} to play${view.turn.tile ? ` tile ${view.turn.tile}` : ""} · ${info}`;
+  if (view.undone && view.undo) {
+    // The placement is taken back: its player holds the same tile again (docs/undo.md).
+    const tile = view.tiles[view.tiles.length - 1].tile;
+    info = `${view.players[view.undo.player].name} to play tile ${tile} again · ${info}`;
+  } else if (view.turn) {
+    const bot = view.players[view.turn.player].bot ? " (bot)" : "";
+    info = `${view.turn.name}${bot} to play${view.turn.tile ? ` tile ${view.turn.tile}` : ""} · ${info}`;
+  } else if (view.status === "abandoned") info = "game abandoned";
   else if (view.over) info = "game over";
   $("turn-info").textContent = info;
+  const note = turnNote(view);
+  $("turn-note").textContent = note;
+  $("turn-note").hidden = !note;
   const liveButton = $("live");
   liveButton.hidden = turns.over;
   liveButton.classList.toggle("on", follow);
   liveButton.textContent = follow ? "● live" : "go live";
-  let status = turns.over ? "game over" : follow ? "live" : "in progress";
+  let status = turns.over ? (turns.status === "abandoned" ? "abandoned" : "game over") : follow ? "live" : "in progress";
   if (frame.scores.unscored_moves > 0) status += ` · scoring ${frame.scores.unscored_moves} move(s)…`;
   $("status").textContent = status;
+}
+
+/** What happened to this turn's placement, in words: taken back, or asked to be. */
+function turnNote(view) {
+  const undo = view.undo;
+  if (!undo) return "";
+  const asker = view.players[undo.player].name;
+  if (view.undone) return `↶ ${asker} took this placement back (undo): the next turn places the tile again.`;
+  if (undo.refused_by !== null) return `${view.players[undo.refused_by].name} refused ${asker}'s undo: the placement stands.`;
+  if (!view.over && (undo.deadline_ms === null || undo.deadline_ms > Date.now())) {
+    return `${asker} asks to take this placement back (undo).`;
+  }
+  return "";
+}
+
+/** A seat's mark: its colour and its number, the second cue (the board's meeples wear the
+ * same number). */
+function seatMark(seat) {
+  return el("span", { class: `dot mark ${seatClass(seat)}`, "aria-hidden": "true" }, String(Number(seat) + 1));
+}
+
+/** The facts about a seat as short labels, always shown (no hover needed). */
+function seatTags(seat, view, toPlay) {
+  const facts = view.players[seat] || {};
+  const tags = [];
+  if (toPlay) tags.push(el("span", { class: "tag to-play" }, "▶ to play"));
+  if (facts.bot) tags.push(el("span", { class: "tag bot" }, `bot · ${facts.bot.level}`));
+  const timedOut = `${facts.timeouts} ${facts.timeouts === 1 ? "turn" : "turns"} timed out`;
+  if (facts.out === "resigned") tags.push(el("span", { class: "tag out resigned" }, "resigned"));
+  else if (facts.out === "timed_out") tags.push(el("span", { class: "tag out timed-out" }, `out: ${timedOut}`));
+  else if (facts.timeouts > 0) tags.push(el("span", { class: "tag timeouts" }, timedOut));
+  return tags;
+}
+
+/** The seat to play in this frame: the one whose turn it is, or at the turn of a placement
+ * taken back, its player (who places the tile again). */
+function playing(view) {
+  if (view.undone && view.undo) return view.undo.player;
+  return view.turn ? view.turn.player : null;
 }
 
 function renderPlayers(frame) {
@@ -93,21 +143,28 @@ function renderPlayers(frame) {
   $("if-ended-head").textContent = turns.over || frame.turn < turns.latest ? "If it ended here" : "If ended now";
   const rows = scores.players.map((player) => {
     const seat = player.seat;
-    const onBoard = view.players[seat];
+    const toPlay = seat === playing(view);
+    const facts = view.players[seat] || {};
     const tiles = player.track.point_tiles.map((face) =>
       el("span", { class: "point-tile", title: `point tile (R8.1): ${face}` }, String(face)),
     );
+    const tags = seatTags(seat, view, toPlay);
+    if (player.rank === 1) tags.unshift(el("span", { class: "tag winner", title: "winner (R7.5)" }, "★ winner"));
     const name = el(
       "th",
       { scope: "row", class: "name" },
-      el("span", { class: `dot ${seatClass(seat)}`, "aria-hidden": "true" }),
-      el("span", { class: "player-name" }, player.name),
-      view.turn && view.turn.player === seat ? el("span", { class: "to-play", title: "to play" }, " ◆") : null,
-      player.rank === 1 ? el("span", { class: "winner", title: "winner (R7.5)" }, " ★") : null,
+      el(
+        "div",
+        { class: "who" },
+        seatMark(seat),
+        el("span", { class: "player-name", title: player.name }, player.name),
+      ),
+      tags.length ? el("div", { class: "tags" }, ...tags) : null,
     );
+    const classes = [toPlay ? "current" : null, facts.out ? "out" : null].filter(Boolean).join(" ");
     return el(
       "tr",
-      { "data-seat": seat, class: view.turn && view.turn.player === seat ? "current" : null },
+      { "data-seat": seat, class: classes || null },
       name,
       el("td", { class: "score" }, el("span", { class: "score-value" }, String(player.score)), ...tiles),
       el(
@@ -147,10 +204,13 @@ function renderEvents(frame) {
   if (!items.length) items.push(el("li", { class: "muted none" }, "nothing scored"));
   $("events").replaceChildren(...items);
   const result = frame.scores.result;
-  $("result").textContent =
-    result && frame.board.over
-      ? `Final scores: ${frame.scores.players.map((p) => `${p.name} ${p.score}`).join(", ")}`
-      : "";
+  let line = "";
+  if (frame.board.status === "abandoned") {
+    line = "Abandoned: nobody moved for too long. No final scoring, nobody wins.";
+  } else if (result && frame.board.over) {
+    line = `Final scores: ${frame.scores.players.map((p) => `${p.name} ${p.score}`).join(", ")}`;
+  }
+  $("result").textContent = line;
 }
 
 // -- live -------------------------------------------------------------------------------
@@ -212,6 +272,17 @@ async function update() {
   else if (shown && !turns.peek(shown.turn)) await go(shown.turn); // it changed: read again
   else if (shown) renderStepper(shown); // the same turn, in a longer game
   if (turns.over && shown && turns.isFixed(shown)) stopLive();
+  else if (turns.over && shown) awaitScoring();
+}
+
+/** A game over whose last moves the worker has not scored yet: an abandoned game gets no
+ * final score event to say when it is done (docs/lifecycle.md), so read again shortly. */
+function awaitScoring() {
+  if (scoringTimer) return;
+  scoringTimer = setTimeout(() => {
+    scoringTimer = null;
+    changed();
+  }, 1000);
 }
 
 // -- start ------------------------------------------------------------------------------
@@ -268,7 +339,10 @@ async function start() {
   // After the next paint: the page's load time (tests/bench/bench_page.py reads it).
   requestAnimationFrame(() => setTimeout(() => performance.mark("viewer-drawn")));
   // A game over but not scored to its end yet: the stream says when the worker is done.
-  if (shown && !turns.isFixed(shown)) startLive();
+  if (shown && !turns.isFixed(shown)) {
+    startLive();
+    if (turns.over) awaitScoring();
+  }
 }
 
 start().catch(failed);
