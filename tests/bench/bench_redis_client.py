@@ -31,7 +31,9 @@ from carcassonne.ruleset import Ruleset  # noqa: E402
 from services.command.secrets_store import MemorySecrets  # noqa: E402
 from services.command.service import GameService  # noqa: E402
 from services.redis_store import RedisEventStore, game_keys  # noqa: E402
+from services.redis_store.changes import changes_key  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
+from services.redis_store.keys import new_game_id, shard_of  # noqa: E402
 from services.redis_store.store import APPEND_LUA  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
@@ -82,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         client = connect(url, role="bench", max_connections=4)
         store = RedisEventStore(client)
         raw = store.wire
-        game = "f" * 32
-        keys = list(game_keys(game, "moves"))
+        game = new_game_id()
+        # The append script's keys as the store names them: stream, idempotency, marker, and
+        # the change feed of the game's shard.
+        keys = [*game_keys(game, "moves")[:3], changes_key(shard_of(game) or 0)]
         stream = keys[0]
         client.xadd(
             stream, {"type": "TileDrawn", "v": 1, "cmd": "c", "t": 1, "data": "{}"}, id="1-0"
@@ -94,22 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         script = client.register_script(APPEND_LUA)
 
         def append_args() -> list[Any]:
-            # ..., fingerprint, index mode ("": none), game id, deadline, then the event
-            return [
-                -1,
-                f"k{next(seq)}",
-                1,
-                "",
-                "",
-                0,
-                "",
-                "",
-                game,
-                "",
-                "TileDrawn",
-                1,
-                '{"tile":"E"}',
-            ]
+            # expected (-1: any), command id, time, marker, expected marker, fingerprint, game,
+            # stream, trace (services/redis_store/store.py `append`), then the event
+            return [-1, f"k{next(seq)}", 1, "", "", "", game, "moves", "", "TileDrawn", 1,
+                    '{"tile":"E"}']  # fmt: skip
 
         figures = {
             "xrange_redis_py_us": cpu_us(lambda: client.xrange(stream, "1-0", "+"), args.calls),
