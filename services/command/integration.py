@@ -38,7 +38,7 @@ from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine
 from services.common.body import read_body
 from services.common.http_errors import game_error_response
-from services.common.notifications import DEFAULT_OVERLAP_SECONDS
+from services.common.notifications import DEFAULT_OVERLAP_SECONDS, MAX_OVERLAP_SECONDS
 from services.common.schemas import Record
 from services.common.task_sender import TaskSender
 from services.common.webapp import Blueprint, checked_game_id
@@ -362,10 +362,13 @@ class RotateHookIn(Schema):
         unknown = RAISE
 
     secret = fields.String(
-        required=True, metadata={"description": "the new secret: 16-256 characters"}
+        required=True,
+        validate=validate.Length(16, 256),
+        metadata={"description": "the new secret: 16-256 characters"},
     )
     overlap_seconds = fields.Integer(
         load_default=DEFAULT_OVERLAP_SECONDS,
+        validate=validate.Range(0, MAX_OVERLAP_SECONDS),
         metadata={"description": "how long the secrets it replaces keep signing too"},
     )
 
