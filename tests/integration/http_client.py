@@ -87,6 +87,10 @@ def gunicorn(
     """
     port = free_port()
     full_env = {
+        # Tests and benchmarks write from one loopback address far faster than any client:
+        # no rate limits unless the caller's environment or `env` sets them (tests/conftest.py).
+        "ADDRESS_WRITE_RATE": "0",
+        "API_KEY_RATE": "0",
         **os.environ,
         **env,
         "BIND": f"127.0.0.1:{port}",
