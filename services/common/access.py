@@ -19,7 +19,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from flask import Request, Response
+from flask import Response
+from werkzeug.wrappers import Request
 
 from carcassonne.errors import GameError
 from services.redis_store.apikeys import ApiKeys

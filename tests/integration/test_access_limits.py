@@ -12,6 +12,7 @@ none of it.
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ import redis
 
 from services.redis_store.apikeys import ApiKeys
 from services.redis_store.ratelimit import address_bucket
+from tests.redis_server import private_redis
 
 from .http_client import call, gunicorn
 
@@ -54,8 +56,6 @@ class Servers:
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[Servers]:
-    from tests.redis_server import private_redis
-
     with private_redis() as url:
         env = {"REDIS_URL": url, **LIMITS}
         with (
@@ -187,7 +187,8 @@ def test_a_thousand_refused_creations_leave_redis_unchanged(servers: Servers) ->
     assert counts == {401: BURST, 429: 1000 - BURST}, counts
     keys_after = set(servers.client.keys("*"))
     assert keys_after - keys_before == {bucket.encode()}
-    expired = keys_before - keys_after  # only buckets of earlier tests may have expired since
+    # Only buckets of earlier tests may have expired since.
+    expired: set[Any] = keys_before - keys_after
     assert all(k.startswith((b"{rl:", b"{apikeys}:bucket:")) for k in expired), expired
     assert servers.client.dbsize() == dbsize_before + 1 - len(expired)
     assert 0 < servers.client.pttl(bucket) <= (BURST / 0.2 + 1) * 1000  # it expires
@@ -204,12 +205,11 @@ def used_memory(client: redis.Redis) -> int:
 
 def raw_post(base: str, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], Any]:
     """POST a game body with these headers: (status, response headers, decoded body)."""
-    import http.client
-
     host, port = base.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
     try:
-        conn.request("POST", path, json.dumps(GAME), {"Content-Type": "application/json", **headers})
+        sent = {"Content-Type": "application/json", **headers}
+        conn.request("POST", path, json.dumps(GAME), sent)
         reply = conn.getresponse()
         return reply.status, dict(reply.getheaders()), json.loads(reply.read() or b"null")
     finally:

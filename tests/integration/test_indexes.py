@@ -816,8 +816,8 @@ def test_the_backfill_lists_a_keys_games_indexed_before_key_lists_existed(redis_
     made = []
     for i, public in enumerate((False, True)):
         game_id, _ = stored_game(store, f"owned{i}", ["Ann", "Bob"], moves=5)
-        record = {"names": ["Ann", "Bob"], "seed": None, "tokens": {}, "key_id": key_id,
-                  "player_ids": ["u-owned", None], "public": public}  # fmt: skip
+        record: dict[str, Any] = {"names": ["Ann", "Bob"], "seed": None, "tokens": {}}
+        record.update(key_id=key_id, player_ids=["u-owned", None], public=public)
         RedisSecrets(redis_client).put(game_id, record)
         made.append(game_id)
     DirectoryIndex(redis_client).catch_up()
@@ -834,8 +834,8 @@ def test_the_backfill_lists_a_keys_games_indexed_before_key_lists_existed(redis_
         listed = directory.page(None, by.get("player"), None, 10, by.get("player_id"), key_id)
         assert {g["game_id"] for g in listed[0]} == set(made), by
         assert directory.page(None, by.get("player"), None, 10, by.get("player_id"), "k_x")[0] == []
-    public = {g["game_id"] for g in directory.page(None, None, None, 100, public=True)[0]}
-    assert made[1] in public and made[0] not in public
+    shown = {g["game_id"] for g in directory.page(None, None, None, 100, public=True)[0]}
+    assert made[1] in shown and made[0] not in shown
 
 
 def test_following_the_backfills_announcement_keeps_an_old_finished_game_over(

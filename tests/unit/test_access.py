@@ -14,7 +14,7 @@ LOOPBACK = trusted_proxies("127.0.0.1, ::1")
 
 
 def request(peer: str, **headers: str) -> Request:
-    sent = {k.replace("_", "-"): v for k, v in headers.items()}
+    sent = [(k.replace("_", "-"), v) for k, v in headers.items()]
     return Request(EnvironBuilder(environ_base={"REMOTE_ADDR": peer}, headers=sent).get_environ())
 
 
