@@ -9,7 +9,10 @@ first address no trusted proxy vouches for is the client (``X-Real-IP`` when the
 ``X-Forwarded-For``). A header a client sends itself straight to a service is never believed:
 unlike werkzeug's ProxyFix (whose default trusts the last ``X-Forwarded-For`` entry of any
 peer) or gunicorn's ``forwarded_allow_ips`` (which changes only the URL scheme, never
-``REMOTE_ADDR``), the trust is in who sent the header, not in the header.
+``REMOTE_ADDR``), the trust is in who sent the header, not in the header. So every address in
+``TRUSTED_PROXIES`` must be a proxy that appends the peer it saw (nginx's
+``$proxy_add_x_forwarded_for`` does), and a client inside a trusted network (`make run`: this
+machine) can name any address it likes; keep the setting to the proxies' own addresses.
 """
 
 from __future__ import annotations
