@@ -102,7 +102,7 @@ def test_creating_a_game_needs_a_live_api_key(servers: Servers) -> None:
 
 def test_lists_by_player_show_only_the_asking_keys_games(servers: Servers) -> None:
     _, mine = servers.keys.create("platform-a")
-    _, theirs = servers.keys.create("platform-b")
+    theirs_id, theirs = servers.keys.create("platform-b")
     _, stranger = servers.keys.create("platform-c")
     players = {"players": [{"name": "Zoe", "player_id": "u-shared"}, {"name": "Bob"}]}
     sender = address()
@@ -123,6 +123,9 @@ def test_lists_by_player_show_only_the_asking_keys_games(servers: Servers) -> No
     assert public in everyone and not everyone & (made | {other})  # public games only
     reply = listed(servers, "?status=in_progress&limit=100")[1]
     assert public in ids(reply) and not ids(reply) & made
+    assert servers.keys.revoke(theirs_id)  # a revoked key lists nothing any more
+    status, refused = listed(servers, "?player_id=u-shared", theirs)
+    assert (status, refused["code"]) == (403, "bad_api_key")
 
 
 def test_a_burst_over_the_address_limit_gets_429_with_retry_after(servers: Servers) -> None:
