@@ -370,7 +370,10 @@ def test_webhooks_are_registered_only_by_the_key_that_made_the_game(client, key,
     other = ApiKeys(redis.Redis.from_url(redis_url)).create("squatter")[1]
     status, body = post(client, f"/games/{game_id}/webhooks", other, json=good)
     assert (status, body["code"]) == (403, "not_game_owner")
-    created = client.post("/games", json={"players": [{"name": "a"}, {"name": "b"}]})
+    # A game without a key: only a development server (ANONYMOUS_GAMES) makes one.
+    development = create_app({"REDIS_URL": redis_url, "NOTIFY_MS": 0, "ANONYMOUS_GAMES": True})
+    players = [{"name": "a"}, {"name": "b"}]
+    created = development.test_client().post("/games", json={"players": players})
     keyless = created.get_json()["game_id"]
     status, body = post(client, f"/games/{keyless}/webhooks", key, json=good)
     assert (status, body["code"]) == (403, "not_game_owner")
