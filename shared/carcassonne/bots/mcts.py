@@ -22,7 +22,9 @@ far:
 Candidates are the `width` best actions by the greedy estimate (a turn has up to a few
 hundred), each starting with that estimate as `PRIOR_VISITS` playouts' worth, so with a tiny
 budget the search falls back on the greedy move and with a larger one corrects it by looking
-ahead. The budget is `playouts` (reproducible) and/or `think_ms` on the clock passed in.
+ahead. The budget is `playouts` (reproducible) and/or `think_ms` or a `deadline` on the clock
+passed in; past the deadline not one more playout starts (the greedy ranking of the candidates
+runs before the first one, whatever the budget).
 
 The playout policy is greedy: each playout turn weighs every legal action with the
 heuristic (`PLAYOUT_SAMPLE` = 0; a positive value weighs that many drawn at random). That is
@@ -88,11 +90,12 @@ def play_mcts(
     horizon = horizon if horizon is not None else HORIZON
     plies = horizon if horizon is not None else view.players
     limit = budget.playouts
-    if limit is None and budget.think_ms is None:
+    if limit is None and not budget.timed:
         limit = DEFAULT_PLAYOUTS
     clock = budget.clock
     start = clock() if clock is not None else 0.0
-    seconds = budget.think_ms / 1000 if budget.think_ms is not None else None
+    end = budget.end(start)
+    seconds = None if end is None else max(0.0, end - start)
     phases = math.ceil(math.log2(len(live)))
     # Stratified first draws: round k gives the next player tile `firsts[k]` (cycling through
     # one shuffled copy of what may be drawn), so the tile that most shapes the reply is
