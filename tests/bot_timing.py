@@ -79,12 +79,13 @@ def play_games(
     jobs: int = 3,
     floor_ms: int = 100,
     paced: bool = True,
+    moves: int | None = None,
 ) -> list[Move]:
     """Play `games` two-bot hand games at `level`, `jobs` at once (a process each, as the
     bot worker's prefork children: no game waits on another's interpreter lock), moves lasting
-    `floor_ms` at least, and return their moves with a full hand; `paced=False`: the baseline
-    (the module's doc)."""
-    task = partial(_play_one, url, level, think_ms, floor_ms, paced)
+    `floor_ms` at least, to the end or for `moves` moves, and return their moves with a full
+    hand; `paced=False`: the baseline (the module's doc)."""
+    task = partial(_play_one, url, level, think_ms, floor_ms, paced, moves)
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         played = pool.map(task, range(games), chunksize=1)
     client = redis.Redis.from_url(url)
@@ -92,9 +93,16 @@ def play_games(
 
 
 def _play_one(
-    url: str, level: str, think_ms: int, floor_ms: int, paced: bool, number: int
+    url: str,
+    level: str,
+    think_ms: int,
+    floor_ms: int,
+    paced: bool,
+    moves: int | None,
+    number: int,
 ) -> tuple[str, str]:
-    """Create one two-bot hand game and play it to the end: its id and secret seed."""
+    """Create one two-bot hand game and play it (to the end, or `moves` moves): its id and
+    secret seed."""
     client = redis.Redis.from_url(url)
     secrets = RedisSecrets(client)
     service = GameService(RedisEventStore(client), secrets)
@@ -105,8 +113,9 @@ def _play_one(
         args = {"floor_ms": 0, "policy": unpaced, "sleep": lambda seconds: None}
     player = BotPlayer(RedisEventStore(client), secrets.get, **args)
     game_id, _ = service.create_game(["a", "b"], HAND, [0, 1], None, bots=[bot, bot], seed=seed)
-    while player.play(game_id).kind == PLAYED:
-        pass
+    played = 0
+    while (moves is None or played < moves) and player.play(game_id).kind == PLAYED:
+        played += 1
     return game_id, seed
 
 
