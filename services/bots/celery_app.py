@@ -40,8 +40,13 @@ from .player import GONE, HUMAN, OVER, PLAYED, WAITING, BotPlayer
 
 log = logging.getLogger(__name__)
 settings = from_env()
-if settings["VISIBILITY_TIMEOUT"] * 1000 <= settings["MAX_THINK_MS"] + 5_000:
-    raise SystemExit("VISIBILITY_TIMEOUT must exceed MAX_THINK_MS by 5 s (see config.py)")
+if (
+    settings["VISIBILITY_TIMEOUT"] * 1000
+    <= max(settings["MAX_THINK_MS"], settings["MOVE_FLOOR_MS"]) + 5_000
+):
+    raise SystemExit(
+        "VISIBILITY_TIMEOUT must exceed MAX_THINK_MS (and MOVE_FLOOR_MS) by 5 s (see config.py)"
+    )
 
 app = Celery("bots", broker=broker_url(settings["BROKER_URL"], settings["REDIS_URL"]))
 app.conf.update(

@@ -268,3 +268,37 @@ def test_the_worker_caps_think_ms_where_every_seat_still_in_is_a_bot() -> None:
     service.resign(with_human, seats[2]["token"])  # the human leaves: bots only now
     state = service.load(with_human).state
     assert player.think_ms(state, [deep, deep, None], deep) == 1_000
+
+
+def _three_distinct(bots: list[dict[str, Any] | None] | None, **rules: Any) -> tuple[Any, ...]:
+    """A new hand game whose first mover holds three distinct tiles: service, store, secrets,
+    game id, seats."""
+    for number in range(100):
+        store, secrets = InMemoryEventStore(), MemorySecrets()
+        service = GameService(store, secrets)
+        game_id, seats = service.create_game(
+            ["a", "b"], Ruleset(hand=3, **rules), [0, 1], None, bots=bots, seed=f"three-{number}"
+        )
+        state = service.load(game_id).state
+        if len({held.tile for held in state.hands[state.current]}) == 3:
+            return service, store, secrets, game_id, seats
+    raise AssertionError("no seed deals three distinct tiles")
+
+
+def test_think_ms_is_the_whole_moves_on_the_real_clock_not_each_tiles() -> None:
+    """A hand of three distinct tiles, mcts thinking 200 ms: the bot's move and an mcts hint
+    each take 200 ms from their start (no less: the pace), not three times 200 ms (before
+    issue 32 each tile's search had the whole think time: on 7d564d4 the same move took
+    0.66 s and the hint 0.62 s)."""
+    mcts: dict[str, Any] = {"level": "mcts", "think_ms": 200}
+    _, store, secrets, game_id, _ = _three_distinct([mcts, mcts])
+    player = BotPlayer(store, secrets.get)
+    t0 = time.perf_counter()
+    assert player.play(game_id).kind == PLAYED
+    took = time.perf_counter() - t0
+    assert 0.2 <= took < 0.55, took
+    service, _, _, game_id, seats = _three_distinct(None, hints=True)
+    t0 = time.perf_counter()
+    hint = service.hint(game_id, seats[0]["token"], "mcts", 200, 150)
+    took = time.perf_counter() - t0
+    assert 0.2 <= took < 0.55 and hint["think_ms"] == 200, took
