@@ -18,10 +18,11 @@ Before (the same harness on 7d564d4, the commit before this change, 20:42 UTC on
           accuracy 1v2 0.85, 1v3 0.89, 2v3 0.65
   mcts:   1 distinct 106 ms (n=1), 2 distinct 216-509 ms (n=68), 3 distinct 317-762 ms
           (n=194); accuracy 1v2 1.00, 1v3 1.00, 2v3 0.88 — over this test's bound
-After (this test, 20:41 UTC, same load): random 2v3 0.52, greedy 0.55, mcts 0.55; every
-group 100-110 ms at the median (ranges in tests/bench/bench_bot_timing.py's run, docs/bots.md).
-Greedy and random leaked less than this machine's noise for 2v3 (random would pass the bound
-on the old code); their pacing is shown exactly, on a fake clock, in
+After (this test, 20:49 UTC, load 3.1): random 2 distinct 150-162 ms (n=65), 3 distinct
+151-165 ms (n=196), 2v3 0.52; greedy 151-157 ms (n=56) and 151-176 ms (n=205), 0.55; mcts
+151-1,365 ms (n=87) and 151-1,185 ms (n=170), medians 157 and 156 ms, 0.56.
+Greedy and random leaked less than this machine's noise for 2v3 (both were within the bound
+on the old code: 0.56, 0.65); their pacing is shown exactly, on a fake clock, in
 tests/unit/test_bot_pace.py. The 1-distinct group (a hand of three alike) is too rare to
 judge by accuracy (n ≤ 7): only its range is checked.
 """
@@ -35,7 +36,9 @@ import pytest
 from tests.bot_timing import best_threshold_accuracy, describe, groups, play_games, summary
 from tests.redis_server import private_redis
 
-FLOOR_MS = 100  # the test's MOVE_FLOOR_MS (the worker's is 250): shorter games
+# The test's MOVE_FLOOR_MS (the worker's is 250): shorter games, with room for a move's work
+# to stretch when the whole suite loads the machine (a late move's gap is its work's again).
+FLOOR_MS = 150
 
 
 @pytest.fixture(scope="module")
