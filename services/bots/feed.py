@@ -8,8 +8,10 @@ recorded with the consumer's feed position in one script; once that is recorded 
 ``bots.play(game)``. The task folds the game and plays if a bot is to move (a human's turn:
 it only moves the entry on), so the consumer need not know whose turn it is. A task lost on
 the way (a broker outage, a crash just after the record) is sent again by ``bots.sweep``
-when the entry falls due; a game that ended leaves the index. The command service knows
-nothing of bots beyond their seats in the game's secrets record.
+when the entry falls due; a game that ended leaves the index, and its bot seconds go back to
+its API key's budget (services/redis_store/bot_budget.py; given back in the batch's handling,
+idempotently, so a batch redone gives nothing back twice). The command service knows nothing
+of bots beyond their seats in the game's secrets record.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import redis
 
 from eventstore.envelope import MOVES
 from services.common.kept import Kept
+from services.redis_store.bot_budget import release
 from services.redis_store.bot_index import bot_seats
 from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.keys import bots_due_key, secrets_key
@@ -42,8 +45,9 @@ class BotFeed:
         cache_size: int = 100_000,
     ) -> None:
         self.client, self.send, self.grace_ms, self.clock = client, send, grace_ms, clock
-        # Whether a game has a bot seat never changes: asked of Redis once per game.
-        self._has_bots: Kept[str, bool] = Kept(cache_size)
+        # Whether a game has a bot seat, and its owner key, never change: asked once per game
+        # (owner "" : none).
+        self._has_bots: Kept[str, tuple[bool, str]] = Kept(cache_size)
         self._to_send: dict[int, list[str]] = {}  # shard -> games of its batch being recorded
         self.follower = Follower(client, CONSUMER, self.handle, after=self.sent)
 
@@ -59,6 +63,9 @@ class BotFeed:
         for game_id in self.with_bots(list(ended)):
             if ended[game_id]:
                 writes.append(Write("zrem", due, game_id))
+                owner = self._owner(game_id)
+                if owner:  # another slot: not in the record's script, but idempotent
+                    release(self.client, owner, game_id)
             else:
                 writes.append(Write("zadd", due, game_id, at))
                 send.append(game_id)
@@ -79,5 +86,10 @@ class BotFeed:
                 pipe.get(secrets_key(game_id))
             for game_id, raw in zip(unknown, pipe.execute(), strict=True):
                 record = json.loads(raw) if raw is not None else {}
-                self._has_bots.keep(game_id, any(bot_seats(record)))
-        return [g for g in games if self._has_bots.get(g)]
+                owner = record.get("key_id") if isinstance(record.get("key_id"), str) else ""
+                self._has_bots.keep(game_id, (any(bot_seats(record)), owner or ""))
+        return [g for g in games if (self._has_bots.get(g) or (False, ""))[0]]
+
+    def _owner(self, game_id: str) -> str:
+        """The API key that owns a game (read by `with_bots`; "" for none)."""
+        return (self._has_bots.get(game_id) or (False, ""))[1]

@@ -25,6 +25,7 @@ from services.common.http_errors import error_response
 from services.common.task_sender import TaskSender
 from services.common.webapp import Blueprint, checked_game_id, new_app
 from services.redis_store import RedisEventStore
+from services.redis_store.bot_budget import BotBudget
 from services.redis_store.connect import broker_url
 from services.redis_store.replication import NotReplicated
 
@@ -318,6 +319,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             # Turns change cached states in place only when one thread serves the process.
             in_place=int(os.environ.get("GUNICORN_THREADS", "1")) <= 1,
             undo_seconds=app.config["UNDO_SECONDS"],
+            bot_budget=BotBudget(client, app.config["BOT_SECONDS_IN_FLIGHT"]),
+            move_floor_ms=app.config["BOT_MOVE_FLOOR_MS"],
         )
     app.extensions["game_service"] = service
     api = ContractApi(app)  # /openapi.json: the whole API's one document

@@ -52,6 +52,11 @@ DEFAULTS: dict[str, Any] = {
     # The most think_ms a bot seat may ask for in a game with no human seat (POST /games
     # answers 422 bot_only_think_ms above it): such a game is bot CPU nobody watches.
     "BOT_ONLY_MAX_THINK_MS": 1_000,
+    # Bot CPU per API key (issue 32): the bot seconds its games in progress may still take,
+    # reserved at creation (429 bot_budget_exceeded beyond it) and given back when a game ends
+    # (0: no limit). A move takes at least BOT_MOVE_FLOOR_MS: the bot worker's MOVE_FLOOR_MS.
+    "BOT_SECONDS_IN_FLIGHT": 7_200.0,
+    "BOT_MOVE_FLOOR_MS": 250,
     "UNDO_SECONDS": 120.0,  # how long the others have to answer an undo request (consent)
 }
 

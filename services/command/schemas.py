@@ -61,7 +61,9 @@ class PlayerIn(Strict):
             f"within it; default {DEFAULT_THINK_MS}; greedy and random take the worker's fixed "
             "floor instead); without `bot`: 422. In a game with no human seat an mcts bot "
             "may think at most the service's BOT_ONLY_MAX_THINK_MS (1000): else 422 "
-            "bot_only_think_ms"
+            "bot_only_think_ms. A key's games in progress may hold BOT_SECONDS_IN_FLIGHT of "
+            "bot time (each bot's move times its share of the tiles): else 429 "
+            "bot_budget_exceeded"
         },
     )
 

@@ -15,7 +15,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from carcassonne.errors import MalformedError, OutOfTurnError
 from carcassonne.events import (
@@ -36,12 +36,13 @@ from eventstore.errors import CommandReused
 from eventstore.port import EventStore
 from services.common.draws import draw_until_placeable
 from services.common.moves import Committed, Handler, append_moves, now_ms, run_command
+from services.common.pace import move_ms
 from services.redis_store.bot_index import is_bot
 from services.redis_store.keys import new_game_id
 
 from . import hints, views
 from .cache import Cached, FoldCache, Taken
-from .errors import Forbidden, IdempotencyKeyReused, NotFound
+from .errors import BudgetUsedUp, Forbidden, IdempotencyKeyReused, NotFound
 from .handlers import Asked, Command, Decide, Reissue, Resignation, Turn, TurnResult, seat_of
 from .hints import kept_hints
 from .secrets_store import Secrets, token_hash
@@ -58,6 +59,8 @@ class GameService:
         in_place: bool = True,
         undo_seconds: float = 120,
         clock: Callable[[], float] = time.time,
+        bot_budget: BotBudget | None = None,
+        move_floor_ms: int = 250,
     ) -> None:
         """`in_place`: a turn changes the cached state itself (no copy per turn), which is only
         safe when one thread serves this process's requests (gunicorn's sync worker, the
@@ -66,7 +69,13 @@ class GameService:
 
         `undo_seconds`: how long the other players have to answer an undo request (ruleset
         `undo: consent`); `clock` gives the time (seconds) undo deadlines are set and checked by.
+
+        `bot_budget`: each API key's bot seconds in flight (services/redis_store/bot_budget.py;
+        None: no limit); a bot move takes at least `move_floor_ms` (the bot worker's
+        MOVE_FLOOR_MS: its pace, services/common/pace.py).
         """
+        self.bot_budget = bot_budget
+        self.move_floor_ms = move_floor_ms
         self.in_place = in_place
         self.undo_seconds = undo_seconds
         self.clock = clock
@@ -113,18 +122,42 @@ class GameService:
         # A bot seat has no token: nobody may play its turns but the bot worker.
         tokens = [None if b else secrets.token_urlsafe(24) for b in seat_bots]
         record = secrets_record(seed, seats, tokens, seat_ids, key_id, seat_bots, public)
-        # Before the first append: the bot worker reads the seats when the feed shows it.
-        self.secrets.put(game_id, record)
         state = GameState()
         events = decide(state, StartGame(ruleset, len(seats)))
         for event in events:
             state.apply(event)
+        self._reserve_bots(key_id, game_id, seat_bots, state.bag_size)
+        # Before the first append: the bot worker reads the seats when the feed shows it.
+        self.secrets.put(game_id, record)
         events = with_seats(events, seats, seat_ids)  # the log itself says who sits where
         events += draw_until_placeable(state, seed, now_ms())
         # The worker learns of the game from the change feed, as of every move: a game with
         # an owner key's subscriptions hears of its first turn once the worker has passed it.
         append_moves(self.store, game_id, events, expected=0, command_id="create")
         return game_id, seated_players(names, order, tokens, ids, kinds)
+
+    def _reserve_bots(
+        self, key_id: str | None, game_id: str, bots: list[dict[str, Any] | None], tiles: int
+    ) -> None:
+        """Reserve the game's bot seconds against its key's budget (issue 32, finding 2: one
+        request could buy half an hour of bot CPU), or refuse the game: 429
+        `bot_budget_exceeded`, nothing written. The bot worker gives them back at its end."""
+        if self.bot_budget is None or key_id is None or not any(bots):
+            return
+        seconds = bot_seconds(bots, tiles, self.move_floor_ms)
+        held = self.bot_budget.reserve(key_id, game_id, seconds)
+        if held is not None:
+            limit = self.bot_budget.limit_seconds
+            raise BudgetUsedUp(
+                "bot_budget_exceeded",
+                f"this API key's games in progress hold {held:.0f} of its {limit:.0f} bot "
+                f"seconds; this game's bots would take {seconds:.0f} more",
+                None,
+                in_flight_seconds=round(held, 1),
+                limit_seconds=limit,
+                asked_seconds=round(seconds, 1),
+                retry_after=60,
+            )
 
     def play_turn(
         self,
@@ -337,6 +370,27 @@ def checked_players(
     if len(kinds) != len(names):
         raise MalformedError("bad_bots", "one bot (or null) per player")
     return ids, kinds
+
+
+def bot_seconds(bots: list[dict[str, Any] | None], tiles: int, floor_ms: int) -> float:
+    """What a game's bot seats cost at most: each bot's paced move (services/common/pace.py
+    `move_ms`: mcts its think_ms, any level at least the floor) times its share of the
+    `tiles` to place."""
+    moves = -(-tiles // max(1, len(bots)))
+    return sum(
+        move_ms(str(bot["level"]), int(bot.get("think_ms") or 0), floor_ms) * moves / 1000
+        for bot in bots
+        if bot is not None
+    )
+
+
+class BotBudget(Protocol):
+    """Bot seconds in flight per API key (services/redis_store/bot_budget.py `BotBudget`)."""
+
+    limit_seconds: float
+
+    def reserve(self, key_id: str, game_id: str, seconds: float) -> float | None:
+        """None when reserved; else what the key's games hold already (nothing written)."""
 
 
 def checked_bot_only(bots: list[dict[str, Any] | None], max_think_ms: int | None) -> None:

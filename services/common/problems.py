@@ -50,6 +50,10 @@ HINTS: dict[str, str] = {
     "bots": "A game with no human seat may let its mcts bots think at most "
     "details.max_think_ms a move: lower think_ms of the players in details.players, or seat a "
     "human (a player without `bot`); docs/bots.md.",
+    "budget": "Bot seats cost CPU: an API key's games in progress may hold "
+    "details.limit_seconds of bot time. Wait for some to end (or resign or abandon them), or "
+    "seat fewer or faster bots (details.asked_seconds is what this game would take); "
+    "docs/bots.md.",
 }
 
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -92,6 +96,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "retry": ("bad_gateway", "gateway_timeout", "not_replicated", "rate_limited",
               "store_unavailable", "too_many_streams", "worker_unreachable"),
     "bots": ("bot_only_think_ms",),
+    "budget": ("bot_budget_exceeded",),
 }  # fmt: skip
 
 FAMILY_OF: dict[str, str] = {code: family for family, codes in FAMILIES.items() for code in codes}
@@ -103,6 +108,7 @@ TITLES: dict[str, str] = {  # where the code alone reads badly
     "rate_limited": "Rate limit used up",
     "store_unavailable": "The event store is unavailable",
     "bot_only_think_ms": "Bots think too long for a game without a human seat",
+    "bot_budget_exceeded": "This API key's bot time in flight is used up",
 }
 
 

@@ -41,6 +41,7 @@ LIMITS = {
     "ADDRESS_WRITE_BURST": str(BURST),
     "API_KEY_RATE": "0.2",
     "API_KEY_BURST": str(KEY_BURST),
+    "BOT_SECONDS_IN_FLIGHT": "20",  # two games with a greedy bot (9 s each, 2 players)
 }
 GAME = {"players": [{"name": "Ann"}, {"name": "Bob"}], "seat_order": [0, 1]}
 _addresses = (f"198.51.100.{i}" for i in itertools.count(1))  # TEST-NET-2: nobody's
@@ -223,3 +224,31 @@ def raw_post(base: str, path: str, headers: dict[str, str]) -> tuple[int, dict[s
         return reply.status, dict(reply.getheaders()), json.loads(reply.read() or b"null")
     finally:
         conn.close()
+
+
+def test_a_key_whose_bot_seconds_are_in_flight_gets_429_until_a_game_ends(
+    servers: Servers,
+) -> None:
+    """Issue 32, finding 2, over HTTP: the third game with a bot seat of one key goes past
+    its bot seconds in flight (BOT_SECONDS_IN_FLIGHT 20; each game reserves 9 s): 429
+    `bot_budget_exceeded` with Retry-After and the figures, nothing created; games without
+    bots are not counted."""
+    key = {"X-Api-Key": servers.keys.create("bots budget")[1]}
+    body = {"players": [{"name": "Ann"}, {"name": "Robo", "bot": "greedy"}]}
+    for _ in range(2):
+        status, created = call(servers.command, "POST", "/games", body, {**key, **address()})
+        assert status == 201, created
+    conn_headers = {**key, **address(), "Content-Type": "application/json"}
+    host, port = servers.command.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("POST", "/games", json.dumps(body), conn_headers)
+        reply = conn.getresponse()
+        problem = json.loads(reply.read())
+    finally:
+        conn.close()
+    assert reply.status == 429 and int(reply.getheader("Retry-After") or 0) >= 1, problem
+    assert problem["code"] == "bot_budget_exceeded" and "details.limit_seconds" in problem["hint"]
+    assert problem["details"]["limit_seconds"] == 20 and problem["details"]["asked_seconds"] == 9
+    status, created = call(servers.command, "POST", "/games", GAME, {**key, **address()})
+    assert status == 201, created  # no bot seat: no bot seconds

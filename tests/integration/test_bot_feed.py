@@ -13,9 +13,11 @@ import redis
 
 from carcassonne.ruleset import Ruleset
 from services.bots.feed import BotFeed
+from services.command.errors import BudgetUsedUp
 from services.command.secrets_store import RedisSecrets
 from services.command.service import GameService
 from services.redis_store import RedisEventStore
+from services.redis_store.bot_budget import BotBudget, in_flight_key
 from services.redis_store.bot_index import due_games
 from services.redis_store.keys import bots_due_key, index_shard
 from tests.redis_server import private_redis
@@ -107,3 +109,38 @@ def test_a_consumer_that_was_down_sends_every_bot_game_created_meanwhile_once(
     first, second = consumer(client, sent), consumer(client, sent)
     assert first.follower.catch_up() + second.follower.catch_up() == 60
     assert sorted(sent) == sorted(games[:30])
+
+
+def test_a_keys_bot_seconds_are_reserved_at_creation_and_given_back_when_a_game_ends(
+    client: redis.Redis,
+) -> None:
+    """Issue 32, finding 2: bot CPU is a budget. A game with bot seats reserves what its bots
+    may take (a greedy move is paced to the 250 ms floor: 36 moves of 71 tiles in a 2-player
+    game, 9 s) against its API key's limit (20 s here); one more is refused with 429
+    `bot_budget_exceeded`, writing nothing; another key has its own budget; when a game
+    ends, the bot consumer gives its seconds back and the key may create again."""
+    client.flushall()
+    service = GameService(
+        RedisEventStore(client), RedisSecrets(client), bot_budget=BotBudget(client, 20),
+        move_floor_ms=250,
+    )  # fmt: skip
+
+    def create(key: str) -> tuple[str, list[dict[str, Any]]]:
+        return service.create_game(
+            ["ann", "robot"], Ruleset(), [0, 1], key_id=key, bots=[None, GREEDY]
+        )
+
+    first, seats = create("k_one")
+    create("k_one")
+    before = set(client.keys("*"))
+    with pytest.raises(BudgetUsedUp) as refused:
+        create("k_one")
+    assert refused.value.status == 429 and refused.value.code == "bot_budget_exceeded"
+    assert refused.value.details["in_flight_seconds"] == 18.0
+    assert refused.value.details["asked_seconds"] == 9.0
+    assert set(client.keys("*")) == before  # nothing of the refused game
+    create("k_two")  # another key, another budget
+    service.resign(first, seats[0]["token"])  # ann leaves: the game ends (R7)
+    consumer(client, []).follower.catch_up()
+    assert client.zscore(in_flight_key("k_one"), first) is None
+    create("k_one")  # room again
