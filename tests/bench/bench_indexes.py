@@ -37,6 +37,7 @@ from services.redis_store import game_keys  # noqa: E402
 from services.redis_store.changes import Follower, trim  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
 from services.redis_store.directory_index import DirectoryIndex  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.index_data import consumers, write_finished_games  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
@@ -110,10 +111,14 @@ def measure(client: redis.Redis, reps: int, baseline_reps: int) -> dict[str, flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", type=int, default=1_000, help="stored games, first round")
-    parser.add_argument("--large", type=int, default=20_000, help="stored games, second round")
-    parser.add_argument("--reps", type=int, default=50, help="timed runs per figure")
-    parser.add_argument("--baseline-reps", type=int, default=5, help="timed SCAN sweeps")
+    parser.add_argument(
+        "--small", type=int, default=size(1_000, 20), help="stored games, first round"
+    )
+    parser.add_argument(
+        "--large", type=int, default=size(20_000, 40), help="stored games, second round"
+    )
+    parser.add_argument("--reps", type=int, default=size(50, 3), help="timed runs per figure")
+    parser.add_argument("--baseline-reps", type=int, default=size(5, 1), help="timed SCAN sweeps")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     proc, url, _ = start_redis()

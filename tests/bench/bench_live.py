@@ -43,6 +43,7 @@ from carcassonne.simulate import random_game  # noqa: E402
 from eventstore.envelope import MOVES, NewEvent  # noqa: E402
 from eventstore.schemas import to_new  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import check, exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.integration.live_client import Stream, Views, raise_fd_limit  # noqa: E402
@@ -311,12 +312,18 @@ def print_row(row: dict[str, Any]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="live-stream benchmark")
-    parser.add_argument("--levels", default="100,1000,5000", help="streams held, in steps")
-    parser.add_argument("--games", type=int, default=50, help="games the streams watch")
-    parser.add_argument("--views", type=int, default=1_000, help="board views timed per step")
+    parser.add_argument(
+        "--levels", default=size("100,1000,5000", "5,20"), help="streams held, in steps"
+    )
+    parser.add_argument("--games", type=int, default=size(50, 3), help="games the streams watch")
+    parser.add_argument(
+        "--views", type=int, default=size(1_000, 20), help="board views timed per step"
+    )
     parser.add_argument("--view-conns", type=int, default=4, help="view connections at once")
     parser.add_argument("--moves-per-s", type=float, default=20.0, help="turns appended per s")
-    parser.add_argument("--settle", type=float, default=2.0, help="s of moves before timing")
+    parser.add_argument(
+        "--settle", type=float, default=size(2.0, 0.2), help="s of moves before timing"
+    )
     parser.add_argument("--open-parallel", type=int, default=200, help="streams opening at once")
     parser.add_argument("--workers", type=int, default=2, help="query worker processes")
     args = parser.parse_args()

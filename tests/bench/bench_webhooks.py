@@ -50,6 +50,7 @@ from services.command.hooks import Webhooks  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
 from services.scoring.posting import HttpPoster  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import check, exit_code  # noqa: E402
 from tests.integration.http_client import free_port  # noqa: E402
 from tests.integration.workers import celery_env, running, worker  # noqa: E402
@@ -204,10 +205,10 @@ def baseline(port: int, threads: int, seconds: float) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="webhook delivery benchmark")
-    parser.add_argument("--games", type=int, default=40, help="games, one hook each")
-    parser.add_argument("--events", type=int, default=60, help="score events per game")
+    parser.add_argument("--games", type=int, default=size(40, 3), help="games, one hook each")
+    parser.add_argument("--events", type=int, default=size(60, 5), help="score events per game")
     parser.add_argument("--concurrency", type=int, default=2, help="worker threads (deploy: 2)")
-    parser.add_argument("--baseline-seconds", type=float, default=5.0)
+    parser.add_argument("--baseline-seconds", type=float, default=size(5.0, 0.5))
     parser.add_argument("--timeout", type=float, default=90.0, help="give up after this long")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--receiver", type=int, help=argparse.SUPPRESS)
