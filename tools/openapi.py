@@ -285,6 +285,18 @@ OPERATIONS: dict[tuple[str, str], Op] = {
     ("get", "/games/{game_id}/webhooks/{hook_id}/deliveries"): Op(
         "listDeliveries", (401, 403, 404, 422, 429, 503), security="apiKey"
     ),
+    ("get", "/games/{game_id}/webhooks"): Op(
+        "listWebhooks", (401, 403, 404, 429, 503), security="apiKey"
+    ),
+    ("delete", "/games/{game_id}/webhooks/{hook_id}"): Op(
+        "deleteWebhook", (401, 403, 404, 429, 503), security="apiKey"
+    ),
+    ("post", "/games/{game_id}/webhooks/{hook_id}/rotate"): Op(
+        "rotateWebhookSecret",
+        (*BODY, 401, 403, 404, 429, 503),
+        security="apiKey",
+        request={JSON: {"secret": "a-new-secret-of-16-or-more", "overlap_seconds": 3600}},
+    ),
     ("post", "/v1/subscriptions"): Op(
         "createSubscription",
         (*BODY, 401, 403, 429, 503),

@@ -556,7 +556,7 @@ WEBHOOK: dict[str, Any] = {
     "backlog": 1,
     "created_ms": 1795459617994,
     "deliveries": "/games/ef0ab9789b8f034882fd9142e91879d5/webhooks/h_b19a5c6325dd2129/deliveries",
-    "signature": "X-Carcassonne-Signature: sha256=<HMAC-SHA256(secret, raw body)>",
+    "signature": "Carcassonne-Signature: t=<unix seconds>,v1=<HMAC-SHA256(secret, t.body)>",
 }
 
 SUBSCRIPTION_IN: dict[str, Any] = {

@@ -27,10 +27,19 @@ import redis
 from carcassonne.errors import GameError
 from eventstore.envelope import MOVES, SCORES
 from eventstore.port import EventStore
-from services.common.notifications import WEBHOOK_FORMAT, WEBHOOK_KINDS, owner_key
+from services.common.notifications import (
+    MAX_HOOKS_PER_KEY,
+    MAX_OVERLAP_SECONDS,
+    WEBHOOK_FORMAT,
+    WEBHOOK_KINDS,
+    WEBHOOK_SIGNED,
+    live_secrets,
+    owner_key,
+)
 from services.common.webhook_url import MAX_URL, RefusedUrl, check, normalise
 from services.redis_store.keys import (
     game_subscriptions_key,
+    key_hooks_key,
     legacy_shard,
     shard_of,
     subs_due_key,
@@ -54,6 +63,21 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 if KEYS[2] then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3]) end
 return 1
 """
+# KEYS: the game's subscriptions hash. ARGV: hook id, the configuration as read, the new one.
+# Returns 1 if replaced, 0 if it changed since it was read, -1 if it is gone.
+REPLACE_LUA = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then return -1 end
+if current ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"""
+# How a hook's deliveries are signed, by whether it has the timed signature only.
+SIGNATURES = {
+    True: "Carcassonne-Signature: t=<unix seconds>,v1=<HMAC-SHA256(secret, t.body)>",
+    False: "Carcassonne-Signature (timed), and X-Carcassonne-Signature: sha256=<HMAC-SHA256("
+    "secret, body)> until the hook is rotated",
+}
 log = logging.getLogger(__name__)
 
 
@@ -73,6 +97,19 @@ def check_url(url: Any, allow_private: bool = False) -> str:
         return check(normalise(url), allow_private).url
     except RefusedUrl as refused:
         raise BadWebhook(refused.code, refused.message, **refused.details) from None
+
+
+def check_receiver(url: Any, development: bool) -> str:
+    """Where a webhook or subscription delivers: `check_url`'s URL, and https (issue 32,
+    finding 6: a signed body over http can be read and replayed on the way). In development
+    (WEBHOOK_ALLOW_PRIVATE) http and loopback or private hosts pass too."""
+    checked = check_url(url, development)
+    if not checked.startswith("https://") and not development:  # the scheme is normalised
+        raise BadWebhook(
+            "webhook_url_not_https",
+            "url must start with https:// (http is accepted only in development)",
+        )
+    return checked
 
 
 def check_secret(secret: Any) -> str:
@@ -102,10 +139,11 @@ class Webhooks:
         self.dispatch = dispatch
         self.allow_private = allow_private
         self._register = script(client, REGISTER_LUA)
+        self._replace = script(client, REPLACE_LUA)
 
     def register(self, game_id: str, url: Any, secret: Any, key_id: str) -> dict[str, Any]:
         """Add a hook to a game; every score event (from the first) will be delivered to it."""
-        url = check_url(url, self.allow_private)
+        url = check_receiver(url, self.allow_private)
         secret = check_secret(secret)
         if self.store.last_seq(game_id, MOVES) == 0:
             raise NotFound("game_not_found", f"no game {game_id}")
@@ -117,11 +155,47 @@ class Webhooks:
             "key_id": key_id,
             "game_id": game_id,
             "format": WEBHOOK_FORMAT,
+            "signature": WEBHOOK_SIGNED,  # timed and rotatable, as subscriptions
             "url": url,
             "kinds": list(WEBHOOK_KINDS),
             "secrets": [{"secret": secret, "until_ms": None}],
             "created_ms": int(time.time() * 1000),
         }
+        self._reserve(key_id, game_id, hook_id)
+        try:
+            self._add(game_id, hook_id, config)
+        except BaseException:
+            self.client.srem(key_hooks_key(key_id), game_id + ":" + hook_id)
+            raise
+        if self.dispatch is not None:
+            self.dispatch(game_id)  # deliver the score events already in the stream
+        return {
+            "hook_id": hook_id,
+            "game_id": game_id,
+            "url": url,
+            "events": list(EVENTS),
+            "backlog": self.store.last_seq(game_id, SCORES),
+            "created_ms": config["created_ms"],
+        }
+
+    def _reserve(self, key_id: str, game_id: str, hook_id: str) -> None:
+        """Take one of the key's `MAX_HOOKS_PER_KEY` places (issue 32, finding 5: a key could
+        aim the worker at any number of URLs); given back if the registration fails. Added
+        first and counted after, so two registrations at once never both take the last."""
+        places, member = key_hooks_key(key_id), game_id + ":" + hook_id
+        pipe = self.client.pipeline(transaction=True)
+        pipe.sadd(places, member)
+        pipe.scard(places)
+        taken = cast(list[int], pipe.execute())[1]
+        if taken > MAX_HOOKS_PER_KEY:
+            self.client.srem(places, member)
+            raise BadWebhook(
+                "too_many_webhooks",
+                f"an API key has at most {MAX_HOOKS_PER_KEY} webhooks over all its games: "
+                "delete one (DELETE /games/{id}/webhooks/{hook_id})",
+            )
+
+    def _add(self, game_id: str, hook_id: str, config: dict[str, Any]) -> None:
         shard = shard_of(game_id)  # None: a game from before the indexes (backfill's)
         due = [subs_due_key(shard)] if shard is not None else []
         # The limit is checked in the script that adds the hook: two registrations at once
@@ -143,16 +217,63 @@ class Webhooks:
         if shard is None:  # its index is in another slot: not in the script (the sweep finds it)
             index = subs_due_key(legacy_shard(game_id))
             self.client.zadd(index, {game_id + ":" + hook_id: config["created_ms"]}, lt=True)
-        if self.dispatch is not None:
-            self.dispatch(game_id)  # deliver the score events already in the stream
+
+    def list(self, game_id: str, key_id: str) -> list[dict[str, Any]]:
+        """The key's hooks on a game, oldest first (never a secret)."""
+        raw = cast(dict[Any, Any], self.client.hgetall(game_subscriptions_key(game_id)))
+        configs = [json.loads(v) for v in raw.values()]
+        mine = sorted((c for c in configs if c.get("key_id") == key_id), key=_created)
+        return [self.view(c) for c in mine]
+
+    def view(self, config: dict[str, Any]) -> dict[str, Any]:
+        """A hook as the API shows it: no secret, only how many sign its deliveries now."""
+        now = int(time.time() * 1000)
         return {
-            "hook_id": hook_id,
-            "game_id": game_id,
-            "url": url,
+            "hook_id": config["id"],
+            "game_id": config["game_id"],
+            "url": config["url"],
             "events": list(EVENTS),
-            "backlog": self.store.last_seq(game_id, SCORES),
             "created_ms": config["created_ms"],
+            "secrets_live": len(live_secrets(config, now)),
+            "signature": SIGNATURES[config.get("signature") == WEBHOOK_SIGNED],
         }
+
+    def delete(self, game_id: str, hook_id: str, key_id: str) -> None:
+        """Stop a hook at once: deliveries not yet made are dropped, its log goes too."""
+        self.hook(game_id, hook_id, key_id)  # 404 unless the key's
+        state, log_key, lease = subscription_keys(game_id, hook_id)
+        pipe = self.client.pipeline(transaction=True)  # one slot: the game's
+        pipe.hdel(game_subscriptions_key(game_id), hook_id)
+        pipe.delete(state, log_key, lease)
+        pipe.execute()
+        # The key's place and the due index are other slots: after (a crash leaves a place
+        # taken until the key deletes another hook, never a hook without one).
+        self.client.srem(key_hooks_key(key_id), game_id + ":" + hook_id)
+        shard = shard_of(game_id)
+        index = subs_due_key(shard if shard is not None else legacy_shard(game_id))
+        self.client.zrem(index, game_id + ":" + hook_id)
+
+    def rotate(
+        self, game_id: str, hook_id: str, key_id: str, secret: Any, overlap_seconds: int
+    ) -> dict[str, Any]:
+        """Sign with `secret` from now on; the secrets it replaces keep signing (beside it)
+        for `overlap_seconds`, so a receiver can switch without losing a delivery. A hook
+        rotated once signs only with the timed signature."""
+        secret = check_secret(secret)
+        if not 0 <= overlap_seconds <= MAX_OVERLAP_SECONDS:
+            raise BadWebhook("bad_overlap", f"overlap_seconds must be 0-{MAX_OVERLAP_SECONDS}")
+        key = game_subscriptions_key(game_id)
+        for _ in range(10):  # lost races with another rotation: bounded
+            config = self.hook(game_id, hook_id, key_id)
+            raw = self.client.hget(key, hook_id)
+            now = int(time.time() * 1000)
+            until = now + overlap_seconds * 1000
+            old = [{"secret": s, "until_ms": until} for s in live_secrets(config, now)]
+            config["secrets"] = [{"secret": secret, "until_ms": None}, *old[:2]]
+            config["signature"] = WEBHOOK_SIGNED
+            if self._replace(keys=[key], args=[hook_id, raw, json.dumps(config)]) == 1:
+                return self.view(config)
+        raise NotFound("hook_not_found", f"no webhook {hook_id[:64]} on game {game_id}")
 
     def hook(self, game_id: str, hook_id: str, key_id: str) -> dict[str, Any]:
         """A hook's configuration, if it exists and belongs to this key (else 404)."""
@@ -184,6 +305,10 @@ class Webhooks:
             "deliveries": entries,
             "next": last if last < progress else None,
         }
+
+
+def _created(config: dict[str, Any]) -> int:
+    return int(config["created_ms"])
 
 
 def check_owner(record: dict[str, Any] | None, game_id: str, key_id: str) -> None:

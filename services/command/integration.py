@@ -38,13 +38,14 @@ from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine
 from services.common.body import read_body
 from services.common.http_errors import game_error_response
+from services.common.notifications import DEFAULT_OVERLAP_SECONDS
 from services.common.schemas import Record
 from services.common.task_sender import TaskSender
 from services.common.webapp import Blueprint, checked_game_id
 
 from .client import command_client
 from .errors import AuthError, Forbidden, NotFound
-from .hooks import DISPATCH_TASK, Webhooks
+from .hooks import DISPATCH_TASK, SIGNATURES, Webhooks
 from .imports import import_game
 from .ratelimit import RateLimiter
 from .records import (
@@ -55,7 +56,7 @@ from .records import (
     score_body,
 )
 from .schemas import Deliveries as DeliveriesOut
-from .schemas import ImportedGame, ScoreResult, Webhook
+from .schemas import HookList, HookView, ImportedGame, ScoreResult, Webhook
 from .service import GameService
 
 API_KEY = "X-Api-Key"
@@ -345,8 +346,54 @@ class Hooks(MethodView):
         )
         hook = created["hook_id"]
         created["deliveries"] = f"/games/{game_id}/webhooks/{hook}/deliveries"
-        created["signature"] = "X-Carcassonne-Signature: sha256=<HMAC-SHA256(secret, raw body)>"
+        created["signature"] = SIGNATURES[True]
         return _json(created, 201)
+
+    @authenticated
+    @blp.doc(security=SECURITY)
+    @blp.response(200, HookList())
+    def get(self, game_id: str) -> Response:
+        """This API key's webhooks on the game, oldest first (never their secrets)."""
+        return _json({"hooks": _parts().hooks.list(checked_game_id(game_id), g.api_key["id"])})
+
+
+class RotateHookIn(Schema):
+    class Meta:
+        unknown = RAISE
+
+    secret = fields.String(
+        required=True, metadata={"description": "the new secret: 16-256 characters"}
+    )
+    overlap_seconds = fields.Integer(
+        load_default=DEFAULT_OVERLAP_SECONDS,
+        metadata={"description": "how long the secrets it replaces keep signing too"},
+    )
+
+
+@blp.route("/games/<game_id>/webhooks/<hook_id>")
+class OneHook(MethodView):
+    @authenticated
+    @blp.doc(security=SECURITY)
+    @blp.response(204)
+    def delete(self, game_id: str, hook_id: str) -> Response:
+        """Stop a webhook at once (deliveries not yet made are dropped, its log too)."""
+        _parts().hooks.delete(checked_game_id(game_id), hook_id, g.api_key["id"])
+        return Response(status=204)
+
+
+@blp.route("/games/<game_id>/webhooks/<hook_id>/rotate")
+class RotateHook(MethodView):
+    @authenticated
+    @blp.doc(security=SECURITY)
+    @blp.arguments(RotateHookIn())
+    @blp.response(200, HookView())
+    def post(self, body: dict[str, Any], game_id: str, hook_id: str) -> Response:
+        """Sign with a new secret; the old ones keep signing beside it for the overlap."""
+        rotated = _parts().hooks.rotate(
+            checked_game_id(game_id), hook_id, g.api_key["id"], body["secret"],
+            body["overlap_seconds"],
+        )  # fmt: skip
+        return _json(rotated)
 
 
 class DeliveriesArgs(Schema):

@@ -468,6 +468,24 @@ class Webhook(Closed):
     signature = fields.String(required=True)
 
 
+class HookView(Closed):
+    """A registered webhook as listed and after a rotation (never a secret)."""
+
+    hook_id = fields.String(required=True)
+    game_id = fields.String(required=True)
+    url = fields.String(required=True, metadata={"description": "as stored (normalised)"})
+    events = fields.List(fields.String(), required=True)
+    created_ms = fields.Integer(required=True)
+    secrets_live = fields.Integer(
+        required=True, metadata={"description": "secrets that sign its deliveries now"}
+    )
+    signature = fields.String(required=True, metadata={"description": "how they are signed"})
+
+
+class HookList(Closed):
+    hooks = fields.List(fields.Nested(HookView), required=True)
+
+
 class Attempt(Closed):
     attempt = fields.Integer(required=True)
     at_ms = fields.Integer(required=True)

@@ -62,19 +62,6 @@ class UnavailableWorker(GameError):
     status = 503
 
 
-def check_url(url: Any, development: bool) -> str:
-    """A subscription URL: a webhook's (normalised, a public host: hooks.check_url), and
-    https. In development (`WEBHOOK_ALLOW_PRIVATE`) http and loopback or private hosts pass
-    too."""
-    checked = hooks.check_url(url, development)
-    if not checked.startswith("https://") and not development:  # the scheme is normalised
-        raise BadWebhook(
-            "webhook_url_not_https",
-            "url must start with https:// (http is accepted only in development)",
-        )
-    return checked
-
-
 def check_kinds(kinds: Any) -> list[str]:
     """The event kinds of a subscription: a non-empty list of known kinds (duplicates
     dropped, in the order of `KINDS`); 422 `unknown_event_kind` names the first unknown."""
@@ -118,7 +105,7 @@ class Subscriptions:
         config: dict[str, Any] = {
             "id": "s_" + secrets.token_hex(8),
             "key_id": key_id,
-            "url": check_url(url, self.development),
+            "url": hooks.check_receiver(url, self.development),
             "kinds": check_kinds(kinds),
             "secrets": [{"secret": SECRET_PREFIX + secrets.token_urlsafe(32), "until_ms": None}],
             "created_ms": _now_ms(),
@@ -223,4 +210,4 @@ def _until(config: dict[str, Any], secret: str) -> int:
     return 0
 
 
-__all__ = ["DEFAULT_OVERLAP_SECONDS", "PING_TASK", "Subscriptions", "check_kinds", "check_url"]
+__all__ = ["DEFAULT_OVERLAP_SECONDS", "PING_TASK", "Subscriptions", "check_kinds"]

@@ -28,6 +28,10 @@ MAX_OVERLAP_SECONDS = 7 * 86_400  # the longest a rotated-out secret stays valid
 DEFAULT_OVERLAP_SECONDS = 86_400
 WEBHOOK_FORMAT = "webhook"  # a per-game webhook's `format`
 WEBHOOK_KINDS = ("score", "game_over")  # what a webhook carries: every score event
+# A webhook's `signature` since signatures are timed (issue 32, finding 6): only the timed
+# `Carcassonne-Signature`; a hook without it also gets the untimed legacy header.
+WEBHOOK_SIGNED = "v1"
+MAX_HOOKS_PER_KEY = 100  # per-game webhooks of one API key, over all its games
 
 
 def owner_key(record: dict[str, Any] | None) -> str | None:

@@ -174,6 +174,11 @@ def subscriptions_key(key_id: str) -> str:
     return "{k:" + key_id + "}:subs"
 
 
+def key_hooks_key(key_id: str) -> str:
+    """Set: ``<game>:<hook>`` of every per-game webhook of one API key (its cap, its list)."""
+    return "{k:" + key_id + "}:hooks"
+
+
 def game_subscriptions_key(game_id: str) -> str:
     """Hash: subscription id -> configuration JSON, of the subscriptions (of any key) filtered
     to this game: the per-game webhooks (services/command/hooks.py)."""

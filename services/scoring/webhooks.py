@@ -1,8 +1,12 @@
 """The body and headers of a per-game webhook's delivery: a subscription of format "webhook"
 (services/command/hooks.py registers it) gets these instead of a subscription's, so
 receivers written against per-game webhooks see the same bytes as before they became
-subscriptions (docs/integration.md): one score event per POST, its position the score seq,
-signed ``X-Carcassonne-Signature: sha256=<HMAC-SHA256(secret, body)>``.
+subscriptions (docs/integration.md): one score event per POST, its position the score seq.
+Signed as subscriptions are (issue 32, finding 6): ``Carcassonne-Signature: t=<unix
+seconds>,v1=<hex>`` over ``t + "." + body`` under each live secret (rotatable; a receiver
+refuses an old timestamp). A hook registered before that (its configuration has no
+``"signature": "v1"``) also keeps ``X-Carcassonne-Signature: sha256=<HMAC(secret, body)>``,
+untimed, so its receiver keeps working until it checks the new header.
 
 Everything else — dispatch, ordered delivery, retries, the log, the sweep — is the
 subscriptions' (services/scoring/subscriptions.py).
@@ -11,12 +15,13 @@ subscriptions' (services/scoring/subscriptions.py).
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, cast
 
 from eventstore.envelope import SCORES, StoredEvent
 from eventstore.port import EventStore
-from services.common.notifications import WEBHOOK_FORMAT
-from services.common.signing import hook_signature
+from services.common.notifications import WEBHOOK_FORMAT, WEBHOOK_SIGNED, live_secrets
+from services.common.signing import SIGNATURE_HEADER, hook_signature, sign
 
 from .delivery import Request
 
@@ -56,14 +61,17 @@ def request(
     """The POST of one attempt at a hook's delivery of score event ``entry["seq"]``."""
     event = _event(store, game_id, int(entry["seq"]), cache)
     body = delivery_body(game_id, config["id"], event)
+    now = time.time()  # each attempt signed afresh
     headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
         "X-Carcassonne-Event": event.type,
         "X-Carcassonne-Delivery": entry["delivery"],
         "X-Carcassonne-Attempt": str(attempt),
-        "X-Carcassonne-Signature": hook_signature(config["secrets"][0]["secret"], body),
+        SIGNATURE_HEADER: sign(live_secrets(config, int(now * 1000)), body, int(now)),
     }
+    if config.get("signature") != WEBHOOK_SIGNED:  # registered before timed signatures: both
+        headers["X-Carcassonne-Signature"] = hook_signature(config["secrets"][0]["secret"], body)
     return Request(config["url"], body, headers)
 
 

@@ -136,8 +136,8 @@ class GameState:
         "undo",
         "undo_point",
         "undo_requests",
-        "undos",
         "undone_turn",
+        "undos",
     )
 
     def __init__(self) -> None:

@@ -380,6 +380,60 @@ def test_webhooks_are_registered_only_by_the_key_that_made_the_game(client, key,
     assert listed["subscriptions"] == []
 
 
+def test_a_key_lists_rotates_and_deletes_its_webhooks_and_has_a_cap_over_its_games(
+    client, redis_url, monkeypatch
+) -> None:
+    """Issue 32, findings 5 and 6: hooks belong to the key that made them (listed, deleted,
+    rotated by it alone; another key sees none of them), never show a secret, and a key has
+    at most MAX_HOOKS_PER_KEY over all its games (here 3)."""
+    from services.command import hooks as command_hooks
+    from services.redis_store.keys import key_hooks_key, subscription_keys
+
+    monkeypatch.setattr(command_hooks, "MAX_HOOKS_PER_KEY", 3)
+    keys = ApiKeys(redis.Redis.from_url(redis_url))
+    owner, other = keys.create("owner")[1], keys.create("other")[1]
+    record, _ = golden(GOLDEN[0])
+    games = [post(client, "/games/import", owner, json=record)[1]["game_id"] for _ in range(2)]
+    good = {"url": "http://127.0.0.1:9/in", "secret": "s" * 16}
+    made = [post(client, f"/games/{g}/webhooks", owner, json=good)[1]["hook_id"]
+            for g in (games[0], games[0], games[1])]  # fmt: skip
+    status, body = post(client, f"/games/{games[1]}/webhooks", owner, json=good)
+    assert (status, body["code"]) == (422, "too_many_webhooks")  # the key's cap, over games
+
+    def listed(game_id: str, key: str) -> list[dict[str, Any]]:
+        reply = client.get(f"/games/{game_id}/webhooks", headers={"X-Api-Key": key})
+        assert reply.status_code == 200, reply.get_json()
+        return list(reply.get_json()["hooks"])
+
+    hooks = listed(games[0], owner)
+    assert [h["hook_id"] for h in hooks] == made[:2]
+    assert all(h["secrets_live"] == 1 and "secret" not in h for h in hooks)
+    assert listed(games[0], other) == []  # another key's hooks are not its to know
+    path = f"/games/{games[0]}/webhooks/{made[0]}"
+    for key in (other, None):
+        reply = client.delete(path, headers={"X-Api-Key": key} if key else {})
+        assert reply.status_code == (404 if key else 401)
+    status, rotated = post(client, path + "/rotate", owner,
+                           json={"secret": "t" * 20, "overlap_seconds": 60})  # fmt: skip
+    assert status == 200 and rotated["secrets_live"] == 2, rotated  # the old one overlaps
+    assert "secret" not in rotated and rotated["signature"].startswith("Carcassonne-Signature")
+    status, body = post(client, path + "/rotate", owner, json={"secret": "short"})
+    assert (status, body["code"]) == (422, "bad_webhook_secret")
+    status, body = post(client, path + "/rotate", other, json={"secret": "t" * 20})
+    assert (status, body["code"]) == (404, "hook_not_found")
+
+    reply = client.delete(path, headers={"X-Api-Key": owner})
+    assert reply.status_code == 204
+    assert [h["hook_id"] for h in listed(games[0], owner)] == [made[1]]
+    assert client.delete(path, headers={"X-Api-Key": owner}).status_code == 404
+    raw = redis.Redis.from_url(redis_url)
+    assert not any(raw.exists(k) for k in subscription_keys(games[0], made[0]))
+    record_of_owner = keys.get(owner)
+    assert record_of_owner is not None
+    assert raw.scard(key_hooks_key(record_of_owner["id"])) == 2  # its place given back
+    assert post(client, f"/games/{games[1]}/webhooks", owner, json=good)[0] == 201
+
+
 def test_the_api_key_cli_creates_lists_and_revokes(client, redis_url, capsys) -> None:
     assert apikeys.main(["--redis-url", redis_url, "create", "--name", "cli-co", "--json"]) == 0
     made = json.loads(capsys.readouterr().out)

@@ -76,12 +76,16 @@ def test_odd_spellings_of_private_addresses_are_refused_at_registration(
 
 def test_an_accepted_url_is_stored_normalised(service, game_id, redis_client) -> None:
     base, key = service
-    body = {"url": "HTTP://1572395042:80/in?x=1#part", "secret": "s" * 20}
+    body = {"url": "HTTPS://1572395042:443/in?x=1#part", "secret": "s" * 20}
     status, reply = call(base, "POST", f"/games/{game_id}/webhooks", body, {"X-Api-Key": key})
     assert status == 201, reply
-    assert reply["url"] == "http://93.184.216.34/in?x=1"
+    assert reply["url"] == "https://93.184.216.34/in?x=1"
     stored = json.loads(redis_client.hget(hooks_key(game_id), reply["hook_id"]))
     assert stored["url"] == reply["url"]
     status, reply = call(base, "POST", f"/games/{game_id}/webhooks",
-                         {**body, "url": "http://1.2.3.4.5/"}, {"X-Api-Key": key})  # fmt: skip
+                         {**body, "url": "https://1.2.3.4.5/"}, {"X-Api-Key": key})  # fmt: skip
     assert (status, reply["code"]) == (422, "bad_webhook_url")
+    # Outside development a signed body goes over https only (issue 32, finding 6).
+    plain = {**body, "url": "http://93.184.216.34/in"}
+    status, reply = call(base, "POST", f"/games/{game_id}/webhooks", plain, {"X-Api-Key": key})
+    assert (status, reply["code"]) == (422, "webhook_url_not_https")

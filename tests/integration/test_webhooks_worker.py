@@ -36,7 +36,7 @@ from eventstore.envelope import MOVES, SCORES, NewEvent, StoredEvent
 from eventstore.schemas import to_new
 from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, score_events
 from services.command.hooks import Webhooks
-from services.common.signing import hook_signature as signature
+from services.common.signing import SIGNATURE_HEADER, verify
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import connect
 from services.redis_store.keys import subscription_keys as hook_keys
@@ -228,7 +228,7 @@ def check_delivered(store: RedisEventStore, game_id: str, hook_id: str, accepted
     assert [seq for seq, _, _ in accepted] == [e.seq for e in scores], "once each, in order"
     for (_, headers, body), event in zip(accepted, scores, strict=True):
         assert body == delivery_body(game_id, hook_id, event)
-        assert headers["X-Carcassonne-Signature"] == signature(SECRET, body)
+        assert verify(headers[SIGNATURE_HEADER], body, SECRET, time.time())  # timed (issue 32)
         assert headers["X-Carcassonne-Delivery"] == f"{hook_id}.{event.seq}"
         assert headers["X-Carcassonne-Event"] == event.type
     assert scores[-1].type == GAME_SCORED

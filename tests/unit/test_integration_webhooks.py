@@ -23,7 +23,7 @@ import pytest
 from eventstore.envelope import SCORES, StoredEvent
 from services.command import hooks as command_hooks
 from services.command.hooks import BadWebhook, check_secret, check_url
-from services.common.signing import hook_signature
+from services.common.signing import SIGNATURE_HEADER, hook_signature, verify
 from services.common.webhook_url import normalise, public
 from services.redis_store.keys import subscription_keys
 from services.scoring import delivery, process, webhooks
@@ -162,6 +162,27 @@ def test_signature_is_hmac_sha256_of_the_raw_body() -> None:
     assert (data["seq"], data["event"], data["payload"]["points"]) == (3, "FeatureScored", 4)
     expected = hmac.new(b"k" * 16, body, hashlib.sha256).hexdigest()
     assert hook_signature("k" * 16, body) == "sha256=" + expected
+
+
+def test_a_hook_is_signed_with_a_timestamp_and_a_legacy_hook_keeps_its_old_header_too() -> None:
+    """Issue 32, finding 6: a per-game webhook's body was signed without a timestamp, so a
+    captured delivery could be replayed for ever. A hook registered now is signed as
+    subscriptions are (`Carcassonne-Signature: t=…,v1=…`, checked by `verify`, which refuses
+    an old timestamp); one registered before (no `signature` in its configuration) gets the
+    timed header and its old one, so its receiver keeps working while it moves over."""
+    event = StoredEvent("g", SCORES, 1, "FeatureScored", 1, 1700, "c", {"points": 4})
+    config = {"id": "h_1", "url": "https://example.com/in", "signature": "v1",
+              "secrets": [{"secret": "k" * 16, "until_ms": None}]}  # fmt: skip
+    entry = {"seq": 1, "delivery": "h_1.1"}
+    sent = webhooks.request(None, "g", config, entry, 1, {("score", 1): event})  # type: ignore[arg-type]
+    header = sent.headers[SIGNATURE_HEADER]
+    assert verify(header, sent.body, "k" * 16, time.time())
+    assert not verify(header, sent.body, "k" * 16, time.time() + 3_600)  # a replay, later
+    assert "X-Carcassonne-Signature" not in sent.headers
+    legacy = {k: v for k, v in config.items() if k != "signature"}
+    sent = webhooks.request(None, "g", legacy, entry, 1, {("score", 1): event})  # type: ignore[arg-type]
+    assert verify(sent.headers[SIGNATURE_HEADER], sent.body, "k" * 16, time.time())
+    assert sent.headers["X-Carcassonne-Signature"] == hook_signature("k" * 16, sent.body)
 
 
 def test_backoff_is_celerys_exponential_backoff_with_full_jitter() -> None:
@@ -389,3 +410,21 @@ def test_a_receiver_that_drips_its_status_line_is_cut_at_the_attempts_deadline()
     elapsed = time.monotonic() - started
     assert answer.status is None and "deadline" in (answer.error or "")
     assert elapsed < 3.0, elapsed  # the old code took one read timeout per byte: ~60 s
+
+
+def test_the_receivers_check_in_the_docs_accepts_our_signature_and_refuses_a_replay() -> None:
+    """docs/integration.md's `verified` (what receivers copy) run as written."""
+    import re
+
+    from services.common.signing import sign
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integration.md").read_text()
+    code = re.search(r"```python\n(import hashlib, hmac, time\n.*?)```", text, re.S)
+    assert code is not None
+    scope: dict[str, Any] = {}
+    exec(code.group(1), scope)  # our own docs, as written
+    body, now = b'{"seq":1}', int(time.time())
+    header = sign(["new" * 6, "old" * 6], body, now)  # a rotation's overlap: two secrets
+    assert scope["verified"]("new" * 6, body, header) and scope["verified"]("old" * 6, body, header)
+    assert not scope["verified"]("other" * 4, body, header)
+    assert not scope["verified"]("new" * 6, body, sign(["new" * 6], body, now - 3_600))

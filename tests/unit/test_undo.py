@@ -448,6 +448,7 @@ def test_the_tile_an_undo_showed_comes_next_only_by_its_share_of_the_bag() -> No
         x, y, rotation, _ = actions(state)[0]
         service.play_turn(game_id, tokens[0], x, y, rotation, None)
         shown = service.load(game_id).state.drawn
+        assert shown is not None
         service.request_undo(game_id, tokens[0])
         bag = service.load(game_id).state.bag  # the shown tile is back in it
         expected += bag[shown] / sum(bag.values())
