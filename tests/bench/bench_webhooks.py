@@ -47,6 +47,7 @@ from eventstore.envelope import MOVES, SCORES, NewEvent, StoredEvent  # noqa: E4
 from eventstore.schemas import to_new  # noqa: E402
 from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, score_events  # noqa: E402
 from services.command.hooks import Webhooks  # noqa: E402
+from services.common.signing import SIGNATURE_HEADER  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
 from services.scoring.posting import HttpPoster  # noqa: E402
@@ -182,7 +183,9 @@ def baseline(port: int, threads: int, seconds: float) -> float:
     """Raw POSTs per second, `threads` threads of this process, the worker's HTTP client."""
     poster = HttpPoster(timeout=5.0, allow_private=True)
     url = f"http://127.0.0.1:{port}/hooks/in"
-    headers = {"Content-Type": "application/json", "X-Carcassonne-Signature": "sha256=" + "0" * 64}
+    # A delivery's signature header as a hook registered today gets it (t=, v1=).
+    signature = f"t={int(time.time())},v1={'0' * 64}"
+    headers = {"Content-Type": "application/json", SIGNATURE_HEADER: signature}
     counts = [0] * threads
     end = time.monotonic() + seconds
 
