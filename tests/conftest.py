@@ -35,6 +35,15 @@ from tests.stack import Stack, running_stack
 # environment: gunicorn, Celery workers, the running suite).
 port.CHECK_PAYLOADS = True
 os.environ["EVENTSTORE_CHECK_PAYLOADS"] = "1"
+# Every test client writes from 127.0.0.1 with the tests' API key (tests/integration/
+# http_client.py `api_key`), far faster than any real client and from many modules at once on
+# the session's Redis: the per-address and per-key rate limits (services/common/access.py)
+# are off in the processes the tests start unless a test sets them (tests/integration/
+# test_access_limits.py). `make run` as the suite tests run it keeps its own defaults
+# (tests/integration/test_suite_run.py `Runner`; the README quick start runs under them).
+RELAXED_LIMITS = {"ADDRESS_WRITE_RATE": "0", "API_KEY_RATE": "0"}
+for _name, _value in RELAXED_LIMITS.items():
+    os.environ.setdefault(_name, _value)
 
 TESTS = Path(__file__).resolve().parent
 REAL_PROCESSES = ("integration", "contract")

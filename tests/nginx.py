@@ -25,6 +25,7 @@ from pathlib import Path
 
 from deploy.local.host import find_nginx, free_port
 from deploy.local.nginx_conf import nginx_argv, nginx_limits, nginx_servers, render_nginx
+from tests.integration.http_client import REDIS_OF
 
 
 @contextmanager
@@ -66,6 +67,12 @@ def nginx(
         start_new_session=True,  # its workers share its process group: killed with it
     )
     bases = {name: f"http://127.0.0.1:{port}" for name, port in public.items()}
+    # The proxy serves what its services' Redis holds: `api_key(base)` finds the tests' key.
+    behind = [REDIS_OF.get("http://" + a) for u in upstreams.values()
+              for a in ([u] if isinstance(u, str) else u)]  # fmt: skip
+    for base in bases.values():
+        if any(behind):
+            REDIS_OF[base] = next(url for url in behind if url)
     try:
         deadline = time.monotonic() + 15
         while not all(_answers(base + "/healthz") for base in bases.values()):
@@ -75,6 +82,8 @@ def nginx(
             time.sleep(0.05)
         yield bases
     finally:
+        for base in bases.values():
+            REDIS_OF.pop(base, None)
         proc.terminate()  # SIGTERM: nginx's fast shutdown
         try:
             proc.wait(timeout=10)

@@ -18,7 +18,7 @@ from typing import Any
 import redis
 
 from services.command.apikeys import ApiKeys
-from tests.integration.http_client import call, gunicorn
+from tests.integration.http_client import api_key, call, gunicorn
 from tests.integration.workers import celery_env, running, worker
 
 COMMAND = ("services.command.wsgi:app", "deploy/gunicorn/command.py")
@@ -67,14 +67,15 @@ def running_stack(redis_url: str) -> Iterator[Stack]:
 
 
 def new_game(base: str, names: list[str], ruleset: dict[str, Any] | None = None) -> Game:
-    """A game with its seats in the order of `names`."""
+    """A game with its seats in the order of `names`, created with the tests' API key (not
+    the stack's: its subscription covers none of these games)."""
     body: dict[str, Any] = {
         "players": [{"name": n} for n in names],
         "seat_order": list(range(len(names))),
     }
     if ruleset is not None:
         body["ruleset"] = ruleset
-    status, created = call(base, "POST", "/games", body)
+    status, created = call(base, "POST", "/games", body, api_key(base))
     assert status == 201, created
     return Game(created["game_id"], {p["seat"]: p["token"] for p in created["players"]})
 

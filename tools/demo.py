@@ -152,6 +152,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     add("--think-ms", type=int, default=1000, help="how long a server mcts bot thinks (1000)")
     add("--human", action="store_true", help="you play the last seat at the terminal (hints on)")
+    add(
+        "--api-key",
+        default=os.environ.get("API_KEY"),
+        help="the key that creates the game (API_KEY; `make run` also takes none: ANONYMOUS_GAMES)",
+    )
     args = parser.parse_args(argv)
     if args.names is not None and not 2 <= len(args.names) <= 6:
         parser.error("--names takes 2 to 6 names")
@@ -171,7 +176,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = sys.stdout
     try:
         game = create_game(
-            args.command_url, names, args.tileset, args.bots, args.think_ms, args.human
+            args.command_url,
+            names,
+            args.tileset,
+            args.bots,
+            args.think_ms,
+            args.human,
+            api_key=args.api_key,
+            public=True,  # a demo is there to be watched: listed on the viewer's home page
         )
         human = None
         if args.human:  # you are the last name; find your seat

@@ -85,18 +85,23 @@ def create_game(
     bots: Sequence[str] = (),
     think_ms: int = 1000,
     hints: bool = False,
+    api_key: str | None = None,
+    public: bool = False,
 ) -> Game:
     """POST /games: a new game for these players (seats in the server's random order); the
-    first `len(bots)` players are the server's bot seats at those levels."""
+    first `len(bots)` players are the server's bot seats at those levels. With `api_key` the
+    key owns it (without, only a development server with ANONYMOUS_GAMES takes it); a
+    `public` game is listed to everyone (GET /games, the viewer's home page)."""
     players: list[dict[str, Any]] = [{"name": n} for n in names]
     for player, level in zip(players, bots, strict=False):
         player.update(bot=level, think_ms=think_ms)
     ruleset: dict[str, Any] = {"tileset": tileset}
     if hints:
         ruleset["hints"] = True
-    body = {"players": players, "ruleset": ruleset}
+    body = {"players": players, "ruleset": ruleset, "public": public}
+    headers = {"X-Api-Key": api_key} if api_key else None
     try:
-        status, created = call(command, "POST", "/games", body)
+        status, created = call(command, "POST", "/games", body, headers)
     except OSError as exc:
         raise GameError(f"no command service at {command} ({exc}): is `make run` running?") from exc
     if status != 201:

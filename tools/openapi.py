@@ -113,7 +113,9 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     ),
     401: (
         "Unauthorized",
-        "missing credentials: missing_token (no Bearer token), missing_api_key",
+        "missing credentials: missing_token (no Bearer token), missing_api_key (an API "
+        "key is needed: creating or importing a game, listing games by player, scoring, "
+        "webhooks, subscriptions)",
         (),
     ),
     403: (
@@ -157,7 +159,9 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     ),
     429: (
         "TooManyRequests",
-        "rate_limited: this API key's rate limit is used up",
+        "rate_limited: this API key's rate limit, or this client address's limit on "
+        "writes (every POST, PUT, PATCH or DELETE, refused ones too), is used up; retry "
+        "after Retry-After seconds",
         ("Retry-After",),
     ),
     503: (
@@ -191,15 +195,14 @@ OPERATIONS: dict[tuple[str, str], Op] = {
     # The command service.
     ("post", "/games"): Op(
         "createGame",
-        (*BODY, 403, 429, 503),
-        security="apiKey",  # optional: the key that creates a game owns it (subscriptions)
-        optional_security=True,
+        (*BODY, 401, 403, 429, 503),
+        security="apiKey",  # the key that creates a game owns it (subscriptions, lists)
         request={JSON: ex.CREATE_GAME},
         examples={201: ex.CREATED_GAME},
     ),
     ("post", "/games/{game_id}/turns"): Op(
         "playTurn",
-        (*BODY, 401, 403, 404, 409, 503),
+        (*BODY, 401, 403, 404, 409, 429, 503),
         security="bearerAuth",
         request={JSON: ex.TURN},
         examples={200: ex.TURN_RESULT},
@@ -212,7 +215,7 @@ OPERATIONS: dict[tuple[str, str], Op] = {
     ),
     ("post", "/games/{game_id}/resign"): Op(
         "resign",
-        (401, 403, 404, 409, 503),
+        (401, 403, 404, 409, 429, 503),
         security="bearerAuth",
         examples={200: ex.RESIGN_RESULT},
     ),
@@ -238,18 +241,18 @@ OPERATIONS: dict[tuple[str, str], Op] = {
     ),
     ("post", "/games/{game_id}/undo"): Op(
         "requestUndo",
-        (401, 403, 404, 409, 422, 503),
+        (401, 403, 404, 409, 422, 429, 503),
         security="bearerAuth",
         examples={200: ex.UNDO_RESULT},
     ),
     ("post", "/games/{game_id}/undo/{request}/accept"): Op(
         "acceptUndo",
-        (401, 403, 404, 409, 422, 503),
+        (401, 403, 404, 409, 422, 429, 503),
         security="bearerAuth",
     ),
     ("post", "/games/{game_id}/undo/{request}/refuse"): Op(
         "refuseUndo",
-        (401, 403, 404, 409, 422, 503),
+        (401, 403, 404, 409, 422, 429, 503),
         security="bearerAuth",
     ),
     ("post", "/v1/score"): Op(
@@ -328,7 +331,12 @@ OPERATIONS: dict[tuple[str, str], Op] = {
     ),
     # The query service.
     ("get", "/games"): Op(
-        "listGames", (422, 503), headers={200: ("ETag", "Cache-Control")}, not_modified=True
+        "listGames",
+        (401, 403, 422, 503),
+        security="apiKey",  # optional: without a key the public games, with one its own
+        optional_security=True,
+        headers={200: ("ETag", "Cache-Control")},
+        not_modified=True,
     ),
     ("get", "/games/{game_id}/board"): Op(
         "getBoard",

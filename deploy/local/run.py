@@ -34,6 +34,10 @@ HEALTH = "/readyz"  # 200 once a service serves requests and reaches Redis
 WARNING = """!!! DEVELOPMENT SETTING: WEBHOOK_ALLOW_PRIVATE=1 — webhook and subscription URLs may be
 !!! http:// and point at loopback or private addresses (a receiver on this machine).
 !!! Never set it in production (WEBHOOK_ALLOW_PRIVATE=0 make run turns it off here)."""
+ANONYMOUS = """!!! DEVELOPMENT SETTING: ANONYMOUS_GAMES=1 — POST /games takes no API key: a game
+!!! made without one has no owner (no key lists it by player; `"public": true` lists it on /).
+!!! Never set it in production (ANONYMOUS_GAMES=0 make run asks for a key here too; a key:
+!!! .venv/bin/python -m services.command.apikeys create --name <who>)."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -240,13 +244,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     env.update(REDIS_URL=a.store, SWEEP_SECONDS=str(a.sweep_seconds), PYTHONUNBUFFERED="1")
     env.update({"BROKER_URL": a.broker} if a.broker else {})
     env.update({"WEB_CONCURRENCY": str(a.web_concurrency)} if a.web_concurrency else {})
-    # Development: every request logged, any browser origin, webhooks to this machine.
-    for key, value in (("ACCESS_LOG", "-"), ("CORS_ORIGINS", "*"), ("WEBHOOK_ALLOW_PRIVATE", "1")):
+    # Development: every request logged, any browser origin, webhooks to this machine, games
+    # without an API key.
+    for key, value in (("ACCESS_LOG", "-"), ("CORS_ORIGINS", "*"), ("WEBHOOK_ALLOW_PRIVATE", "1"),
+                       ("ANONYMOUS_GAMES", "1")):  # fmt: skip
         env.setdefault(key, value)
     say, safe = partial(print, flush=True), partial(re.sub, r":[^:@/]*@", ":***@")  # no password
     try:
         nginx, why = (None, "--no-proxy") if a.no_proxy else proxy_binary(a.nginx, say)
         check(a, nginx)
+        if nginx:  # it reaches the services from this machine: its X-Forwarded-For counts
+            env.setdefault("TRUSTED_PROXIES", "127.0.0.1,::1")
         stages = [store_stage(a), app_stage(a, nginx)]
         stages += [proxy_stage(a, nginx, stages[1])] if nginx else []
     except (RuntimeError, OSError) as exc:
@@ -254,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if env["WEBHOOK_ALLOW_PRIVATE"].strip().lower() in ("1", "true", "yes"):
         say(WARNING)
+    if env["ANONYMOUS_GAMES"].strip().lower() in ("1", "true", "yes"):
+        say(ANONYMOUS)
     parts = ", ".join(p.name for s in stages for p in s.programs)
     say(f"Carcassonne Cloud under supervisord: {parts}")
     say(f"  event store {safe(a.store)}, Celery broker {safe(a.broker or a.store)}")

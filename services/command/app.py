@@ -19,6 +19,7 @@ from carcassonne.errors import GameError, MalformedError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
 from services.common import http_errors
+from services.common.access import missing_key
 from services.common.api_doc import ContractApi
 from services.common.http_errors import error_response
 from services.common.task_sender import TaskSender
@@ -76,8 +77,11 @@ class Games(MethodView):
     def post(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a game: returns its id and one secret token per player.
 
-        With an `X-Api-Key` the key owns the game: its subscriptions (`/v1/subscriptions`)
-        cover it. Without one the game has no owner key.
+        Needs an `X-Api-Key` (401 missing_api_key; a development server started with
+        ANONYMOUS_GAMES=1 also takes none): the key owns the game, its subscriptions
+        (`/v1/subscriptions`) cover it and only it lists the game by player (GET /games).
+        `public: true` lists the game to everyone as well. Rate limited per key and per
+        client address (429 rate_limited with Retry-After).
 
         Not idempotent (an Idempotency-Key is ignored): a retry after a lost reply makes a
         second game, and the first is never played. Answering a retry with the first game's
@@ -96,10 +100,18 @@ class Games(MethodView):
             else None
             for p in body["players"]
         ]
-        # An app that sends its API key owns the game: its subscriptions cover it.
+        # The app's API key owns the game: its subscriptions cover it, it lists it.
         key = integration.checked_api_key()
+        if key is None and not current_app.config["ANONYMOUS_GAMES"]:
+            raise missing_key("creating a game")
         game_id, players = _service().create_game(
-            names, ruleset, body["seat_order"], ids, key_id=key["id"] if key else None, bots=bots
+            names,
+            ruleset,
+            body["seat_order"],
+            ids,
+            key_id=key["id"] if key else None,
+            bots=bots,
+            public=body["public"],
         )
         return {"game_id": game_id, "players": players, "turn": _service().turn_view(game_id)}
 

@@ -35,6 +35,13 @@ DEFAULTS: dict[str, Any] = {
     "RECORD_MAX_BYTES": 256 * 1024,
     "API_KEY_RATE": 10.0,  # requests per second per API key (token bucket refill; 0 = no limit)
     "API_KEY_BURST": 20,  # requests a key may make at once after a quiet spell
+    # Every write (any POST/PUT/PATCH/DELETE, refused ones too) per client address
+    # (services/common/access.py; behind a proxy: TRUSTED_PROXIES): a token bucket that
+    # refills at this rate (per second; 0 = no limit) and holds the burst.
+    "ADDRESS_WRITE_RATE": 20.0,
+    "ADDRESS_WRITE_BURST": 100,
+    # POST /games without an API key (development only: `make run` turns it on and says so).
+    "ANONYMOUS_GAMES": False,
     "WEBHOOK_QUEUE": "webhooks",  # where the scoring worker's webhook tasks are sent
     "WEBHOOK_ALLOW_PRIVATE": False,  # accept hook URLs on loopback/private addresses (dev, tests)
     # Hints (docs/bots.md) think at most HINT_THINK_MS (an mcts hint holds a gunicorn worker

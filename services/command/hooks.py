@@ -63,8 +63,9 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 if KEYS[2] then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3]) end
 return 1
 """
-# KEYS: the game's subscriptions hash. ARGV: hook id, the configuration as read, the new one.
-# Returns 1 if replaced, 0 if it changed since it was read, -1 if it is gone.
+# KEYS: a subscriptions hash (a game's hooks, a key's subscriptions). ARGV: id, the
+# configuration as read, the new one. Returns 1 if replaced, 0 if it changed since it was
+# read, -1 if it is gone.
 REPLACE_LUA = """
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current then return -1 end

@@ -77,8 +77,10 @@ def import_game(
     key_id: str,
     idempotency_key: str | None = None,
     player_ids: Sequence[str | None] | None = None,
+    public: bool = False,
 ) -> Imported:
-    """Store a checked record as a new game in one conditional append.
+    """Store a checked record as a new game in one conditional append (`public`: listed to
+    everyone, GET /games without a key; otherwise only to `key_id`).
 
     Its `GameStarted` names the seats and carries the record's `player_ids` (the log says who
     played); the secrets record holds the same names and ids, which the append script indexes
@@ -104,6 +106,8 @@ def import_game(
     }
     if player_ids is not None and any(i is not None for i in player_ids):
         secrets["player_ids"] = list(player_ids)  # seat order, as a created game's
+    if public:  # as a created game's: the games directory lists it without a key
+        secrets["public"] = True
     # Written first: once the move stream exists the game is listed, names and all. If the
     # append fails, this record alone names no game (every reader starts from the stream).
     if not idempotency_key:

@@ -9,7 +9,9 @@
 | `GET /games/{id}/webhooks/{hook}/deliveries` | the hook's | its delivery log |
 
 A key is sent as ``X-Api-Key`` (401 `missing_api_key`, 403 `bad_api_key`) and is rate
-limited per key (429 `rate_limited` with ``Retry-After``). Record bodies may be up to
+limited per key (429 `rate_limited` with ``Retry-After``); every write of the command service
+is rate limited per client address before anything else (``ADDRESS_WRITE_RATE``; the client
+address behind a proxy: services/common/access.py). Record bodies may be up to
 ``RECORD_MAX_BYTES`` (413 `body_too_large`); JSON nested deeper than a record ever is gets
 400 `json_too_deep`, a body of another type 415 `unsupported_media_type` (every body rule:
 services/common/body.py). An illegal record gets 422 with the first bad turn's index in
@@ -20,7 +22,6 @@ services/common/body.py). An illegal record gets 422 with the first bad turn's i
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
@@ -36,18 +37,25 @@ from carcassonne.notation import format_record
 from carcassonne.record import record_from_events
 from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine
+from services.common.access import (
+    check_address,
+    checked_key,
+    client_address,
+    missing_key,
+    request_key,
+    trusted_proxies,
+)
 from services.common.body import read_body
-from services.common.http_errors import game_error_response
-from services.common.notifications import DEFAULT_OVERLAP_SECONDS
+from services.common.notifications import DEFAULT_OVERLAP_SECONDS, MAX_OVERLAP_SECONDS
 from services.common.schemas import Record
 from services.common.task_sender import TaskSender
 from services.common.webapp import Blueprint, checked_game_id
+from services.redis_store.ratelimit import AddressLimiter, RateLimiter
 
 from .client import command_client
-from .errors import AuthError, Forbidden, NotFound
+from .errors import NotFound
 from .hooks import DISPATCH_TASK, SIGNATURES, Webhooks
 from .imports import import_game
-from .ratelimit import RateLimiter
 from .records import (
     check_record_type,
     player_names,
@@ -56,10 +64,9 @@ from .records import (
     score_body,
 )
 from .schemas import Deliveries as DeliveriesOut
-from .schemas import HookList, HookView, ImportedGame, ScoreResult, Webhook
+from .schemas import HookList, HookView, ImportedGame, ImportIn, ScoreResult, Webhook
 from .service import GameService
 
-API_KEY = "X-Api-Key"
 NOT_PLAYABLE = (
     "imported games have no player tokens: they can be viewed, exported and scored, not played"
 )
@@ -72,18 +79,13 @@ blp = Blueprint(
 )
 
 
-class RateLimited(GameError):
-    """A key that used up its bucket; `Retry-After` says when the next call may pass."""
-
-    status = 429
-
-
 @dataclass
 class Integration:
     """What the views of this blueprint use (built once per app by `init_app`)."""
 
     service: GameService
     limiter: RateLimiter
+    addresses: AddressLimiter
     hooks: Webhooks
     max_bytes: int
 
@@ -101,6 +103,9 @@ def init_app(app: Flask, api: Api, service: GameService) -> None:
     app.extensions["integration"] = Integration(
         service=service,
         limiter=RateLimiter(client, app.config["API_KEY_RATE"], app.config["API_KEY_BURST"]),
+        addresses=AddressLimiter(
+            client, app.config["ADDRESS_WRITE_RATE"], app.config["ADDRESS_WRITE_BURST"]
+        ),
         hooks=Webhooks(
             client,
             service.store,
@@ -111,6 +116,14 @@ def init_app(app: Flask, api: Api, service: GameService) -> None:
         max_bytes=app.config["RECORD_MAX_BYTES"],
     )
     api.register_blueprint(blp)
+    proxies = trusted_proxies(app.config["TRUSTED_PROXIES"])
+
+    @app.before_request
+    def _address_limit() -> None:
+        # Every write, whatever its path, key or outcome (an unknown path, a missing key):
+        # counted against its client's address first (nothing is written when refused).
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            check_address(_parts().addresses, client_address(request, proxies))
 
 
 def _parts() -> Integration:
@@ -122,8 +135,8 @@ def authenticated(view: F) -> F:
 
     @wraps(view)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not request.headers.get(API_KEY, "").strip():
-            raise AuthError("missing_api_key", f"send your API key as {API_KEY}")
+        if request_key(request) is None:
+            raise missing_key("this request")
         g.api_key = checked_api_key()
         return view(*args, **kwargs)
 
@@ -138,28 +151,8 @@ def current_key_id() -> str:
 def checked_api_key() -> dict[str, Any] | None:
     """The record of the request's `X-Api-Key` (None when it sends none), within its rate
     limit: 403 `bad_api_key` for an unknown or revoked key, 429 `rate_limited`."""
-    key = request.headers.get(API_KEY, "").strip()
-    if not key:
-        return None
-    decision = _parts().limiter.check(key) if len(key) <= 200 else None
-    if decision is None or decision.record is None:
-        raise Forbidden("bad_api_key", "this API key is unknown or revoked")
-    if not decision.allowed:
-        seconds = max(1, math.ceil(decision.retry_after_ms / 1000))
-        raise RateLimited(
-            "rate_limited",
-            f"this API key's rate limit is used up; retry in {seconds} s",
-            None,
-            retry_after=seconds,
-        )
-    return decision.record
-
-
-@blp.errorhandler(RateLimited)
-def _rate_limited(exc: RateLimited) -> tuple[Response, int]:
-    response = game_error_response(exc)
-    response.headers["Retry-After"] = str(exc.details["retry_after"])
-    return response, exc.status
+    key = request_key(request)
+    return None if key is None else checked_key(_parts().limiter, key)
 
 
 def _record_body() -> bytes:
@@ -240,14 +233,22 @@ class Import(MethodView):
         security=SECURITY,
         requestBody={
             **RECORD_BODY,
-            "description": "a record, optionally with a top-level `names` list (seat order)",
+            "description": "a record, optionally with a top-level `names` list (seat order) "
+            "and, in JSON, `public: true` (listed to everyone; by default only to the key)",
+            "content": {
+                "application/json": {"schema": ImportIn},
+                "text/plain": {"schema": {"type": "string"}},
+            },
         },
         parameters=[IDEMPOTENCY_KEY],
     )
     @blp.response(201, ImportedGame())
     def post(self) -> Response:
         """Store a record as a game: scored by the worker, viewable, exportable; not playable."""
-        record, extra = read_record(_record_body(), request.mimetype, extra=("names",))
+        record, extra = read_record(_record_body(), request.mimetype, extra=("names", "public"))
+        public = extra.get("public", False)
+        if not isinstance(public, bool):
+            raise GameError("bad_record", "`public` is true or false")
         given = extra.get("names")  # JSON: a top-level key
         if given is None and record.names is not None:
             given = list(record.names)  # the notation: its header
@@ -255,7 +256,7 @@ class Import(MethodView):
         ids = record.player_ids
         replayed = replay_record(record)
         key = idempotency_key()
-        done = import_game(_parts().service, replayed, names, g.api_key["id"], key, ids)
+        done = import_game(_parts().service, replayed, names, g.api_key["id"], key, ids, public)
         game_id, state = done.game_id, replayed.state
         response = _json(
             {
@@ -362,10 +363,13 @@ class RotateHookIn(Schema):
         unknown = RAISE
 
     secret = fields.String(
-        required=True, metadata={"description": "the new secret: 16-256 characters"}
+        required=True,
+        validate=validate.Length(16, 256),
+        metadata={"description": "the new secret: 16-256 characters"},
     )
     overlap_seconds = fields.Integer(
         load_default=DEFAULT_OVERLAP_SECONDS,
+        validate=validate.Range(0, MAX_OVERLAP_SECONDS),
         metadata={"description": "how long the secrets it replaces keep signing too"},
     )
 

@@ -12,6 +12,7 @@ from services.common.schemas import (
     Event,
     ExplainedScore,
     Meeple,
+    Record,
     Ruleset,
     StrictBoolean,
     ints,
@@ -159,6 +160,13 @@ class CreateGameIn(Strict):
         metadata={
             "description": "indexes into players, each once, first to move first "
             "(default: a random first player, then in request order); else 422 bad_seat_order"
+        },
+    )
+    public = StrictBoolean(
+        load_default=False,
+        metadata={
+            "description": "list the game in the public listing (GET /games without an API "
+            "key); by default a game is private: listed only to the API key that created it"
         },
     )
 
@@ -444,6 +452,17 @@ class ImportedSeat(Closed):
 class ImportLinks(Closed):
     record = fields.String(required=True)
     webhooks = fields.String(required=True)
+
+
+class ImportIn(Record):
+    """POST /games/import's JSON body: a record, and whether the game is public."""
+
+    public = StrictBoolean(
+        metadata={
+            "description": "list the game to everyone (GET /games without an API key); "
+            "default false: listed only to the key that imports it"
+        }
+    )
 
 
 class ImportedGame(Closed):

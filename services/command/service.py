@@ -90,13 +90,15 @@ class GameService:
         key_id: str | None = None,
         bots: list[dict[str, Any] | None] | None = None,
         seed: str | None = None,
+        public: bool = False,
     ) -> tuple[str, list[dict[str, Any]]]:
         """Start a game; returns its id and each seat's name, secret token, the index of the
         request's player in that seat (`player_index`) and its `player_id` if given (R2.2).
 
         Two players whose names are the same once trimmed and compared without case are
         refused (422 `duplicate_player_name`): an app could not tell their seats apart.
-        `seed` (tests and tools only; never taken from a request) fixes the draws."""
+        `seed` (tests and tools only; never taken from a request) fixes the draws; a `public`
+        game is listed to everyone (GET /games without a key), any other only to `key_id`."""
         ids, kinds = checked_players(names, player_ids, bots)
         game_id = new_game_id()  # on an index shard's slot (services/redis_store/keys.py)
         seed = seed or secrets.token_hex(16)
@@ -106,7 +108,7 @@ class GameService:
         seat_bots = [kinds[i] for i in order]
         # A bot seat has no token: nobody may play its turns but the bot worker.
         tokens = [None if b else secrets.token_urlsafe(24) for b in seat_bots]
-        record = secrets_record(seed, seats, tokens, seat_ids, key_id, seat_bots)
+        record = secrets_record(seed, seats, tokens, seat_ids, key_id, seat_bots, public)
         # Before the first append: the bot worker reads the seats when the feed shows it.
         self.secrets.put(game_id, record)
         state = GameState()
@@ -347,6 +349,7 @@ def secrets_record(
     seat_ids: list[str | None],
     key_id: str | None,
     seat_bots: list[dict[str, Any] | None],
+    public: bool = False,
 ) -> dict[str, Any]:
     """A new game's secrets record (services/command/secrets_store.py), in seat order."""
     record: dict[str, Any] = {
@@ -361,6 +364,8 @@ def secrets_record(
         record["key_id"] = key_id
     if any(seat_bots):
         record["bots"] = seat_bots  # read by the bot worker (services/bots)
+    if public:  # listed without a key (the games directory indexes it apart)
+        record["public"] = True
     return record
 
 

@@ -45,15 +45,6 @@ if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """
-# KEYS: the key's subscriptions hash. ARGV: id, the configuration as read, the new one.
-# Returns 1 if replaced, 0 if it changed since it was read, -1 if it is gone.
-REPLACE_LUA = """
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if not current then return -1 end
-if current ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-return 1
-"""
 
 
 class UnavailableWorker(GameError):
@@ -98,7 +89,7 @@ class Subscriptions:
         self.ping_sender = ping
         self.development = development
         self._add = script(client, ADD_LUA)
-        self._replace = script(client, REPLACE_LUA)
+        self._replace = script(client, hooks.REPLACE_LUA)  # a configuration, conditionally
 
     def create(self, key_id: str, url: Any, kinds: Any) -> dict[str, Any]:
         """A new subscription of every game of `key_id`; answers its secret (only now)."""

@@ -1,9 +1,10 @@
 """The services' one error shape, RFC 9457 problem details with our stable `code`
 (services/common/problems.py; schema `Error`), and the handlers that answer every error in
 it, registered once per app by `register` with the `/errors` page its types point to: an
-engine `GameError` (its own status and stable code), an event store that is down (503 with
-Retry-After), and werkzeug's HTTP errors — a body or query string that fails its schema
-(422 with the fields), unreadable JSON (400), a 405 with its Allow header.
+engine `GameError` (its own status and stable code; a 429 with its Retry-After), an event
+store that is down (503 with Retry-After), and werkzeug's HTTP errors — a body or query
+string that fails its schema (422 with the fields), unreadable JSON (400), a 405 with its
+Allow header.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ def register(
     @app.errorhandler(GameError)
     def game_error(exc: GameError) -> flask.Response:
         response = game_error_response(exc)
+        if exc.status == 429:  # a rate limit (services/common/access.py) says when to retry
+            response.headers["Retry-After"] = str(exc.details.get("retry_after", retry_after))
+            return response
         return unavailable(response) if exc.status == 503 else response
 
     @app.errorhandler(redis.RedisError)

@@ -31,8 +31,8 @@ HINTS: dict[str, str] = {
     "Bearer <token>`; a lost one is re-issued by POST /games/{game}/players/{seat}/token "
     "with the API key that created the game.",
     "key": "Send your platform's API key as `X-Api-Key` (created by an operator with "
-    "`python -m services.command.apikeys create --name <who>`); only the key that created "
-    "a game may manage it.",
+    "`python -m services.command.apikeys create --name <who>`) from your platform's server, "
+    "never from an app; only the key that created a game may manage it or list it by player.",
     "create": "The body of POST /games is described in the API document at /docs (schema "
     "CreateGameIn); GET /tilesets lists the tile sets and editions.",
     "record": "The record formats are in docs/integration.md and the API document at /docs; "

@@ -34,6 +34,9 @@ COMMON_DEFAULTS: dict[str, Any] = {
     # Browser origins allowed to call the API (CORS), comma-separated, or "*" for any;
     # "" sends no CORS headers (browsers then refuse cross-origin calls).
     "CORS_ORIGINS": "",
+    # The proxies whose X-Forwarded-For is believed (addresses or networks, comma-separated;
+    # "" = none: the TCP peer is the client). services/common/access.py.
+    "TRUSTED_PROXIES": "",
 }
 # What a browser app may send and read across origins (docs/http.md).
 ORIGIN = re.compile(r"https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?")

@@ -19,9 +19,11 @@ from flask_smorest import Blueprint
 
 from carcassonne.errors import GameError
 from services.common import http_errors
+from services.common.access import known_key, missing_key, request_key
 from services.common.api_doc import ContractApi
 from services.common.webapp import checked_game_id, new_app
 from services.redis_store import RedisEventStore
+from services.redis_store.apikeys import ApiKeys
 from services.redis_store.connect import (
     blocking_read_timeout,
     connect,
@@ -109,8 +111,18 @@ class Games(MethodView):
     @blp.response(200, GamesPage())
     @blp.alt_response(304, description=NOT_MODIFIED["description"])
     def get(self, args: dict[str, Any]) -> Response:
-        """The games, a page at a time; filter by status (in_progress, over), player name and
-        player id (the app's user id given at creation)."""
+        """The games, a page at a time, newest first. Without an API key the public games
+        (created with `public: true`); with `X-Api-Key` only the games that key created or
+        imported, which `player` (a name) and `player_id` (the app's user id given at
+        creation) filter — those two need the key (401 missing_api_key; 403 bad_api_key
+        for an unknown or revoked one). `status` filters either list."""
+        key = request_key(request)
+        key_id = None
+        if key is not None:
+            keys: ApiKeys = current_app.extensions["api_keys"]
+            key_id = str(known_key(keys, key)["id"])
+        elif args.get("player") is not None or args.get("player_id") is not None:
+            raise missing_key("listing games by player")
         limit = args.get("limit", current_app.config["PAGE_LIMIT"])
         body = to_json(
             _service().games(
@@ -119,10 +131,13 @@ class Games(MethodView):
                 args.get("cursor"),
                 limit,
                 args.get("player_id"),
+                key_id,
             )
         )
         etag = "g" + hashlib.sha1(body).hexdigest()[:16]  # no positions: a list spans games
-        return _conditional(etag, lambda: body)
+        response = _conditional(etag, lambda: body)
+        response.vary.add("X-Api-Key")  # a key's list is its own: never cached for another
+        return response
 
 
 @blp.route("/<game_id>/board")
@@ -262,6 +277,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             replay_games=config["REPLAY_CACHE_SIZE"],
         )
     app.extensions["query_service"] = service
+    # GET /games looks API keys up (the command service's keys: services/redis_store/apikeys.py).
+    keys_client = app.config.get("API_KEYS_CLIENT") or shared_client(
+        app.config["REDIS_URL"], role="query", max_connections=app.config["REDIS_POOL_SIZE"]
+    )
+    app.extensions["api_keys"] = ApiKeys(keys_client)
     app.extensions["live_slots"] = threading.BoundedSemaphore(app.config["SSE_MAX_STREAMS"])
     api = ContractApi(app)  # /openapi.json: the whole API's one document
     api.register_blueprint(blp)

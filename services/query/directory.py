@@ -2,10 +2,13 @@
 
 `GET /games` lists games newest first from the games directory's indexes, which follow the
 change feed (services/redis_store/directory_index.py; a page first catches them up, so a game
-is listed as soon as its creation was answered): by creation time
-(``{<shard>}:idx:games``), by status (``idx:status:<in_progress|over>``) or by player name
-(``idx:player:<name, casefolded>``) or by an app's player id (``idx:pid:<id>``), each split
-over 64 shards. A page asks every shard for
+is listed as soon as its creation was answered), each split over 64 shards. Without an API key
+only the games created public (``{<shard>}:idx:public``); with one only that key's games
+(``idx:key:<key id>``), by player name (``idx:key:<key id>:player:<name, casefolded>``) or by
+an app's player id (``idx:key:<key id>:pid:<id>``): a player's games are private to the
+platform that created them. Operators' tools may list every game: by creation time
+(``idx:games``), status (``idx:status:<status>``), player name (``idx:player:<name>``) or
+player id (``idx:pid:<id>``). A page asks every shard for
 its newest entries after the cursor (one pipelined round trip) and merges them; then one
 pipelined round trip describes the page's games from their streams. So a page costs what it
 returns, whatever the number of games stored. The cursor is the (creation ms, game id) of the
@@ -13,7 +16,8 @@ last game looked at; ties at the same millisecond are ordered by id.
 
 Every listed game is described from its streams (the truth), and the filters are checked
 again on that description: a game from before the indexes (indexed by the backfill, not kept
-in step atomically) is never listed under a status it no longer has.
+in step atomically) is never listed under a status it no longer has, and a game is listed only
+to the key its secrets record names (or, without a key, when the record says public).
 
 Names, player ids and bot seats come from the command service's per-game secrets record;
 only ``names``, ``player_ids`` and ``bots`` are read from it: the seed and the token hashes
@@ -32,8 +36,18 @@ import redis
 
 from eventstore.envelope import MOVES, SCORES
 from services.redis_store import game_keys, secrets_key
-from services.redis_store.directory_index import DirectoryIndex
-from services.redis_store.keys import SHARDS, games_key, player_id_key, player_key, status_key
+from services.redis_store.directory_index import DirectoryIndex, owner_of
+from services.redis_store.keys import (
+    SHARDS,
+    games_key,
+    key_games_key,
+    key_player_id_key,
+    key_player_key,
+    player_id_key,
+    player_key,
+    public_key,
+    status_key,
+)
 
 from .projector import BadParameter
 
@@ -132,18 +146,31 @@ class RedisDirectory:
         cursor: str | None,
         limit: int,
         player_id: str | None = None,
+        key_id: str | None = None,
+        public: bool = False,
     ) -> tuple[list[dict[str, Any]], str | None]:
         """Up to `limit` games matching the filters, newest first, and the cursor of the next
-        page (None at the end). `player` matches a player's name exactly, ignoring case;
-        `player_id` an app's player id exactly (its own index, `idx:pid:<id>`).
-        A page looks at most `max_steps` batches: a filter on more than one of status,
-        player and player id may return a short page with a cursor to go on."""
+        page (None at the end). Whose: the games of the API key `key_id`; else, with
+        `public`, the games created public (GET /games sends one or the other, and no
+        player filter with `public`); else every game (operators and tools). `player`
+        matches a player's name exactly, ignoring case; `player_id` an app's player id
+        exactly. A page looks at most `max_steps` batches: a filter on more than one of
+        status, player and player id may return a short page with a cursor to go on."""
         after = _decode(cursor) if cursor else None
         # Every game whose creation was answered is listed: the directory is caught up with
         # the change feed first (two pipelined round trips when nothing is new).
         self.index.catch_up()
         key: Callable[[int], str]
-        if player_id is not None:
+        if key_id is not None:
+            if player_id is not None:
+                key = lambda shard: key_player_id_key(shard, key_id, player_id)  # noqa: E731
+            elif player is not None:
+                key = lambda shard: key_player_key(shard, key_id, player)  # noqa: E731
+            else:
+                key = lambda shard: key_games_key(shard, key_id)  # noqa: E731
+        elif public:
+            key = public_key
+        elif player_id is not None:
             key = lambda shard: player_id_key(shard, player_id)  # noqa: E731
         elif player is not None:
             key = lambda shard: player_key(shard, player)  # noqa: E731
@@ -168,6 +195,9 @@ class RedisDirectory:
                 if wanted is not None and wanted not in [n.casefold() for n in game["players"]]:
                     continue
                 if player_id is not None and player_id not in game["player_ids"]:
+                    continue
+                owner, shown = game.pop("owner")
+                if (key_id is not None and owner != key_id) or (public and not shown):
                     continue
                 out.append(game)
             if not more:
@@ -249,6 +279,7 @@ class RedisDirectory:
                     "seq": int(_text(entry_id).split("-", 1)[0]),
                     "updated_ms": int(last["t"]),
                     "scores": totals,
+                    "owner": owner_of(secret),  # (key id, public): checked, never shown
                 }
             )
         return out

@@ -41,6 +41,8 @@ class Directory(Protocol):
         cursor: str | None,
         limit: int,
         player_id: str | None = None,
+        key_id: str | None = None,
+        public: bool = False,
     ) -> tuple[list[dict[str, Any]], str | None]:
         """A page of game summaries and the next page's cursor (None at the end)."""
 
@@ -185,9 +187,13 @@ class QueryService:
         cursor: str | None,
         limit: int,
         player_id: str | None = None,
+        key_id: str | None = None,
     ) -> dict[str, Any]:
-        """A page of games, filtered by status, player name and player id."""
+        """A page of the API key's games (None: the public games), filtered by status, player
+        name and player id."""
         if self.directory is None:
             return {"games": [], "next": None}
-        games, following = self.directory.page(status, player, cursor, limit, player_id)
+        games, following = self.directory.page(
+            status, player, cursor, limit, player_id, key_id, public=key_id is None
+        )
         return {"games": games, "next": following}

@@ -4,9 +4,12 @@
 
 Run it once after upgrading, before traffic. It walks the keyspace once with SCAN (the only
 SCAN left: the services themselves read the indexes) and, for each game's move stream,
-writes the game's entries in its shard's indexes — by creation time, status, player names —
-computed from the game's own keys, and announces its unscored moves
-on the change feed again (the scoring worker follows it):
+writes the game's entries in its shard's indexes — by creation time, status, player names,
+its API key's lists and the public list — computed from the game's own keys, and announces
+its unscored moves on the change feed again (the scoring worker follows it). A game the
+directory indexed already gets its API key's and the public list's entries only (written by
+the directory since issue 33; run this once after upgrading to it, so a platform's earlier
+games are listed to its key):
 
 - a game whose id is on a shard slot and that is already in its shard's game index was
   indexed by the games directory from the change feed (from its first event on): left alone;
@@ -44,6 +47,7 @@ from eventstore.envelope import MOVES, SCORES
 
 from .changes import changes_key
 from .connect import connect, is_cluster
+from .directory_index import owner_of, seats_of
 from .indexes import marker_number, text
 from .keys import (
     ABANDONED,
@@ -52,7 +56,11 @@ from .keys import (
     game_keys,
     games_key,
     index_shard,
+    key_games_key,
+    key_player_id_key,
+    key_player_key,
     player_key,
+    public_key,
     secrets_key,
     shard_of,
     status_key,
@@ -84,10 +92,16 @@ def game_of(key: str) -> str | None:
 
 def index_game(client: redis.Redis, game_id: str, now_ms: int | None = None) -> bool:
     """Write one game's index entries from its keys; False if the directory indexed it
-    already (or the game has no move stream)."""
+    already (or the game has no move stream). The entries of its API key and of the public
+    list (issue 33) are written either way: the directory indexed games before it kept them."""
     shard = index_shard(game_id)
-    if shard_of(game_id) is not None and client.zscore(games_key(shard), game_id) is not None:
-        return False
+    if shard_of(game_id) is not None:
+        indexed = client.zscore(games_key(shard), game_id)
+        if indexed is not None:
+            owned = client.pipeline(transaction=False)
+            owner_entries(owned, shard, game_id, client.get(secrets_key(game_id)), int(indexed))
+            owned.execute()
+            return False
     now = int(time.time() * 1000) if now_ms is None else now_ms
     moves, scores = game_keys(game_id, MOVES), game_keys(game_id, SCORES)
     pipe = client.pipeline(transaction=False)
@@ -109,6 +123,7 @@ def index_game(client: redis.Redis, game_id: str, now_ms: int | None = None) -> 
         writes.zrem(status_key(shard, other), game_id)
     for name in _names(secret):
         writes.zadd(player_key(shard, name), {game_id: created})
+    owner_entries(writes, shard, game_id, secret, created)
     moved, scored = marker_number(moved_raw), marker_number(scored_raw)
     if moved is not None and scored is not None and moved > scored:
         behind = cast(list[Any], client.xrange(moves[0], f"{scored + 1}-0", "+", count=1))
@@ -118,6 +133,21 @@ def index_game(client: redis.Redis, game_id: str, now_ms: int | None = None) -> 
                                          "l": moved, "t": at, "e": ""})  # fmt: skip
     writes.execute()
     return True
+
+
+def owner_entries(pipe: Any, shard: int, game_id: str, secret: Any, created: int) -> None:
+    """Queue a game's entries in its API key's lists and in the public list, from its
+    secrets record (the games directory writes the same from a game's first change)."""
+    key_id, public = owner_of(secret)
+    names, ids = seats_of(secret)
+    if public:
+        pipe.zadd(public_key(shard), {game_id: created})
+    if key_id is not None:
+        pipe.zadd(key_games_key(shard, key_id), {game_id: created})
+        for name in sorted({n.casefold() for n in names}):
+            pipe.zadd(key_player_key(shard, key_id, name), {game_id: created})
+        for player_id in sorted(set(ids)):
+            pipe.zadd(key_player_id_key(shard, key_id, player_id), {game_id: created})
 
 
 def _names(raw: Any) -> list[str]:

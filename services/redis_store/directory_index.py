@@ -1,15 +1,17 @@
 """The games directory: a consumer of the change feed that keeps each shard's lists of games.
 
 Per shard (services/redis_store/keys.py): every game, the games of each status, the games of
-each player name and of each player id, each scored by the game's creation time. They are
+each player name and of each player id, each scored by the game's creation time; and what
+GET /games reads: the public games, and per API key its games, its games of each player name
+and of each player id (a key lists only its own games; without a key only public ones). They are
 written only here, from the feed (services/redis_store/changes.py), with the directory's
 position in the same step. The query service catches the directory up before it answers a
 list (so a game is listed as soon as its creation was answered), and the worker's follower
 keeps it current in the background; either may run it, any number at once.
 
-A game's names and player ids are not in its events: the command service writes them to the
-game's secrets record before its first append (and never changes them), so the first change
-of a game is looked up there.
+A game's names, player ids, API key and `public` flag are not in its events: the command
+service writes them to the game's secrets record before its first append (and never changes
+them), so the first change of a game is looked up there.
 """
 
 from __future__ import annotations
@@ -27,8 +29,12 @@ from .keys import (
     IN_PROGRESS,
     OVER,
     games_key,
+    key_games_key,
+    key_player_id_key,
+    key_player_key,
     player_id_key,
     player_key,
+    public_key,
     secrets_key,
     status_key,
 )
@@ -48,6 +54,19 @@ def seats_of(raw: Any) -> tuple[list[str], list[str]]:
         [str(n) for n in names] if isinstance(names, list) else [],
         [str(i) for i in ids if i is not None] if isinstance(ids, list) else [],
     )
+
+
+def owner_of(raw: Any) -> tuple[str | None, bool]:
+    """The API key that created (or imported) a game, and whether it is public, from its
+    secrets record's JSON ((None, False) when unreadable)."""
+    try:
+        record = json.loads(raw) if raw is not None else {}
+        imported = record.get("imported")
+        key_id = record.get("key_id") or (imported or {}).get("key_id")
+        public = record.get("public") is True
+    except (ValueError, AttributeError):
+        return None, False
+    return (str(key_id) if key_id else None), public
 
 
 class DirectoryIndex:
@@ -90,6 +109,14 @@ class DirectoryIndex:
                         Write("zadd", status_key(shard, IN_PROGRESS), game, at)]  # fmt: skip
                 out += [Write("zadd", player_key(shard, n), game, at) for n in sorted(set(names))]
                 out += [Write("zadd", player_id_key(shard, i), game, at) for i in sorted(set(ids))]
+                owner, public = owner_of(seats.get(game))
+                out += [Write("zadd", public_key(shard), game, at)] if public else []
+                if owner is not None:
+                    out += [Write("zadd", key_games_key(shard, owner), game, at)]
+                    out += [Write("zadd", key_player_key(shard, owner, n), game, at)
+                            for n in sorted({n.casefold() for n in names})]  # fmt: skip
+                    out += [Write("zadd", key_player_id_key(shard, owner, i), game, at)
+                            for i in sorted(set(ids))]  # fmt: skip
             for kind in change.types:
                 if kind in ENDINGS:
                     out += [Write("zrem", status_key(shard, IN_PROGRESS), game),

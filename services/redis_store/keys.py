@@ -149,6 +149,27 @@ def player_id_key(shard: int, player_id: str) -> str:
     return _itag(shard) + ":idx:pid:" + player_id
 
 
+def public_key(shard: int) -> str:
+    """Sorted set: games created public (listed without an API key) -> creation time (ms)."""
+    return _itag(shard) + ":idx:public"
+
+
+def key_games_key(shard: int, key_id: str) -> str:
+    """Sorted set: games created (or imported) with this API key -> creation time (ms). Only
+    that key lists them (GET /games with X-Api-Key)."""
+    return _itag(shard) + ":idx:key:" + key_id
+
+
+def key_player_key(shard: int, key_id: str, name: str) -> str:
+    """Sorted set: the API key's games with a player of this name (any case) -> creation ms."""
+    return _itag(shard) + ":idx:key:" + key_id + ":player:" + name.casefold()
+
+
+def key_player_id_key(shard: int, key_id: str, player_id: str) -> str:
+    """Sorted set: the API key's games with a seat of this player id -> creation time (ms)."""
+    return _itag(shard) + ":idx:key:" + key_id + ":pid:" + player_id
+
+
 def bots_due_key(shard: int) -> str:
     """Sorted set: games with a bot seat, in progress -> when (ms) the bot sweep should look
     at the game (a bot's turn not played by then is sent to the bot worker again)."""

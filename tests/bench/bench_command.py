@@ -49,7 +49,7 @@ from eventstore.envelope import MOVES, NewEvent  # noqa: E402
 from eventstore.port import InMemoryEventStore  # noqa: E402
 from tests.bench.smoke import SMOKE, size  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
-from tests.integration.http_client import call, gunicorn  # noqa: E402
+from tests.integration.http_client import api_key, call, gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
 CONFIG = "deploy/gunicorn/command.py"
@@ -91,8 +91,8 @@ def prepare_games(base: str, redis_url: str, rng: random.Random, games: int) -> 
     store, secrets = RedisEventStore(client), RedisSecrets(client)
     prepared: list[list[Turn]] = []
     for _ in range(games):
-        status, created = call(base, "POST", "/games", {
-            "players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 1]})  # fmt: skip
+        body = {"players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 1]}
+        status, created = call(base, "POST", "/games", body, api_key(redis_url))
         assert status == 201, created
         game_id = created["game_id"]
         tokens = {p["seat"]: p["token"] for p in created["players"]}

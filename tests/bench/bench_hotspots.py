@@ -38,7 +38,6 @@ from carcassonne.simulate import random_game  # noqa: E402
 from eventstore.envelope import MOVES  # noqa: E402
 from eventstore.schemas import to_new  # noqa: E402
 from services.command.apikeys import KEYS, ApiKeys, bucket_key, key_hash  # noqa: E402
-from services.command.ratelimit import RateLimiter  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
 from services.redis_store.changes import (  # noqa: E402
     FOLLOW_LUA,
@@ -51,6 +50,7 @@ from services.redis_store.changes import (  # noqa: E402
 )
 from services.redis_store.indexes import text  # noqa: E402
 from services.redis_store.keys import new_game_id, shard_of  # noqa: E402
+from services.redis_store.ratelimit import RateLimiter  # noqa: E402
 from services.redis_store.scripts import script  # noqa: E402
 from tests.bench.bench_command import CONFIG, run_load, tree_cpu  # noqa: E402
 from tests.bench.smoke import size  # noqa: E402

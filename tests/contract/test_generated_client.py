@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests import nginx as private_nginx
-from tests.integration.http_client import call
+from tests.integration.http_client import api_key, call
 from tests.stack import Stack
 
 PACKAGE = "carcassonne_cloud_client"
@@ -73,14 +73,19 @@ def _module(name: str) -> Any:
     return importlib.import_module(f"{PACKAGE}.{name}")
 
 
-def test_a_generated_client_plays_a_three_player_game(generated: ModuleType, public: str) -> None:
+def test_a_generated_client_plays_a_three_player_game(
+    generated: ModuleType, public: str, stack: Stack
+) -> None:
     models = _module("models")
     games = {
         op: _module(f"api.games.{op}")
         for op in ("create_game", "get_turn", "play_turn", "get_board", "get_scores")
     }
-    # Any status the document does not list raises (errors.UnexpectedStatus).
-    client = generated.Client(base_url=public, raise_on_unexpected_status=True)
+    # Any status the document does not list raises (errors.UnexpectedStatus). The platform's
+    # server creates the game with its API key.
+    client = generated.Client(
+        base_url=public, raise_on_unexpected_status=True, headers=api_key(stack.command)
+    )
 
     names = ["ann", "bob", "cy"]
     body = models.CreateGameIn(

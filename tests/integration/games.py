@@ -9,6 +9,7 @@ from flask import Flask
 
 from carcassonne.events import meeple_to_dict
 from carcassonne.game import RECALL_ABBOT, actions
+from tests.integration.http_client import api_key
 
 
 def new_game(
@@ -17,15 +18,15 @@ def new_game(
     ruleset: dict[str, Any] | None = None,
     key: str | None = None,
 ) -> tuple[str, dict[int, str]]:
-    """Create a game (seats in the order of `names`; owned by API key `key` if given); its id
-    and each seat's token."""
+    """Create a game (seats in the order of `names`; owned by API key `key`, by default the
+    tests' key on the app's Redis); its id and each seat's token."""
     body: dict[str, Any] = {
         "players": [{"name": n} for n in names],
         "seat_order": list(range(len(names))),
     }
     if ruleset:
         body["ruleset"] = ruleset
-    headers = {"X-Api-Key": key} if key else {}
+    headers = {"X-Api-Key": key} if key else api_key(command.config["REDIS_URL"])
     created = command.test_client().post("/games", json=body, headers=headers)
     assert created.status_code == 201, created.get_json()
     data = created.get_json()

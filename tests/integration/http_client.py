@@ -16,11 +16,31 @@ from typing import Any
 from tests.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-__all__ = ["ROOT", "call", "free_port", "gunicorn"]
+__all__ = ["ROOT", "api_key", "call", "free_port", "gunicorn"]
 # Set by tests/integration/conftest.py: every answer is checked against docs/openapi.json
 # (benchmarks, which import this module without it, pay nothing for it).
 VALIDATE = False
 SERVICES: set[str] = set()  # base URLs of the services' own apps (not test doubles)
+REDIS_OF: dict[str, str] = {}  # base URL of a service `gunicorn` started -> its REDIS_URL
+_KEYS: dict[str, str] = {}  # REDIS_URL -> the tests' API key there
+
+
+def api_key(where: str) -> dict[str, str]:
+    """Headers with the tests' API key (`X-Api-Key`) on the Redis at `where` (its URL, or the
+    base URL of a service `gunicorn` started): a key made on first use with the key CLI's own
+    code, and again if that Redis lost it. Games need one (POST /games)."""
+    from services.redis_store.apikeys import ApiKeys  # benchmarks without keys import none
+    from services.redis_store.connect import connect
+
+    url = REDIS_OF.get(where, where)
+    client = connect(url, role="tests-keys", max_connections=1)
+    try:
+        keys = ApiKeys(client)
+        if url not in _KEYS or keys.get(_KEYS[url]) is None:
+            _KEYS[url] = keys.create("tests")[1]
+    finally:
+        client.close()
+    return {"X-Api-Key": _KEYS[url]}
 
 
 def call(
@@ -67,6 +87,10 @@ def gunicorn(
     """
     port = free_port()
     full_env = {
+        # Tests and benchmarks write from one loopback address far faster than any client:
+        # no rate limits unless the caller's environment or `env` sets them (tests/conftest.py).
+        "ADDRESS_WRITE_RATE": "0",
+        "API_KEY_RATE": "0",
         **os.environ,
         **env,
         "BIND": f"127.0.0.1:{port}",
@@ -92,9 +116,12 @@ def gunicorn(
             time.sleep(0.1)
         if app.startswith("services."):
             SERVICES.add(base)
+        if "REDIS_URL" in full_env:
+            REDIS_OF[base] = full_env["REDIS_URL"]
         yield base
     finally:
         SERVICES.discard(base)
+        REDIS_OF.pop(base, None)
         proc.terminate()
         try:
             proc.wait(timeout=15)

@@ -17,7 +17,7 @@ from eventstore.schemas import to_engine
 from services.redis_store import RedisEventStore
 from tools import gameclient as demo  # the client `make demo` plays with
 
-from .http_client import call, gunicorn
+from .http_client import api_key, call, gunicorn
 from .workers import BOTS_APP, Process, beat, celery_env, running, worker
 
 # The bot worker refuses a visibility timeout shorter than its longest think plus 5 s.
@@ -45,7 +45,7 @@ def undo_game_against_greedy(command: str) -> tuple[str, dict[str, str], dict[st
         "players": [{"name": "ann"}, {"name": "robot", "bot": "greedy"}],
         "ruleset": {"tileset": "demo", "undo": "free"},
         "seat_order": [0, 1],
-    })  # fmt: skip
+    }, api_key(command))  # fmt: skip
     assert status == 201, created
     game_id = created["game_id"]
     auth = {"Authorization": f"Bearer {created['players'][0]['token']}"}
@@ -77,7 +77,7 @@ def test_a_bot_game_finishes_with_each_turn_played_once_after_a_worker_is_killed
                     {"name": "quick", "bot": "greedy"}],
         "ruleset": {"tileset": "demo"},
         "seat_order": [0, 1],
-    })  # fmt: skip
+    }, api_key(command))  # fmt: skip
     assert status == 201, created
     game_id = created["game_id"]
     assert [p["token"] for p in created["players"]] == [None, None]
@@ -135,7 +135,7 @@ def test_a_human_plays_a_bot_over_http_and_asks_for_hints(
         "players": [{"name": "ann"}, {"name": "robot", "bot": "greedy"}],
         "ruleset": {"tileset": "demo", "hints": True},
         "seat_order": [0, 1],
-    })  # fmt: skip
+    }, api_key(command))  # fmt: skip
     assert status == 201, created
     game_id, token = created["game_id"], created["players"][0]["token"]
     auth = {"Authorization": f"Bearer {token}"}
@@ -220,7 +220,7 @@ def test_a_bot_plays_a_hand_game_and_hints_name_a_tile_of_the_hand(
         "players": [{"name": "ann"}, {"name": "robot", "bot": "greedy"}],
         "ruleset": {"hand": 3, "hints": True},
         "seat_order": [0, 1],
-    })  # fmt: skip
+    }, api_key(command))  # fmt: skip
     assert status == 201, created
     game_id, token = created["game_id"], created["players"][0]["token"]
     auth = {"Authorization": f"Bearer {token}"}
@@ -241,7 +241,9 @@ def test_a_bot_plays_a_hand_game_and_hints_name_a_tile_of_the_hand(
 
 
 def test_hints_are_off_unless_the_ruleset_allows_them(command: str) -> None:
-    status, created = call(command, "POST", "/games", {"players": [{"name": "a"}, {"name": "b"}]})
+    status, created = call(
+        command, "POST", "/games", {"players": [{"name": "a"}, {"name": "b"}]}, api_key(command)
+    )
     assert status == 201
     token = created["players"][created["turn"]["player"]]["token"]
     status, refused = call(command, "GET", f"/games/{created['game_id']}/hint",
@@ -255,14 +257,17 @@ def test_bad_bot_seats_are_refused(command: str) -> None:
     for player in ({"name": "x", "bot": "genius"}, {"name": "x", "think_ms": 100},
                    {"name": "x", "bot": "mcts", "think_ms": 0},
                    {"name": "x", "bot": "mcts", "think_ms": 10_001}):  # fmt: skip
-        status, refused = call(command, "POST", "/games", {"players": [{"name": "a"}, player]})
+        status, refused = call(
+            command, "POST", "/games", {"players": [{"name": "a"}, player]}, api_key(command)
+        )
         assert (status, refused["code"]) == (422, "invalid_body"), player
 
 
 def test_make_demo_pits_a_server_bot_against_its_client_bot(redis_url: str, command: str) -> None:
     """tools/demo.py with `--bots greedy`: seat "Ada" is the server's, "Brunel" the
     script's random client; the game is played to the end."""
-    game = demo.create_game(command, ["Ada", "Brunel"], "demo", bots=["greedy"])
+    owner = api_key(command)["X-Api-Key"]
+    game = demo.create_game(command, ["Ada", "Brunel"], "demo", bots=["greedy"], api_key=owner)
     assert sorted(t is None for t in game.tokens.values()) == [False, True]
     with running(bot_worker(redis_url, "bots4")):
         demo.play_game(command, game, random.Random(3))

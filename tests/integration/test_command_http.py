@@ -27,7 +27,7 @@ from eventstore.schemas import to_engine
 from services.redis_store import RedisEventStore, game_keys
 from tests.integration.openapi_client import PROBLEM_KEYS
 
-from .http_client import call, gunicorn
+from .http_client import api_key, call, gunicorn
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def new_game(base: str, players: int = 2, **ruleset: Any) -> tuple[str, dict[int
     }
     if ruleset:
         body["ruleset"] = ruleset
-    status, created = call(base, "POST", "/games", body)
+    status, created = call(base, "POST", "/games", body, api_key(base))
     assert status == 201, created
     return created["game_id"], {p["seat"]: p["token"] for p in created["players"]}
 
@@ -229,10 +229,14 @@ def test_bad_input_gets_a_clear_error_and_leaves_the_stream_unchanged(
 def test_unknown_game_and_bad_game_creation(server) -> None:
     assert call(server, "GET", "/games/" + "0" * 32 + "/turn")[1]["code"] == "game_not_found"
     assert call(server, "GET", "/games/../turn")[0] == 404
-    status, error = call(server, "POST", "/games", {"players": [{"name": "solo"}]})
+    status, error = call(server, "POST", "/games", {"players": [{"name": "solo"}]}, api_key(server))
     assert (status, error["code"]) == (422, "invalid_body")
     status, error = call(
-        server, "POST", "/games", {"players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 0]}
+        server,
+        "POST",
+        "/games",
+        {"players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 0]},
+        api_key(server),
     )
     assert (status, error["code"], error["rule"]) == (422, "bad_seat_order", "R10.2")
 

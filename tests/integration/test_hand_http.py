@@ -19,6 +19,7 @@ from eventstore.schemas import to_engine
 from services.command.app import create_app as create_command_app
 from services.query.app import create_app as create_query_app
 from tests.integration.games import new_game
+from tests.integration.http_client import api_key
 
 HAND = {"hand": 3, "farmers": False}
 
@@ -50,7 +51,10 @@ def auth(token: str) -> dict[str, str]:
 )
 def test_bad_hand_rulesets_are_refused(command: Flask, ruleset: dict[str, Any], code: str) -> None:
     players = [{"name": "ann"}, {"name": "bob"}]
-    reply = command.test_client().post("/games", json={"players": players, "ruleset": ruleset})
+    owner = api_key(command.config["REDIS_URL"])
+    reply = command.test_client().post(
+        "/games", json={"players": players, "ruleset": ruleset}, headers=owner
+    )
     assert reply.status_code == 422, reply.get_json()
     assert reply.get_json()["code"] == code
 

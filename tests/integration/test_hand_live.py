@@ -19,7 +19,7 @@ from carcassonne.record import load_record, record_events
 from carcassonne.state import GameState
 from services.redis_store import RedisEventStore
 
-from .http_client import call, gunicorn
+from .http_client import api_key, call, gunicorn
 from .test_query_live import collect, ends, env  # env: a real Celery scoring worker
 from .workers import wait_scored
 
@@ -65,7 +65,7 @@ def test_a_hand_game_on_the_real_stack_hides_each_hand_until_the_end(
         "seat_order": [0, 1],
         "ruleset": {"hand": 3, "area": {"width": 5, "height": 5}},
     }
-    status, created = call(command, "POST", "/games", body)
+    status, created = call(command, "POST", "/games", body, api_key(command))
     assert status == 201, created
     game_id = created["game_id"]
     tokens = {p["seat"]: p["token"] for p in created["players"]}

@@ -26,7 +26,7 @@ from services.command.app import create_app
 from services.redis_store import game_keys
 from tests.integration.openapi_client import PROBLEM_KEYS
 
-from .http_client import gunicorn
+from .http_client import api_key, gunicorn
 
 COMMAND = ("services.command.wsgi:app", "deploy/gunicorn/command.py")
 SETTINGS = {"NOTIFY_MS": 0, "WEBHOOK_ALLOW_PRIVATE": True, "API_KEY_RATE": 10_000.0,
@@ -90,10 +90,11 @@ def key(redis_url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def game(client: FlaskClient) -> tuple[str, dict[str, str]]:
+def game(client: FlaskClient, key: str) -> tuple[str, dict[str, str]]:
     """A game and the headers of the player to move."""
     created = client.post("/games", json={"players": [{"name": "a"}, {"name": "b"}],
-                                          "seat_order": [0, 1]})  # fmt: skip
+                                          "seat_order": [0, 1]},
+                          headers={"X-Api-Key": key})  # fmt: skip
     body = created.get_json()
     return body["game_id"], {"Authorization": f"Bearer {body['players'][0]['token']}"}
 
@@ -101,7 +102,7 @@ def game(client: FlaskClient) -> tuple[str, dict[str, str]]:
 def target(route: str, game: tuple[str, dict[str, str]], key: str) -> tuple[str, dict[str, str]]:
     game_id, auth = game
     return {
-        "games": ("/games", {}),
+        "games": ("/games", {"X-Api-Key": key}),
         "turns": (f"/games/{game_id}/turns", auth),
         "score": ("/v1/score", {"X-Api-Key": key}),
         "import": ("/games/import", {"X-Api-Key": key}),
@@ -195,7 +196,8 @@ def send(base: str, path: str, raw: bytes, headers: dict[str, str]) -> tuple[int
 def new_game(base: str) -> tuple[str, dict[str, str], dict[str, Any]]:
     """A game over HTTP: its id, the first player's headers, and a legal turn body."""
     body = json.dumps({"players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 1]})
-    status, created = send(base, "/games", body.encode(), {"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **api_key(base)}
+    status, created = send(base, "/games", body.encode(), headers)
     assert status == 201, created
     spot = created["turn"]["placements"][0]
     turn = {"x": spot["x"], "y": spot["y"], "rotation": spot["rotation"], "meeple": None}

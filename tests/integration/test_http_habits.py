@@ -16,7 +16,7 @@ import pytest
 from services.common.webapp import cors_origins
 from tests import nginx as private_nginx
 
-from .http_client import gunicorn
+from .http_client import api_key, gunicorn
 
 COMMAND = ("services.command.wsgi:app", "deploy/gunicorn/command.py")
 QUERY = ("services.query.wsgi:app", "deploy/gunicorn/query.py")
@@ -62,7 +62,7 @@ def query(redis_url: str) -> Iterator[str]:
 
 def new_game(base: str) -> tuple[str, dict[int, str]]:
     body = {"players": [{"name": "ann"}, {"name": "bob"}], "seat_order": [0, 1]}
-    status, _, raw = request(base, "POST", "/games", body)
+    status, _, raw = request(base, "POST", "/games", body, api_key(base))
     assert status == 201, raw
     created = json.loads(raw)
     return created["game_id"], {p["seat"]: p["token"] for p in created["players"]}

@@ -29,7 +29,7 @@ from services.command.apikeys import ApiKeys
 from services.redis_store import game_keys, secrets_key
 from tests.integration.openapi_client import PROBLEM_KEYS
 
-from .http_client import call, gunicorn
+from .http_client import api_key, call, gunicorn
 
 ENV = {"NOTIFY_MS": "0", "API_KEY_RATE": "10000", "API_KEY_BURST": "10000"}
 
@@ -59,7 +59,7 @@ def game_streams(client: redis.Redis) -> set[bytes]:
 
 def new_game(base: str) -> tuple[str, dict[int, str]]:
     body = {"players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 1]}
-    status, created = call(base, "POST", "/games", body)
+    status, created = call(base, "POST", "/games", body, api_key(base))
     assert status == 201, created
     return created["game_id"], {p["seat"]: p["token"] for p in created["players"]}
 

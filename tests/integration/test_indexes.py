@@ -60,10 +60,14 @@ from services.redis_store.keys import (
     games_key,
     idle_key,
     index_shard,
+    key_games_key,
+    key_player_id_key,
+    key_player_key,
     legacy_shard,
     new_game_id,
     player_id_key,
     player_key,
+    public_key,
     shard_of,
     shard_slot,
     status_key,
@@ -801,6 +805,37 @@ def test_the_backfill_indexes_old_games_exactly_once_even_run_twice(redis_client
         assert behind(redis_client, scorer.consumer, game_id) == []
     listed, _ = RedisDirectory(redis_client).page(None, "old4", None, 10)
     assert [g["game_id"] for g in listed] == [old[4]]
+
+
+def test_the_backfill_lists_a_keys_games_indexed_before_key_lists_existed(redis_client) -> None:
+    """Issue 33: the directory indexes a game by its API key (and public ones apart) from its
+    first change; games it indexed before that get those entries from the backfill, and are
+    then listed to their key only (and the public one without a key)."""
+    store = RedisEventStore(redis_client)
+    key_id = "k_" + os.urandom(6).hex()
+    made = []
+    for i, public in enumerate((False, True)):
+        game_id, _ = stored_game(store, f"owned{i}", ["Ann", "Bob"], moves=5)
+        record: dict[str, Any] = {"names": ["Ann", "Bob"], "seed": None, "tokens": {}}
+        record.update(key_id=key_id, player_ids=["u-owned", None], public=public)
+        RedisSecrets(redis_client).put(game_id, record)
+        made.append(game_id)
+    DirectoryIndex(redis_client).catch_up()
+    for game_id in made:  # as the directory left them before it kept key lists
+        shard = shard_of(game_id)
+        assert shard is not None
+        for key in (key_games_key(shard, key_id), key_player_key(shard, key_id, "ann"),
+                    key_player_id_key(shard, key_id, "u-owned"), public_key(shard)):  # fmt: skip
+            redis_client.zrem(key, game_id)
+    directory = RedisDirectory(redis_client)
+    assert directory.page(None, None, None, 10, "u-owned", key_id)[0] == []
+    assert [index_game(redis_client, g) for g in made] == [False, False]  # indexed already
+    for by in ({"player_id": "u-owned"}, {"player": "ANN"}, {}):
+        listed = directory.page(None, by.get("player"), None, 10, by.get("player_id"), key_id)
+        assert {g["game_id"] for g in listed[0]} == set(made), by
+        assert directory.page(None, by.get("player"), None, 10, by.get("player_id"), "k_x")[0] == []
+    shown = {g["game_id"] for g in directory.page(None, None, None, 100, public=True)[0]}
+    assert made[1] in shown and made[0] not in shown
 
 
 def test_following_the_backfills_announcement_keeps_an_old_finished_game_over(

@@ -29,7 +29,7 @@ from services.redis_store.connect import connect
 from tests.nginx import find_nginx, nginx, ring_server
 from tests.redis_cluster import redis_cluster, redis_cluster_url  # noqa: F401
 
-from .http_client import ROOT, call, gunicorn
+from .http_client import ROOT, api_key, call, gunicorn
 from .workers import beat, running, worker
 
 COMMAND = "deploy/gunicorn/command.py"
@@ -109,7 +109,7 @@ def _new_game(base: str, players: int = 2) -> tuple[str, dict[int, str]]:
         "players": [{"name": f"p{i}"} for i in range(players)],
         "seat_order": list(range(players)),
     }
-    status, created = call(base, "POST", "/games", body)
+    status, created = call(base, "POST", "/games", body, api_key(base))
     assert status == 201, created
     return created["game_id"], {p["seat"]: p["token"] for p in created["players"]}
 

@@ -27,7 +27,7 @@ from services.query.app import create_app as create_query_app
 from services.redis_store import RedisEventStore
 from tests.redis_server import private_redis
 
-from .http_client import call, gunicorn
+from .http_client import api_key, call, gunicorn
 from .workers import beat, celery_env, running, worker
 
 pytestmark = pytest.mark.slow  # turn timeouts and abandon sweeps: real waits
@@ -63,7 +63,7 @@ def create(base: str, names: list[str], **rules: Any) -> tuple[str, dict[int, st
     body = {"players": [{"name": n} for n in names], "seat_order": list(range(len(names)))}
     if rules:
         body["ruleset"] = rules
-    status, created = call(base, "POST", "/games", body)
+    status, created = call(base, "POST", "/games", body, api_key(base))
     assert status == 201, created
     return created["game_id"], {p["seat"]: p["token"] for p in created["players"]}
 
@@ -213,7 +213,7 @@ def _play_one(base: str, store: RedisEventStore, game_id: str, token: str) -> No
 def test_an_idle_game_is_ended_as_abandoned_and_listed_so(suite):
     base, store = suite["base"], suite["store"]
     players = [{"name": "Ann", "player_id": "u-idle"}, {"name": "Bob"}]
-    status, created = call(base, "POST", "/games", {"players": players})
+    status, created = call(base, "POST", "/games", {"players": players}, api_key(base))
     assert status == 201, created
     game_id = created["game_id"]
     wait_for(
@@ -226,14 +226,16 @@ def test_an_idle_game_is_ended_as_abandoned_and_listed_so(suite):
     assert sum(e.type == "GameAbandoned" for e in moves(store, game_id)) == 1
     assert not any(e.type == "GameScored" for e in store.read(game_id, SCORES))
     query = create_query_app({"REDIS_URL": suite["url"]}).test_client()
-    listed = query.get("/games?status=abandoned").get_json()
+    owner = api_key(base)  # the key that created it lists it
+    listed = query.get("/games?status=abandoned", headers=owner).get_json()
     assert game_id in [g["game_id"] for g in listed["games"]]
     assert all(g["status"] == "abandoned" for g in listed["games"])
-    in_progress = query.get("/games?status=in_progress").get_json()
+    in_progress = query.get("/games?status=in_progress", headers=owner).get_json()
     assert game_id not in [g["game_id"] for g in in_progress["games"]]
-    mine = query.get("/games?player_id=u-idle&status=abandoned").get_json()["games"]
-    assert [g["game_id"] for g in mine] == [game_id]
-    assert query.get("/games?player_id=u-idle&status=in_progress").get_json()["games"] == []
+    mine = query.get("/games?player_id=u-idle&status=abandoned", headers=owner).get_json()
+    assert [g["game_id"] for g in mine["games"]] == [game_id]
+    gone = query.get("/games?player_id=u-idle&status=in_progress", headers=owner).get_json()
+    assert gone["games"] == []
     board = query.get(f"/games/{game_id}/board").get_json()
     assert board["status"] == "abandoned" and board["over"] is True
     status, turn = call(base, "GET", f"/games/{game_id}/turn")

@@ -36,6 +36,7 @@ from services.redis_store import RedisEventStore, secrets_key
 from services.redis_store.keys import new_game_id
 
 from .games import play
+from .http_client import api_key
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,10 @@ def ndjson_record(query: FlaskClient, game_id: str) -> Any:
 def test_a_created_game_names_its_seats_in_its_first_event(command, query, redis_client) -> None:
     ann = uid("u-ann")
     players = [{"name": "Ann Lee", "player_id": ann}, {"name": 'Bob "B" #1'}]
-    created = command.test_client().post("/games", json={"players": players, "seat_order": [1, 0]})
+    owner = api_key(command.config["REDIS_URL"])
+    created = command.test_client().post(
+        "/games", json={"players": players, "seat_order": [1, 0]}, headers=owner
+    )
     assert created.status_code == 201
     game_id = created.get_json()["game_id"]
     tokens = {s["seat"]: s["token"] for s in created.get_json()["players"]}
@@ -152,7 +156,7 @@ def test_an_import_logs_names_and_keeps_player_ids(command, query, key, redis_cl
         {"name": "cy", "player_id": cy},
     ]
     assert seats_of(query, game_id) == [("ann", None), ("bob", None), ("cy", cy)]
-    listed = query.get(f"/games?player_id={cy}").get_json()["games"]
+    listed = query.get(f"/games?player_id={cy}", headers=headers).get_json()["games"]
     assert [g["game_id"] for g in listed] == [game_id]
     assert listed[0]["player_ids"] == [None, None, cy]
     assert ndjson_record(query, game_id) == load_record(body)

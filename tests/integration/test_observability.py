@@ -15,7 +15,7 @@ from services.common.observability import JsonFormatter, request_id_from
 from services.query.app import create_app as query_app
 from services.redis_store import RedisEventStore
 
-from .http_client import call, free_port, gunicorn
+from .http_client import api_key, call, free_port, gunicorn
 from .workers import celery_env, running, wait_scored, worker
 
 
@@ -81,7 +81,8 @@ def test_a_request_id_follows_a_move_into_the_scoring_logs(
     client = app.test_client()
     w = worker(env, "obs")
     with running(w):
-        created = client.post("/games", json={"players": [{"name": "a"}, {"name": "b"}]})
+        players = [{"name": "a"}, {"name": "b"}]
+        created = client.post("/games", json={"players": players}, headers=api_key(redis_url))
         game_id = created.get_json()["game_id"]
         tokens = {p["seat"]: p["token"] for p in created.get_json()["players"]}
         state = app.extensions["game_service"].load(game_id).state

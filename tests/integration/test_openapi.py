@@ -22,6 +22,7 @@ from services.command.app import create_app as create_command_app
 from services.common.api_doc import DOC_FILE
 from services.query.app import create_app as create_query_app
 from tests.integration import openapi_client
+from tests.integration.http_client import api_key
 from tests.integration.openapi_client import ContractError, ValidatingClient
 from tools.openapi import OPERATIONS, document_json
 
@@ -33,6 +34,11 @@ FREE_FORM = {("Error", "details"), ("Event", "payload"), ("LogItem", "payload")}
 @pytest.fixture(scope="module")
 def command(redis_url: str) -> Flask:
     return create_command_app({"REDIS_URL": redis_url, "BROKER_URL": redis_url})
+
+
+def owner(command: Flask) -> dict[str, str]:
+    """The tests' API key on the app's Redis (POST /games needs one)."""
+    return api_key(command.config["REDIS_URL"])
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +123,7 @@ def test_ruleset_booleans_are_json_booleans(command: Flask, key: str, flag: Any)
     # Finding of issue 15: 0 and 1 were taken as false and true (marshmallow's truthy={True}
     # holds 1, since 1 == True), which the document's `type: boolean` does not allow.
     body = {"players": [{"name": "ann"}, {"name": "bob"}], "ruleset": {key: flag}}
-    reply = command.test_client().post("/games", json=body)
+    reply = command.test_client().post("/games", json=body, headers=owner(command))
     assert reply.status_code == 422, reply.get_json()
     assert reply.get_json()["details"]["fields"]["ruleset"][key]
 
@@ -127,7 +133,7 @@ def test_ruleset_booleans_true_and_false_are_taken(command: Flask) -> None:
         "players": [{"name": "ann"}, {"name": "bob"}],
         "ruleset": {"farmers": False, "incomplete_score": True},
     }
-    reply = command.test_client().post("/games", json=body)
+    reply = command.test_client().post("/games", json=body, headers=owner(command))
     assert reply.status_code == 201, reply.get_json()
 
 

@@ -13,6 +13,7 @@ from carcassonne.events import meeple_to_dict
 from carcassonne.game import RECALL_ABBOT, actions
 from services.command.app import create_app as create_command_app
 from tests.integration.games import new_game
+from tests.integration.http_client import api_key
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,10 @@ PLAYERS = [{"name": "ann"}, {"name": "bob"}]
     ],
 )
 def test_bad_rulesets_are_refused(command: Flask, ruleset: dict[str, Any], code: str) -> None:
-    reply = command.test_client().post("/games", json={"players": PLAYERS, "ruleset": ruleset})
+    owner = api_key(command.config["REDIS_URL"])
+    reply = command.test_client().post(
+        "/games", json={"players": PLAYERS, "ruleset": ruleset}, headers=owner
+    )
     assert reply.status_code == 422, reply.get_json()
     assert reply.get_json()["code"] == code
 

@@ -41,7 +41,7 @@ from services.redis_store import RedisEventStore
 from tests import nginx as private_nginx
 from tests.integration.openapi_client import PROBLEM_KEYS
 
-from .http_client import ROOT, call, free_port, gunicorn
+from .http_client import ROOT, api_key, call, free_port, gunicorn
 
 CONFIG = "deploy/gunicorn/command.py"
 WORKERS = 3
@@ -70,8 +70,8 @@ def idle_connections(base: str, count: int) -> list[socket.socket]:
 
 
 def new_game(base: str) -> tuple[str, dict[int, str]]:
-    status, created = call(base, "POST", "/games", {
-        "players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 1]})  # fmt: skip
+    body = {"players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 1]}
+    status, created = call(base, "POST", "/games", body, api_key(base))
     assert status == 201, created
     return created["game_id"], {p["seat"]: p["token"] for p in created["players"]}
 

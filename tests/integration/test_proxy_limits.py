@@ -20,7 +20,7 @@ import pytest
 
 from tests import nginx as private_nginx
 
-from .http_client import call, gunicorn
+from .http_client import api_key, call, gunicorn
 
 COMMAND = ("services.command.wsgi:app", "deploy/gunicorn/command.py")
 QUERY = ("services.query.wsgi:app", "deploy/gunicorn/query.py")
@@ -117,7 +117,7 @@ def open_live(base: str, game_id: str) -> http.client.HTTPConnection | int:
 
 def test_a_client_may_hold_only_so_many_live_streams_open(proxy: Proxy) -> None:
     status, created = call(proxy.public, "POST", "/games", {
-        "players": [{"name": "Ann"}, {"name": "Bob"}]})  # fmt: skip
+        "players": [{"name": "Ann"}, {"name": "Bob"}]}, api_key(proxy.query))  # fmt: skip
     assert status == 201, created
     game_id = created["game_id"]
     with ExitStack() as held:

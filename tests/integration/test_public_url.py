@@ -27,7 +27,7 @@ from werkzeug.routing import Rule
 
 from tests import nginx as private_nginx
 
-from .http_client import call, gunicorn
+from .http_client import api_key, call, gunicorn
 
 COMMAND = ("services.command.wsgi:app", "deploy/gunicorn/command.py")
 QUERY = ("services.query.wsgi:app", "deploy/gunicorn/query.py")
@@ -141,8 +141,8 @@ def test_a_game_through_the_public_url_alone(servers: Servers) -> None:
     """Create (POST /games: command), list (GET /games, the same path: query), play a turn
     (command), read the board (query), the errors page, the API document and its docs."""
     base = servers.public
-    status, created = call(base, "POST", "/games", {
-        "players": [{"name": "Ann"}, {"name": "Bob"}], "seat_order": [0, 1]})  # fmt: skip
+    body = {"players": [{"name": "Ann"}, {"name": "Bob"}], "seat_order": [0, 1]}
+    status, created = call(base, "POST", "/games", body, api_key(base))
     assert status == 201, created
     game_id, tokens = created["game_id"], {p["seat"]: p["token"] for p in created["players"]}
     status, turn = call(base, "GET", f"/games/{game_id}/turn")
@@ -159,7 +159,7 @@ def test_a_game_through_the_public_url_alone(servers: Servers) -> None:
             break
         time.sleep(0.05)
     assert status == 200 and len(board["tiles"]) == 2, board
-    status, games = call(base, "GET", "/games?limit=100")
+    status, games = call(base, "GET", "/games?limit=100", None, api_key(base))  # the key's
     assert status == 200 and game_id in {g["game_id"] for g in games["games"]}, games
     for path, media in (("/errors", "text/html"), ("/openapi.json", "application/json"),
                         ("/docs", "text/html")):  # fmt: skip

@@ -30,6 +30,7 @@ from tests.integration.openapi_client import PROBLEM_KEYS
 from tests.unit.test_query_games import long_game, store_game
 
 from .games import new_game, play
+from .http_client import api_key
 from .workers import celery_env, running, wait_scored, worker
 
 
@@ -48,7 +49,11 @@ def command(env: dict[str, str]) -> Flask:
 
 @pytest.fixture(scope="module")
 def query(env: dict[str, str]) -> FlaskClient:
-    return create_query_app({"REDIS_URL": env["REDIS_URL"], "SNAPSHOT_EVERY": 8}).test_client()
+    """The query service, asked with the API key that creates this module's games (lists by
+    player are the key's own: tests/integration/test_access_limits.py)."""
+    client = create_query_app({"REDIS_URL": env["REDIS_URL"], "SNAPSHOT_EVERY": 8}).test_client()
+    client.environ_base["HTTP_X_API_KEY"] = api_key(env["REDIS_URL"])["X-Api-Key"]
+    return client
 
 
 @pytest.fixture

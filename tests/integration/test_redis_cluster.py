@@ -33,10 +33,10 @@ from redis.exceptions import ClusterError, TryAgainError
 
 from eventstore.envelope import MOVES, SCORES
 from services.command.apikeys import KEYS, ApiKeys, bucket_key, key_hash
-from services.command.ratelimit import GATE_LUA, RateLimiter
 from services.redis_store import RedisEventStore, game_keys
 from services.redis_store.connect import connect
-from tests.integration.http_client import ROOT, gunicorn
+from services.redis_store.ratelimit import GATE_LUA, RateLimiter
+from tests.integration.http_client import ROOT, api_key, gunicorn
 from tests.integration.live_checks import assert_every_event_in_order, opened
 from tests.integration.workers import running, wait_scored, worker
 from tests.redis_cluster import Cluster, redis_cluster, redis_cluster_url  # noqa: F401
@@ -63,6 +63,7 @@ def suite(
             "query": query,
             "client": client,
             "store": RedisEventStore(client),
+            "key": api_key(command)["X-Api-Key"],  # games are created with a key
         }
 
 
@@ -128,7 +129,10 @@ def test_full_games_over_http_on_a_cluster_score_as_the_cli_does(
     redis_cluster: Cluster,  # noqa: F811
 ) -> None:
     rng = random.Random(14)
-    games = [create_game(suite["command"], ["ann", "bob", "cy"][: 2 + i % 2]) for i in range(3)]
+    games = [
+        create_game(suite["command"], ["ann", "bob", "cy"][: 2 + i % 2], api_key=suite["key"])
+        for i in range(3)
+    ]
     statuses: list[int] = []
 
     def play(game: Game) -> None:
@@ -187,7 +191,7 @@ def test_a_live_games_slot_migrated_while_it_is_played_loses_and_refuses_nothing
     redis_cluster: Cluster,  # noqa: F811
 ) -> None:
     command, client = suite["command"], suite["client"]
-    game = create_game(command, ["ann", "bob"])
+    game = create_game(command, ["ann", "bob"], api_key=suite["key"])
     statuses: list[int] = []
     rng = random.Random(5)
     for _ in range(10):  # under way before the move
@@ -287,7 +291,7 @@ def test_live_streams_of_games_on_every_primary_get_every_event_once_in_order(
     primaries = set(redis_cluster.primary_ports())
     games: list[Game] = []
     for _ in range(30):  # until the games sit on every primary (random ids: a few tries)
-        game = create_game(command, ["ann", "bob"])
+        game = create_game(command, ["ann", "bob"], api_key=suite["key"])
         games.append(game)
         owners = {
             redis_cluster.port_of_slot(client.keyslot(game_keys(g.game_id, MOVES)[0]))

@@ -26,6 +26,7 @@ from services.redis_store import RedisEventStore
 from services.redis_store.connect import connect
 from services.redis_store.keys import key_slot
 from services.redis_store.replication import NotReplicated
+from tests.integration.http_client import api_key
 from tests.redis_cluster import Cluster, start_cluster
 
 pytestmark = pytest.mark.slow  # failovers: real waits for a replica's promotion
@@ -169,7 +170,8 @@ def test_a_turn_not_confirmed_answers_503_and_its_retry_the_original_events(
         }
     )
     http = app.test_client()
-    created = http.post("/games", json={"players": [{"name": "ann"}, {"name": "bob"}]})
+    players = [{"name": "ann"}, {"name": "bob"}]
+    created = http.post("/games", json={"players": players}, headers=api_key(cluster.url))
     assert created.status_code == 201, created.get_json()
     body = created.get_json()
     game = body["game_id"]

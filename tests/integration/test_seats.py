@@ -22,6 +22,7 @@ from services.redis_store import secrets_key
 from services.redis_store.keys import index_shard, player_id_key
 
 from .games import play
+from .http_client import api_key
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,11 @@ def command(redis_url: str) -> Flask:
 
 @pytest.fixture(scope="module")
 def query(redis_url: str) -> FlaskClient:
-    return create_query_app({"REDIS_URL": redis_url}).test_client()
+    """The query service, asked with the API key that creates this module's games (lists by
+    player are the key's own)."""
+    client = create_query_app({"REDIS_URL": redis_url}).test_client()
+    client.environ_base["HTTP_X_API_KEY"] = api_key(redis_url)["X-Api-Key"]
+    return client
 
 
 def uid(label: str) -> str:
@@ -40,7 +45,8 @@ def uid(label: str) -> str:
 
 
 def create(command: Flask, players: list[dict[str, Any]], **extra: Any) -> tuple[int, Any]:
-    reply = command.test_client().post("/games", json={"players": players, **extra})
+    owner = api_key(command.config["REDIS_URL"])
+    reply = command.test_client().post("/games", json={"players": players, **extra}, headers=owner)
     return reply.status_code, reply.get_json()
 
 

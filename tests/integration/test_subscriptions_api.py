@@ -131,7 +131,7 @@ def test_a_key_has_at_most_so_many_subscriptions(
 
 
 def test_the_key_that_creates_a_game_owns_it(
-    production: FlaskClient, key: tuple[str, str], redis_client: redis.Redis
+    production: FlaskClient, key: tuple[str, str], redis_client: redis.Redis, redis_url: str
 ) -> None:
     key_id, secret = key
     body = {"players": [{"name": "Ann"}, {"name": "Bob"}]}
@@ -139,8 +139,11 @@ def test_the_key_that_creates_a_game_owns_it(
     assert reply.status_code == 201
     record = json.loads(cast(bytes, redis_client.get(secrets_key(reply.get_json()["game_id"]))))
     assert record["key_id"] == key_id
-    reply = production.post("/games", json=body)
-    assert reply.status_code == 201  # a key is optional
+    reply = production.post("/games", json=body)  # a key is needed (issue 33)
+    assert (reply.status_code, reply.get_json()["code"]) == (401, "missing_api_key")
+    development = create_app({"REDIS_URL": redis_url, "NOTIFY_MS": 0, "ANONYMOUS_GAMES": True})
+    reply = development.test_client().post("/games", json=body)
+    assert reply.status_code == 201  # a key is optional on a development server only
     stored = cast(bytes, redis_client.get(secrets_key(reply.get_json()["game_id"])))
     assert "key_id" not in json.loads(stored)
     reply = production.post("/games", json=body, headers={"X-Api-Key": "cck_unknown"})

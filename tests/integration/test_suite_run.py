@@ -92,7 +92,9 @@ class Runner:
 
     def __init__(self, argv: list[str], var: Path) -> None:
         self.var = var
-        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "BROKER_URL")}
+        # As a user runs it: not on the tests' Redis, nor with their rate limits off.
+        own = ("REDIS_URL", "BROKER_URL", "ADDRESS_WRITE_RATE", "API_KEY_RATE")
+        env = {k: v for k, v in os.environ.items() if k not in own}
         self.proc = subprocess.Popen(
             argv,
             cwd=ROOT,
@@ -532,6 +534,7 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(tmp_path: Path) -> 
         assert {i["name"] for i in connect(var).supervisor.getAllProcessInfo()} == parts
         assert f"under supervisord: {', '.join(sorted(parts, key=order.index))}" in out, out
         assert "DEVELOPMENT SETTING: WEBHOOK_ALLOW_PRIVATE=1" in out  # said loudly
+        assert "DEVELOPMENT SETTING: ANONYMOUS_GAMES=1" in out  # games without a key: too
         command, query = f"http://127.0.0.1:{command_port}", f"http://127.0.0.1:{query_port}"
         # What a second `make run` says of this one: where it serves (see the test above).
         urls = f"command {command}, query {query}"  # without nginx: two base URLs

@@ -27,7 +27,7 @@ from services.command.service import GameService
 from services.redis_store import RedisEventStore
 from tests.undo_games import CityJoin, city_join
 
-from .http_client import call, gunicorn
+from .http_client import api_key, call, gunicorn
 from .workers import celery_env, running, wait_scored, worker
 
 UNDO_SECONDS = 30
@@ -238,7 +238,7 @@ def test_undo_is_refused_after_the_next_placement_and_a_refusal_is_final(
 
 def test_undo_is_refused_when_the_ruleset_has_none(command: str) -> None:
     body = {"players": [{"name": "Ann"}, {"name": "Bob"}], "seat_order": [0, 1]}
-    status, created = call(command, "POST", "/games", body)
+    status, created = call(command, "POST", "/games", body, api_key(command))
     assert status == 201 and "undo" not in created["turn"]
     game_id, token = created["game_id"], created["players"][0]["token"]
     first = created["turn"]["placements"][0]
@@ -248,7 +248,7 @@ def test_undo_is_refused_when_the_ruleset_has_none(command: str) -> None:
     status, error = call(command, "POST", f"/games/{game_id}/undo", None, auth)
     assert (status, error["code"]) == (422, "undo_disabled")
     bad = {**body, "ruleset": {"undo": "sometimes"}}
-    status, error = call(command, "POST", "/games", bad)
+    status, error = call(command, "POST", "/games", bad, api_key(command))
     assert (status, error["code"]) == (422, "invalid_body")
 
 

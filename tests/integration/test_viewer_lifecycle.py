@@ -63,8 +63,8 @@ def scored_so_far(query: str, game_id: str) -> dict[str, Any]:
 def imported(urls: dict[str, str], events: Any, names: list[str]) -> str:
     record = record_from_events(events).to_dict()
     status, body = call(
-        urls["command"], "POST", "/games/import", {**record, "names": names},
-        {"X-Api-Key": urls["key"]},
+        urls["command"], "POST", "/games/import", {**record, "names": names, "public": True},
+        {"X-Api-Key": urls["key"]},  # public: listed on the home page (/) as well
     )  # fmt: skip
     assert status == 201, body
     game_id = str(body["game_id"])
@@ -204,7 +204,7 @@ def test_bot_seats_are_marked_and_named_when_they_are_to_play(browser, suite) ->
         "players": [{"name": "Ann"}, {"name": "Robo", "bot": "greedy"}],
         "seat_order": [1, 0],  # the bot moves first (no bot worker here: it waits)
     }
-    status, created = call(suite["command"], "POST", "/games", body)
+    status, created = call(suite["command"], "POST", "/games", body, {"X-Api-Key": suite["key"]})
     assert status == 201, created
     game_id = created["game_id"]
     page = browser.new_page(viewport=DESKTOP)
@@ -281,7 +281,7 @@ def test_a_followed_game_shows_a_resignation_and_its_abandonment_as_they_happen(
     reload (the /live stream's move events), and the page stops following once the worker
     has caught up, although an abandoned game gets no final score event."""
     command, query = suite["command"], suite["query"]
-    game = demo.create_game(command, ["Eve", "Finn", "Gus"])
+    game = demo.create_game(command, ["Eve", "Finn", "Gus"], api_key=suite["key"])
     rng = random.Random(7)
     page = browser.new_page(viewport=DESKTOP)
     page.goto(f"{query}/games/{game.game_id}/view")

@@ -93,8 +93,8 @@ def finished(suite: dict[str, str]) -> dict[str, Any]:
     record = record_from_events(events).to_dict()
     names = ["Ada", HOSTILE]
     status, body = call(
-        suite["command"], "POST", "/games/import", {**record, "names": names},
-        {"X-Api-Key": suite["key"]},
+        suite["command"], "POST", "/games/import", {**record, "names": names, "public": True},
+        {"X-Api-Key": suite["key"]},  # public: listed on the home page (/) as well
     )  # fmt: skip
     assert status == 201, body
     game_id = body["game_id"]
@@ -365,7 +365,7 @@ def test_the_page_fits_a_phone_screen(browser, suite, finished) -> None:
 
 def test_a_game_being_played_is_followed_live(browser, suite) -> None:
     command, query = suite["command"], suite["query"]
-    game = demo.create_game(command, ["Curie", "Darwin"])
+    game = demo.create_game(command, ["Curie", "Darwin"], api_key=suite["key"])
     rng = random.Random(16)
     page = browser.new_page()
     page.goto(f"{query}/games/{game.game_id}/view")
