@@ -3,10 +3,11 @@ BENCHES, run as `make bench` runs it but in smoke mode (`BENCH_SMOKE=1`, tests/b
 the same servers, workers, requests and judging code at the smallest sizes). Its figures mean
 nothing and are not judged; a crash, a failed assertion or any other non-zero exit fails.
 
-Smoke mode is not the `smoke` marker (`make test-fast`): these run in `make test` only.
-Marked `slow`: the module (one xdist group, the benchmarks one after the other, ~2 minutes)
-is handed out first. A benchmark that needs nginx or Chromium gets it from the helpers the
-integration tests use (installed when we run as root), or is skipped with their reason.
+Smoke mode is not the `smoke` marker (`make test-fast`): these run in `make test` only,
+marked `slow`: the module is one xdist group, the benchmarks one after the other (~100 s and
+~70 s of CPU on a quiet 2-core machine), handed out first. A benchmark that needs nginx or
+Chromium gets it from the helpers the integration tests use (installed when we run as root),
+or is skipped with their reason.
 """
 
 from __future__ import annotations
