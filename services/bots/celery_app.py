@@ -40,8 +40,13 @@ from .player import GONE, HUMAN, OVER, PLAYED, WAITING, BotPlayer
 
 log = logging.getLogger(__name__)
 settings = from_env()
-if settings["VISIBILITY_TIMEOUT"] * 1000 <= settings["MAX_THINK_MS"] + 5_000:
-    raise SystemExit("VISIBILITY_TIMEOUT must exceed MAX_THINK_MS by 5 s (see config.py)")
+if (
+    settings["VISIBILITY_TIMEOUT"] * 1000
+    <= max(settings["MAX_THINK_MS"], settings["MOVE_FLOOR_MS"]) + 5_000
+):
+    raise SystemExit(
+        "VISIBILITY_TIMEOUT must exceed MAX_THINK_MS (and MOVE_FLOOR_MS) by 5 s (see config.py)"
+    )
 
 app = Celery("bots", broker=broker_url(settings["BROKER_URL"], settings["REDIS_URL"]))
 app.conf.update(
@@ -57,6 +62,9 @@ THINK = Histogram(
     "Time a bot took to choose its move",
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0),
 )
+# A move whose work overran its fixed duration (services/common/pace.py) was appended late,
+# and its gap is its work's: a MOVE_FLOOR_MS too low for the machine.
+LATE = Counter("carcassonne_bot_moves_late_total", "Bot moves whose work overran their pace")
 
 _player: BotPlayer | None = None
 _lock = threading.Lock()
@@ -73,6 +81,8 @@ def player() -> BotPlayer:
                 lambda game_id: secrets_of(client, game_id),
                 max_think_ms=settings["MAX_THINK_MS"],
                 undo_grace_ms=int(settings["UNDO_GRACE_SECONDS"] * 1000),
+                floor_ms=settings["MOVE_FLOOR_MS"],
+                bot_only_max_think_ms=settings["BOT_ONLY_MAX_THINK_MS"],
             )
         return _player
 
@@ -119,13 +129,16 @@ def play(game_id: str) -> str:
         assert done.choice is not None
         TURNS.labels(done.level).inc()
         THINK.observe(done.think_ms / 1000)
+        if done.late_ms:
+            LATE.inc()
         log.info(
-            "game %s: bot played up to %d (value %.1f, %d playouts, %d ms)",
+            "game %s: bot played up to %d (value %.1f, %d playouts, %d ms, %d ms late)",
             game_id,
             done.seq,
             done.choice.value,
             done.choice.playouts,
             done.think_ms,
+            done.late_ms,
             extra={"game_id": game_id},
         )
         # The feed sends the next turn's task (this append is on it): a bot's next turn is

@@ -15,6 +15,14 @@ DEFAULTS: dict[str, Any] = {
     # thinking is handed out twice (harmless, the turn is played once, but wasted work).
     "VISIBILITY_TIMEOUT": 60,
     "MAX_THINK_MS": 10_000,  # the most a bot seat may think per move (POST /games caps it too)
+    # The most a bot thinks per move in a game where every seat still in is a bot (the
+    # command service's BOT_ONLY_MAX_THINK_MS refuses more at creation; this caps older games
+    # and those whose humans all left).
+    "BOT_ONLY_MAX_THINK_MS": 1_000,
+    # Every bot move takes a fixed time from its start whatever the bot's hand (docs/bots.md,
+    # "Paced moves"): an mcts bot its think_ms, a greedy or random bot this floor (and no move
+    # less). Above the slowest greedy move's work (~60 ms with six players, three tiles).
+    "MOVE_FLOOR_MS": 250,
     "SWEEP_SECONDS": 10.0,  # how often beat looks for bot turns that nobody is playing
     # Whether each worker's main process watches the change feed and sends bot tasks at once
     # (services/redis_store/watch.py); 0 = only beat's sweep follows it (every SWEEP_SECONDS).

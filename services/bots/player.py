@@ -10,6 +10,11 @@ second append with the same id is a duplicate, one after another turn a conflict
 
 The policy is given `player_view(state)` and nothing else: the engine state holds the bag
 as counts, and the seed stays in this module (it draws the tiles after the bot's move).
+
+A move takes a fixed time from its start whatever the bot held (services/common/pace.py): its
+search, over every view of a hand (R10.3), ends by one deadline, and the move waits out the
+rest of its duration before its append, so the public gap before a bot's move tells nothing of
+its hidden hand.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from carcassonne.bots import Budget, Choice, choose, hand_views, player_view
+from carcassonne.bots import Budget, Choice, choose, choose_in_hand, hand_views, player_view
 from carcassonne.events import PlayTurn
 from carcassonne.game import command_for_action, decide
 from carcassonne.state import PLACE, GameState
@@ -28,6 +33,7 @@ from eventstore.port import EventStore
 from eventstore.schemas import to_engine
 from services.common.draws import fold_opened
 from services.common.moves import Committed, Decision, Fold, Once, run_command
+from services.common.pace import Paced, move_ms
 from services.redis_store.bot_index import bot_seats
 
 # What a call found or did (the task decides what happens to the game's sweep entry).
@@ -45,9 +51,10 @@ class Outcome:
     seq: int = 0
     next_bot: bool = False
     choice: Choice | None = None
-    think_ms: int = 0
+    think_ms: int = 0  # how long the move's work took (not public: the move is paced)
     level: str = ""
     due_ms: int | None = None  # a human's turn limit runs out then; WAITING: play then
+    late_ms: int = 0  # how far the work overran the move's fixed duration (0: on time)
 
 
 def command_id(game_id: str, seq: int) -> str:
@@ -103,15 +110,26 @@ class BotPlayer:
         policy: Callable[..., Choice] = choose,
         undo_grace_ms: int = 0,
         wall: Callable[[], float] = time.time,
+        floor_ms: int = 0,
+        bot_only_max_think_ms: int | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.store, self.secrets, self.clock = store, secrets, clock
         self.max_think_ms = max_think_ms
         self.policy = policy  # `carcassonne.bots.choose`; a test may wrap it to see its input
         self.undo_grace_ms = undo_grace_ms  # see `undo_wait`
         self.wall = wall  # Unix seconds, the clock the store stamps events with
+        # Every move lasts at least this long (greedy and random exactly this), services/
+        # common/pace.py; the worker's MOVE_FLOOR_MS.
+        self.floor_ms = floor_ms
+        # The most a bot thinks in a game where every seat still in is a bot.
+        self.bot_only_max_think_ms = bot_only_max_think_ms
+        self.sleep = sleep
 
     def play(self, game_id: str, on_think: Callable[[int], None] | None = None) -> Outcome:
-        """Play the turn to move if a bot holds it; `on_think(ms)` is told before thinking."""
+        """Play the turn to move if a bot holds it; `on_think(ms)` is told, before the bot
+        thinks, how long its move will take."""
+        started = self.clock()  # the move's duration counts from here (before the reads)
         record = self.secrets(game_id)
         bots = bot_seats(record) if record is not None else []
         if record is None or not any(bots):  # unknown, imported, or no bot seat
@@ -132,17 +150,19 @@ class BotPlayer:
         wait = undo_wait(state, stored, bots, self.undo_grace_ms, int(self.wall() * 1000))
         if wait is not None:
             return Outcome(WAITING, seq, due_ms=wait)
-        think_ms = min(int(bot.get("think_ms") or 0), self.max_think_ms)
-        if on_think is not None:
-            on_think(think_ms)
-        started = self.clock()
+        think_ms = self.think_ms(state, bots, bot)
         level = str(bot["level"])
-        command, choice = self._choose(game_id, seq, state, level, think_ms)
-        took = int((self.clock() - started) * 1000)
+        duration = move_ms(level, think_ms, self.floor_ms)
+        paced = Paced(duration, think_ms, self.clock, self.sleep, started)
+        if on_think is not None:
+            on_think(paced.duration_ms)
+        command, choice = self._choose(game_id, seq, state, level, paced.budget())
         # Decided as a human turn; the next turn's clock starts now (a turn limit,
         # docs/lifecycle.md). A lost race: another task played this turn (or a human moved
         # on), or this very turn was appended by an earlier copy of the task.
         decision = Decision(decide(state, command), command_id(game_id, seq), str(record["seed"]))
+        took = paced.elapsed_ms()
+        late = paced.wait()  # the move's fixed duration, whatever its work took
         raced = Once(
             decision, lambda appended: Outcome(RACED, appended.result.last_seq if appended else seq)
         )
@@ -159,23 +179,37 @@ class BotPlayer:
             took,
             level,
             state.deadline_ms,
+            late,
         )
 
+    def think_ms(
+        self, state: GameState, bots: list[dict[str, Any] | None], bot: dict[str, Any]
+    ) -> int:
+        """How long the bot to move may think: its seat's `think_ms`, at most `max_think_ms`,
+        and at most `bot_only_max_think_ms` when every seat still in the game is a bot (a
+        game made before that ceiling, or whose humans have all left)."""
+        think_ms = min(int(bot.get("think_ms") or 0), self.max_think_ms)
+        humans = [
+            seat
+            for seat in range(state.players)
+            if (seat >= len(bots) or bots[seat] is None)
+            and (seat >= len(state.out) or state.out[seat] is None)
+        ]
+        if not humans and self.bot_only_max_think_ms is not None:
+            think_ms = min(think_ms, self.bot_only_max_think_ms)
+        return think_ms
+
     def _choose(
-        self, game_id: str, seq: int, state: GameState, level: str, think_ms: int
+        self, game_id: str, seq: int, state: GameState, level: str, budget: Budget
     ) -> tuple[Any, Choice]:
-        """The bot's move (the engine's command) and its choice, in `think_ms` at most."""
-        budget = Budget(think_ms=think_ms or None, clock=self.clock if think_ms else None)
+        """The bot's move (the engine's command) and its choice, within `budget`: one
+        deadline for the whole move, shared by a hand's views (R10.3)."""
         if not state.hands:
             choice = self.policy(level, player_view(state), f"{game_id}:{seq}", budget)
             return command_for_action(state, choice.action), choice
         # R10.3: the best move of each tile of its own hand (`hand_views`)
-        tile, choice = max(
-            (
-                (view.tile, self.policy(level, view, f"{game_id}:{seq}:{view.tile}", budget))
-                for view in hand_views(state)
-            ),
-            key=lambda pair: pair[1].value,
+        tile, choice = choose_in_hand(
+            level, hand_views(state), f"{game_id}:{seq}", budget, self.policy
         )
         x, y, rotation, meeple = choice.action
         return PlayTurn(state.current, x, y, rotation, meeple, tile), choice

@@ -112,6 +112,7 @@ class Games(MethodView):
             key_id=key["id"] if key else None,
             bots=bots,
             public=body["public"],
+            bot_only_max_think_ms=current_app.config["BOT_ONLY_MAX_THINK_MS"],
         )
         return {"game_id": game_id, "players": players, "turn": _service().turn_view(game_id)}
 
@@ -281,8 +282,10 @@ class Hint(MethodView):
         """The move a bot would play now for the token's seat, with its estimated value.
 
         Only in a game created with `ruleset.hints: true` (else 403 hints_disabled), only for
-        the seat to move (else 409 not_your_turn). `level` picks the bot (default greedy);
-        an mcts hint thinks at most the service's HINT_THINK_MS (500 ms)."""
+        the seat to move (else 409 not_your_turn). `level` picks the bot (default greedy).
+        A hint searched for the request takes a fixed time, whatever the seat's hand: mcts
+        the service's HINT_THINK_MS (500 ms), greedy and random HINT_FLOOR_MS (150 ms); one
+        asked for again is answered at once."""
         auth = request.headers.get("Authorization", "")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
         return _service().hint(
@@ -290,6 +293,7 @@ class Hint(MethodView):
             token,
             query["level"],
             current_app.config["HINT_THINK_MS"],
+            current_app.config["HINT_FLOOR_MS"],
         )
 
 

@@ -44,9 +44,14 @@ DEFAULTS: dict[str, Any] = {
     "ANONYMOUS_GAMES": False,
     "WEBHOOK_QUEUE": "webhooks",  # where the scoring worker's webhook tasks are sent
     "WEBHOOK_ALLOW_PRIVATE": False,  # accept hook URLs on loopback/private addresses (dev, tests)
-    # Hints (docs/bots.md) think at most HINT_THINK_MS (an mcts hint holds a gunicorn worker
-    # that long).
+    # Hints (docs/bots.md) take a fixed time whatever the seat's hand: an mcts hint its
+    # HINT_THINK_MS for the whole request (it holds a gunicorn worker that long), a greedy or
+    # random one HINT_FLOOR_MS (never less; above a greedy hint's work, ~60 ms at most).
     "HINT_THINK_MS": 500,
+    "HINT_FLOOR_MS": 150,
+    # The most think_ms a bot seat may ask for in a game with no human seat (POST /games
+    # answers 422 bot_only_think_ms above it): such a game is bot CPU nobody watches.
+    "BOT_ONLY_MAX_THINK_MS": 1_000,
     "UNDO_SECONDS": 120.0,  # how long the others have to answer an undo request (consent)
 }
 

@@ -1,13 +1,17 @@
 """Hints: the move a bot would play now for the seat to move, kept per position and level.
 
-An mcts hint holds the worker for up to HINT_THINK_MS, so a hint worked out once is kept by
+An mcts hint holds the worker for HINT_THINK_MS, so a hint worked out once is kept by
 (game, seq, level): a client asking again (or a thousand times) for the same position gets
 the same answer at once, and each position costs one search per level.
+
+A searched hint takes a fixed time whatever the seat's hand (services/common/pace.py): mcts
+its HINT_THINK_MS for the whole request (every view of a hand, R10.3, shares one deadline),
+greedy and random HINT_FLOOR_MS (and never less), waited out before answering.
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import Counter
@@ -16,6 +20,7 @@ from carcassonne.bots import Budget, choose, choose_in_hand, hand_views, player_
 from carcassonne.errors import OutOfTurnError
 from carcassonne.events import meeple_to_dict
 from services.common.kept import Kept
+from services.common.pace import Paced, move_ms
 
 from .cache import Cached
 from .errors import Forbidden
@@ -36,14 +41,23 @@ def kept_hints() -> KeptHints:
 
 
 def hint(
-    kept: KeptHints, game_id: str, cached: Cached, seat: int, level: str, think_ms: int
+    kept: KeptHints,
+    game_id: str,
+    cached: Cached,
+    seat: int,
+    level: str,
+    think_ms: int,
+    floor_ms: int = 0,
+    paced: Callable[[int, int], Paced] = Paced,
 ) -> dict[str, Any]:
     """The move bot `level` would play now for `seat`, with its estimated value; only in a
     game whose ruleset allows hints, and only for the seat to move.
 
     The bot sees `player_view(state)` (no draw seed) and its generator is seeded by the game
     and sequence, so the same position gets the same hint (greedy, random); a hint worked out
-    once is kept, so it is the same at every level and asking again costs no search."""
+    once is kept, so it is the same at every level and asking again costs no search. A
+    searched hint is answered `move_ms(level, think_ms, floor_ms)` after it started (a kept
+    one at once: it tells nothing new); `paced(duration, think)` makes its pace (tests)."""
     state = cached.state
     key = (game_id, cached.seq, level)
     known = kept.peek(key)
@@ -60,17 +74,19 @@ def hint(
         raise OutOfTurnError(
             "not_your_turn", f"it is player {state.current}'s turn", "R2.2", current=state.current
         )
-    answer = search(game_id, cached, seat, level, think_ms)
+    pace = paced(move_ms(level, think_ms, floor_ms), think_ms)
+    answer = search(game_id, cached, seat, level, pace.budget())
+    answer["think_ms"] = pace.duration_ms  # what the request takes, not what the work took
+    pace.wait()  # the hint's fixed duration, whatever its work took
     HINTS.labels(level, "searched").inc()
     kept.keep(key, answer)
     return dict(answer)
 
 
-def search(game_id: str, cached: Cached, seat: int, level: str, think_ms: int) -> dict[str, Any]:
-    """Ask bot `level` for its move on the seat's view of the position (`think_ms` at most)."""
+def search(game_id: str, cached: Cached, seat: int, level: str, budget: Budget) -> dict[str, Any]:
+    """Ask bot `level` for its move on the seat's view of the position, within `budget` (one
+    deadline for every view of a hand); `think_ms` of the answer is left to the caller."""
     state = cached.state
-    budget = Budget(think_ms=think_ms, clock=time.perf_counter)
-    started = time.perf_counter()
     tile = state.drawn
     seed = f"hint:{game_id}:{cached.seq}"
     if state.hands:  # R10.3: the bot weighs each tile of the seat's own hand
@@ -90,5 +106,5 @@ def search(game_id: str, cached: Cached, seat: int, level: str, think_ms: int) -
         "meeple": None if meeple is None else meeple_to_dict(meeple),
         "value": round(choice.value, 2),
         "playouts": choice.playouts,
-        "think_ms": int((time.perf_counter() - started) * 1000),
+        "think_ms": 0,
     }

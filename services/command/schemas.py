@@ -57,8 +57,11 @@ class PlayerIn(Strict):
         strict=True,
         validate=validate.Range(1, MAX_THINK_MS),
         metadata={
-            "description": "with `bot`: the most the bot thinks per move, ms (mcts searches "
-            f"this long; default {DEFAULT_THINK_MS}); without `bot`: 422"
+            "description": "with `bot`: how long the bot's move takes, ms (mcts searches "
+            f"within it; default {DEFAULT_THINK_MS}; greedy and random take the worker's fixed "
+            "floor instead); without `bot`: 422. In a game with no human seat an mcts bot "
+            "may think at most the service's BOT_ONLY_MAX_THINK_MS (1000): else 422 "
+            "bot_only_think_ms"
         },
     )
 
@@ -569,4 +572,11 @@ class HintOut(Closed):
         },
     )
     playouts = fields.Integer(required=True, metadata={"description": "mcts: playouts run"})
-    think_ms = fields.Integer(required=True)
+    think_ms = fields.Integer(
+        required=True,
+        metadata={
+            "description": "how long the hint took to work out: a fixed time whatever the "
+            "seat's hand (the service's HINT_THINK_MS for mcts, HINT_FLOOR_MS for greedy "
+            "and random; docs/bots.md)"
+        },
+    )

@@ -91,15 +91,19 @@ class GameService:
         bots: list[dict[str, Any] | None] | None = None,
         seed: str | None = None,
         public: bool = False,
+        bot_only_max_think_ms: int | None = None,
     ) -> tuple[str, list[dict[str, Any]]]:
         """Start a game; returns its id and each seat's name, secret token, the index of the
         request's player in that seat (`player_index`) and its `player_id` if given (R2.2).
 
         Two players whose names are the same once trimmed and compared without case are
         refused (422 `duplicate_player_name`): an app could not tell their seats apart.
+        A game with no human seat whose bots would think longer than `bot_only_max_think_ms`
+        a move is refused (422 `bot_only_think_ms`; None: no such ceiling).
         `seed` (tests and tools only; never taken from a request) fixes the draws; a `public`
         game is listed to everyone (GET /games without a key), any other only to `key_id`."""
         ids, kinds = checked_players(names, player_ids, bots)
+        checked_bot_only(kinds, bot_only_max_think_ms)
         game_id = new_game_id()  # on an index shard's slot (services/redis_store/keys.py)
         seed = seed or secrets.token_hex(16)
         order = seats_in_order(len(names), seat_order, seed)
@@ -263,10 +267,14 @@ class GameService:
         return TurnResult(done.appended.stored, done.state, done.appended.result.last_seq)
 
     # -- hints and views ----------------------------------------------------------------
-    def hint(self, game_id: str, token: str | None, level: str, think_ms: int) -> dict[str, Any]:
-        """The move bot `level` would play now for the token's seat (services/command/hints.py)."""
+    def hint(
+        self, game_id: str, token: str | None, level: str, think_ms: int, floor_ms: int = 0
+    ) -> dict[str, Any]:
+        """The move bot `level` would play now for the token's seat, in a fixed time
+        (services/command/hints.py)."""
         cached = self.load(game_id)
-        return hints.hint(self._hints, game_id, cached, seat_of(cached, token), level, think_ms)
+        seat = seat_of(cached, token)
+        return hints.hint(self._hints, game_id, cached, seat, level, think_ms, floor_ms)
 
     def turn_view(self, game_id: str) -> dict[str, Any]:
         """Whose turn, the drawn tile, and every legal placement with its meeple spots."""
@@ -329,6 +337,29 @@ def checked_players(
     if len(kinds) != len(names):
         raise MalformedError("bad_bots", "one bot (or null) per player")
     return ids, kinds
+
+
+def checked_bot_only(bots: list[dict[str, Any] | None], max_think_ms: int | None) -> None:
+    """Refuse a game whose every seat is a bot if a bot would think more than `max_think_ms`
+    a move (422 `bot_only_think_ms`): nobody plays it, and its bots' CPU is taken from every
+    other game's bot seats (issue 32). None: no ceiling."""
+    if max_think_ms is None or not bots or any(bot is None for bot in bots):
+        return
+    # Only mcts thinks its think_ms; greedy and random take the worker's fixed floor.
+    over = [
+        i
+        for i, bot in enumerate(bots)
+        if bot is not None and bot["level"] == "mcts" and int(bot["think_ms"]) > max_think_ms
+    ]
+    if over:
+        raise MalformedError(
+            "bot_only_think_ms",
+            f"a game with no human seat lets its bots think at most {max_think_ms} ms a move: "
+            f"players {over} ask for more",
+            None,
+            max_think_ms=max_think_ms,
+            players=over,
+        )
 
 
 def seats_in_order(players: int, seat_order: list[int] | None, seed: str) -> list[int]:

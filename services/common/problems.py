@@ -47,6 +47,9 @@ HINTS: dict[str, str] = {
     "/docs every path, its methods and the media types it answers with.",
     "retry": "Retry after the number of seconds in the Retry-After header; a command retried "
     "with the same Idempotency-Key is never applied twice.",
+    "bots": "A game with no human seat may let its mcts bots think at most "
+    "details.max_think_ms a move: lower think_ms of the players in details.players, or seat a "
+    "human (a player without `bot`); docs/bots.md.",
 }
 
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -88,6 +91,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                "webhook_url_not_public"),
     "retry": ("bad_gateway", "gateway_timeout", "not_replicated", "rate_limited",
               "store_unavailable", "too_many_streams", "worker_unreachable"),
+    "bots": ("bot_only_think_ms",),
 }  # fmt: skip
 
 FAMILY_OF: dict[str, str] = {code: family for family, codes in FAMILIES.items() for code in codes}
@@ -98,6 +102,7 @@ TITLES: dict[str, str] = {  # where the code alone reads badly
     "invalid_json": "The body is not JSON",
     "rate_limited": "Rate limit used up",
     "store_unavailable": "The event store is unavailable",
+    "bot_only_think_ms": "Bots think too long for a game without a human seat",
 }
 
 

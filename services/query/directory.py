@@ -118,12 +118,21 @@ def _decode(cursor: str) -> Entry:
         raise BadParameter("bad_cursor", "not a cursor of this list", None) from None
 
 
+# The most games one page looks at (described from their streams and checked against the
+# filters): a page of `limit` agreeing games costs `limit`; filters that disagree cost at most
+# this, then answer a short page and a cursor.
+MAX_EXAMINED = 200
+
+
 class RedisDirectory:
     """Game listing and names on the event store's Redis."""
 
-    def __init__(self, client: redis.Redis, max_steps: int = 50) -> None:
+    def __init__(
+        self, client: redis.Redis, max_steps: int = 50, max_examined: int = MAX_EXAMINED
+    ) -> None:
         self.client = client
         self.max_steps = max_steps
+        self.max_examined = max(1, max_examined)
         self.index = DirectoryIndex(client)
 
     def names(self, game_id: str) -> list[str] | None:
@@ -154,8 +163,11 @@ class RedisDirectory:
         `public`, the games created public (GET /games sends one or the other, and no
         player filter with `public`); else every game (operators and tools). `player`
         matches a player's name exactly, ignoring case; `player_id` an app's player id
-        exactly. A page looks at most `max_steps` batches: a filter on more than one of
-        status, player and player id may return a short page with a cursor to go on."""
+        exactly. A page looks at most `max_examined` games (and `max_steps` batches), so
+        what a request costs is bounded by the work it does, not by what it returns
+        (issue 32, finding 3: with filters that disagree a request read every game of the
+        index): a filter on more than one of status, player and player id may then return a
+        short page, even an empty one, with a cursor to go on."""
         after = _decode(cursor) if cursor else None
         # Every game whose creation was answered is listed: the directory is caught up with
         # the change feed first (two pipelined round trips when nothing is new).
@@ -180,10 +192,15 @@ class RedisDirectory:
             key = games_key
         wanted = player.casefold() if player is not None else None
         out: list[dict[str, Any]] = []
+        examined = 0
         for _ in range(self.max_steps):
-            entries, more = self._newest(key, after, limit - len(out))
+            budget = min(limit - len(out), self.max_examined - examined)
+            if budget <= 0:  # looked at enough for one request: the cursor goes on
+                return out, _encode(after) if after else None
+            entries, more = self._newest(key, after, budget)
             if not entries:
                 return out, None
+            examined += len(entries)
             after = entries[-1]
             described = {g["game_id"]: g for g in self._describe([g for _, g in entries])}
             for _, game_id in entries:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 
 from .budget import Budget, Choice
 from .mcts import play_mcts
@@ -34,14 +35,31 @@ def choose(level: str, view: PlayerView, seed: str | int, budget: Budget | None 
 
 
 def choose_in_hand(
-    level: str, views: list[PlayerView], seed: str | int, budget: Budget | None = None
+    level: str,
+    views: list[PlayerView],
+    seed: str | int,
+    budget: Budget | None = None,
+    policy: Callable[[str, PlayerView, str, Budget], Choice] | None = None,
 ) -> tuple[str, Choice]:
     """R10.3: the tile and move of bot `level` given one view per hand tile (`hand_views`):
     each tile's best move by the policy, then the tile whose move is worth most (ties: the
-    first tile in name order). A tile that fits nowhere is never in a hand to move from."""
+    first tile in name order). A tile that fits nowhere is never in a hand to move from.
+
+    A time budget is the whole move's, however many views (a search per distinct tile, each
+    with the whole budget, would take longer the more distinct tiles the hand holds — a
+    public clue to a hidden hand, docs/bots.md): the views share one deadline, the k-th of n
+    searching until k/n of the time has passed from the first's start. A playout budget is
+    each view's (it reads no clock). `policy` stands in for `choose` (a caller's wrapper)."""
+    budget = budget or Budget()
+    ask = policy or choose
+    start = budget.clock() if budget.clock is not None and budget.timed else None
+    end = None if start is None else budget.end(start)
     best: tuple[str, Choice] | None = None
-    for view in views:
-        choice = choose(level, view, f"{seed}:{view.tile}", budget)
+    for k, view in enumerate(views, 1):
+        share = budget
+        if start is not None and end is not None:
+            share = replace(budget, deadline=start + (end - start) * k / len(views))
+        choice = ask(level, view, f"{seed}:{view.tile}", share)
         if best is None or choice.value > best[1].value:
             best = (view.tile, choice)
     if best is None:

@@ -22,7 +22,9 @@ far:
 Candidates are the `width` best actions by the greedy estimate (a turn has up to a few
 hundred), each starting with that estimate as `PRIOR_VISITS` playouts' worth, so with a tiny
 budget the search falls back on the greedy move and with a larger one corrects it by looking
-ahead. The budget is `playouts` (reproducible) and/or `think_ms` on the clock passed in.
+ahead. The budget is `playouts` (reproducible) and/or `think_ms` or a `deadline` on the clock
+passed in; no playout starts that the last one's length says would end past the deadline
+(the greedy ranking of the candidates runs before the first one, whatever the budget).
 
 The playout policy is greedy: each playout turn weighs every legal action with the
 heuristic (`PLAYOUT_SAMPLE` = 0; a positive value weighs that many drawn at random). That is
@@ -88,11 +90,12 @@ def play_mcts(
     horizon = horizon if horizon is not None else HORIZON
     plies = horizon if horizon is not None else view.players
     limit = budget.playouts
-    if limit is None and budget.think_ms is None:
+    if limit is None and not budget.timed:
         limit = DEFAULT_PLAYOUTS
     clock = budget.clock
     start = clock() if clock is not None else 0.0
-    seconds = budget.think_ms / 1000 if budget.think_ms is not None else None
+    end = budget.end(start)
+    seconds = None if end is None else max(0.0, end - start)
     phases = math.ceil(math.log2(len(live)))
     # Stratified first draws: round k gives the next player tile `firsts[k]` (cycling through
     # one shuffled copy of what may be drawn), so the tile that most shapes the reply is
@@ -100,6 +103,7 @@ def play_mcts(
     firsts = [name for name, n in sorted(drawable(state).items()) for _ in range(n)]
     rng.shuffle(firsts)
     done = rounds_run = 0
+    last = [0.0]  # how long the last playout took (seconds on the clock)
     for phase in range(1, phases + 1):
         # This phase may spend up to an equal share of the budget, counted from the start.
         phase_limit = 0 if limit is None else limit * phase // phases
@@ -115,7 +119,7 @@ def play_mcts(
                 break
             deadline = None if seconds is None else start + seconds
             first = firsts[rounds_run % len(firsts)] if firsts else None
-            results = _round(state, live, plies, rng, view.me, first, clock, deadline)
+            results = _round(state, live, plies, rng, view.me, first, clock, deadline, last)
             for arm, value in zip(live, results, strict=False):
                 arm.playouts += 1
                 arm.total += value
@@ -141,9 +145,12 @@ def _round(
     first: str | None,
     clock: Callable[[], float] | None,
     deadline: float | None,
+    last: list[float],
 ) -> list[float]:
     """One determinization, whose first draw is `first`, played out after the candidates in
-    `live`: all of them, or the first ones if the time ran out (they are best first)."""
+    `live`: all of them, or the first ones if the time ran out (they are best first). A
+    playout starts only if it should end by the deadline, judged by the last one's length
+    (`last[0]`, updated), so a search ends on time rather than one playout after it."""
     order = bag_order(state, rng)  # one order the bag could have
     if first is not None and order[-1] != first:  # the end of the order is drawn first
         at = order.index(first)
@@ -151,10 +158,13 @@ def _round(
     seed = rng.getrandbits(64)
     out = []
     for arm in live:
-        if deadline is not None and clock is not None and clock() >= deadline:
+        began = clock() if clock is not None else 0.0
+        if deadline is not None and began + last[0] >= deadline:
             break
         leaf = playout(arm.child.copy(), list(order), plies, random.Random(seed))
         out.append(margin(worth(leaf), me))
+        if clock is not None:
+            last[0] = clock() - began
     return out
 
 
