@@ -14,7 +14,9 @@ import redis
 from carcassonne.game import fold
 from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine
+from services.bots.feed import CONSUMER
 from services.redis_store import RedisEventStore
+from services.redis_store.changes import retire
 from tools import gameclient as demo  # the client `make demo` plays with
 
 from .http_client import api_key, call, gunicorn
@@ -23,6 +25,15 @@ from .workers import BOTS_APP, Process, beat, celery_env, running, worker
 # The bot worker refuses a visibility timeout shorter than its longest think plus 5 s.
 BOT_ENV = {"MAX_THINK_MS": "1000", "VISIBILITY_TIMEOUT": "7", "SWEEP_SECONDS": "1",
            "GRACE_SECONDS": "3"}  # fmt: skip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _retired(redis_url: str) -> Iterator[None]:
+    """The bot workers of this module follow the change feed as the consumer "bots" on the
+    session's Redis; once they are gone, nothing may hold that feed's trim back for the
+    tests after (test_scoring_worker checks that only live consumers are registered)."""
+    yield
+    retire(redis.Redis.from_url(redis_url), CONSUMER)
 
 
 @pytest.fixture(scope="module")
