@@ -261,7 +261,7 @@ def main() -> int:
     print(f"  latency from the previous move's append: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
     print(f"  baseline, same Redis: bare XADD → XREAD BLOCK consumer p50 {b50:.2f} ms, "
           f"p99 {b99:.2f} ms ({len(floor)} samples)")  # fmt: skip
-    check("turn_started delivered", len(latencies), at_least=played)
+    check("turn_started delivered", len(latencies), at_least=played, always=True)
     judge(
         "turn_started p99 / XADD→XREAD p50",
         p99 if latencies else None,

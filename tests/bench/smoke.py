@@ -2,7 +2,8 @@
 same servers, workers, requests and judging code) with the smallest sizes and durations that
 still exercise it, so that `make test` (tests/integration/test_benches_smoke.py) notices a
 benchmark that no longer runs. Its figures mean nothing: tests/bench/targets.py prints them
-marked "smoke" and never fails on a missed target; a crash or a failed assertion still fails.
+marked "smoke" and never fails on a missed target (but for the correctness figures that hold
+at any size, `check(..., always=True)`); a crash or a failed assertion still fails.
 """
 
 from __future__ import annotations

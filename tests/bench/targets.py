@@ -13,7 +13,9 @@ target exits non-zero (`exit_code`) after printing all its figures, so `make ben
 
 In smoke mode (`BENCH_SMOKE=1`, tests/bench/smoke.py) the figures come from the smallest
 sizes and mean nothing: each row is printed and recorded with the verdict "smoke", and no
-missed target makes the benchmark fail.
+missed target makes the benchmark fail — except a correctness figure that holds at any size
+(nothing lost, doubled or refused: `check(..., always=True)`), still judged, so that a path
+that ran without doing its work (every delivery lost, every stream refused) fails too.
 """
 
 from __future__ import annotations
@@ -35,21 +37,23 @@ def _number(value: float, unit: str) -> str:
     return f"{value:.4g}{' ' + unit if unit else ''}"
 
 
-def _row(name: str, value: str, baseline: str, ratio: str, target: str, ok: bool) -> None:
+def _row(
+    name: str, value: str, baseline: str, ratio: str, target: str, ok: bool, smoke: bool = SMOKE
+) -> None:
     global _header_printed
     if not _header_printed:
         print(ROW.format("judged figure", "value", "baseline", "ratio", "target", "verdict"))
         _header_printed = True
-    verdict = "smoke" if SMOKE else "ok" if ok else "MISSED"
+    verdict = "smoke" if smoke else "ok" if ok else "MISSED"
     print(ROW.format(name, value, baseline, ratio, target, verdict), flush=True)
 
 
-def _record(entry: dict[str, object]) -> None:
-    if not entry["ok"] and not SMOKE:
+def _record(entry: dict[str, object], smoke: bool = SMOKE) -> None:
+    if not entry["ok"] and not smoke:
         _missed.append(str(entry["name"]))
     path = os.environ.get("BENCH_RESULTS")
     if path:
-        entry = {"bench": Path(sys.argv[0]).stem, **entry, "smoke": SMOKE}
+        entry = {"bench": Path(sys.argv[0]).stem, **entry, "smoke": smoke}
         with open(path, "a", encoding="utf-8") as out:
             out.write(json.dumps(entry) + "\n")
 
@@ -88,16 +92,19 @@ def check(
     at_least: float | None = None,
     more_than: float | None = None,
     unit: str = "",
+    always: bool = False,
 ) -> bool:
-    """Judge a count or a correctness figure against absolute bounds (not a speed figure)."""
+    """Judge a count or a correctness figure against absolute bounds (not a speed figure);
+    `always`: it holds at any size, so it is judged in smoke mode too."""
     tests = [(at_least, "≥", value >= (at_least or 0)), (more_than, ">", value > (more_than or 0)),
              (at_most, "≤", value <= (at_most or 0))]  # fmt: skip
     ok = all(passed for bound, _, passed in tests if bound is not None)
     bounds = [f"{sign} {bound:g}" for bound, sign, _ in tests if bound is not None]
     target = ", ".join(bounds) + (f" {unit}" if unit else "")
-    _row(name, _number(value, unit), "-", "-", target, ok)
+    smoke = SMOKE and not always
+    _row(name, _number(value, unit), "-", "-", target, ok, smoke)
     _record({"name": name, "value": value, "baseline": None, "unit": unit, "ratio": None,
-             "target": target, "ok": ok})  # fmt: skip
+             "target": target, "ok": ok}, smoke)  # fmt: skip
     return ok
 
 

@@ -1,7 +1,8 @@
 """Every benchmark of `make bench` still runs: each tests/bench/bench_<name>.py of the Makefile's
 BENCHES, run as `make bench` runs it but in smoke mode (`BENCH_SMOKE=1`, tests/bench/smoke.py:
 the same servers, workers, requests and judging code at the smallest sizes). Its figures mean
-nothing and are not judged; a crash, a failed assertion or any other non-zero exit fails.
+nothing and are not judged, but for the correctness figures that hold at any size (nothing
+lost, doubled or refused); a crash, a failed assertion or any other non-zero exit fails.
 
 Smoke mode is not the `smoke` marker (`make test-fast`): these run in `make test` only,
 marked `slow`: the module is one xdist group, the benchmarks one after the other (~100 s and
@@ -79,9 +80,9 @@ def test_bench_runs_in_smoke_mode(name: str, tmp_path: Path) -> None:
         output, _ = proc.communicate()
         pytest.fail(f"{script.name} did not finish in {TIMEOUT_S} s:\n{tail(output)}")
     assert proc.returncode == 0, f"{script.name} exited {proc.returncode}:\n{tail(output)}"
-    # It got as far as its judging code: every figure it judged, recorded as a smoke figure.
+    # It got as far as its judging code, in smoke mode (its figures recorded as such).
     rows = (
         [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
     )
     assert rows, f"{script.name} judged no figure:\n{tail(output)}"
-    assert all(row["smoke"] for row in rows), rows
+    assert any(row["smoke"] for row in rows), rows
