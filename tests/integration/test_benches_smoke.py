@@ -13,6 +13,7 @@ or is skipped with their reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -79,6 +80,10 @@ def test_bench_runs_in_smoke_mode(name: str, tmp_path: Path) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
         pytest.fail(f"{script.name} did not finish in {TIMEOUT_S} s:\n{tail(output)}")
+    finally:  # nothing it started outlives the test (interrupted, or a process left behind)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     assert proc.returncode == 0, f"{script.name} exited {proc.returncode}:\n{tail(output)}"
     # It got as far as its judging code, in smoke mode (its figures recorded as such).
     rows = (
