@@ -3,8 +3,11 @@ arguments included; a command process has one Celery producer."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import json
+import re
 from typing import Any
 
 import pytest
@@ -308,7 +311,16 @@ def test_every_answer_is_nosniff_writes_are_no_store_and_docs_cannot_be_framed()
 
     docs = create_app({"REDIS_URL": "redis://127.0.0.1:1/0"}).test_client().get("/docs")
     assert docs.status_code == 200
-    assert docs.headers["Content-Security-Policy"] == "frame-ancestors 'none'"
+    policy = dict(
+        d.strip().split(" ", 1) for d in docs.headers["Content-Security-Policy"].split(";")
+    )
+    assert policy["frame-ancestors"] == "'none'" and policy["default-src"] == "'none'"
+    # The page's one inline script by its hash, nothing inline else, nothing from elsewhere
+    # (tests/integration/test_docs_offline.py renders the page in Chromium under it).
+    (inline,) = re.findall(rb"<script>(.*?)</script>", docs.get_data(), re.DOTALL)
+    digest = base64.b64encode(hashlib.sha256(inline).digest()).decode()
+    assert policy["script-src"] == f"'self' 'sha256-{digest}'"
+    assert policy["connect-src"] == "'self'" and policy["base-uri"] == "'none'"
     assert docs.headers["X-Frame-Options"] == "DENY"
     missing = client.get("/nowhere")  # an error echoing the path: never sniffed as HTML
     assert missing.headers["X-Content-Type-Options"] == "nosniff"
