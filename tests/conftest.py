@@ -5,7 +5,8 @@ Markers (pyproject.toml):
 - `integration`: every test under tests/integration and tests/contract (real processes);
   given here, by folder.
 - `smoke`: the thin integration check `make test-fast` keeps (a game over HTTP, scored).
-- `slow`: fault injection and soak (SIGKILL, outages, failover, slot migration, whole suites).
+- `slow`: fault injection and soak (SIGKILL, outages, failover, slot migration, whole suites, the
+  benchmarks run in smoke mode: tests/integration/test_benches_smoke.py).
 
 `make test` runs everything with pytest-xdist (`--dist loadgroup`): each test module is one
 group, so its module-scoped servers start once, on one worker. Modules that use a costly

@@ -41,6 +41,7 @@ import redis  # noqa: E402
 from carcassonne.record import load_record, record_events  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
 from services.scoring.scorer import Scorer  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import check, exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
@@ -95,7 +96,7 @@ def line(values: list[float]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=500, help="requests per figure")
+    parser.add_argument("--requests", type=int, default=size(500, 5), help="requests per figure")
     args = parser.parse_args()
     proc, url, workdir = start_redis()
     try:
@@ -103,7 +104,7 @@ def main() -> int:
         with gunicorn("services.query.wsgi:app", CONFIG, {"REDIS_URL": url}, workers=1) as base:
             client = Timings(base)
             svg_path, json_path = f"/games/{game_id}/board.svg", f"/games/{game_id}/board"
-            for _ in range(20):  # warm-up: the projection, imports, the view cache
+            for _ in range(size(20, 2)):  # warm-up: the projection, imports, the view cache
                 client.get(svg_path)
                 client.get(json_path)
             svg_rt: list[float] = []
@@ -130,14 +131,14 @@ def main() -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
     p50 = statistics.median(svg_server)
-    size = len(body)
+    svg_bytes = len(body)
     print(f"board.svg of a finished 72-tile game ({args.requests} requests, 1 gunicorn worker)")
     print(f"  server time (Server-Timing)   {line(svg_server)}")
     print(f"  round trip, board.svg         {line(svg_rt)}")
     print(f"  round trip, JSON board (base) {line(json_rt)}")
     print(f"  stepping ?turn=0..71, server  {line(stepping)}")
     print(
-        f"  size {size / 1024:.1f} KB (gzip -1 {len(gzip.compress(body, 1)) / 1024:.1f} KB, "
+        f"  size {svg_bytes / 1024:.1f} KB (gzip -1 {len(gzip.compress(body, 1)) / 1024:.1f} KB, "
         f"-6 {len(gzip.compress(body, 6)) / 1024:.1f} KB); ?open=1 {len(open_body) / 1024:.1f} KB"
     )
     judge(
@@ -146,7 +147,7 @@ def main() -> int:
         statistics.median(json_rt),
         max_ratio=MAX_P50_VS_JSON,
     )
-    check("board.svg size", size / 1024, at_most=SIZE_TARGET_KB, unit="KB")
+    check("board.svg size", svg_bytes / 1024, at_most=SIZE_TARGET_KB, unit="KB")
     return exit_code()
 
 

@@ -53,6 +53,7 @@ from services.bots.player import PLAYED, BotPlayer  # noqa: E402
 from services.command.secrets_store import RedisSecrets  # noqa: E402
 from services.command.service import GameService  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import check, exit_code, judge  # noqa: E402
 from tests.redis_server import private_redis  # noqa: E402
 
@@ -122,9 +123,11 @@ def turns_per_second(url: str, policy: Callable[..., Choice], games: int) -> flo
 def main() -> int:
     """Run the benchmarks and print the figures (or JSON with --json)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--games", type=int, default=200, help="greedy vs random games")
-    parser.add_argument("--mcts-games", type=int, default=16)
-    parser.add_argument("--mcts-think-ms", type=int, default=200, help="CPU ms per mcts move")
+    parser.add_argument("--games", type=int, default=size(200, 4), help="greedy vs random games")
+    parser.add_argument("--mcts-games", type=int, default=size(16, 2))
+    parser.add_argument(
+        "--mcts-think-ms", type=int, default=size(200, 20), help="CPU ms per mcts move"
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -134,20 +137,25 @@ def main() -> int:
     mcts_greedy = duel("mcts", "greedy", args.mcts_games, args.mcts_think_ms, args.jobs)
     greedy_greedy = duel("greedy", "greedy", args.mcts_games, None, args.jobs)
 
-    states = positions(200)
+    states = positions(size(200, 40))
     enum_ms = latency_ms(states, actions)
     random_ms = latency_ms(states, lambda s: choose("random", player_view(s), 1))
     greedy_ms = latency_ms(states, lambda s: choose("greedy", player_view(s), 1))
     budget = Budget(think_ms=args.mcts_think_ms, clock=time.process_time)
     mcts_ms = latency_ms(states[::10], lambda s: choose("mcts", player_view(s), 1, budget))
-    timed = Budget(think_ms=1000, clock=time.perf_counter)
+    # The deadline kept and the calibration: 1 s budgets (0.1 s in smoke mode).
+    second_ms = size(1000, 100)
+    timed = Budget(think_ms=second_ms, clock=time.perf_counter)
     mcts_1s_ms = latency_ms(states[::40], lambda s: choose("mcts", player_view(s), 1, timed))
-    cpu_second = Budget(think_ms=1000, clock=time.process_time)
-    per_cpu_second = [choose("mcts", player_view(s), 1, cpu_second).playouts for s in states[::20]]
+    cpu_second = Budget(think_ms=second_ms, clock=time.process_time)
+    per_cpu_second = [
+        choose("mcts", player_view(s), 1, cpu_second).playouts * 1000 / second_ms
+        for s in states[::20]
+    ]
 
     with private_redis() as url:
-        greedy_tps = turns_per_second(url, choose, 4)
-        bare_tps = turns_per_second(url, first_action, 4)
+        greedy_tps = turns_per_second(url, choose, size(4, 1))
+        bare_tps = turns_per_second(url, first_action, size(4, 1))
 
     samples = [
         ("actions", enum_ms),
@@ -213,7 +221,10 @@ def main() -> int:
         "greedy move p99 / legal actions p99", latency["greedy"]["p99"], base["p99"], max_ratio=1150
     )
     judge(
-        "mcts move p99, 1 s budget / the budget", latency["mcts_1s"]["p99"], 1000.0, max_ratio=1.3
+        "mcts move p99, 1 s budget / the budget",
+        latency["mcts_1s"]["p99"],
+        second_ms,
+        max_ratio=1.3,
     )
     judge(
         "bot turns/s, greedy / first legal action", greedy_tps, bare_tps, min_ratio=0.097, unit="/s"

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from services.redis_store.connect import connect  # noqa: E402
 from services.redis_store.wire import Wire  # noqa: E402
 from tests.bench.bench_command import CONFIG, run_load  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.redis_cluster import start_cluster  # noqa: E402
@@ -80,12 +81,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="command service: Redis Cluster vs single")
     # A p99 of a 5 s phase at 150 turns/s is the 8th worst of 750 turns: on this 2-core machine
     # it swung from 1.2x to 1.7x between runs; 3 rounds of 10 s give a stable figure.
-    parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
-    parser.add_argument("--rate", type=float, default=150.0, help="turns/s offered")
-    parser.add_argument("--clients", type=int, default=4, help="client processes")
+    parser.add_argument(
+        "--seconds", type=float, default=size(10.0, 1.0), help="length of each phase"
+    )
+    parser.add_argument("--rate", type=float, default=size(150.0, 40.0), help="turns/s offered")
+    parser.add_argument("--clients", type=int, default=size(4, 2), help="client processes")
     parser.add_argument("--workers", help="gunicorn workers (default: the config's)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
-    parser.add_argument("--commands", type=int, default=3000, help="per-command samples")
+    parser.add_argument("--rounds", type=int, default=size(3, 1), help="alternating rounds")
+    parser.add_argument("--commands", type=int, default=size(3000, 50), help="per-command samples")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -134,7 +137,7 @@ def main() -> int:
         print(f"  {name:<34}{us:>8.1f}")
     print(
         f"command service under gunicorn ({workers} workers), {args.rate:.0f} turns/s offered "
-        f"by {args.clients} clients, {args.seconds:.0f} s per round, best of {args.rounds}"
+        f"by {args.clients} clients, {args.seconds:g} s per round, best of {args.rounds}"
     )
     print(f"{'':<28}{'turns/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'server CPU ms/turn':>20}")
     for label, row in (

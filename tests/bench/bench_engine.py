@@ -43,6 +43,7 @@ from carcassonne.game import evolve, fold, placements
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from carcassonne.state import GameState
+from tests.bench.smoke import size
 from tests.bench.targets import exit_code, judge
 
 
@@ -86,7 +87,7 @@ def naive_placements(state: GameState, tile: str) -> list[tuple[int, int, int]]:
 def main() -> int:
     """Run the benchmarks and print the figures (or JSON with --json)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--games", type=int, default=300, help="random games to play")
+    parser.add_argument("--games", type=int, default=size(300, 3), help="random games to play")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
 

@@ -53,6 +53,7 @@ from services.redis_store.keys import new_game_id, shard_of  # noqa: E402
 from services.redis_store.ratelimit import RateLimiter  # noqa: E402
 from services.redis_store.scripts import script  # noqa: E402
 from tests.bench.bench_command import CONFIG, run_load, tree_cpu  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.integration.index_data import consumers  # noqa: E402
@@ -76,15 +77,21 @@ def redis_cpu_us(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", type=int, default=50_000, help="operations per structure")
-    parser.add_argument("--seconds", type=float, default=4.0, help="turn peak phase length")
+    parser.add_argument(
+        "--ops", type=int, default=size(50_000, 5_000), help="operations per structure"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=size(4.0, 1.0), help="turn peak phase length"
+    )
     args = parser.parse_args()
     proc, url, workdir = start_redis()
     try:
         client = redis.Redis.from_url(url)
         started: list[Any] = []
         with gunicorn("services.command.wsgi:app", CONFIG, {"REDIS_URL": url}, 3, started) as base:
-            peak = run_load(base, "turns", 8, args.seconds, 0, url, (started[0].pid, proc.pid))
+            peak = run_load(
+                base, "turns", size(8, 2), args.seconds, 0, url, (started[0].pid, proc.pid)
+            )
         # One real append and its entry (its shard's newest), followed by every consumer
         # (with the load's entries of that shard): the entry's fields and the positions the
         # operation below repeats.

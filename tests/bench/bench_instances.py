@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.bench_command import CONFIG, run_load  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import check, exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.nginx import find_nginx, nginx  # noqa: E402
@@ -114,9 +115,11 @@ def measure(
 def main() -> int:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description="command instances behind the proxy")
-    parser.add_argument("--seconds", type=float, default=5.0, help="length of each run")
-    parser.add_argument("--clients", type=int, default=8, help="concurrent client processes")
-    parser.add_argument("--rounds", type=int, default=2, help="runs per configuration")
+    parser.add_argument("--seconds", type=float, default=size(5.0, 0.5), help="length of each run")
+    parser.add_argument(
+        "--clients", type=int, default=size(8, 2), help="concurrent client processes"
+    )
+    parser.add_argument("--rounds", type=int, default=size(2, 1), help="runs per configuration")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     binary, why = find_nginx()

@@ -39,6 +39,7 @@ from carcassonne.ruleset import Ruleset  # noqa: E402
 from carcassonne.simulate import random_game  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
 from services.scoring.scorer import Scorer  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.browser import find_chromium, playwright_chromium  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
@@ -117,8 +118,8 @@ def load_times(browser: Any, url: str, count: int, drawn: bool) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--loads", type=int, default=15)
-    parser.add_argument("--pause-ms", type=int, default=150)
+    parser.add_argument("--loads", type=int, default=size(15, 2))
+    parser.add_argument("--pause-ms", type=int, default=size(150, 20))
     parser.add_argument("--seed", type=int, default=1616)
     args = parser.parse_args()
     chromium, why = find_chromium()
@@ -146,7 +147,7 @@ def main() -> int:
             page.wait_for_function("() => document.body.dataset.turn === '0'")
             time.sleep(args.pause_ms / 1000)
             steps = page.evaluate(STEPS_JS, [turns, args.pause_ms])
-            fetches = page.evaluate(FETCH_JS, [f"/games/{GAME_ID}/board", 50])
+            fetches = page.evaluate(FETCH_JS, [f"/games/{GAME_ID}/board", size(50, 5)])
             tiles = page.evaluate("() => document.querySelectorAll('#board g.tile').length")
             page.close()
 

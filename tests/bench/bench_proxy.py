@@ -51,6 +51,7 @@ from tests.bench.bench_command import (  # noqa: E402
     post_raw,
     run_load,
 )
+from tests.bench.smoke import SMOKE, size  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
@@ -113,7 +114,9 @@ def measure(base: str, args: argparse.Namespace, redis_url: str) -> dict[str, An
     """One timed phase of turns at the fixed rate; None if a turn failed or timed out."""
     try:
         return run_load(base, "turns", args.clients, args.seconds, args.rate, redis_url)
-    except Exception as exc:  # a stalled phase is a figure too
+    except Exception as exc:  # a stalled phase is a figure too (in smoke mode, a failure)
+        if SMOKE:
+            raise
         print(f"  (a phase against {base} failed: {type(exc).__name__}: {exc})")
         return None
 
@@ -176,11 +179,15 @@ def best(runs: list[dict[str, Any] | None]) -> dict[str, Any] | None:
 def main() -> int:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description="turn p99 with idle connections open")
-    parser.add_argument("--seconds", type=float, default=5.0, help="length of each phase")
-    parser.add_argument("--rate", type=float, default=100.0, help="turns per second, in all")
-    parser.add_argument("--clients", type=int, default=4, help="client processes")
-    parser.add_argument("--idle", type=int, default=100, help="idle connections")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    parser.add_argument(
+        "--seconds", type=float, default=size(5.0, 1.0), help="length of each phase"
+    )
+    parser.add_argument(
+        "--rate", type=float, default=size(100.0, 40.0), help="turns per second, in all"
+    )
+    parser.add_argument("--clients", type=int, default=size(4, 2), help="client processes")
+    parser.add_argument("--idle", type=int, default=size(100, 10), help="idle connections")
+    parser.add_argument("--rounds", type=int, default=size(3, 1), help="alternating rounds")
     parser.add_argument("--workers", help="gunicorn workers (default: the config's)")
     parser.add_argument("--no-proxy", action="store_true", help="public port = gunicorn's")
     args = parser.parse_args()
@@ -213,6 +220,8 @@ def main() -> int:
                     try:
                         straight, through = paired(direct, public, args, redis_url)
                     except Exception as exc:  # a stalled phase: the figure is not measured
+                        if SMOKE:
+                            raise
                         failed = f"{type(exc).__name__}: {exc}"
                     else:
                         straight_ms += straight

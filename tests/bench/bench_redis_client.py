@@ -35,6 +35,7 @@ from services.redis_store.changes import changes_key  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
 from services.redis_store.keys import new_game_id, shard_of  # noqa: E402
 from services.redis_store.store import APPEND_LUA  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
 
@@ -75,8 +76,8 @@ def turn_cpu_us(store: RedisEventStore, turns: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=5_000, help="commands per round")
-    parser.add_argument("--turns", type=int, default=700, help="turns played in process")
+    parser.add_argument("--calls", type=int, default=size(5_000, 50), help="commands per round")
+    parser.add_argument("--turns", type=int, default=size(700, 20), help="turns played in process")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     proc, url, _ = start_redis()

@@ -38,6 +38,7 @@ from eventstore.port import check_append
 from eventstore.schemas import SCHEMAS, to_new, upcast
 from eventstore.score_stream import _new, score_events
 from services.command.schemas import TurnIn
+from tests.bench.smoke import size
 from tests.bench.targets import exit_code, judge
 
 TURN_IN = TurnIn()  # one instance, as the route's `@blp.arguments(TurnIn())`
@@ -137,8 +138,8 @@ def _cpu_ms(fn: Callable[[list[Game]], None], games: list[Game]) -> float:
 def main() -> int:
     """Run the benchmark and print the figure (or JSON with --json)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--games", type=int, default=10, help="random games")
-    parser.add_argument("--rounds", type=int, default=25, help="alternating rounds")
+    parser.add_argument("--games", type=int, default=size(10, 1), help="random games")
+    parser.add_argument("--rounds", type=int, default=size(25, 2), help="alternating rounds")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
 

@@ -1,7 +1,8 @@
 """Scoring-worker benchmark (`make bench`): real processes on loopback, bounded in time.
 
 1. Throughput. A backlog of whole games is stored in Redis (as the command service appends
-   them, no notification sent); one worker process (prefork, concurrency 2) is started and
+   them, no notification sent); one worker process (thread pool as deployed, concurrency 2;
+   `--pool prefork` to compare) is started and
    one `scoring.catch_up` task per game is sent (the worker's watch on the change feed is
    off for this phase). Reported: turns and
    move events scored per second until the last game is done. Compared, in the same run,
@@ -47,6 +48,7 @@ from eventstore.envelope import MOVES, SCORES  # noqa: E402
 from eventstore.schemas import to_new  # noqa: E402
 from services.redis_store import RedisEventStore, game_keys  # noqa: E402
 from tests.bench.bench_command import CONFIG, run_load  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.http_client import gunicorn  # noqa: E402
 from tests.integration.workers import beat, celery_env, worker  # noqa: E402
@@ -105,9 +107,11 @@ def lag_ms(client: redis.Redis, store: RedisEventStore, since_ms: int) -> list[f
 def main() -> int:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description="scoring-worker benchmark")
-    parser.add_argument("--games", type=int, default=150, help="games in the backlog")
-    parser.add_argument("--seconds", type=float, default=6.0, help="length of each load phase")
-    parser.add_argument("--clients", type=int, default=4, help="load-generator processes")
+    parser.add_argument("--games", type=int, default=size(150, 3), help="games in the backlog")
+    parser.add_argument(
+        "--seconds", type=float, default=size(6.0, 1.0), help="length of each load phase"
+    )
+    parser.add_argument("--clients", type=int, default=size(4, 2), help="load-generator processes")
     parser.add_argument("--pool", default="threads", help="Celery pool: threads or prefork")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -129,7 +133,7 @@ def main() -> int:
 
         sender = Celery("bench-sender", broker=env["BROKER_URL"])
         # Baseline: bare tasks (nothing to score) — the cost of a task per event.
-        idle = [f"idle{i:028x}" for i in range(400)]
+        idle = [f"idle{i:028x}" for i in range(size(400, 10))]
         for game_id in idle:
             store.append(game_id, MOVES, [to_new_started()], expected=0, command_id="c",
                          marker="$seq")  # fmt: skip

@@ -41,6 +41,7 @@ from carcassonne.simulate import random_game  # noqa: E402
 from services.command.apikeys import ApiKeys  # noqa: E402
 from services.command.records import read_record, replay_record, score_body  # noqa: E402
 from tests.bench.bench_command import CONFIG, tree_cpu  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
 from tests.integration.http_client import call, gunicorn  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
@@ -120,8 +121,10 @@ def run_load(base: str, body: bytes, key: str, clients: int, seconds: float, rat
 def main() -> int:
     """Run the benchmark once and print each figure beside its target and baseline."""
     parser = argparse.ArgumentParser(description="POST /v1/score benchmark under gunicorn")
-    parser.add_argument("--seconds", type=float, default=5.0, help="length of each phase")
-    parser.add_argument("--clients", type=int, default=3, help="client processes at peak")
+    parser.add_argument(
+        "--seconds", type=float, default=size(5.0, 0.5), help="length of each phase"
+    )
+    parser.add_argument("--clients", type=int, default=size(3, 2), help="client processes at peak")
     parser.add_argument("--workers", help="gunicorn workers (default: the config's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -129,10 +132,11 @@ def main() -> int:
     record = full_record()
     body = json.dumps(record).encode()
     loaded = load_record(record)
-    engine_ms = median_ms(lambda: score_record(load_record(record)), 60)
+    repeat = size(60, 3)
+    engine_ms = median_ms(lambda: score_record(load_record(record)), repeat)
     handler_ms = median_ms(
         lambda: json.dumps(score_body(replay_record(read_record(body, "application/json")[0]))),
-        60,
+        repeat,
     )
     expected = score_record(loaded)["final_scores"]
 
@@ -158,10 +162,10 @@ def main() -> int:
             # The engine baseline again just before each judged phase: the machine's load when
             # the phase starts, not only at the start of the run.
             engine_at = figures["engine_before_phase_ms"] = {}
-            engine_at["single"] = median_ms(lambda: score_record(load_record(record)), 30)
+            engine_at["single"] = median_ms(lambda: score_record(load_record(record)), repeat // 2)
             figures["single"] = run_load(base, body, key, 1, args.seconds, 0, pids)
             figures["peak"] = peak = run_load(base, body, key, args.clients, args.seconds, 0, pids)
-            engine_at["half"] = median_ms(lambda: score_record(load_record(record)), 30)
+            engine_at["half"] = median_ms(lambda: score_record(load_record(record)), repeat // 2)
             figures["half"] = run_load(
                 base, body, key, args.clients, args.seconds, peak["per_s"] / 2, pids
             )
@@ -176,7 +180,7 @@ def main() -> int:
     print(
         f"POST /v1/score: a full base-set record ({figures['record_turns']} turns, "
         f"{figures['record_bytes']} bytes, 4 players), gunicorn {workers} workers, "
-        f"{figures['cores']} cores, loopback, {args.seconds:.0f} s per phase"
+        f"{figures['cores']} cores, loopback, {args.seconds:g} s per phase"
     )
     print(f"{'':<34}{'records/s':>10}{'p50 ms':>8}{'p99 ms':>8}{'server CPU ms':>15}")
     for label, row in (

@@ -10,6 +10,12 @@ times are printed in the row for information. A figure that is a count or a corr
 Each judged figure is also appended as a JSON line to the file named by $BENCH_RESULTS (the
 Makefile sets it; tests/bench/summary.py prints them all). A benchmark that missed any
 target exits non-zero (`exit_code`) after printing all its figures, so `make bench` fails.
+
+In smoke mode (`BENCH_SMOKE=1`, tests/bench/smoke.py) the figures come from the smallest
+sizes and mean nothing: each row is printed and recorded with the verdict "smoke", and no
+missed target makes the benchmark fail — except a correctness figure that holds at any size
+(nothing lost, doubled or refused: `check(..., always=True)`), still judged, so that a path
+that ran without doing its work (every delivery lost, every stream refused) fails too.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import os
 import sys
 from pathlib import Path
 
+from tests.bench.smoke import SMOKE
+
 _missed: list[str] = []
 _header_printed = False
 ROW = "{:<54}{:>14}{:>14}{:>10}{:>12}  {}"
@@ -29,20 +37,23 @@ def _number(value: float, unit: str) -> str:
     return f"{value:.4g}{' ' + unit if unit else ''}"
 
 
-def _row(name: str, value: str, baseline: str, ratio: str, target: str, ok: bool) -> None:
+def _row(
+    name: str, value: str, baseline: str, ratio: str, target: str, ok: bool, smoke: bool = SMOKE
+) -> None:
     global _header_printed
     if not _header_printed:
         print(ROW.format("judged figure", "value", "baseline", "ratio", "target", "verdict"))
         _header_printed = True
-    print(ROW.format(name, value, baseline, ratio, target, "ok" if ok else "MISSED"), flush=True)
+    verdict = "smoke" if smoke else "ok" if ok else "MISSED"
+    print(ROW.format(name, value, baseline, ratio, target, verdict), flush=True)
 
 
-def _record(entry: dict[str, object]) -> None:
-    if not entry["ok"]:
+def _record(entry: dict[str, object], smoke: bool = SMOKE) -> None:
+    if not entry["ok"] and not smoke:
         _missed.append(str(entry["name"]))
     path = os.environ.get("BENCH_RESULTS")
     if path:
-        entry = {"bench": Path(sys.argv[0]).stem, **entry}
+        entry = {"bench": Path(sys.argv[0]).stem, **entry, "smoke": smoke}
         with open(path, "a", encoding="utf-8") as out:
             out.write(json.dumps(entry) + "\n")
 
@@ -81,16 +92,19 @@ def check(
     at_least: float | None = None,
     more_than: float | None = None,
     unit: str = "",
+    always: bool = False,
 ) -> bool:
-    """Judge a count or a correctness figure against absolute bounds (not a speed figure)."""
+    """Judge a count or a correctness figure against absolute bounds (not a speed figure);
+    `always`: it holds at any size, so it is judged in smoke mode too."""
     tests = [(at_least, "≥", value >= (at_least or 0)), (more_than, ">", value > (more_than or 0)),
              (at_most, "≤", value <= (at_most or 0))]  # fmt: skip
     ok = all(passed for bound, _, passed in tests if bound is not None)
     bounds = [f"{sign} {bound:g}" for bound, sign, _ in tests if bound is not None]
     target = ", ".join(bounds) + (f" {unit}" if unit else "")
-    _row(name, _number(value, unit), "-", "-", target, ok)
+    smoke = SMOKE and not always
+    _row(name, _number(value, unit), "-", "-", target, ok, smoke)
     _record({"name": name, "value": value, "baseline": None, "unit": unit, "ratio": None,
-             "target": target, "ok": ok})  # fmt: skip
+             "target": target, "ok": ok}, smoke)  # fmt: skip
     return ok
 
 

@@ -7,13 +7,14 @@ append writes them. The indexes are then built as in production: by the feed's c
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
 import redis
 
 from eventstore.envelope import MOVES, SCORES
-from services.redis_store import RedisEventStore, game_keys
+from services.redis_store import RedisEventStore, game_keys, secrets_key
 from services.redis_store.changes import Change, Follower, Write, changes_key
 from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.indexes import marker_number
@@ -80,11 +81,18 @@ def follow_all(client: redis.Redis) -> int:
 
 
 def write_finished_games(
-    client: redis.Redis, count: int, start_ms: int, seed: int = 0, chunk: int = 500
+    client: redis.Redis,
+    count: int,
+    start_ms: int,
+    seed: int = 0,
+    chunk: int = 500,
+    key_id: str | None = None,
 ) -> list[str]:
     """`count` finished and fully scored games created 1 ms apart from `start_ms`, every
     consumer of the change feed caught up with them (so a reader timed or counted next
-    finds its indexes built and nothing new on the feed)."""
+    finds its indexes built and nothing new on the feed). With `key_id`, each was created
+    with that API key: its secrets record names the key (written before its first append,
+    as the command service does), so the key's own indexes list it."""
     sha = str(client.script_load(APPEND_LUA))
     rng = random.Random(seed)
     ids: list[str] = []
@@ -93,6 +101,8 @@ def write_finished_games(
         for i in range(first, min(count, first + chunk)):
             game_id = new_game_id(rng)
             at = start_ms + i
+            if key_id is not None:
+                pipe.set(secrets_key(game_id), json.dumps({"key_id": key_id}))
             moves = [("GameStarted", 1, '{"players":2}'), ("GameEnded", 1, "{}")]
             for stream, marker, events in ((MOVES, "$seq", moves), (SCORES, "2", [])):
                 keys, args = _append_args(game_id, stream, at, marker, events)
