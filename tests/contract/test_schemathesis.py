@@ -253,6 +253,11 @@ SEMANTIC = {
     "idempotency_key_reused",  # the key was sent before with another request
     "cursor_beyond_log",  # a well-formed cursor past the end of this game's log
     "stale_sequence",  # a well-formed If-Match naming a sequence the game is not at
+    # Bot CPU (docs/bots.md): a game with no human seat and an mcts bot thinking more than
+    # the ceiling (the document says so in prose: which seats are bots is the whole body);
+    # the key's bot seconds in flight, which depend on its other games.
+    "bot_only_think_ms",
+    "bot_budget_exceeded",
     # A record's lifecycle turns (docs/lifecycle.md), judged against the same record:
     "bad_player",  # {"resign": seat} beyond the record's `players`
     "player_out",  # a seat resigning (or timed out) twice
