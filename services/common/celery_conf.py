@@ -61,6 +61,11 @@ def watch_step(
     leaves the feed to the others); `enabled` False leaves it to beat's sweep."""
 
     class WatchStep(bootsteps.StartStopStep):
+        # After the pool: a prefork pool forks its children at its start, and a child forked
+        # while the watcher thread held a lock (a client pool's, a logger's) would inherit
+        # it locked and hang on its first task (the bot worker is prefork).
+        requires = ("celery.worker.components:Pool",)
+
         def __init__(self, parent: Any, **kwargs: Any) -> None:
             super().__init__(parent, **kwargs)
             self.watcher: Watcher | None = None

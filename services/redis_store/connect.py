@@ -155,6 +155,16 @@ _clients: dict[tuple[int, str, str], redis.Redis] = {}
 _lock = threading.Lock()
 
 
+def _unlock_in_child() -> None:
+    """A child forked while another thread of its parent made a client would inherit `_lock`
+    held, and wait on it for ever (the prefork bot worker forks beside its feed watcher)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_unlock_in_child)
+
+
 def shared_client(
     url: str,
     *,
