@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import time
 from collections.abc import Iterator
@@ -137,6 +138,19 @@ def same_shape(shown: Any, real: Any, path: str = "$") -> list[str]:
     return []
 
 
+def comment_answers(block: Block) -> list[Any]:
+    """The answers a block shows as comments of their own: `# {"over":true,…}: …` (JSON up to
+    its end; a comment that is not JSON, such as one with `…` in it, is prose)."""
+    found = []
+    for line in block.body.splitlines():
+        if (start := re.match(r"\s*# (?=\{)", line)) is not None:
+            try:
+                found.append(json.JSONDecoder().raw_decode(line, start.end())[0])
+            except json.JSONDecodeError:
+                continue
+    return found
+
+
 def test_every_shell_block_is_run_or_marked() -> None:
     """Each block either runs here or says why not; the counts, per doc."""
     counts = {}
@@ -162,6 +176,7 @@ def test_every_shell_block_is_run_or_marked() -> None:
 # `imported` README's 3-turn record imported (docs/integration.md), `key` a key made with the
 # key CLI (docs/integration.md, "API keys").
 DOC_VARIABLES = {
+    "docs/lifecycle.md": {"KEY": "key"},
     "docs/pictures.md": {"GAME": "quick start"},
     "docs/query.md": {"GAME": "imported"},
     "docs/subscriptions.md": {"KEY": "key"},
@@ -267,16 +282,43 @@ def test_the_shell_blocks_of_a_doc_run_as_written(doc: Path, suite: Suite) -> No
     assert ran.done.returncode == 0, f"{name}: {ran.failed()}"
     checked = 0
     for block, output in zip(ran.run, ran.outputs(), strict=True):
-        if block.answer is None:
-            continue
-        shown = json.loads(block.answer)
-        real = list(values(output))
-        assert real, f"{block.where()}: printed no JSON, the doc shows an answer"
-        for value in real:
-            wrong = same_shape(shown, value)
-            assert not wrong, f"{block.where()}: not the answer shown: {wrong} in {value}"
-        checked += 1
+        if block.answer is not None:
+            shown = json.loads(block.answer)
+            real = list(values(output))
+            assert real, f"{block.where()}: printed no JSON, the doc shows an answer"
+            for value in real:
+                wrong = same_shape(shown, value)
+                assert not wrong, f"{block.where()}: not the answer shown: {wrong} in {value}"
+            checked += 1
+        for shown in comment_answers(block):
+            real = list(values(output))
+            assert any(not same_shape(shown, value) for value in real), (
+                f"{block.where()}: no answer like {json.dumps(shown)} in {real}"
+            )
+            checked += 1
     print(f"{name}: {len(ran.run)} blocks run in {ran.seconds:.1f} s, {checked} answers checked")
+
+
+SERVERS = "checks that `make run` starts"  # in the reason of a server's block
+
+
+def test_the_servers_the_docs_start_by_hand_are_those_make_run_starts(suite: Suite) -> None:
+    """A block of servers that run until stopped: each command's arguments begin the
+    arguments of a program `make run` runs (its supervisord.conf), assignments aside."""
+    conf = (suite.runner.var / "supervisord.conf").read_text().replace("%%", "%")
+    programs = [shlex.split(line.removeprefix("command="))
+                for line in conf.splitlines() if line.startswith("command=")]  # fmt: skip
+    checked = 0
+    for block in (b for doc in DOCS for b in shell_blocks(doc) if SERVERS in (b.not_run or "")):
+        for line in filter(None, (line.split("#")[0].strip() for line in block.body.splitlines())):
+            words = [w for w in shlex.split(line) if not re.match(r"[A-Z_]+=", w)]
+            program, args = Path(words[0]).name, words[1:]
+            runs = any(real[1:3] == ["-m", program] and real[3 : 3 + len(args)] == args
+                       for real in programs)  # fmt: skip
+            assert runs, f"{block.where()}: make run runs no {line!r}"
+            checked += 1
+    assert checked >= 5
+    print(f"{checked} server commands are make run's")
 
 
 def test_make_run_takes_games_without_a_key_and_says_so(suite: Suite) -> None:
