@@ -324,8 +324,10 @@ def test_the_servers_the_docs_start_by_hand_are_those_make_run_starts(suite: Sui
 
 def test_make_run_takes_games_without_a_key_and_says_so(suite: Suite) -> None:
     """README: `make run` takes POST /games without a key and its banner names the setting;
-    docs/integration.md: anywhere else a missing key is 401 missing_api_key."""
+    docs/http.md: a bad key is refused there too (anywhere else a missing key is 401)."""
     assert "DEVELOPMENT SETTING: ANONYMOUS_GAMES=1" in suite.runner.text()
     body = {"players": [{"name": "Ann"}, {"name": "Bob"}]}
     status, created = call(suite.env["BASE"], "POST", "/games", body)
     assert status == 201, created  # elsewhere 401: tests/integration/test_access_limits.py
+    status, refused = call(suite.env["BASE"], "POST", "/games", body, {"X-Api-Key": "cck_no"})
+    assert (status, refused["code"]) == (403, "bad_api_key")  # docs/http.md: a bad key is 403
