@@ -1,9 +1,10 @@
-"""Every shell block of README.md and docs/*.md, executed as written against a real suite
-started as `make run` starts it (nginx in front when installed: one base URL).
+"""Every shell block of README.md, deploy/README.md and docs/*.md, executed as written against
+a real suite started as `make run` starts it (nginx in front when installed: one base URL).
 
 A block is a fenced ```sh, ```bash, ```console or ```shell block. Each one either runs here
 or has `<!-- not run: <why> -->` on the line before it (Docker, a server that runs until
-stopped, a half-hour benchmark …); a block that is neither fails the test. A doc's blocks run
+stopped, a half-hour benchmark …); commands in a fence of another language (or none) fail the
+test, and so does a marked block that does not say why. A doc's blocks run
 in order in one `bash -euo pipefail` session (they build on each other: a key made in one is
 sent by the next), in a directory of their own that sees the repository's files (`.venv/…`,
 `deploy/…`), with what the docs tell a reader to have set: `BASE` (the public URL), the
@@ -11,7 +12,9 @@ sent by the next), in a directory of their own that sees the repository's files 
 (`DOC_VARIABLES`). Every `curl` fails on an HTTP error status (`--fail-with-body` unless the
 block already says `-f`). When a block is followed by a ```json block (the answer it shows),
 every JSON value the block prints has that answer's shape: the same keys (a `"…"` key allows
-more), and values of the same kind (ids, counts and times differ)."""
+more), and values of the same kind (ids, counts and times differ); so does a value a block's
+comment shows on a line of its own (`# {"replayed":true}`). A server the docs start by hand
+(marked: it runs until stopped) is one `make run` starts, with the same arguments."""
 
 from __future__ import annotations
 
@@ -168,8 +171,8 @@ def test_every_shell_block_is_run_or_marked() -> None:
         print(f"{name}: {run} blocks run, {marked} marked not run")
     command = re.compile(r"\s*(curl|\.venv/|make |[A-Z_]+=\S* \.venv)")
     untagged = [b.where() for doc in DOCS for b in blocks(doc)
-                if not b.lang and command.match(b.body)]  # fmt: skip
-    assert not untagged, f"commands in a fence without a language (```sh): {untagged}"
+                if b.lang not in SHELL and command.match(b.body)]  # fmt: skip
+    assert not untagged, f"commands in a fence that is not ```sh: {untagged}"
 
 
 # What a doc tells its reader to have set before its blocks, besides BASE and REDIS_URL:
