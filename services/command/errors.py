@@ -23,12 +23,6 @@ class Forbidden(GameError):
     status = 403
 
 
-class BudgetUsedUp(GameError):
-    """An API key's bot seconds in flight are used up: 429 (its games must end first)."""
-
-    status = 429
-
-
 class IdempotencyKeyReused(GameError):
     """An Idempotency-Key sent again with a different request: 422, nothing done."""
 

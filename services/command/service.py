@@ -34,6 +34,7 @@ from carcassonne.tiles import Meeple
 from carcassonne.undo import undo_voters
 from eventstore.errors import CommandReused
 from eventstore.port import EventStore
+from services.common.access import RateLimited
 from services.common.draws import draw_until_placeable
 from services.common.moves import Committed, Handler, append_moves, now_ms, run_command
 from services.common.pace import move_ms
@@ -42,7 +43,7 @@ from services.redis_store.keys import new_game_id
 
 from . import hints, views
 from .cache import Cached, FoldCache, Taken
-from .errors import BudgetUsedUp, Forbidden, IdempotencyKeyReused, NotFound
+from .errors import Forbidden, IdempotencyKeyReused, NotFound
 from .handlers import Asked, Command, Decide, Reissue, Resignation, Turn, TurnResult, seat_of
 from .hints import kept_hints
 from .secrets_store import Secrets, token_hash
@@ -148,7 +149,7 @@ class GameService:
         held = self.bot_budget.reserve(key_id, game_id, seconds)
         if held is not None:
             limit = self.bot_budget.limit_seconds
-            raise BudgetUsedUp(
+            raise RateLimited(  # a budget used up: 429 with Retry-After, as a rate limit
                 "bot_budget_exceeded",
                 f"this API key's games in progress hold {held:.0f} of its {limit:.0f} bot "
                 f"seconds; this game's bots would take {seconds:.0f} more",

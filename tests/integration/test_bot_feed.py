@@ -13,9 +13,9 @@ import redis
 
 from carcassonne.ruleset import Ruleset
 from services.bots.feed import BotFeed
-from services.command.errors import BudgetUsedUp
 from services.command.secrets_store import RedisSecrets
 from services.command.service import GameService
+from services.common.access import RateLimited
 from services.redis_store import RedisEventStore
 from services.redis_store.bot_budget import BotBudget, in_flight_key
 from services.redis_store.bot_index import due_games
@@ -133,7 +133,7 @@ def test_a_keys_bot_seconds_are_reserved_at_creation_and_given_back_when_a_game_
     first, seats = create("k_one")
     create("k_one")
     before = set(client.keys("*"))
-    with pytest.raises(BudgetUsedUp) as refused:
+    with pytest.raises(RateLimited) as refused:
         create("k_one")
     assert refused.value.status == 429 and refused.value.code == "bot_budget_exceeded"
     assert refused.value.details["in_flight_seconds"] == 18.0
