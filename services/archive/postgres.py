@@ -1,0 +1,154 @@
+"""`PostgresArchive`: the archive port on PostgreSQL (psycopg 3), for deployments.
+
+The rows are services/archive/sql.py's. The packed log is stored `EXTERNAL` (out of line,
+not compressed again: it is zlib already). One connection behind a lock, opened lazily and
+again after the server went away: an archive that is down makes `put` and `summary` raise
+`ArchiveUnavailable`, and the archiver leaves the game in Redis for a later run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+
+from eventstore.archive import ArchivedGame, Summary, check_log, unpack
+
+from .sql import Row, summary_of
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS archived_games (
+  game_id text PRIMARY KEY,
+  status text NOT NULL,
+  created_ms bigint NOT NULL,
+  ended_ms bigint NOT NULL,
+  archived_ms bigint NOT NULL,
+  key_id text,
+  names text[] NOT NULL,
+  player_ids text[] NOT NULL,
+  moves integer NOT NULL,
+  scores integer NOT NULL,
+  digest bytea NOT NULL,
+  log bytea NOT NULL
+);
+ALTER TABLE archived_games ALTER COLUMN log SET STORAGE EXTERNAL;
+CREATE INDEX IF NOT EXISTS archived_games_created ON archived_games (created_ms, game_id);
+CREATE INDEX IF NOT EXISTS archived_games_status ON archived_games (status, created_ms, game_id);
+CREATE TABLE IF NOT EXISTS archived_players (
+  who text NOT NULL,
+  created_ms bigint NOT NULL,
+  game_id text NOT NULL,
+  PRIMARY KEY (who, created_ms, game_id)
+);
+"""
+
+TABLES = ("archived_games", "archived_players")
+
+
+class ArchiveUnavailable(RuntimeError):
+    """The archive database could not be reached (or failed mid-transaction)."""
+
+
+class PostgresArchive:
+    """An `Archive` on PostgreSQL (`url`: a libpq connection string or URL)."""
+
+    def __init__(self, url: str, connect_timeout: int = 5) -> None:
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self._db: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+        self._run(lambda db: db.execute(SCHEMA))  # tables and indexes, if missing
+
+    def _run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """`work` in one transaction, committed; the connection dropped on any failure."""
+        with self._lock:
+            try:
+                if self._db is None or self._db.closed:
+                    self._db = psycopg.connect(self.url, connect_timeout=self.connect_timeout)
+                with self._db.transaction():
+                    return work(self._db)
+            except psycopg.OperationalError as e:
+                self._drop()
+                raise ArchiveUnavailable(str(e)) from e
+            except psycopg.Error:
+                self._drop()
+                raise
+
+    def _drop(self) -> None:
+        if self._db is not None:
+            try:
+                self._db.close()
+            finally:
+                self._db = None
+
+    def put(self, game: ArchivedGame) -> None:
+        """See `Archive.put`: the game's row and its players' rows in one transaction."""
+        check_log(game.events)
+        row = Row.of(game, int(time.time() * 1000))
+
+        def put(db: psycopg.Connection[Any]) -> None:
+            db.execute("DELETE FROM archived_players WHERE game_id = %s", (row.game_id,))
+            db.execute(
+                "INSERT INTO archived_games VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+                "ON CONFLICT (game_id) DO UPDATE SET status = excluded.status, "
+                "created_ms = excluded.created_ms, ended_ms = excluded.ended_ms, "
+                "archived_ms = excluded.archived_ms, key_id = excluded.key_id, "
+                "names = excluded.names, player_ids = excluded.player_ids, "
+                "moves = excluded.moves, scores = excluded.scores, "
+                "digest = excluded.digest, log = excluded.log",
+                (row.game_id, row.status, row.created_ms, row.ended_ms, row.archived_ms,
+                 row.key_id, row.names, row.player_ids, row.moves, row.scores, row.digest,
+                 row.log),
+            )  # fmt: skip
+            with db.cursor() as cur:
+                cur.executemany("INSERT INTO archived_players VALUES (%s,%s,%s)", row.players())
+
+        self._run(put)
+
+    def _one(self, sql: str, game_id: str) -> Any:
+        return self._run(lambda db: db.execute(sql, (game_id,)).fetchone())
+
+    def read(self, game_id: str) -> ArchivedGame | None:
+        """See `Archive.read`: one primary-key lookup and an unpack (~1 ms)."""
+        found = self._one("SELECT log FROM archived_games WHERE game_id = %s", game_id)
+        return None if found is None else unpack(bytes(found[0]))
+
+    def summary(self, game_id: str) -> Summary | None:
+        """See `Archive.summary`."""
+        found = self._one(
+            "SELECT moves, scores, digest, log FROM archived_games WHERE game_id = %s", game_id
+        )
+        return None if found is None else summary_of(game_id, *found)
+
+    def games(self, after: str = "", limit: int = 100) -> list[str]:
+        """See `Archive.games`."""
+        rows = self._run(
+            lambda db: db.execute(
+                "SELECT game_id FROM archived_games WHERE game_id > %s ORDER BY game_id LIMIT %s",
+                (after, limit),
+            ).fetchall()
+        )
+        return [r[0] for r in rows]
+
+    def count(self) -> int:
+        """See `Archive.count`."""
+        found: Any = self._run(
+            lambda db: db.execute("SELECT count(*) FROM archived_games").fetchone()
+        )
+        return int(found[0])
+
+    def size(self) -> int:
+        """Bytes of the archive's tables with their indexes and TOAST (pg_total_relation_size)."""
+        sql = " + ".join(f"pg_total_relation_size('{t}')" for t in TABLES)
+        found: Any = self._run(lambda db: db.execute(f"SELECT {sql}").fetchone())
+        return int(found[0])
+
+    def close(self) -> None:
+        """See `Archive.close`."""
+        with self._lock:
+            self._drop()
