@@ -62,3 +62,30 @@ def archived(game_id: str, seed: int, names: list[str] | None = None) -> Archive
     markers = {MOVES: str(len(moves)), SCORES: str(len(moves))}
     return ArchivedGame(game_id, meta, tuple(moves + scores), markers,
                         {SCORES: {"score:9-9": "9:8"}})  # fmt: skip
+
+
+def play(store: Any, seed: int, names: list[str] | None = None, score_every: int = 10) -> str:
+    """A whole random game appended to a `RedisEventStore` turn by turn as the command
+    service appends it (its secrets record first, uuid command ids, a fingerprint on every
+    other turn), scored by a real `Scorer` every `score_every` turns and at the end."""
+    from services.redis_store.keys import new_game_id, secrets_key
+    from services.scoring.scorer import Scorer
+
+    rng = random.Random(f"play-{seed}")
+    game_id = new_game_id(rng)
+    played = turns(seed)
+    seats = names or [f"Player {i}" for i in range(len(played[0][0].payload["players"]))]
+    record = {"seed": "s" * 32, "names": seats, "tokens": {"h" * 64: 0},
+              "player_ids": [f"u{seed}-{i}" for i in range(len(seats))]}  # fmt: skip
+    store.client.set(secrets_key(game_id), json.dumps(record))
+    scorer = Scorer(store)
+    at = 0
+    for i, turn in enumerate(played):
+        cmd = "create" if i == 0 else uuid.UUID(int=rng.getrandbits(128)).hex
+        store.append(game_id, MOVES, turn, expected=at, command_id=cmd, marker="$seq",
+                     fingerprint=f"fp{i}" if i % 2 else "")  # fmt: skip
+        at += len(turn)
+        if i % score_every == 0:
+            scorer.catch_up(game_id)
+    scorer.catch_up(game_id)
+    return game_id

@@ -1,0 +1,220 @@
+"""The archiver on a real Redis (one of its own: an archiver moves every due game it finds)
+and a real archive: a finished game is due after ARCHIVE_AFTER, copied, verified, removed in
+one step that refuses a game appended since, and restored exactly; an archive that is down,
+an archiver SIGKILLed at each step and a Redis restarting mid-run lose nothing and leave no
+game half in each place (tests/postgres_server.py's private PostgreSQL for the outage)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from eventstore.archive import Summary
+from eventstore.envelope import MOVES, SCORES, STREAMS
+from eventstore.schemas import to_new
+from carcassonne.events import GameAbandoned
+from services.archive import open_archive
+from services.archive.archiver import Archiver
+from services.archive.sqlite import SqliteArchive
+from services.redis_store import RedisEventStore
+from services.redis_store.keys import (
+    archive_due_key,
+    archived_key,
+    game_keys,
+    secrets_key,
+    shard_of,
+)
+from tests.archive_games import play
+from tests.postgres_server import postgres_missing, private_postgres
+from tests.redis_server import private_redis
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def client() -> Iterator[redis.Redis]:
+    with private_redis() as url:
+        yield redis.Redis.from_url(url)
+
+
+@pytest.fixture
+def store(client: redis.Redis) -> RedisEventStore:
+    return RedisEventStore(client)
+
+
+def game_keys_in(client: redis.Redis, game_id: str) -> list[str]:
+    found: Any = client.keys("{g:" + game_id + "}:*")
+    return sorted(k.decode() for k in found)
+
+
+def hot(client: redis.Redis, game_id: str) -> dict[str, Any]:
+    """Everything of a game in Redis, raw."""
+    out: dict[str, Any] = {}
+    for stream in STREAMS:
+        key, commands, marker = game_keys(game_id, stream)
+        out[key] = client.xrange(key)
+        out[commands] = client.hgetall(commands)
+        out[marker] = client.get(marker)
+    return out
+
+
+def test_a_finished_game_is_due_after_its_end_then_moved_and_restored_exactly(
+    client, store, tmp_path
+) -> None:
+    game_id = play(store, 1)
+    before = hot(client, game_id)
+    archive = SqliteArchive(tmp_path / "a.sqlite3")
+    archiver = Archiver(client, archive, after_ms=3_600_000)
+    archiver.due_index.follower.catch_up()
+    shard = shard_of(game_id)
+    assert shard is not None
+    due = client.zscore(archive_due_key(shard), game_id)
+    ended = store.read(game_id, SCORES)[-1]
+    assert ended.type == "GameScored" and due == ended.time_ms + 3_600_000
+    assert archiver.run(int(time.time() * 1000)) == {}  # not due yet
+    outcomes = archiver.run(int(due) + 1)
+    assert outcomes == {"archived": 1}
+    assert game_keys_in(client, game_id) == [archived_key(game_id)]
+    assert client.zscore(archive_due_key(shard), game_id) is None
+    copy = archive.read(game_id)
+    assert copy is not None and copy.meta.status == "over"
+    assert copy.meta.names == ["Player 0", "Player 1", "Player 2"][: len(copy.meta.names)]
+    assert "tokens" not in copy.meta.record and "seed" not in copy.meta.record
+    # Restored: the streams, command records and markers byte for byte.
+    archiver.restore(game_id, schedule=False)
+    assert hot(client, game_id) == before
+    assert client.exists(archived_key(game_id)) == 0
+    assert '"tokens": {}' in client.get(secrets_key(game_id)).decode()  # type: ignore[union-attr]
+    # In both places now: the next run only removes (the copy verifies).
+    client.zadd(archive_due_key(shard), {game_id: 0})
+    assert archiver.run() == {"removed": 1}
+
+
+def test_an_abandoned_game_is_due_once_its_end_is_scored(client, store, tmp_path) -> None:
+    game_id = play(store, 2)
+    # Its last move replaced by an abandon: rebuild a game that stops short.
+    other = play(store, 3)
+    moves = store.read(other, MOVES)
+    store.append(other, MOVES, [to_new(GameAbandoned(1))], expected=len(moves),
+                 command_id="abandon", marker="$seq")  # fmt: skip
+    archiver = Archiver(client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0)
+    outcomes = archiver.run(int(time.time() * 1000) + 1)
+    # The abandon is not scored yet: the game waits; the finished one goes.
+    assert outcomes == {"archived": 1, "waiting": 1}
+    assert client.exists(game_keys(other, MOVES)[0])
+    from services.scoring.scorer import Scorer
+
+    Scorer(store).catch_up(other)
+    assert archiver.run(int(time.time() * 1000) + 120_000) == {"archived": 1}
+    copy = archiver.archive.read(other)
+    assert copy is not None and copy.meta.status == "abandoned"
+    assert game_id != other
+
+
+def test_a_game_appended_to_after_its_copy_is_not_removed(client, store, tmp_path) -> None:
+    game_id = play(store, 4)
+    archive = SqliteArchive(tmp_path / "a.sqlite3")
+
+    class Meddling(SqliteArchive):
+        def put(self, game: Any) -> None:
+            super().put(game)
+            # A progress save lands between the copy and the removal.
+            moved = str(store.last_seq(game_id, MOVES))
+            store.append(game_id, SCORES, [], expected=-1, command_id="late", marker=moved)
+
+    archiver = Archiver(client, Meddling(tmp_path / "a.sqlite3"), after_ms=0)
+    assert archiver.run(int(time.time() * 1000) + 1) == {"changed": 1}
+    assert client.exists(game_keys(game_id, MOVES)[0]) and not client.exists(archived_key(game_id))
+    # The next run copies the game as it is now, and moves it.
+    client.zadd(archive_due_key(shard_of(game_id) or 0), {game_id: 0})
+    archiver = Archiver(client, archive, after_ms=0)
+    assert archiver.run() == {"archived": 1}
+    copy = archive.read(game_id)
+    assert copy is not None and "late" in copy.commands[SCORES]
+
+
+def command(redis_url: str, archive_url: str, *args: str, crash: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ARCHIVE_CRASH_AT": crash, "PYTHONPATH": f"{ROOT}/shared:{ROOT}"}
+    return subprocess.run(
+        [sys.executable, "-m", "services.archive", "--redis-url", redis_url,
+         "--archive-url", archive_url, "--after", "0", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def whole_or_gone(client: redis.Redis, archive: Any, games: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each game's place: "redis" (whole, as before), "archive" (only its tombstone left and
+    a verified copy), "both" (whole in Redis and a verified copy); anything else fails."""
+    places = {}
+    for game_id, before in games.items():
+        copy = archive.read(game_id)
+        in_redis = bool(client.exists(game_keys(game_id, MOVES)[0]))
+        if in_redis:
+            assert hot(client, game_id) == before, game_id
+        else:
+            assert game_keys_in(client, game_id) == [archived_key(game_id)], game_id
+            assert copy is not None
+        if copy is not None:
+            assert Summary.of(copy) == archive.summary(game_id)
+            restored = {k: v for k, v in before.items()}
+            assert copy.count(MOVES) == len(restored[game_keys(game_id, MOVES)[0]])
+        places[game_id] = ("both" if in_redis else "archive") if copy else "redis"
+    return places
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ["copied", "verified", "removed"])
+def test_an_archiver_killed_at_each_step_loses_nothing(client, store, tmp_path, step) -> None:
+    games = {g: hot(client, g) for g in (play(store, 10 + i) for i in range(3))}
+    url = client.connection_pool.connection_kwargs
+    redis_url = f"redis://{url['host']}:{url['port']}/0"
+    archive_url = f"sqlite:///{tmp_path}/a.sqlite3"
+    killed = command(redis_url, archive_url, "run", crash=step)
+    assert killed.returncode == -9, killed.stderr
+    archive = open_archive(archive_url)
+    places = whole_or_gone(client, archive, games)
+    expected = {"copied": "both", "verified": "both", "removed": "archive"}[step]
+    assert sorted(places.values()).count(expected) == 1 and sorted(places.values()).count("redis") == 2
+    done = command(redis_url, archive_url, "run", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert set(whole_or_gone(client, archive, games).values()) == {"archive"}
+    for game_id, before in games.items():  # restored, each is as it was
+        assert command(redis_url, archive_url, "restore", game_id, "--keep").returncode == 0
+        assert hot(client, game_id) == before
+
+
+@pytest.mark.slow
+def test_an_archive_database_down_leaves_games_in_redis_for_later(client, store) -> None:
+    why = postgres_missing()
+    if why:
+        pytest.skip(f"no PostgreSQL server: {why}")
+    games = {g: hot(client, g) for g in (play(store, 20 + i) for i in range(3))}
+    with private_postgres() as pg:
+        archive = open_archive(pg.url)
+        archiver = Archiver(client, archive, after_ms=0, retry_ms=60_000)
+        pg.stop("immediate")
+        now = int(time.time() * 1000) + 1
+        outcomes = archiver.run(now)
+        assert outcomes == {"failed": 1, "waiting": 2}
+        assert set(whole_or_gone(client, _Down(), games).values()) == {"redis"}
+        # Tried again later: not before `retry_ms`.
+        assert archiver.run(now + 1_000) == {}
+        pg.start()
+        assert archiver.run(now + 61_000) == {"archived": 3}
+        assert set(whole_or_gone(client, archive, games).values()) == {"archive"}
+        archive.close()
+
+
+class _Down:
+    """An archive seen while down: holds nothing anyone can read."""
+
+    def read(self, game_id: str) -> None:
+        return None
