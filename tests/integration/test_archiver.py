@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import redis
 
+from carcassonne.events import GameAbandoned
 from eventstore.archive import Summary
 from eventstore.envelope import MOVES, SCORES, STREAMS
 from eventstore.schemas import to_new
-from carcassonne.events import GameAbandoned
 from services.archive import open_archive
 from services.archive.archiver import Archiver
 from services.archive.sqlite import SqliteArchive
@@ -92,7 +92,7 @@ def test_a_finished_game_is_due_after_its_end_then_moved_and_restored_exactly(
     archiver.restore(game_id, schedule=False)
     assert hot(client, game_id) == before
     assert client.exists(archived_key(game_id)) == 0
-    assert '"tokens": {}' in client.get(secrets_key(game_id)).decode()  # type: ignore[union-attr]
+    assert '"tokens": {}' in client.get(secrets_key(game_id)).decode()
     # In both places now: the next run only removes (the copy verifies).
     client.zadd(archive_due_key(shard), {game_id: 0})
     assert archiver.run() == {"removed": 1}
@@ -141,7 +141,9 @@ def test_a_game_appended_to_after_its_copy_is_not_removed(client, store, tmp_pat
     assert copy is not None and "late" in copy.commands[SCORES]
 
 
-def command(redis_url: str, archive_url: str, *args: str, crash: str = "") -> subprocess.CompletedProcess[str]:
+def command(
+    redis_url: str, archive_url: str, *args: str, crash: str = ""
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ARCHIVE_CRASH_AT": crash, "PYTHONPATH": f"{ROOT}/shared:{ROOT}"}
     return subprocess.run(
         [sys.executable, "-m", "services.archive", "--redis-url", redis_url,
@@ -150,7 +152,9 @@ def command(redis_url: str, archive_url: str, *args: str, crash: str = "") -> su
     )  # fmt: skip
 
 
-def whole_or_gone(client: redis.Redis, archive: Any, games: dict[str, dict[str, Any]]) -> dict[str, str]:
+def whole_or_gone(
+    client: redis.Redis, archive: Any, games: dict[str, dict[str, Any]]
+) -> dict[str, str]:
     """Each game's place: "redis" (whole, as before), "archive" (only its tombstone left and
     a verified copy), "both" (whole in Redis and a verified copy); anything else fails."""
     places = {}
@@ -182,7 +186,9 @@ def test_an_archiver_killed_at_each_step_loses_nothing(client, store, tmp_path, 
     archive = open_archive(archive_url)
     places = whole_or_gone(client, archive, games)
     expected = {"copied": "both", "verified": "both", "removed": "archive"}[step]
-    assert sorted(places.values()).count(expected) == 1 and sorted(places.values()).count("redis") == 2
+    assert (
+        sorted(places.values()).count(expected) == 1 and sorted(places.values()).count("redis") == 2
+    )
     done = command(redis_url, archive_url, "run", "--quiet")
     assert done.returncode == 0, done.stderr
     assert set(whole_or_gone(client, archive, games).values()) == {"archive"}
@@ -218,3 +224,59 @@ class _Down:
 
     def read(self, game_id: str) -> None:
         return None
+
+
+def persistent_redis(port: int, workdir: str) -> subprocess.Popen[bytes]:
+    """A redis-server that writes every command to its AOF before answering (a restart
+    keeps everything acknowledged)."""
+    from deploy.local.host import redis_server_binary
+
+    proc = subprocess.Popen(
+        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "yes", "--appendfsync", "always", "--dir", workdir],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = redis.Redis(port=port)
+    for _ in range(200):
+        try:
+            client.ping()
+            return proc
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    raise RuntimeError("redis-server did not start")
+
+
+@pytest.mark.slow
+def test_redis_restarting_mid_run_leaves_every_game_whole_in_one_place(tmp_path) -> None:
+    from deploy.local.host import free_port
+
+    port = free_port()
+    proc = persistent_redis(port, str(tmp_path))
+    try:
+        client = redis.Redis(port=port)
+        store = RedisEventStore(client)
+        games = {g: hot(client, g) for g in (play(store, 40 + i, score_every=1000)
+                                             for i in range(40))}  # fmt: skip
+        redis_url, archive_url = f"redis://127.0.0.1:{port}/0", f"sqlite:///{tmp_path}/a.db"
+        env = {**os.environ, "PYTHONPATH": f"{ROOT}/shared:{ROOT}"}
+        run = subprocess.Popen(
+            [sys.executable, "-m", "services.archive", "--redis-url", redis_url,
+             "--archive-url", archive_url, "--after", "0", "run"],
+            cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert run.stderr is not None
+        seen = b""
+        while b" 5/40" not in seen and run.poll() is None:  # a few games moved: restart
+            seen += run.stderr.read(1)
+        proc.kill()
+        proc.wait()
+        proc = persistent_redis(port, str(tmp_path))
+        assert run.wait(60) != 0  # the run stopped on the lost connection
+        archive = open_archive(archive_url)
+        places = whole_or_gone(client, archive, games)
+        assert 5 <= list(places.values()).count("archive") < 40
+        assert command(redis_url, archive_url, "run", "--quiet").returncode == 0
+        assert set(whole_or_gone(client, archive, games).values()) == {"archive"}
+    finally:
+        proc.kill()
+        proc.wait()
