@@ -18,7 +18,9 @@ Everything that moves a game lives here:
   the archive already holds a verified copy, only removes. Nothing is removed before the
   archive holds a copy read back and verified.
 - **Restore** (`Archiver.restore`): the archived game back into Redis (streams with their
-  ids, command records, markers, a tokenless secrets record), for support.
+  ids, markers, each command's record rebuilt from its events — without the request
+  fingerprint or the scorer's saves without events —, a tokenless secrets record), for
+  support.
 
 Everything that affects a game's place lives in its Redis keys, its shard's due index and the
 archive's row: nothing in this process.
@@ -46,7 +48,6 @@ from eventstore.archive import (
     Summary,
     all_commands,
     check_log,
-    extra_commands,
 )
 from eventstore.envelope import MOVES, SCORES, STREAMS
 from services.redis_store.changes import Change, Follower, Write
@@ -132,7 +133,7 @@ class Snapshot:
     """A game read from Redis in one step: the archive's copy and what removal compares."""
 
     game: ArchivedGame
-    records: dict[str, dict[str, str]]  # stream -> command records as in Redis
+    records: dict[str, int]  # stream -> how many command records Redis holds
     markers: dict[str, str]
     subscriptions: dict[str, Any]  # the game's own (webhooks): id -> configuration
     owner_key: str | None
@@ -202,7 +203,7 @@ class Archiver:
         for stream in STREAMS:
             key, commands, marker = game_keys(game_id, stream)
             pipe.xrange(key)
-            pipe.hgetall(commands)
+            pipe.hlen(commands)
             pipe.get(marker)
         pipe.get(secrets_key(game_id))
         pipe.hgetall(game_subscriptions_key(game_id))
@@ -210,12 +211,12 @@ class Archiver:
         if not replies[0]:
             return None
         events: list[RawEvent] = []
-        records: dict[str, dict[str, str]] = {}
+        records: dict[str, int] = {}
         markers: dict[str, str] = {}
         for i, stream in enumerate(STREAMS):
             entries, commands, marker = replies[3 * i : 3 * i + 3]
             events += [_raw(game_id, stream, eid, fields) for eid, fields in entries]
-            records[stream] = {text(k): text(v) for k, v in commands.items()}
+            records[stream] = int(commands)
             if marker is not None:
                 markers[stream] = text(marker)
         try:
@@ -229,13 +230,9 @@ class Archiver:
         ends = [e for e in moves if e.type in ENDINGS]
         status = ENDINGS[ends[-1].type] if ends else ""
         meta = GameMeta(status, moves[0].time_ms, ends[-1].time_ms if ends else 0, kept)
-        game = ArchivedGame(
-            game_id,
-            meta,
-            tuple(events),
-            markers,
-            {s: x for s in STREAMS if (x := extra_commands(events, s, records[s]))},
-        )
+        # The command records (idempotency) are not copied: a finished game takes no more
+        # commands, and a restore rebuilds each command's span from the events' ids.
+        game = ArchivedGame(game_id, meta, tuple(events), markers)
         subscriptions = {text(k): _json(v) for k, v in hooks.items()}
         return Snapshot(game, records, markers, subscriptions, meta.key_id)
 
@@ -312,8 +309,8 @@ class Archiver:
             snap.game.count(SCORES),
             snap.markers.get(MOVES, ""),
             snap.markers.get(SCORES, ""),
-            len(snap.records[MOVES]),
-            len(snap.records[SCORES]),
+            snap.records[MOVES],
+            snap.records[SCORES],
             now,
             game_id,
             len(more),
@@ -422,20 +419,18 @@ def _json(raw: Any) -> Any:
 
 def _raw(game_id: str, stream: str, entry_id: Any, fields: Any) -> RawEvent:
     """An entry of XRANGE as stored; `NotArchivable` when it is not exactly an appended
-    event (other fields, or numbers a round trip would change)."""
-    got = {text(k): text(v) for k, v in fields.items()}
+    event (other fields, another id form, numbers a round trip would change)."""
+    if len(fields) == len(FIELDS) and b"data" in fields:  # a bytes client: the fast way
+        got = [fields.get(f.encode()) for f in FIELDS]
+    else:
+        named = {text(k): v for k, v in fields.items()}
+        got = [named.get(f) for f in FIELDS] if set(named) == set(FIELDS) else [None]
+    if None in got:
+        raise NotArchivable(f"game {game_id}: {stream} entry {text(entry_id)} is not an event")
+    kind, v, cmd, t, data = (text(x) for x in got)
     seq, _, tail = text(entry_id).partition("-")
-    event = RawEvent(
-        stream, int(seq), got.get("type", ""), _int(got.get("v")), _int(got.get("t")),
-        got.get("cmd", ""), got.get("data", ""),
-    )  # fmt: skip
-    same = (
-        set(got) == set(FIELDS)
-        and tail == "0"
-        and str(event.version) == got["v"]
-        and str(event.time_ms) == got["t"]
-    )
-    if not same:
+    event = RawEvent(stream, int(seq), kind, _int(v), _int(t), cmd, data)
+    if tail != "0" or str(event.version) != v or str(event.time_ms) != t:
         raise NotArchivable(f"game {game_id}: {stream} entry {text(entry_id)} is not an event")
     return event
 

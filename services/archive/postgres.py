@@ -1,6 +1,8 @@
 """`PostgresArchive`: the archive port on PostgreSQL (psycopg 3), for deployments.
 
-The rows are services/archive/sql.py's. The packed log is stored `EXTERNAL` (out of line,
+The rows are services/archive/sql.py's, players in the row itself: ``who``, the game's
+casefolded names (``n:…``) and player ids (``i:…``), under a GIN index (a player's games are
+one posting list, a few bytes a game). The packed log is stored `EXTERNAL` (out of line,
 not compressed again: it is zlib already). One connection behind a lock, opened lazily and
 again after the server went away: an archive that is down makes `put` and `summary` raise
 `ArchiveUnavailable`, and the archiver leaves the game in Redis for a later run.
@@ -31,23 +33,19 @@ CREATE TABLE IF NOT EXISTS archived_games (
   key_id text,
   names text[] NOT NULL,
   player_ids text[] NOT NULL,
+  who text[] NOT NULL,
   moves integer NOT NULL,
   scores integer NOT NULL,
-  digest bytea NOT NULL,
   log bytea NOT NULL
 );
 ALTER TABLE archived_games ALTER COLUMN log SET STORAGE EXTERNAL;
 CREATE INDEX IF NOT EXISTS archived_games_created ON archived_games (created_ms, game_id);
-CREATE INDEX IF NOT EXISTS archived_games_status ON archived_games (status, created_ms, game_id);
-CREATE TABLE IF NOT EXISTS archived_players (
-  who text NOT NULL,
-  created_ms bigint NOT NULL,
-  game_id text NOT NULL,
-  PRIMARY KEY (who, created_ms, game_id)
-);
+CREATE INDEX IF NOT EXISTS archived_games_abandoned ON archived_games (created_ms, game_id)
+  WHERE status = 'abandoned';
+CREATE INDEX IF NOT EXISTS archived_games_who ON archived_games USING gin (who);
 """
 
-TABLES = ("archived_games", "archived_players")
+TABLES = ("archived_games",)
 
 
 class ArchiveUnavailable(RuntimeError):
@@ -92,21 +90,18 @@ class PostgresArchive:
         row = Row.of(game, int(time.time() * 1000))
 
         def put(db: psycopg.Connection[Any]) -> None:
-            db.execute("DELETE FROM archived_players WHERE game_id = %s", (row.game_id,))
             db.execute(
                 "INSERT INTO archived_games VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
                 "ON CONFLICT (game_id) DO UPDATE SET status = excluded.status, "
                 "created_ms = excluded.created_ms, ended_ms = excluded.ended_ms, "
                 "archived_ms = excluded.archived_ms, key_id = excluded.key_id, "
-                "names = excluded.names, player_ids = excluded.player_ids, "
+                "names = excluded.names, player_ids = excluded.player_ids, who = excluded.who, "
                 "moves = excluded.moves, scores = excluded.scores, "
-                "digest = excluded.digest, log = excluded.log",
+                "log = excluded.log",
                 (row.game_id, row.status, row.created_ms, row.ended_ms, row.archived_ms,
-                 row.key_id, row.names, row.player_ids, row.moves, row.scores, row.digest,
+                 row.key_id, row.names, row.player_ids, row.who(), row.moves, row.scores,
                  row.log),
             )  # fmt: skip
-            with db.cursor() as cur:
-                cur.executemany("INSERT INTO archived_players VALUES (%s,%s,%s)", row.players())
 
         self._run(put)
 
@@ -121,9 +116,9 @@ class PostgresArchive:
     def summary(self, game_id: str) -> Summary | None:
         """See `Archive.summary`."""
         found = self._one(
-            "SELECT moves, scores, digest, log FROM archived_games WHERE game_id = %s", game_id
+            "SELECT moves, scores, log FROM archived_games WHERE game_id = %s", game_id
         )
-        return None if found is None else summary_of(game_id, *found)
+        return None if found is None else summary_of(*found)
 
     def games(self, after: str = "", limit: int = 100) -> list[str]:
         """See `Archive.games`."""

@@ -2,11 +2,10 @@
 read-back summary.
 
 One row per game in ``archived_games``: the list columns (status, creation, end, owner key,
-names, player ids), the event counts and digest, and the log itself packed
-(`eventstore.archive.pack`, ~3 KB). Beside it ``archived_players``, one row per distinct
-player name (``n:`` + name casefolded) and player id (``i:`` + id) of a game, keyed (who,
-creation, game): a player's games newest first are an index range, however many games the
-archive holds.
+names, player ids), the event counts, and the log itself packed
+(`eventstore.archive.pack`, ~3 KB). Each distinct player name (``n:`` + name casefolded) and
+player id (``i:`` + id) of a game is indexed for lists: on PostgreSQL in the row (``who``,
+a GIN index); on SQLite in ``archived_players`` keyed (who, creation, game).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from eventstore.archive import ArchivedGame, Summary, pack, unpack
+from eventstore.archive import ArchivedGame, Summary, copy_digest, pack
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,6 @@ class Row:
     player_ids: list[str]
     moves: int
     scores: int
-    digest: bytes
     log: bytes
 
     @classmethod
@@ -49,24 +47,26 @@ class Row:
             game.meta.player_ids,
             summary.moves,
             summary.scores,
-            summary.digest,
             pack(game),
         )
 
+    def who(self) -> list[str]:
+        """The game's players as lists look them up: ``n:`` + name casefolded (`GET /games?
+        player=`), ``i:`` + player id (``?player_id=``)."""
+        found = {"n:" + n.casefold() for n in self.names} | {"i:" + i for i in self.player_ids}
+        return sorted(found)
+
     def players(self) -> list[tuple[str, int, str]]:
-        """The ``archived_players`` rows of the game."""
-        who = {"n:" + n.casefold() for n in self.names} | {"i:" + i for i in self.player_ids}
-        return [(w, self.created_ms, self.game_id) for w in sorted(who)]
+        """The ``archived_players`` rows of the game (SQLite)."""
+        return [(w, self.created_ms, self.game_id) for w in self.who()]
 
 
-def summary_of(game_id: str, moves: int, scores: int, digest: Any, log: Any) -> Summary:
-    """The summary of a stored row, from its log read back: a log that does not unpack, or
-    disagrees with the row's own counts and digest, gives a summary nothing matches."""
+def summary_of(moves: int, scores: int, log: Any) -> Summary:
+    """The summary of a stored row: its counts, and the digest of the canonical bytes its
+    log decompresses to, read back (a log that does not decompress gives a summary nothing
+    matches). The counts were written in the same statement as the log, from the same game;
+    `verify` compares both with the game's own."""
     try:
-        game = unpack(bytes(log))
+        return Summary(moves, scores, copy_digest(bytes(log)))
     except ValueError:
         return Summary(-1, -1, b"")
-    found = Summary.of(game)
-    if game.game_id != game_id or found != Summary(moves, scores, bytes(digest)):
-        return Summary(-1, -1, b"")
-    return found

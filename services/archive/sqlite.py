@@ -26,7 +26,6 @@ CREATE TABLE IF NOT EXISTS archived_games (
   player_ids TEXT NOT NULL,
   moves INTEGER NOT NULL,
   scores INTEGER NOT NULL,
-  digest BLOB NOT NULL,
   log BLOB NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS archived_games_created ON archived_games (created_ms, game_id);
@@ -59,10 +58,10 @@ class SqliteArchive:
         with self._lock, self._db:
             self._db.execute("DELETE FROM archived_players WHERE game_id = ?", (row.game_id,))
             self._db.execute(
-                "INSERT OR REPLACE INTO archived_games VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO archived_games VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (row.game_id, row.status, row.created_ms, row.ended_ms, row.archived_ms,
                  row.key_id, json.dumps(row.names), json.dumps(row.player_ids), row.moves,
-                 row.scores, row.digest, row.log),
+                 row.scores, row.log),
             )  # fmt: skip
             self._db.executemany("INSERT INTO archived_players VALUES (?,?,?)", row.players())
 
@@ -78,10 +77,10 @@ class SqliteArchive:
         """See `Archive.summary`."""
         with self._lock:
             found = self._db.execute(
-                "SELECT moves, scores, digest, log FROM archived_games WHERE game_id = ?",
+                "SELECT moves, scores, log FROM archived_games WHERE game_id = ?",
                 (game_id,),
             ).fetchone()
-        return None if found is None else summary_of(game_id, *found)
+        return None if found is None else summary_of(*found)
 
     def games(self, after: str = "", limit: int = 100) -> list[str]:
         """See `Archive.games`."""

@@ -6,10 +6,10 @@ exactly as stored (envelope and payload text untouched: no upcasting, no re-enco
 read gives back the same bytes an export gave before), what a restore needs to put the game
 back (the stream markers, and the command records that the events alone do not imply), and
 `GameMeta`, the secrets-free facts lists need (status, creation, end, names, player ids, the
-owner API key). Its canonical serialisation (`canonical`) is one JSON document; its digest
-(`digest`, sha256) and event count are what `verify` compares after reading a copy back.
-A stored copy is `pack`ed: the same content laid out by column, zlib-compressed with a
-preset dictionary.
+owner API key). Its canonical serialisation (`canonical`) is one JSON document laid out by
+column; its digest (`digest`, sha256) and event counts are what `verify` compares after
+reading a copy back. A stored copy is `pack`ed: those bytes, zlib-compressed with a preset
+dictionary; `unpack` gives the game back.
 """
 
 from __future__ import annotations
@@ -88,33 +88,6 @@ class ArchivedGame:
         return sum(1 for e in self.events if stream is None or e.stream == stream)
 
 
-def canonical(game: ArchivedGame) -> bytes:
-    """The one serialisation of a game that digests and copies are made of (UTF-8 JSON,
-    sorted keys, no spaces; each event a list, its payload text as a string)."""
-    doc = {
-        "format": FORMAT,
-        "game_id": game.game_id,
-        "meta": {
-            "status": game.meta.status,
-            "created_ms": game.meta.created_ms,
-            "ended_ms": game.meta.ended_ms,
-            "record": game.meta.record,
-        },
-        "events": [
-            [e.stream, e.seq, e.type, e.version, e.time_ms, e.command_id, e.data]
-            for e in game.events
-        ],
-        "markers": game.markers,
-        "commands": game.commands,
-    }
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def digest(game: ArchivedGame) -> bytes:
-    """sha256 of `canonical(game)` (32 bytes)."""
-    return hashlib.sha256(canonical(game)).digest()
-
-
 def _runs(values: Sequence[Any]) -> list[list[Any]]:
     """[[value, how many in a row], …]."""
     runs: list[list[Any]] = []
@@ -131,42 +104,68 @@ def _unrun(runs: Sequence[Sequence[Any]]) -> list[Any]:
 
 
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
+_HEX_SHA = re.compile(r"[0-9a-f]{64}")
+_EMPTY = re.compile(r"([0-9]+):([0-9]+)")
 
 
-def _id_out(command_id: str) -> str | list[str]:
-    """A command id as stored: a 32-hex id (a uuid) as [its 16 bytes in base64], else as is."""
-    if _HEX_ID.fullmatch(command_id):
-        return [base64.b64encode(bytes.fromhex(command_id)).decode().rstrip("=")]
-    return command_id
+def _hex_out(value: str, pattern: re.Pattern[str]) -> str | list[str]:
+    """A hex id (a uuid, a sha256) as [its bytes in base64], anything else as is."""
+    if pattern.fullmatch(value):
+        return [base64.b64encode(bytes.fromhex(value)).decode().rstrip("=")]
+    return value
 
 
-def _id_in(stored: str | list[str]) -> str:
+def _hex_in(stored: str | list[str]) -> str:
     return stored if isinstance(stored, str) else base64.b64decode(stored[0] + "==").hex()
 
 
-# A preset dictionary (RFC 1950's FDICT): one game's log laid out as `pack` lays it out. A
-# copy is small (~1/8 of its text) because most of a game reads like another game. Part of
+# A preset dictionary (RFC 1950's FDICT): one game's log laid out as `canonical` lays it out.
+# A copy is small (~1/8 of its text) because most of a game reads like another game. Part of
 # format 1 for ever: this file never changes (a new one would be a new format).
 _ZDICT = (Path(__file__).with_name("archive_v1.zdict")).read_bytes()
 
 
-def _compress(text: bytes) -> bytes:
-    packer = zlib.compressobj(9, zdict=_ZDICT)
-    return packer.compress(text) + packer.flush()
+def _records_out(game: ArchivedGame, stream: str) -> list[list[Any]]:
+    """A stream's extra command records, each [id, kind, data]: kind 1, the implied
+    "first:last" and a sha256 fingerprint (data: its bytes in base64); 2, the implied span
+    and another fingerprint; 3, a progress save without events ("s+1:s"; data: s); 0, the
+    value as is."""
+    implied = implied_commands(game.events, stream)
+    out: list[list[Any]] = []
+    for cmd, value in sorted(game.commands.get(stream, {}).items()):
+        span = implied.get(cmd)
+        empty = _EMPTY.fullmatch(value)
+        if span and value.startswith(span + ":"):
+            rest = value[len(span) + 1 :]
+            item = [1, _hex_out(rest, _HEX_SHA)] if _HEX_SHA.fullmatch(rest) else [2, rest]
+        elif empty and int(empty[1]) == int(empty[2]) + 1 and str(int(empty[2])) == empty[2]:
+            item = [3, int(empty[2])]
+        else:
+            item = [0, value]
+        out.append([_hex_out(cmd, _HEX_ID), *item])
+    return out
 
 
-def _decompress(blob: bytes) -> bytes:
-    unpacker = zlib.decompressobj(zdict=_ZDICT)
-    return unpacker.decompress(blob) + unpacker.flush()
+def _records_in(events: Sequence[RawEvent], stream: str, stored: Any) -> dict[str, str]:
+    implied = implied_commands(events, stream)
+    out: dict[str, str] = {}
+    for cmd_out, kind, data in stored:
+        cmd = _hex_in(cmd_out)
+        if kind in (1, 2):
+            out[cmd] = implied[cmd] + ":" + (_hex_in(data) if kind == 1 else data)
+        elif kind == 3:
+            out[cmd] = f"{data + 1}:{data}"
+        else:
+            out[cmd] = data
+    return out
 
 
-def pack(game: ArchivedGame) -> bytes:
-    """The stored copy: zlib (level 9, preset dictionary `_ZDICT`) of the log laid out by
-    column (per stream: types, versions and command ids as runs, times as differences,
-    payload texts grouped by type, one per line; seqs and streams are implied): ~2.9 KB for
-    a 2-4 player game, against ~4.6 KB for `canonical` zlib-compressed alone. `unpack` gives
-    back the very same `ArchivedGame` (its `canonical` bytes and digest are checked by
-    `verify`)."""
+def canonical(game: ArchivedGame) -> bytes:
+    """The one serialisation of a game that digests and copies are made of: UTF-8 JSON laid
+    out by column (per stream: types, versions and command ids as runs, times as
+    differences, payload texts grouped by type, one per line; seqs and streams implied;
+    hex ids as base64 bytes), which compresses well (`pack`) and whose `unpack` gives back
+    the very same `ArchivedGame`."""
     check_log(game.events)
     streams: dict[str, Any] = {}
     for stream in STREAMS:
@@ -179,11 +178,12 @@ def pack(game: ArchivedGame) -> bytes:
         streams[stream] = {
             "types": _runs([e.type for e in events]),
             "versions": _runs([e.version for e in events]),
-            "commands": _runs([_id_out(e.command_id) for e in events]),
+            "commands": _runs([_hex_out(e.command_id, _HEX_ID) for e in events]),
             "times": [b - a for a, b in zip([0, *times], times, strict=False)],
             # The payloads of each type together, in order: alike texts side by side.
             "data": {t: "\n".join(d) if joined else d for t, d in by_type.items()},
             "n": len(events),
+            "records": _records_out(game, stream),
         }
     doc = {
         "format": FORMAT,
@@ -191,13 +191,41 @@ def pack(game: ArchivedGame) -> bytes:
         "meta": [game.meta.status, game.meta.created_ms, game.meta.ended_ms, game.meta.record],
         "streams": streams,
         "markers": game.markers,
-        "commands": game.commands,
     }
-    return _compress(_layout(doc))
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()
 
 
-def _layout(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+def digest(game: ArchivedGame) -> bytes:
+    """sha256 of `canonical(game)` (32 bytes)."""
+    return hashlib.sha256(canonical(game)).digest()
+
+
+def pack(game: ArchivedGame) -> bytes:
+    """The stored copy: zlib (level 9, preset dictionary `_ZDICT`) of `canonical(game)`:
+    ~3 KB for a 2-4 player game (~4.6 KB for the same log as rows, zlib alone)."""
+    return _compress(canonical(game))
+
+
+def copy_digest(blob: bytes) -> bytes:
+    """sha256 of the canonical bytes a stored copy holds (what `verify` compares with the
+    digest of the game it was made of; `ValueError` when it does not decompress)."""
+    try:
+        return hashlib.sha256(_decompress(blob)).digest()
+    except zlib.error as e:
+        raise ValueError(f"not an archived game: {e}") from e
+
+
+def _compress(text: bytes) -> bytes:
+    packer = zlib.compressobj(9, zdict=_ZDICT)
+    return packer.compress(text) + packer.flush()
+
+
+def _decompress(blob: bytes) -> bytes:
+    unpacker = zlib.decompressobj(zdict=_ZDICT)
+    text = unpacker.decompress(blob) + unpacker.flush()
+    if not unpacker.eof:
+        raise zlib.error("truncated")
+    return text
 
 
 def unpack(blob: bytes) -> ArchivedGame:
@@ -207,6 +235,7 @@ def unpack(blob: bytes) -> ArchivedGame:
         if doc.get("format") != FORMAT:
             raise ValueError(f"archive format {doc.get('format')!r} unknown")
         events: list[RawEvent] = []
+        records: dict[str, dict[str, str]] = {}
         for stream in STREAMS:
             part, n = doc["streams"][stream], doc["streams"][stream]["n"]
             types = _unrun(part["types"])
@@ -218,25 +247,28 @@ def unpack(blob: bytes) -> ArchivedGame:
                 types,
                 _unrun(part["versions"]),
                 list(itertools.accumulate(part["times"])),
-                [_id_in(c) for c in _unrun(part["commands"])],
+                [_hex_in(c) for c in _unrun(part["commands"])],
                 [next(queues[t]) for t in types],
             ]
             if any(len(c) != n for c in columns):
                 raise ValueError(f"stream {stream}: columns of unequal length")
             types, versions, times, commands, texts = columns
-            events += [
+            mine = [
                 RawEvent(stream, i + 1, types[i], versions[i], times[i], commands[i], texts[i])
                 for i in range(n)
             ]
+            events += mine
+            if part["records"]:
+                records[stream] = _records_in(mine, stream, part["records"])
         status, created, ended, record = doc["meta"]
         return ArchivedGame(
             doc["game_id"],
             GameMeta(status, int(created), int(ended), record),
             tuple(events),
             dict(doc["markers"]),
-            {s: dict(c) for s, c in doc["commands"].items()},
+            records,
         )
-    except (zlib.error, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
+    except (zlib.error, UnicodeDecodeError, KeyError, TypeError, ValueError, StopIteration) as e:
         raise ValueError(f"not an archived game: {e}") from e
 
 
@@ -339,8 +371,11 @@ class InMemoryArchive:
 
     def summary(self, game_id: str) -> Summary | None:
         """See `Archive.summary`."""
-        game = self.read(game_id)
-        return None if game is None else Summary.of(game)
+        blob = self._blobs.get(game_id)
+        if blob is None:
+            return None
+        game = unpack(blob)
+        return Summary(game.count(MOVES), game.count(SCORES), copy_digest(blob))
 
     def games(self, after: str = "", limit: int = 100) -> list[str]:
         """See `Archive.games`."""
