@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="also games due within this many seconds (e.g. before a maintenance window)",
     )
+    run.add_argument("--batch", type=int, default=100, help="games copied per commit")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     restore = commands.add_parser("restore", help="put an archived game back into Redis")
     restore.add_argument("game_id")
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
     client = redis.Redis.from_url(args.redis_url)
     archive = open_archive(args.archive_url)
-    archiver = Archiver(client, archive, after_ms=int(args.after * 1000))
+    batch = getattr(args, "batch", 100)
+    archiver = Archiver(client, archive, after_ms=int(args.after * 1000), batch=batch)
     try:
         if args.command == "status":
             archiver.due_index.follower.catch_up()

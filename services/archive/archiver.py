@@ -68,7 +68,6 @@ from services.redis_store.keys import (
     subscription_keys,
     subscriptions_key,
 )
-from services.redis_store.scripts import script
 
 log = logging.getLogger(__name__)
 CONSUMER = "archive"
@@ -160,13 +159,16 @@ class Archiver:
         archive: Archive,
         after_ms: int = 3_600_000,
         retry_ms: int = 60_000,
+        batch: int = 100,
     ) -> None:
+        self.batch = max(1, batch)
         self.client = client
         self.archive = archive
         self.after_ms = after_ms
         self.retry_ms = retry_ms
         self.due_index = ArchiveDue(client, after_ms)
-        self._remove = script(client, REMOVE_LUA)
+        self._remove_script = client.register_script(REMOVE_LUA)
+        self._subs: dict[str, set[str]] = {}  # the batch's games -> their subscriptions
 
     # ------------------------------------------------------------------ due games
 
@@ -195,110 +197,160 @@ class Archiver:
         """Try the game again `retry_ms` from now (if it is still due at all)."""
         self.client.zadd(archive_due_key(shard), {game_id: now_ms + self.retry_ms}, xx=True)
 
-    # ------------------------------------------------------------------ one game
+    # ------------------------------------------------------------------ a batch of games
+
+    def snapshots(self, game_ids: list[str]) -> dict[str, Snapshot | NotArchivable | None]:
+        """Each game as Redis holds it, read in one pipeline (None: no move stream; a
+        `NotArchivable` where its data is not what the append script writes). Not one
+        MULTI: streams only grow, and the removal compares what was read with what is
+        there (lengths, markers, command records), so a read that raced an append is never
+        what gets removed."""
+        pipe = self.client.pipeline(transaction=False)
+        for game_id in game_ids:
+            for stream in STREAMS:
+                key, commands, marker = game_keys(game_id, stream)
+                pipe.xrange(key)
+                pipe.hlen(commands)
+                pipe.get(marker)
+            pipe.get(secrets_key(game_id))
+            pipe.hgetall(game_subscriptions_key(game_id))
+        replies = pipe.execute()
+        out: dict[str, Snapshot | NotArchivable | None] = {}
+        for n, game_id in enumerate(game_ids):
+            try:
+                out[game_id] = _snapshot(game_id, replies[8 * n : 8 * n + 8])
+            except NotArchivable as e:
+                out[game_id] = e
+        return out
 
     def snapshot(self, game_id: str) -> Snapshot | None:
-        """The game as Redis holds it, read in one MULTI (None: no move stream)."""
-        pipe = self.client.pipeline(transaction=True)
-        for stream in STREAMS:
-            key, commands, marker = game_keys(game_id, stream)
-            pipe.xrange(key)
-            pipe.hlen(commands)
-            pipe.get(marker)
-        pipe.get(secrets_key(game_id))
-        pipe.hgetall(game_subscriptions_key(game_id))
-        replies = pipe.execute()
-        if not replies[0]:
-            return None
-        events: list[RawEvent] = []
-        records: dict[str, int] = {}
-        markers: dict[str, str] = {}
-        for i, stream in enumerate(STREAMS):
-            entries, commands, marker = replies[3 * i : 3 * i + 3]
-            events += [_raw(game_id, stream, eid, fields) for eid, fields in entries]
-            records[stream] = int(commands)
-            if marker is not None:
-                markers[stream] = text(marker)
-        try:
-            check_log(events)
-        except ValueError as e:
-            raise NotArchivable(f"game {game_id}: {e}") from e
-        raw_secrets, hooks = replies[6], replies[7]
-        record = json.loads(raw_secrets) if raw_secrets is not None else {}
-        kept = {k: v for k, v in record.items() if k not in SECRET_FIELDS}
-        moves = [e for e in events if e.stream == MOVES]
-        ends = [e for e in moves if e.type in ENDINGS]
-        status = ENDINGS[ends[-1].type] if ends else ""
-        meta = GameMeta(status, moves[0].time_ms, ends[-1].time_ms if ends else 0, kept)
-        # The command records (idempotency) are not copied: a finished game takes no more
-        # commands, and a restore rebuilds each command's span from the events' ids.
-        game = ArchivedGame(game_id, meta, tuple(events), markers)
-        subscriptions = {text(k): _json(v) for k, v in hooks.items()}
-        return Snapshot(game, records, markers, subscriptions, meta.key_id)
+        """One game as Redis holds it (see `snapshots`; raises `NotArchivable`)."""
+        found = self.snapshots([game_id])[game_id]
+        if isinstance(found, NotArchivable):
+            raise found
+        return found
 
-    def _deliveries_due(self, shard: int, snap: Snapshot) -> bool:
-        """Whether a subscription of the game (its webhooks, its owner key's) still has
-        deliveries to make (they would be lost with the game's keys)."""
-        subs = set(snap.subscriptions) | self._owner_subscriptions(snap.owner_key)
-        if not subs:
-            return False
-        game_id = snap.game.game_id
-        due = index_shard(game_id)
+    def _busy(self, ready: list[tuple[int, Snapshot]]) -> set[str]:
+        """Games of which a subscription (its webhooks, its owner key's) still has
+        deliveries to make: they would be lost with the game's keys."""
+        owners = sorted({s.owner_key for _, s in ready if s.owner_key})
         pipe = self.client.pipeline(transaction=False)
-        for sub in sorted(subs):
-            pipe.zscore(subs_due_key(due), f"{game_id}:{sub}")
-        return any(score is not None for score in pipe.execute())
+        for key_id in owners:
+            pipe.hkeys(subscriptions_key(key_id))
+        owned = {k: {text(x) for x in subs} for k, subs in zip(owners, pipe.execute(), strict=True)}
+        asked: list[str] = []
+        pipe = self.client.pipeline(transaction=False)
+        for _, snap in ready:
+            game_id = snap.game.game_id
+            subs = set(snap.subscriptions) | owned.get(snap.owner_key or "", set())
+            for sub in sorted(subs):
+                pipe.zscore(subs_due_key(index_shard(game_id)), f"{game_id}:{sub}")
+                asked.append(game_id)
+        self._subs = {s.game.game_id: set(s.subscriptions) | owned.get(s.owner_key or "", set())
+                      for _, s in ready}  # fmt: skip
+        return {g for g, score in zip(asked, pipe.execute(), strict=True) if score is not None}
 
-    def _owner_subscriptions(self, key_id: str | None) -> set[str]:
-        if not key_id:
-            return set()
-        found: Any = self.client.hkeys(subscriptions_key(key_id))
-        return {text(s) for s in found}
+    def archive_batch(
+        self, due: list[tuple[int, str]], now_ms: int | None = None
+    ) -> dict[str, str]:
+        """Move a batch of due games (shard, game); what happened to each: "archived",
+        "removed" (the archive had a verified copy already), "gone" (removed before, or no
+        such game), "waiting" (not ready: tried again later), "changed" (appended since the
+        read: tried again), "failed" (its data is not an appended game's, or its copy did
+        not verify: tried again, logged). Steps: read all, copy all (one commit), read the
+        copies back and verify each, remove each verified game in its own atomic step."""
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        snaps = self.snapshots([g for _, g in due])
+        outcome: dict[str, str] = {}
+        ready: list[tuple[int, Snapshot]] = []
+        for shard, game_id in due:
+            snap = snaps[game_id]
+            if isinstance(snap, NotArchivable):
+                log.error("%s: left in Redis", snap, extra={"game_id": game_id})
+                self._later(shard, game_id, now)
+                outcome[game_id] = "failed"
+            elif snap is None or not snap.game.meta.status:
+                # Archived before (its tombstone), never here, or not finished (listed by
+                # mistake: the feed lists it again when it ends).
+                self.client.zrem(archive_due_key(shard), game_id)
+                outcome[game_id] = "gone"
+            elif snap.markers.get(SCORES, "") != str(snap.game.count(MOVES)):
+                self._later(shard, game_id, now)  # its last moves are not scored yet
+                outcome[game_id] = "waiting"
+            else:
+                ready.append((shard, snap))
+        busy = self._busy(ready) if ready else set()
+        for shard, snap in ready:
+            if snap.game.game_id in busy:
+                self._later(shard, snap.game.game_id, now)
+                outcome[snap.game.game_id] = "waiting"
+        ready = [(shard, snap) for shard, snap in ready if snap.game.game_id not in busy]
+        expected = {snap.game.game_id: Summary.of(snap.game) for _, snap in ready}
+        held = self.archive.summaries(list(expected)) if expected else {}
+        copies = [
+            snap.game
+            for _, snap in ready
+            if held.get(snap.game.game_id) != expected[snap.game.game_id]
+        ]
+        if copies:
+            self.archive.put_many(copies)  # committed when it returns
+            crash_point("copied")
+            held.update(self.archive.summaries([g.game_id for g in copies]))  # read back
+        crash_point("verified")
+        verified = []
+        for shard, snap in ready:
+            game_id = snap.game.game_id
+            if held.get(game_id) == expected[game_id]:
+                verified.append((shard, snap))
+            else:
+                log.error("game %s: the archive's copy does not verify; left in Redis",
+                          game_id, extra={"game_id": game_id})  # fmt: skip
+                self._later(shard, game_id, now)
+                outcome[game_id] = "failed"
+        copied = {g.game_id for g in copies}
+        removed = self._remove_many(verified, now)
+        crash_point("removed")
+        for (_, snap), done in zip(verified, removed, strict=True):
+            game_id = snap.game.game_id
+            if done == 0:
+                outcome[game_id] = "changed"  # the copy is stale: the next run copies again
+            elif done == 2:
+                outcome[game_id] = "gone"
+            else:
+                self._forget_hooks(snap)
+                outcome[game_id] = "archived" if game_id in copied else "removed"
+        return outcome
 
     def archive_game(self, shard: int, game_id: str, now_ms: int | None = None) -> str:
-        """Move one due game; returns what happened: "archived", "removed" (the archive had
-        a verified copy already), "gone" (removed before, or no such game), "waiting" (not
-        ready: tried again later), "changed" (appended since the read: tried again)."""
-        now = now_ms if now_ms is not None else int(time.time() * 1000)
-        snap = self.snapshot(game_id)
-        if snap is None:  # archived before (its tombstone), or never here
-            self.client.zrem(archive_due_key(shard), game_id)
-            return "gone"
-        game = snap.game
-        if not game.meta.status:  # not finished (listed by mistake): the feed lists it again
-            self.client.zrem(archive_due_key(shard), game_id)
-            return "gone"
-        scored = snap.markers.get(SCORES, "")
-        if scored != str(game.count(MOVES)) or self._deliveries_due(shard, snap):
-            self._later(shard, game_id, now)
-            return "waiting"
-        expected = Summary.of(game)
-        copied = False
-        if self.archive.summary(game_id) != expected:
-            self.archive.put(game)  # committed when it returns
-            copied = True
-            crash_point("copied")
-            if self.archive.summary(game_id) != expected:  # read back
-                raise RuntimeError(f"game {game_id}: the archive's copy does not verify")
-        crash_point("verified")
-        removed = self._remove_keys(shard, snap, now)
-        crash_point("removed")
-        if removed == 0:
-            return "changed"  # the archive's copy is stale: the next run copies again
-        if removed == 2:
-            return "gone"
-        self._forget_hooks(snap)
-        return "archived" if copied else "removed"
+        """Move one due game (a batch of one: see `archive_batch`)."""
+        return self.archive_batch([(shard, game_id)], now_ms)[game_id]
 
-    def _remove_keys(self, shard: int, snap: Snapshot, now: int) -> int:
-        """The one atomic removal (REMOVE_LUA); 1, 0 or 2 as it returns."""
+    def _remove_many(self, games: list[tuple[int, Snapshot]], now: int) -> list[int]:
+        """The removal of each game, each its own atomic step (REMOVE_LUA), pipelined; what
+        each returned (1, 0 or 2)."""
+        if not games:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for shard, snap in games:
+            keys, args = self._removal(shard, snap, now)
+            self._remove_script(keys=keys, args=args, client=pipe)
+        done = [int(r) for r in pipe.execute()]
+        pipe = self.client.pipeline(transaction=False)
+        for (shard, snap), result in zip(games, done, strict=True):
+            if result and _due_key(snap.game.game_id, shard) is None:
+                pipe.zrem(archive_due_key(shard), snap.game.game_id)  # another slot's index
+        pipe.execute()
+        return done
+
+    def _removal(self, shard: int, snap: Snapshot, now: int) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of a game's REMOVE_LUA."""
         game_id = snap.game.game_id
         base: list[str] = []
         for stream in STREAMS:
             base += game_keys(game_id, stream)
         keys = [base[0], base[3], base[1], base[4], base[2], base[5], archived_key(game_id)]
         more = [secrets_key(game_id), game_subscriptions_key(game_id)]
-        for sub in sorted(set(snap.subscriptions) | self._owner_subscriptions(snap.owner_key)):
+        for sub in sorted(self._subs.get(game_id, set())):
             more += subscription_keys(game_id, sub)
         keys += more
         due = _due_key(game_id, shard)
@@ -315,10 +367,7 @@ class Archiver:
             game_id,
             len(more),
         ]
-        done = int(self._remove(keys=keys, args=args))
-        if done and due is None:  # another slot's index: after the script (idempotent)
-            self.client.zrem(archive_due_key(shard), game_id)
-        return done
+        return keys, args
 
     def _forget_hooks(self, snap: Snapshot) -> None:
         """The removed game's webhooks no longer count in their keys' caps."""
@@ -337,36 +386,32 @@ class Archiver:
         limit: int = 10_000,
         progress: Callable[[int, int, Counter[str]], None] | None = None,
     ) -> Counter[str]:
-        """Archive every game due by `now_ms` (at most `limit`); the outcomes counted. The
-        change feed is followed first. An archive that is down stops the run (the games stay
-        in Redis, tried again `retry_ms` later); a Redis failure stops it too (raised)."""
+        """Archive every game due by `now_ms` (at most `limit`), `batch` games a step; the
+        outcomes counted. The change feed is followed first. An archive that is down stops
+        the run (the games stay in Redis, tried again `retry_ms` later); a Redis failure
+        stops it too (raised)."""
         self.due_index.follower.catch_up()
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         games = self.due(now, limit)
         done: Counter[str] = Counter()
-        for i, (shard, game_id) in enumerate(games):
+        for start in range(0, len(games), self.batch):
+            batch = games[start : start + self.batch]
             try:
-                outcome = self.archive_game(shard, game_id, now)
+                done.update(self.archive_batch(batch, now).values())
             except redis.RedisError:
                 raise
-            except NotArchivable as e:
-                log.error("%s: left in Redis", e, extra={"game_id": game_id})
-                self._later(shard, game_id, now)
-                outcome = "failed"
-            except Exception as e:  # the archive down, or a copy that does not verify
-                log.warning("game %s: not archived (%s); tried again later", game_id, e,
-                            extra={"game_id": game_id})  # fmt: skip
-                self._later(shard, game_id, now)
-                outcome = "failed"
-                if not _reachable(self.archive):
-                    for later_shard, later_game in games[i + 1 :]:
-                        self._later(later_shard, later_game, now)
-                    done["failed"] += 1
-                    done["waiting"] += len(games) - i - 1
-                    break
-            done[outcome] += 1
-            if progress is not None:
-                progress(i + 1, len(games), done)
+            except Exception as e:  # the archive down (or failing): all stay in Redis
+                log.warning("archive: %d games not archived (%s); tried again later",
+                            len(games) - start, e)  # fmt: skip
+                for shard, game_id in games[start:]:
+                    self._later(shard, game_id, now)
+                done["failed"] += len(batch)
+                if len(games) > start + len(batch):
+                    done["waiting"] += len(games) - start - len(batch)
+                break
+            finally:
+                if progress is not None:
+                    progress(min(start + self.batch, len(games)), len(games), done)
         return done
 
     # ------------------------------------------------------------------ restore
@@ -406,6 +451,37 @@ class Archiver:
         return game
 
 
+def _snapshot(game_id: str, replies: list[Any]) -> Snapshot | None:
+    """A game from its eight replies of `Archiver.snapshots`."""
+    if not replies[0]:
+        return None
+    events: list[RawEvent] = []
+    records: dict[str, int] = {}
+    markers: dict[str, str] = {}
+    for i, stream in enumerate(STREAMS):
+        entries, commands, marker = replies[3 * i : 3 * i + 3]
+        events += [_raw(game_id, stream, eid, fields) for eid, fields in entries]
+        records[stream] = int(commands)
+        if marker is not None:
+            markers[stream] = text(marker)
+    try:
+        check_log(events)
+    except ValueError as e:
+        raise NotArchivable(f"game {game_id}: {e}") from e
+    raw_secrets, hooks = replies[6], replies[7]
+    record = json.loads(raw_secrets) if raw_secrets is not None else {}
+    kept = {k: v for k, v in record.items() if k not in SECRET_FIELDS}
+    moves = [e for e in events if e.stream == MOVES]
+    ends = [e for e in moves if e.type in ENDINGS]
+    status = ENDINGS[ends[-1].type] if ends else ""
+    meta = GameMeta(status, moves[0].time_ms, ends[-1].time_ms if ends else 0, kept)
+    # The command records (idempotency) are not copied: a finished game takes no more
+    # commands, and a restore rebuilds each command's span from the events' ids.
+    game = ArchivedGame(game_id, meta, tuple(events), markers)
+    subscriptions = {text(k): _json(v) for k, v in hooks.items()}
+    return Snapshot(game, records, markers, subscriptions, meta.key_id)
+
+
 def _ms() -> int:
     return int(time.time() * 1000)
 
@@ -440,12 +516,3 @@ def _int(value: str | None) -> int:
         return int(value or "")
     except ValueError:
         return -1
-
-
-def _reachable(archive: Archive) -> bool:
-    """Whether the archive answers at all (a cheap query)."""
-    try:
-        archive.count()
-        return True
-    except Exception:
-        return False

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
 
-from eventstore.archive import ArchivedGame, Summary, check_log, unpack
+from eventstore.archive import ArchivedGame, Summary, unpack
 
 from .sql import Row, summary_of
 
@@ -85,25 +85,30 @@ class PostgresArchive:
                 self._db = None
 
     def put(self, game: ArchivedGame) -> None:
-        """See `Archive.put`: the game's row and its players' rows in one transaction."""
-        check_log(game.events)
-        row = Row.of(game, int(time.time() * 1000))
+        """See `Archive.put`."""
+        self.put_many([game])
 
-        def put(db: psycopg.Connection[Any]) -> None:
-            db.execute(
-                "INSERT INTO archived_games VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
-                "ON CONFLICT (game_id) DO UPDATE SET status = excluded.status, "
-                "created_ms = excluded.created_ms, ended_ms = excluded.ended_ms, "
-                "archived_ms = excluded.archived_ms, key_id = excluded.key_id, "
-                "names = excluded.names, player_ids = excluded.player_ids, who = excluded.who, "
-                "moves = excluded.moves, scores = excluded.scores, "
-                "log = excluded.log",
-                (row.game_id, row.status, row.created_ms, row.ended_ms, row.archived_ms,
-                 row.key_id, row.names, row.player_ids, row.who(), row.moves, row.scores,
-                 row.log),
-            )  # fmt: skip
-
-        self._run(put)
+    def put_many(self, games: Sequence[ArchivedGame]) -> None:
+        """See `Archive.put_many`: one multi-row INSERT … ON CONFLICT, one commit."""
+        now = int(time.time() * 1000)
+        rows = {game.game_id: Row.of(game, now) for game in games}  # a game once per statement
+        if not rows:
+            return
+        values = ",".join(["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * len(rows))
+        params: list[Any] = []
+        for row in rows.values():
+            params += [row.game_id, row.status, row.created_ms, row.ended_ms, row.archived_ms,
+                       row.key_id, row.names, row.player_ids, row.who(), row.moves, row.scores,
+                       row.log]  # fmt: skip
+        sql = (
+            f"INSERT INTO archived_games VALUES {values} "
+            "ON CONFLICT (game_id) DO UPDATE SET status = excluded.status, "
+            "created_ms = excluded.created_ms, ended_ms = excluded.ended_ms, "
+            "archived_ms = excluded.archived_ms, key_id = excluded.key_id, "
+            "names = excluded.names, player_ids = excluded.player_ids, who = excluded.who, "
+            "moves = excluded.moves, scores = excluded.scores, log = excluded.log"
+        )
+        self._run(lambda db: db.execute(sql, params))
 
     def _one(self, sql: str, game_id: str) -> Any:
         return self._run(lambda db: db.execute(sql, (game_id,)).fetchone())
@@ -119,6 +124,16 @@ class PostgresArchive:
             "SELECT moves, scores, log FROM archived_games WHERE game_id = %s", game_id
         )
         return None if found is None else summary_of(*found)
+
+    def summaries(self, game_ids: Sequence[str]) -> dict[str, Summary]:
+        """See `Archive.summaries`: one query."""
+        rows = self._run(
+            lambda db: db.execute(
+                "SELECT game_id, moves, scores, log FROM archived_games WHERE game_id = ANY(%s)",
+                (list(game_ids),),
+            ).fetchall()
+        )
+        return {r[0]: summary_of(*r[1:]) for r in rows}
 
     def games(self, after: str = "", limit: int = 100) -> list[str]:
         """See `Archive.games`."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eventstore.archive import ArchivedGame, Summary, copy_digest, pack
+from eventstore.envelope import MOVES, SCORES
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,6 @@ class Row:
     @classmethod
     def of(cls, game: ArchivedGame, archived_ms: int) -> Row:
         """The row of a game (packing its log)."""
-        summary = Summary.of(game)
         return cls(
             game.game_id,
             game.meta.status,
@@ -45,8 +45,8 @@ class Row:
             game.meta.key_id,
             game.meta.names,
             game.meta.player_ids,
-            summary.moves,
-            summary.scores,
+            game.count(MOVES),
+            game.count(SCORES),
             pack(game),
         )
 

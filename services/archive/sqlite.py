@@ -8,9 +8,10 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from eventstore.archive import ArchivedGame, Summary, check_log, unpack
+from eventstore.archive import ArchivedGame, Summary, unpack
 
 from .sql import Row, summary_of
 
@@ -52,18 +53,23 @@ class SqliteArchive:
         self._lock = threading.Lock()
 
     def put(self, game: ArchivedGame) -> None:
-        """See `Archive.put`: the game's row and its players' rows in one transaction."""
-        check_log(game.events)
-        row = Row.of(game, int(time.time() * 1000))
+        """See `Archive.put`."""
+        self.put_many([game])
+
+    def put_many(self, games: Sequence[ArchivedGame]) -> None:
+        """See `Archive.put_many`: the games' rows and their players' rows, one transaction."""
+        now = int(time.time() * 1000)
+        rows = [Row.of(game, now) for game in games]
         with self._lock, self._db:
-            self._db.execute("DELETE FROM archived_players WHERE game_id = ?", (row.game_id,))
-            self._db.execute(
-                "INSERT OR REPLACE INTO archived_games VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (row.game_id, row.status, row.created_ms, row.ended_ms, row.archived_ms,
-                 row.key_id, json.dumps(row.names), json.dumps(row.player_ids), row.moves,
-                 row.scores, row.log),
-            )  # fmt: skip
-            self._db.executemany("INSERT INTO archived_players VALUES (?,?,?)", row.players())
+            for row in rows:
+                self._db.execute("DELETE FROM archived_players WHERE game_id = ?", (row.game_id,))
+                self._db.execute(
+                    "INSERT OR REPLACE INTO archived_games VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (row.game_id, row.status, row.created_ms, row.ended_ms, row.archived_ms,
+                     row.key_id, json.dumps(row.names), json.dumps(row.player_ids), row.moves,
+                     row.scores, row.log),
+                )  # fmt: skip
+                self._db.executemany("INSERT INTO archived_players VALUES (?,?,?)", row.players())
 
     def read(self, game_id: str) -> ArchivedGame | None:
         """See `Archive.read`: one primary-key lookup and an unpack (~1 ms)."""
@@ -81,6 +87,11 @@ class SqliteArchive:
                 (game_id,),
             ).fetchone()
         return None if found is None else summary_of(*found)
+
+    def summaries(self, game_ids: Sequence[str]) -> dict[str, Summary]:
+        """See `Archive.summaries`."""
+        found = {g: self.summary(g) for g in game_ids}
+        return {g: s for g, s in found.items() if s is not None}
 
     def games(self, after: str = "", limit: int = 100) -> list[str]:
         """See `Archive.games`."""

@@ -135,6 +135,7 @@ def _records_out(game: ArchivedGame, stream: str) -> list[list[Any]]:
     for cmd, value in sorted(game.commands.get(stream, {}).items()):
         span = implied.get(cmd)
         empty = _EMPTY.fullmatch(value)
+        item: list[Any]
         if span and value.startswith(span + ":"):
             rest = value[len(span) + 1 :]
             item = [1, _hex_out(rest, _HEX_SHA)] if _HEX_SHA.fullmatch(rest) else [2, rest]
@@ -333,8 +334,14 @@ class Archive(Protocol):
     def read(self, game_id: str) -> ArchivedGame | None:
         """A game's copy (None if it is not archived)."""
 
+    def put_many(self, games: Sequence[ArchivedGame]) -> None:
+        """`put` each game, all in one commit."""
+
     def summary(self, game_id: str) -> Summary | None:
         """The summary of the copy as stored, computed from the stored bytes read back."""
+
+    def summaries(self, game_ids: Sequence[str]) -> dict[str, Summary]:
+        """`summary` of each game that has a copy, in one read."""
 
     def games(self, after: str = "", limit: int = 100) -> list[str]:
         """Archived game ids in id order, after `after` (a page)."""
@@ -360,9 +367,13 @@ class InMemoryArchive:
 
     def put(self, game: ArchivedGame) -> None:
         """See `Archive.put`."""
-        check_log(game.events)
+        self.put_many([game])
+
+    def put_many(self, games: Sequence[ArchivedGame]) -> None:
+        """See `Archive.put_many`."""
+        packed = {game.game_id: pack(game) for game in games}
         with self._lock:
-            self._blobs[game.game_id] = pack(game)
+            self._blobs.update(packed)
 
     def read(self, game_id: str) -> ArchivedGame | None:
         """See `Archive.read`."""
@@ -376,6 +387,11 @@ class InMemoryArchive:
             return None
         game = unpack(blob)
         return Summary(game.count(MOVES), game.count(SCORES), copy_digest(blob))
+
+    def summaries(self, game_ids: Sequence[str]) -> dict[str, Summary]:
+        """See `Archive.summaries`."""
+        found = {g: self.summary(g) for g in game_ids}
+        return {g: s for g, s in found.items() if s is not None}
 
     def games(self, after: str = "", limit: int = 100) -> list[str]:
         """See `Archive.games`."""

@@ -5,8 +5,9 @@ Real parts: a private Redis and a private PostgreSQL (tests/postgres_server.py; 
 its reason where none can start), the archiver of services/archive in this one process.
 `--games` (default 10,000) finished 2-4 player games are written as the append script writes
 them (both streams with their `<seq>-0` ids and five fields, a command record per append —
-uuid command ids, an Idempotency-Key with its request fingerprint on every 4th turn, one score append per turn as
-the watching scorer makes — the stream markers and a secrets record), their last score
+uuid command ids, an Idempotency-Key with its request fingerprint on every 4th turn, one
+score append per turn as the watching scorer makes — the stream markers and a secrets
+record), their last score
 append (`GameScored`) through `RedisEventStore.append` itself, so each game's end is on the
 change feed; the logs are those of `--distinct` random games (default 150) played once.
 The directory and the archive's due index follow the feed, then the feed is trimmed (as the
