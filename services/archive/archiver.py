@@ -51,11 +51,20 @@ from eventstore.archive import (
 )
 from eventstore.envelope import MOVES, SCORES, STREAMS
 from services.redis_store.changes import Change, Follower, Write
+from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.indexes import text
 from services.redis_store.keys import (
     ABANDONED,
+    IN_PROGRESS,
     OVER,
     SHARDS,
+    bots_due_key,
+    deadlines_key,
+    games_key,
+    idle_key,
+    player_id_key,
+    player_key,
+    status_key,
     archive_due_key,
     archived_key,
     game_keys,
@@ -94,17 +103,20 @@ class ArchiveDue:
 
 
 # KEYS: moves, scores, cmd:moves, cmd:scores, marker:moves, marker:scores, tombstone, then
-#       ARGV[9] more keys of the game to delete, then the shard's due index (absent for a
-#       game off the shard slots on a cluster: another slot's).
+#       ARGV[9] more keys of the game to delete, then ARGV[10] indexes of its shard to drop
+#       it from (the directory's lists, the timer's, the bots', the archive's due index;
+#       none for a game off the shard slots on a cluster: another slot's).
 # ARGV: moves length, scores length, marker:moves, marker:scores ("" = none), cmd:moves and
-#       cmd:scores sizes, the time (ms), the game id, how many more keys.
+#       cmd:scores sizes, the time (ms), the game id, how many more keys, how many indexes.
 # Returns 1 when removed, 0 when the game changed since it was read (nothing done), 2 when it
-# was removed before (its due entry dropped).
+# was removed before (dropped from the indexes again).
 REMOVE_LUA = """
-local n = tonumber(ARGV[9])
-local due = KEYS[8 + n]
+local n, m = tonumber(ARGV[9]), tonumber(ARGV[10])
+local function unlist()
+  for i = 8 + n, 7 + n + m do redis.call('ZREM', KEYS[i], ARGV[8]) end
+end
 if redis.call('EXISTS', KEYS[7]) == 1 and redis.call('EXISTS', KEYS[1]) == 0 then
-  if due then redis.call('ZREM', due, ARGV[8]) end
+  unlist()
   return 2
 end
 if redis.call('XLEN', KEYS[1]) ~= tonumber(ARGV[1])
@@ -117,8 +129,8 @@ if redis.call('XLEN', KEYS[1]) ~= tonumber(ARGV[1])
 end
 for i = 1, 6 do redis.call('DEL', KEYS[i]) end
 for i = 8, 7 + n do redis.call('DEL', KEYS[i]) end
+unlist()
 redis.call('SET', KEYS[7], ARGV[7])
-if due then redis.call('ZREM', due, ARGV[8]) end
 return 1
 """
 
@@ -145,9 +157,21 @@ def crash_point(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _due_key(game_id: str, shard: int) -> str | None:
-    """The due index a removal script may name: the game's shard's, if in its slot."""
-    return archive_due_key(shard) if shard_of(game_id) == shard else None
+def _listed(shard: int, snap: Snapshot) -> list[str]:
+    """The indexes of the game's shard that may list it: the directory's (every status,
+    each player name and id), the turn timer's, the bots', the archive's due index. An
+    archived game is listed from the archive database (its own indexes)."""
+    meta = snap.game.meta
+    return [
+        games_key(shard),
+        *(status_key(shard, s) for s in (IN_PROGRESS, OVER, ABANDONED)),
+        *(player_key(shard, n) for n in sorted({n.casefold() for n in meta.names})),
+        *(player_id_key(shard, i) for i in sorted(set(meta.player_ids))),
+        deadlines_key(shard),
+        idle_key(shard),
+        bots_due_key(shard),
+        archive_due_key(shard),
+    ]
 
 
 class Archiver:
@@ -337,8 +361,9 @@ class Archiver:
         done = [int(r) for r in pipe.execute()]
         pipe = self.client.pipeline(transaction=False)
         for (shard, snap), result in zip(games, done, strict=True):
-            if result and _due_key(snap.game.game_id, shard) is None:
-                pipe.zrem(archive_due_key(shard), snap.game.game_id)  # another slot's index
+            if result and shard_of(snap.game.game_id) != shard:  # another slot's indexes
+                for key in _listed(shard, snap):
+                    pipe.zrem(key, snap.game.game_id)
         pipe.execute()
         return done
 
@@ -352,10 +377,8 @@ class Archiver:
         more = [secrets_key(game_id), game_subscriptions_key(game_id)]
         for sub in sorted(self._subs.get(game_id, set())):
             more += subscription_keys(game_id, sub)
-        keys += more
-        due = _due_key(game_id, shard)
-        if due is not None:
-            keys.append(due)
+        listed = _listed(shard, snap) if shard_of(game_id) == shard else []
+        keys += more + listed
         args = [
             snap.game.count(MOVES),
             snap.game.count(SCORES),
@@ -366,6 +389,7 @@ class Archiver:
             now,
             game_id,
             len(more),
+            len(listed),
         ]
         return keys, args
 
@@ -390,6 +414,9 @@ class Archiver:
         outcomes counted. The change feed is followed first. An archive that is down stops
         the run (the games stay in Redis, tried again `retry_ms` later); a Redis failure
         stops it too (raised)."""
+        # The directory first: it must have listed a game's end before the game leaves its
+        # lists (or it would list it again afterwards).
+        DirectoryIndex(self.client).catch_up()
         self.due_index.follower.catch_up()
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         games = self.due(now, limit)
@@ -419,7 +446,8 @@ class Archiver:
     def restore(self, game_id: str, schedule: bool = True) -> ArchivedGame:
         """Put an archived game back into Redis (support): its streams with their ids, its
         command records and markers, a secrets record without tokens (no seat can play)
-        or seed, and no tombstone; due again `after_ms` from now unless `schedule` is off.
+        or seed, and no tombstone; listed in the directory again; due again `after_ms` from
+        now unless `schedule` is off.
         Refused (`ValueError`) when the game is not archived or its move stream exists."""
         game = self.archive.read(game_id)
         if game is None:
@@ -445,9 +473,17 @@ class Archiver:
         pipe.set(secrets_key(game_id), json.dumps(record))
         pipe.delete(archived_key(game_id))
         pipe.execute()
+        shard, meta = index_shard(game_id), game.meta
+        pipe = self.client.pipeline(transaction=False)  # listed again, as the directory lists
+        for key in (games_key(shard), status_key(shard, meta.status)):
+            pipe.zadd(key, {game_id: meta.created_ms})
+        for name in sorted({n.casefold() for n in meta.names}):
+            pipe.zadd(player_key(shard, name), {game_id: meta.created_ms})
+        for player_id in sorted(set(meta.player_ids)):
+            pipe.zadd(player_id_key(shard, player_id), {game_id: meta.created_ms})
         if schedule:
-            shard = index_shard(game_id)
-            self.client.zadd(archive_due_key(shard), {game_id: _ms() + self.after_ms})
+            pipe.zadd(archive_due_key(shard), {game_id: _ms() + self.after_ms})
+        pipe.execute()
         return game
 
 

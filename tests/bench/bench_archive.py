@@ -82,17 +82,16 @@ def distinct_games(count: int) -> list[tuple[list[list[NewEvent]], dict[int, lis
 def write_games(
     store: RedisEventStore, games: int, logs: list[Any], rng: random.Random
 ) -> list[str]:
-    """`games` finished games written as the append script writes them (module docstring)."""
+    """`games` finished games written as the append script writes them (module docstring):
+    the first turn (creation), the last turn (the end) and the final scoring through
+    `RedisEventStore.append`, so the directory and the archive's due index see them on the
+    feed; the turns between written the same way, pipelined."""
     client = store.client
-    ids: list[str] = []
+    plans = []
     pipe = client.pipeline(transaction=False)
-    finals: list[tuple[str, int, list[NewEvent], int]] = []
     for n in range(games):
         played, by_move = logs[n % len(logs)]
         game_id = new_game_id(rng)
-        ids.append(game_id)
-        moves_key, moves_cmd, moves_marker = game_keys(game_id, MOVES)
-        scores_key, scores_cmd, scores_marker = game_keys(game_id, SCORES)
         seats = len(played[0][0].payload["players"])
         people = [rng.randrange(PLAYERS) for _ in range(seats)]
         pipe.set(secrets_key(game_id), json.dumps({
@@ -101,27 +100,30 @@ def write_games(
             "tokens": {uuid.UUID(int=rng.getrandbits(128)).hex * 2: i for i in range(seats)},
             "player_ids": [f"user-{p}" for p in people],
         }))  # fmt: skip
-        at = 1_790_000_000_000 + rng.randrange(10**9)
-        seq = score_seq = 0
+        plans.append((game_id, played, by_move))
+    pipe.execute()  # the secrets record before the first append, as the service writes it
+    for game_id, played, _ in plans:
+        store.append(game_id, MOVES, played[0], expected=0, command_id="create", marker="$seq")
+    for game_id, played, by_move in plans:
+        moves_key, moves_cmd, moves_marker = game_keys(game_id, MOVES)
+        scores_key, scores_cmd, scores_marker = game_keys(game_id, SCORES)
+        at = int(time.time() * 1000)
+        seq, score_seq = len(played[0]), 0
         move_records: dict[str, str] = {}
         score_records: dict[str, str] = {}
-        last_turn = len(played) - 1
-        for t, turn in enumerate(played):
+        for t, turn in enumerate(played[:-1]):
             at += rng.randrange(2_000, 40_000)
-            cmd = "create" if t == 0 else uuid.UUID(int=rng.getrandbits(128)).hex
-            first = seq + 1
-            for event in turn:
-                seq += 1
-                pipe.xadd(moves_key, {"type": event.type, "v": event.version, "cmd": cmd,
-                                      "t": at, "data": compact(event.payload)},
-                          id=f"{seq}-0")  # fmt: skip
-            keyed = t % 4 == 3  # an Idempotency-Key: the request's fingerprint (sha256) too
-            move_records[cmd] = f"{first}:{seq}" + (
-                f":{rng.getrandbits(256):064x}" if keyed else ""
-            )
-            if t == last_turn:  # the final scoring goes through the store itself
-                finals.append((game_id, first, by_move.get(seq, []), score_seq))
-                continue
+            first = seq + 1 if t else 1
+            if t:
+                cmd = uuid.UUID(int=rng.getrandbits(128)).hex
+                for event in turn:
+                    seq += 1
+                    pipe.xadd(moves_key, {"type": event.type, "v": event.version, "cmd": cmd,
+                                          "t": at, "data": compact(event.payload)},
+                              id=f"{seq}-0")  # fmt: skip
+                keyed = t % 4 == 3  # an Idempotency-Key: the request's fingerprint (sha256)
+                fingerprint = f":{rng.getrandbits(256):064x}" if keyed else ""
+                move_records[cmd] = f"{first}:{seq}{fingerprint}"
             scores = [e for m in range(first, seq + 1) for e in by_move.get(m, [])]
             score_cmd = f"score:{first}-{seq}"
             score_first = score_seq + 1
@@ -134,15 +136,20 @@ def write_games(
         pipe.hset(moves_cmd, mapping=move_records)  # type: ignore[arg-type]
         pipe.hset(scores_cmd, mapping=score_records)  # type: ignore[arg-type]
         pipe.set(moves_marker, seq)
-        pipe.set(scores_marker, seq - len(played[-1]))
+        pipe.set(scores_marker, seq)
         if len(pipe) > 20_000:
             pipe.execute()
     pipe.execute()
-    for game_id, first, final, score_seq in finals:
-        last = store.last_seq(game_id, MOVES)
-        store.append(game_id, SCORES, final, expected=score_seq, command_id=f"score:{first}-{last}",
-                     marker=str(last), expected_marker=str(first - 1))  # fmt: skip
-    return ids
+    for game_id, played, by_move in plans:
+        before = store.last_seq(game_id, MOVES)
+        last = store.append(game_id, MOVES, played[-1], expected=before,
+                            command_id=uuid.UUID(int=rng.getrandbits(128)).hex,
+                            marker="$seq").last_seq  # fmt: skip
+        final = [e for m in range(before + 1, last + 1) for e in by_move.get(m, [])]
+        store.append(game_id, SCORES, final, expected=store.last_seq(game_id, SCORES),
+                     command_id=f"score:{before + 1}-{last}", marker=str(last),
+                     expected_marker=str(before))  # fmt: skip
+    return [game_id for game_id, _, _ in plans]
 
 
 def used(client: redis.Redis) -> int:

@@ -25,10 +25,15 @@ from services.archive import open_archive
 from services.archive.archiver import Archiver
 from services.archive.sqlite import SqliteArchive
 from services.redis_store import RedisEventStore
+from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.keys import (
     archive_due_key,
     archived_key,
     game_keys,
+    games_key,
+    player_id_key,
+    player_key,
+    status_key,
     secrets_key,
     shard_of,
 )
@@ -76,6 +81,8 @@ def test_a_finished_game_is_due_after_its_end_then_moved_and_restored_exactly(
     before = hot(client, game_id)
     archive = SqliteArchive(tmp_path / "a.sqlite3")
     archiver = Archiver(client, archive, after_ms=3_600_000)
+    DirectoryIndex(client).catch_up()
+    assert client.zscore(games_key(shard_of(game_id) or 0), game_id) is not None
     archiver.due_index.follower.catch_up()
     shard = shard_of(game_id)
     assert shard is not None
@@ -87,6 +94,9 @@ def test_a_finished_game_is_due_after_its_end_then_moved_and_restored_exactly(
     assert outcomes == {"archived": 1}
     assert game_keys_in(client, game_id) == [archived_key(game_id)]
     assert client.zscore(archive_due_key(shard), game_id) is None
+    listed = [games_key(shard), status_key(shard, "over"), player_key(shard, "player 0"),
+              player_id_key(shard, "u1-0")]  # fmt: skip
+    assert [client.zscore(k, game_id) for k in listed] == [None] * 4  # lists: the archive's
     copy = archive.read(game_id)
     assert copy is not None and copy.meta.status == "over"
     assert copy.meta.names == ["Player 0", "Player 1", "Player 2"][: len(copy.meta.names)]
@@ -95,6 +105,7 @@ def test_a_finished_game_is_due_after_its_end_then_moved_and_restored_exactly(
     archiver.restore(game_id, schedule=False)
     assert hot(client, game_id) == before
     assert client.exists(archived_key(game_id)) == 0
+    assert None not in [client.zscore(k, game_id) for k in listed]
     assert '"tokens": {}' in client.get(secrets_key(game_id)).decode()
     # In both places now: the next run only removes (the copy verifies).
     client.zadd(archive_due_key(shard), {game_id: 0})
