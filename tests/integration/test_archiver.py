@@ -33,9 +33,9 @@ from services.redis_store.keys import (
     games_key,
     player_id_key,
     player_key,
-    status_key,
     secrets_key,
     shard_of,
+    status_key,
 )
 from tests.archive_games import play
 from tests.postgres_server import postgres_missing, private_postgres
