@@ -1,6 +1,7 @@
 """`PostgresArchive`: the archive port on PostgreSQL (psycopg 3), for deployments.
 
-The rows are services/archive/sql.py's, players in the row itself: ``who``, the game's
+The rows are services/archive/sql.py's, compact: ``seats`` one JSON text (names and player
+ids in seat order, for lists to show), players in the row itself: ``who``, the game's
 casefolded names (``n:…``) and player ids (``i:…``), under a GIN index (a player's games are
 one posting list, a few bytes a game). The packed log is stored `EXTERNAL` (out of line,
 not compressed again: it is zlib already). One connection behind a lock, opened lazily and
@@ -19,7 +20,7 @@ import psycopg
 
 from eventstore.archive import ArchivedGame, Summary, unpack
 
-from .sql import Row, summary_of
+from .sql import rows_of, summary_of
 
 T = TypeVar("T")
 
@@ -29,10 +30,8 @@ CREATE TABLE IF NOT EXISTS archived_games (
   status text NOT NULL,
   created_ms bigint NOT NULL,
   ended_ms bigint NOT NULL,
-  archived_ms bigint NOT NULL,
   key_id text,
-  names text[] NOT NULL,
-  player_ids text[] NOT NULL,
+  seats text NOT NULL,
   who text[] NOT NULL,
   moves integer NOT NULL,
   scores integer NOT NULL,
@@ -91,21 +90,19 @@ class PostgresArchive:
     def put_many(self, games: Sequence[ArchivedGame]) -> None:
         """See `Archive.put_many`: one multi-row INSERT … ON CONFLICT, one commit."""
         now = int(time.time() * 1000)
-        rows = {game.game_id: Row.of(game, now) for game in games}  # a game once per statement
+        rows = {row.game_id: row for row in rows_of(games, now)}  # a game once per statement
         if not rows:
             return
-        values = ",".join(["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * len(rows))
+        values = ",".join(["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * len(rows))
         params: list[Any] = []
         for row in rows.values():
-            params += [row.game_id, row.status, row.created_ms, row.ended_ms, row.archived_ms,
-                       row.key_id, row.names, row.player_ids, row.who(), row.moves, row.scores,
-                       row.log]  # fmt: skip
+            params += [row.game_id, row.status, row.created_ms, row.ended_ms, row.key_id,
+                       row.seats(), row.who(), row.moves, row.scores, row.log]  # fmt: skip
         sql = (
             f"INSERT INTO archived_games VALUES {values} "
             "ON CONFLICT (game_id) DO UPDATE SET status = excluded.status, "
             "created_ms = excluded.created_ms, ended_ms = excluded.ended_ms, "
-            "archived_ms = excluded.archived_ms, key_id = excluded.key_id, "
-            "names = excluded.names, player_ids = excluded.player_ids, who = excluded.who, "
+            "key_id = excluded.key_id, seats = excluded.seats, who = excluded.who, "
             "moves = excluded.moves, scores = excluded.scores, log = excluded.log"
         )
         self._run(lambda db: db.execute(sql, params))

@@ -10,10 +10,14 @@ a GIN index); on SQLite in ``archived_players`` keyed (who, creation, game).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from eventstore.archive import ArchivedGame, Summary, copy_digest, pack
+from eventstore.archive import ArchivedGame, Summary, canonical, copy_digest, pack
 from eventstore.envelope import MOVES, SCORES
 
 
@@ -32,10 +36,11 @@ class Row:
     moves: int
     scores: int
     log: bytes
+    record: dict[str, Any]
 
     @classmethod
-    def of(cls, game: ArchivedGame, archived_ms: int) -> Row:
-        """The row of a game (packing its log)."""
+    def of(cls, game: ArchivedGame, archived_ms: int, log: bytes | None = None) -> Row:
+        """The row of a game (packing its log unless given)."""
         return cls(
             game.game_id,
             game.meta.status,
@@ -47,8 +52,15 @@ class Row:
             game.meta.player_ids,
             game.count(MOVES),
             game.count(SCORES),
-            pack(game),
+            pack(game) if log is None else log,
+            game.meta.record,
         )
+
+    def seats(self) -> str:
+        """The names and player ids (None where not given) in seat order, one JSON text."""
+        ids = self.record.get("player_ids")
+        seats = {"names": self.names, "player_ids": ids if isinstance(ids, list) else None}
+        return json.dumps(seats, separators=(",", ":"), ensure_ascii=False)
 
     def who(self) -> list[str]:
         """The game's players as lists look them up: ``n:`` + name casefolded (`GET /games?
@@ -59,6 +71,20 @@ class Row:
     def players(self) -> list[tuple[str, int, str]]:
         """The ``archived_players`` rows of the game (SQLite)."""
         return [(w, self.created_ms, self.game_id) for w in self.who()]
+
+
+@cache
+def _packers() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="archive-pack")
+
+
+def rows_of(games: Sequence[ArchivedGame], archived_ms: int) -> list[Row]:
+    """The rows of a batch of games, their logs compressed on two threads (zlib lets go of
+    the GIL while it compresses: the costliest step of archiving a game)."""
+    for game in games:
+        canonical(game)  # made here, holding the GIL; compressed there, without it
+    logs = list(_packers().map(pack, games)) if len(games) > 1 else [pack(g) for g in games]
+    return [Row.of(game, archived_ms, log) for game, log in zip(games, logs, strict=True)]
 
 
 def summary_of(moves: int, scores: int, log: Any) -> Summary:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from eventstore.archive import ArchivedGame, Summary, unpack
 
-from .sql import Row, summary_of
+from .sql import rows_of, summary_of
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS archived_games (
@@ -59,7 +59,7 @@ class SqliteArchive:
     def put_many(self, games: Sequence[ArchivedGame]) -> None:
         """See `Archive.put_many`: the games' rows and their players' rows, one transaction."""
         now = int(time.time() * 1000)
-        rows = [Row.of(game, now) for game in games]
+        rows = rows_of(games, now)
         with self._lock, self._db:
             for row in rows:
                 self._db.execute("DELETE FROM archived_players WHERE game_id = ?", (row.game_id,))

@@ -23,16 +23,16 @@ import threading
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .envelope import MOVES, SCORES, STREAMS
 
 FORMAT = 1  # of the canonical document; a reader refuses one it does not know
 
 
-@dataclass(frozen=True)
-class RawEvent:
+class RawEvent(NamedTuple):
     """A stored event as the hot store holds it: `data` is the payload's JSON text, as is."""
 
     stream: str
@@ -86,6 +86,11 @@ class ArchivedGame:
     def count(self, stream: str | None = None) -> int:
         """Events in the log (of one stream)."""
         return sum(1 for e in self.events if stream is None or e.stream == stream)
+
+    @cached_property
+    def canonical(self) -> bytes:
+        """`canonical(self)`, made once."""
+        return _canonical(self)
 
 
 def _runs(values: Sequence[Any]) -> list[list[Any]]:
@@ -166,7 +171,11 @@ def canonical(game: ArchivedGame) -> bytes:
     out by column (per stream: types, versions and command ids as runs, times as
     differences, payload texts grouped by type, one per line; seqs and streams implied;
     hex ids as base64 bytes), which compresses well (`pack`) and whose `unpack` gives back
-    the very same `ArchivedGame`."""
+    the very same `ArchivedGame`. Made once per game value (kept with it)."""
+    return game.canonical
+
+
+def _canonical(game: ArchivedGame) -> bytes:
     check_log(game.events)
     streams: dict[str, Any] = {}
     for stream in STREAMS:
@@ -179,7 +188,10 @@ def canonical(game: ArchivedGame) -> bytes:
         streams[stream] = {
             "types": _runs([e.type for e in events]),
             "versions": _runs([e.version for e in events]),
-            "commands": _runs([_hex_out(e.command_id, _HEX_ID) for e in events]),
+            "commands": [
+                [_hex_out(cmd, _HEX_ID), times]
+                for cmd, times in _runs([e.command_id for e in events])
+            ],
             "times": [b - a for a, b in zip([0, *times], times, strict=False)],
             # The payloads of each type together, in order: alike texts side by side.
             "data": {t: "\n".join(d) if joined else d for t, d in by_type.items()},
@@ -274,16 +286,21 @@ def unpack(blob: bytes) -> ArchivedGame:
 
 
 def check_log(events: Sequence[RawEvent]) -> None:
-    """Refuse a log that is not two whole streams: each stream's seqs 1, 2, … in order."""
-    for stream in STREAMS:
-        seqs = [e.seq for e in events if e.stream == stream]
-        if seqs != list(range(1, len(seqs) + 1)):
-            raise ValueError(f"stream {stream} is not whole: seqs {seqs[:5]}…")
-    if any(e.stream not in STREAMS for e in events):
-        raise ValueError("an event of an unknown stream")
-    order = [e.stream for e in events]
-    if order != sorted(order, key=(MOVES, SCORES).index):
-        raise ValueError("the move stream comes first")
+    """Refuse a log that is not two whole streams, the move stream first: each stream's
+    seqs 1, 2, … in order."""
+    rank_of = {stream: rank for rank, stream in enumerate(STREAMS)}
+    at, expected = -1, 1
+    for e in events:
+        rank = rank_of.get(e.stream)
+        if rank is None:
+            raise ValueError(f"an event of an unknown stream {e.stream!r}")
+        if rank != at:
+            if rank < at:
+                raise ValueError("the move stream comes first")
+            at, expected = rank, 1
+        if e.seq != expected:
+            raise ValueError(f"stream {e.stream} is not whole: seq {e.seq} where {expected}")
+        expected += 1
 
 
 def implied_commands(events: Sequence[RawEvent], stream: str) -> dict[str, str]:
