@@ -1,7 +1,7 @@
 """`PostgresArchive`: the archive port on PostgreSQL (psycopg 3), for deployments.
 
 The rows are services/archive/sql.py's, compact: ``seats`` one JSON text (names and player
-ids in seat order, for lists to show), players in the row itself: ``who``, the game's
+ids in seat order, for lists to show), players in the row itself: ``who``, the keys (`who_key`, 8 bytes) of the game's
 casefolded names (``n:…``) and player ids (``i:…``), under a GIN index (a player's games are
 one posting list, a few bytes a game). The packed log is stored `EXTERNAL` (out of line,
 not compressed again: it is zlib already). One connection behind a lock, opened lazily and
@@ -20,7 +20,7 @@ import psycopg
 
 from eventstore.archive import ArchivedGame, Summary, unpack
 
-from .sql import rows_of, summary_of
+from .sql import rows_of, summary_of, who_key
 
 T = TypeVar("T")
 
@@ -32,16 +32,17 @@ CREATE TABLE IF NOT EXISTS archived_games (
   ended_ms bigint NOT NULL,
   key_id text,
   seats text NOT NULL,
-  who text[] NOT NULL,
+  who bigint[] NOT NULL,
   moves integer NOT NULL,
   scores integer NOT NULL,
   log bytea NOT NULL
 );
 ALTER TABLE archived_games ALTER COLUMN log SET STORAGE EXTERNAL;
-CREATE INDEX IF NOT EXISTS archived_games_created ON archived_games (created_ms, game_id);
-CREATE INDEX IF NOT EXISTS archived_games_abandoned ON archived_games (created_ms, game_id)
+CREATE INDEX IF NOT EXISTS archived_games_created ON archived_games (created_ms);
+CREATE INDEX IF NOT EXISTS archived_games_abandoned ON archived_games (created_ms)
   WHERE status = 'abandoned';
-CREATE INDEX IF NOT EXISTS archived_games_who ON archived_games USING gin (who);
+CREATE INDEX IF NOT EXISTS archived_games_who ON archived_games USING gin (who)
+  WITH (fastupdate = off);
 """
 
 TABLES = ("archived_games",)
@@ -97,7 +98,7 @@ class PostgresArchive:
         params: list[Any] = []
         for row in rows.values():
             params += [row.game_id, row.status, row.created_ms, row.ended_ms, row.key_id,
-                       row.seats(), row.who(), row.moves, row.scores, row.log]  # fmt: skip
+                       row.seats(), [who_key(w) for w in row.who()], row.moves, row.scores, row.log]  # fmt: skip
         sql = (
             f"INSERT INTO archived_games VALUES {values} "
             "ON CONFLICT (game_id) DO UPDATE SET status = excluded.status, "
@@ -154,6 +155,19 @@ class PostgresArchive:
         sql = " + ".join(f"pg_total_relation_size('{t}')" for t in TABLES)
         found: Any = self._run(lambda db: db.execute(f"SELECT {sql}").fetchone())
         return int(found[0])
+
+    def sizes(self) -> dict[str, int]:
+        """Bytes of each part of the archive: the table, its TOAST (the logs) with its index,
+        and each index."""
+        sql = (
+            "SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c WHERE c.relname IN "
+            "(SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = "
+            "'archived_games'::regclass) OR c.relname = 'archived_games' UNION ALL "
+            "SELECT 'toast', pg_total_relation_size(reltoastrelid) FROM pg_class "
+            "WHERE relname = 'archived_games'"
+        )
+        rows = self._run(lambda db: db.execute(sql).fetchall())
+        return {str(name): int(size) for name, size in rows}
 
     def close(self) -> None:
         """See `Archive.close`."""

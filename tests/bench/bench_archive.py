@@ -210,6 +210,7 @@ def main() -> int:
             figures["before"] = (full - empty) / args.games
             figures["after"] = (left - empty) / args.games
             figures["pg_bytes"] = archive.size() / archive.count()
+            figures["pg_parts"] = {k: v / archive.count() for k, v in archive.sizes().items()}
             # SQLite: some of them back into Redis, then into a SQLite file.
             some = games[: args.sqlite]
             started = time.perf_counter()
@@ -235,6 +236,8 @@ def main() -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
     print(f"outcomes: {figures['outcomes']}")
+    parts = ", ".join(f"{k} {v:,.0f}" for k, v in figures["pg_parts"].items())
+    print(f"PostgreSQL bytes per game by part: {parts}")
     print(f"Redis used_memory per finished game: {figures['before']:,.0f} bytes before "
           f"archiving, {figures['after']:,.0f} after")  # fmt: skip
     print(
