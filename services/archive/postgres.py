@@ -1,9 +1,9 @@
 """`PostgresArchive`: the archive port on PostgreSQL (psycopg 3), for deployments.
 
 The rows are services/archive/sql.py's, compact: ``seats`` one JSON text (names and player
-ids in seat order, for lists to show), players in the row itself: ``who``, the keys (`who_key`, 8 bytes) of the game's
-casefolded names (``n:…``) and player ids (``i:…``), under a GIN index (a player's games are
-one posting list, a few bytes a game). The packed log is stored `EXTERNAL` (out of line,
+ids in seat order, for lists to show); players in the row itself: ``who``, the keys
+(`who_key`, 8 bytes each) of the game's casefolded names (``n:…``) and player ids (``i:…``),
+under a GIN index (a player's games are one posting list, a few bytes a game). The packed log is stored `EXTERNAL` (out of line,
 not compressed again: it is zlib already). One connection behind a lock, opened lazily and
 again after the server went away: an archive that is down makes `put` and `summary` raise
 `ArchiveUnavailable`, and the archiver leaves the game in Redis for a later run.
@@ -97,8 +97,9 @@ class PostgresArchive:
         values = ",".join(["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * len(rows))
         params: list[Any] = []
         for row in rows.values():
+            who = [who_key(w) for w in row.who()]
             params += [row.game_id, row.status, row.created_ms, row.ended_ms, row.key_id,
-                       row.seats(), [who_key(w) for w in row.who()], row.moves, row.scores, row.log]  # fmt: skip
+                       row.seats(), who, row.moves, row.scores, row.log]  # fmt: skip
         sql = (
             f"INSERT INTO archived_games VALUES {values} "
             "ON CONFLICT (game_id) DO UPDATE SET status = excluded.status, "
