@@ -144,7 +144,7 @@ def _records_out(game: ArchivedGame, stream: str) -> list[list[Any]]:
         if span and value.startswith(span + ":"):
             rest = value[len(span) + 1 :]
             item = [1, _hex_out(rest, _HEX_SHA)] if _HEX_SHA.fullmatch(rest) else [2, rest]
-        elif empty and int(empty[1]) == int(empty[2]) + 1 and str(int(empty[2])) == empty[2]:
+        elif empty and value == f"{int(empty[2]) + 1}:{int(empty[2])}":
             item = [3, int(empty[2])]
         else:
             item = [0, value]

@@ -295,3 +295,32 @@ def test_redis_restarting_mid_run_leaves_every_game_whole_in_one_place(tmp_path)
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_game_with_deliveries_due_waits_and_its_hooks_go_with_it(client, store, tmp_path) -> None:
+    """A subscription delivery still due keeps the game in Redis (it would be lost with the
+    game's keys); once delivered the game goes, its webhook's state and its place in the
+    key's set of hooks with it."""
+    from services.redis_store.keys import (
+        game_subscriptions_key,
+        key_hooks_key,
+        subs_due_key,
+        subscription_keys,
+    )
+
+    game_id = play(store, 5)
+    shard = shard_of(game_id)
+    assert shard is not None
+    client.hset(game_subscriptions_key(game_id), "h1", '{"key_id": "k9"}')
+    client.sadd(key_hooks_key("k9"), f"{game_id}:h1")
+    state, log, _ = subscription_keys(game_id, "h1")
+    client.hset(state, "moves", "1")
+    client.hset(log, "1", "{}")
+    client.zadd(subs_due_key(shard), {f"{game_id}:h1": 0})
+    archiver = Archiver(client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0, retry_ms=0)
+    now = int(time.time() * 1000) + 1
+    assert archiver.run(now) == {"waiting": 1}
+    client.zrem(subs_due_key(shard), f"{game_id}:h1")
+    assert archiver.run(now + 1) == {"archived": 1}
+    assert game_keys_in(client, game_id) == [archived_key(game_id)]
+    assert not client.sismember(key_hooks_key("k9"), f"{game_id}:h1")
