@@ -35,6 +35,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -277,7 +278,10 @@ class Archiver:
         return {g for g, score in zip(asked, pipe.execute(), strict=True) if score is not None}
 
     def archive_batch(
-        self, due: list[tuple[int, str]], now_ms: int | None = None
+        self,
+        due: list[tuple[int, str]],
+        now_ms: int | None = None,
+        snaps: dict[str, Snapshot | NotArchivable | None] | None = None,
     ) -> dict[str, str]:
         """Move a batch of due games (shard, game); what happened to each: "archived",
         "removed" (the archive had a verified copy already), "gone" (removed before, or no
@@ -286,7 +290,8 @@ class Archiver:
         not verify: tried again, logged). Steps: read all, copy all (one commit), read the
         copies back and verify each, remove each verified game in its own atomic step."""
         now = now_ms if now_ms is not None else int(time.time() * 1000)
-        snaps = self.snapshots([g for _, g in due])
+        if snaps is None:
+            snaps = self.snapshots([g for _, g in due])
         outcome: dict[str, str] = {}
         ready: list[tuple[int, Snapshot]] = []
         for shard, game_id in due:
@@ -366,7 +371,8 @@ class Archiver:
             if result and shard_of(snap.game.game_id) != shard:  # another slot's indexes
                 for key in _listed(shard, snap):
                     pipe.zrem(key, snap.game.game_id)
-        pipe.execute()
+        if len(pipe):
+            pipe.execute()
         return done
 
     def _removal(self, shard: int, snap: Snapshot, now: int) -> tuple[list[str], list[Any]]:
@@ -397,6 +403,8 @@ class Archiver:
 
     def _forget_hooks(self, snap: Snapshot) -> None:
         """The removed game's webhooks no longer count in their keys' caps."""
+        if not snap.subscriptions:
+            return
         pipe = self.client.pipeline(transaction=False)
         for hook, config in snap.subscriptions.items():
             key_id = config.get("key_id") if isinstance(config, dict) else None
@@ -421,26 +429,44 @@ class Archiver:
         DirectoryIndex(self.client).catch_up()
         self.due_index.follower.catch_up()
         now = now_ms if now_ms is not None else int(time.time() * 1000)
-        games = self.due(now, limit)
+        return self.archive_games(self.due(now, limit), now, progress)
+
+    def archive_games(
+        self,
+        games: list[tuple[int, str]],
+        now_ms: int,
+        progress: Callable[[int, int, Counter[str]], None] | None = None,
+    ) -> Counter[str]:
+        """`archive_batch` over `games` (shard, game), `batch` at a time, the next batch read
+        from Redis on a thread while this one is compressed and stored (reading it early is
+        safe: the removal compares what was read with what is there); the outcomes counted.
+        See `run` for what stops it."""
         done: Counter[str] = Counter()
-        for start in range(0, len(games), self.batch):
-            batch = games[start : start + self.batch]
-            try:
-                done.update(self.archive_batch(batch, now).values())
-            except redis.RedisError:
-                raise
-            except Exception as e:  # the archive down (or failing): all stay in Redis
-                log.warning("archive: %d games not archived (%s); tried again later",
-                            len(games) - start, e)  # fmt: skip
-                for shard, game_id in games[start:]:
-                    self._later(shard, game_id, now)
-                done["failed"] += len(batch)
-                if len(games) > start + len(batch):
-                    done["waiting"] += len(games) - start - len(batch)
-                break
-            finally:
-                if progress is not None:
-                    progress(min(start + self.batch, len(games)), len(games), done)
+        batches = [games[i : i + self.batch] for i in range(0, len(games), self.batch)]
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive-read") as reader:
+            ahead = reader.submit(self.snapshots, [g for _, g in batches[0]]) if batches else None
+            for k, batch in enumerate(batches):
+                start = k * self.batch
+                try:
+                    assert ahead is not None
+                    snaps = ahead.result()
+                    if k + 1 < len(batches):
+                        ahead = reader.submit(self.snapshots, [g for _, g in batches[k + 1]])
+                    done.update(self.archive_batch(batch, now_ms, snaps).values())
+                except redis.RedisError:
+                    raise
+                except Exception as e:  # the archive down (or failing): all stay in Redis
+                    log.warning("archive: %d games not archived (%s); tried again later",
+                                len(games) - start, e)  # fmt: skip
+                    for shard, game_id in games[start:]:
+                        self._later(shard, game_id, now_ms)
+                    done["failed"] += len(batch)
+                    if len(games) > start + len(batch):
+                        done["waiting"] += len(games) - start - len(batch)
+                    break
+                finally:
+                    if progress is not None:
+                        progress(min(start + self.batch, len(games)), len(games), done)
         return done
 
     # ------------------------------------------------------------------ restore

@@ -85,7 +85,14 @@ class ArchivedGame:
 
     def count(self, stream: str | None = None) -> int:
         """Events in the log (of one stream)."""
-        return sum(1 for e in self.events if stream is None or e.stream == stream)
+        return len(self.events) if stream is None else self._counts.get(stream, 0)
+
+    @cached_property
+    def _counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for e in self.events:
+            counts[e.stream] = counts.get(e.stream, 0) + 1
+        return counts
 
     @cached_property
     def canonical(self) -> bytes:

@@ -183,8 +183,7 @@ def archive_interleaved(
         part = due[start : start + chunk]
         reading += read_seconds(client, [game_id for _, game_id in part])
         started = time.perf_counter()
-        for at in range(0, len(part), archiver.batch):
-            outcomes.update(archiver.archive_batch(part[at : at + archiver.batch]).values())
+        outcomes.update(archiver.archive_games(part, int(time.time() * 1000)))
         archiving += time.perf_counter() - started
     return outcomes, archiving, reading, len(due)
 
