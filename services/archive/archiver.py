@@ -48,6 +48,7 @@ from eventstore.archive import (
     RawEvent,
     Summary,
     all_commands,
+    canonical,
     check_log,
 )
 from eventstore.envelope import MOVES, SCORES, STREAMS
@@ -250,6 +251,15 @@ class Archiver:
                 out[game_id] = e
         return out
 
+    def _read_ahead(self, game_ids: list[str]) -> dict[str, Snapshot | NotArchivable | None]:
+        """`snapshots`, each game's canonical bytes made too (while the caller waits on the
+        archive database, this thread has the GIL to itself)."""
+        found = self.snapshots(game_ids)
+        for snap in found.values():
+            if isinstance(snap, Snapshot):
+                canonical(snap.game)
+        return found
+
     def snapshot(self, game_id: str) -> Snapshot | None:
         """One game as Redis holds it (see `snapshots`; raises `NotArchivable`)."""
         found = self.snapshots([game_id])[game_id]
@@ -444,14 +454,14 @@ class Archiver:
         done: Counter[str] = Counter()
         batches = [games[i : i + self.batch] for i in range(0, len(games), self.batch)]
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive-read") as reader:
-            ahead = reader.submit(self.snapshots, [g for _, g in batches[0]]) if batches else None
+            ahead = reader.submit(self._read_ahead, [g for _, g in batches[0]]) if batches else None
             for k, batch in enumerate(batches):
                 start = k * self.batch
                 try:
                     assert ahead is not None
                     snaps = ahead.result()
                     if k + 1 < len(batches):
-                        ahead = reader.submit(self.snapshots, [g for _, g in batches[k + 1]])
+                        ahead = reader.submit(self._read_ahead, [g for _, g in batches[k + 1]])
                     done.update(self.archive_batch(batch, now_ms, snaps).values())
                 except redis.RedisError:
                     raise

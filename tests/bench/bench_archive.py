@@ -193,6 +193,7 @@ def main() -> int:
     parser.add_argument("--games", type=int, default=10_000, help="finished games")
     parser.add_argument("--distinct", type=int, default=150, help="distinct random games")
     parser.add_argument("--sqlite", type=int, default=2_000, help="games also into SQLite")
+    parser.add_argument("--batch", type=int, default=100, help="games per archiver step")
     args = parser.parse_args()
     why = postgres_missing()
     if why:
@@ -212,7 +213,7 @@ def main() -> int:
         directory = DirectoryIndex(client)
         with private_postgres() as pg:
             archive = PostgresArchive(pg.url)
-            archiver = Archiver(client, archive, after_ms=0)
+            archiver = Archiver(client, archive, after_ms=0, batch=args.batch)
             directory.catch_up()
             archiver.due_index.follower.catch_up()
             trim(client)
