@@ -207,6 +207,9 @@ def test_an_archiver_killed_at_each_step_loses_nothing(client, store, tmp_path, 
     done = command(redis_url, archive_url, "run", "--quiet")
     assert done.returncode == 0, done.stderr
     assert set(whole_or_gone(client, archive, games).values()) == {"archive"}
+    status = command(redis_url, archive_url, "status")
+    assert "waiting for the archive: 0 games" in status.stdout
+    assert "archived: 3 games" in status.stdout
     for game_id, before in games.items():  # restored, each is as it was
         assert command(redis_url, archive_url, "restore", game_id, "--keep").returncode == 0
         assert hot(client, game_id) == before
