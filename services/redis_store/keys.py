@@ -176,6 +176,18 @@ def bots_due_key(shard: int) -> str:
     return _itag(shard) + ":idx:bots-due"
 
 
+def archive_due_key(shard: int) -> str:
+    """Sorted set: finished games not archived yet -> when (ms) they are due in the archive
+    (their end plus ARCHIVE_AFTER; services/archive/archiver.py)."""
+    return _itag(shard) + ":idx:archive-due"
+
+
+def archived_key(game_id: str) -> str:
+    """The tombstone of a game that left Redis for the archive: the time (ms) it left. The
+    only key of the game's tag left after archiving, so "archived" is told from "unknown"."""
+    return _tag(game_id) + ":archived"
+
+
 def split_member(member: str) -> tuple[str, str]:
     """(game, subscription) of a `subs_due_key` member ("<game>:<subscription>")."""
     game_id, _, sub_id = member.partition(":")

@@ -24,9 +24,10 @@ import redis
 from celery import Celery
 from celery.signals import setup_logging as celery_setup_logging
 from celery.signals import worker_init, worker_process_init
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from eventstore.envelope import MOVES
+from services.archive.archiver import ArchiveDue
 from services.common.celery_conf import reliable, watch_step
 from services.common.observability import REQUEST_ID, setup_logging
 from services.redis_store import RedisEventStore
@@ -60,6 +61,18 @@ app.conf.update(
             "schedule": settings["TIMER_SECONDS"],
             "options": {"expires": max(1.0, settings["TIMER_SECONDS"])},
         },
+        # Finished games leave Redis (services/archive): only with ARCHIVE_RUN on.
+        **(
+            {
+                "archive-run": {
+                    "task": "archive.run",
+                    "schedule": settings["ARCHIVE_SECONDS"],
+                    "options": {"expires": max(1.0, settings["ARCHIVE_SECONDS"])},
+                }
+            }
+            if settings["ARCHIVE_RUN"]
+            else {}
+        ),
     },
 )
 
@@ -212,6 +225,8 @@ def followers() -> list[Follower]:
         # Leased: two worker processes never score the same shard's batch at once.
         Follower(client, "scoring", score_changes, batch=settings["FOLLOW_BATCH"], lease_ms=30_000),
         subscriptions.due_follower(client),
+        # Finished games due in the archive (only the due index: `archive.run` moves them).
+        ArchiveDue(client, int(settings["ARCHIVE_AFTER"] * 1000)).follower,
     ]
 
 
@@ -282,3 +297,43 @@ def tick() -> dict[str, int]:
             len(handled.abandoned),
         )
     return {"timed_out": len(handled.timed_out), "abandoned": len(handled.abandoned)}
+
+
+ARCHIVED = Counter(
+    "carcassonne_archive_games_total",
+    "Due games an archive run handled, by outcome (archived, removed, waiting, changed, "
+    "failed, gone)",
+    ["outcome"],
+)
+ARCHIVE_WAITING = Gauge(
+    "carcassonne_archive_waiting_games", "Finished games in the due indexes, not archived yet"
+)
+ARCHIVE_DUE = Gauge("carcassonne_archive_due_games", "Of those, due by now (late if it grows)")
+
+
+@app.task(name="archive.run")
+def archive_run() -> dict[str, int]:
+    """Move the finished games that are due from Redis to the archive (services/archive/
+    archiver.py); safe on several workers at once (each step is conditional)."""
+    from services.archive import open_archive
+    from services.archive.archiver import Archiver
+
+    archive = open_archive(settings["ARCHIVE_URL"])
+    try:
+        archiver = Archiver(
+            scorer_client(),
+            archive,
+            after_ms=int(settings["ARCHIVE_AFTER"] * 1000),
+            retry_ms=int(settings["ARCHIVE_RETRY"] * 1000),
+        )
+        outcomes = archiver.run(limit=settings["ARCHIVE_BATCH"])
+        waiting, due = archiver.waiting(int(time.time() * 1000))
+    finally:
+        archive.close()
+    for outcome, n in outcomes.items():
+        ARCHIVED.labels(outcome).inc(n)
+    ARCHIVE_WAITING.set(waiting)
+    ARCHIVE_DUE.set(due)
+    if outcomes:
+        log.info("archive: %s; %d games waiting, %d due", dict(outcomes), waiting, due)
+    return dict(outcomes)

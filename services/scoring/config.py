@@ -54,6 +54,16 @@ DEFAULTS: dict[str, Any] = {
     # 0 = derived: the process's task threads (--concurrency; 1 in a prefork child) + 2.
     "WEBHOOK_REDIS_CONNECTIONS": 0,
     "WEBHOOK_BATCH": 500,  # score events turned into deliveries per atomic step
+    # The archive (services/archive, deploy/README.md "The archive"): a finished game is due
+    # ARCHIVE_AFTER seconds after its final score event; beat's `archive.run` (every
+    # ARCHIVE_SECONDS, at most ARCHIVE_BATCH games) moves due games when ARCHIVE_RUN is on.
+    # Off by default until the query service reads archived games (issue 28's second half).
+    "ARCHIVE_URL": "",  # postgresql://… or sqlite:///path ("" = var/archive.sqlite3)
+    "ARCHIVE_AFTER": 3_600.0,
+    "ARCHIVE_RUN": False,
+    "ARCHIVE_SECONDS": 60.0,
+    "ARCHIVE_BATCH": 1_000,
+    "ARCHIVE_RETRY": 60.0,  # seconds before a game that could not move is tried again
 }
 
 

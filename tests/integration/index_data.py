@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from eventstore.envelope import MOVES, SCORES
+from services.archive.archiver import ArchiveDue
 from services.redis_store import RedisEventStore, game_keys, secrets_key
 from services.redis_store.changes import Change, Follower, Write, changes_key
 from services.redis_store.directory_index import DirectoryIndex
@@ -65,12 +66,14 @@ def scored_already(client: redis.Redis) -> Follower:
 def consumers(client: redis.Redis) -> list[Follower]:
     """The change feed's consumers, in the order the worker's sweep runs them (services/
     scoring/celery_app.py `followers`): the games directory, the turn timer's indexes,
-    scoring (`scored_already`), the subscriptions' due index (webhooks included)."""
+    scoring (`scored_already`), the subscriptions' due index (webhooks included), the
+    archive's due index."""
     return [
         DirectoryIndex(client).follower,
         TimerIndex(RedisEventStore(client), client).follower,
         scored_already(client),
         subscriptions.due_follower(client),
+        ArchiveDue(client, 3_600_000).follower,
     ]
 
 

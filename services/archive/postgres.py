@@ -1,0 +1,177 @@
+"""`PostgresArchive`: the archive port on PostgreSQL (psycopg 3), for deployments.
+
+The rows are services/archive/sql.py's, compact: ``seats`` one JSON text (names and player
+ids in seat order, for lists to show); players in the row itself: ``who``, the keys
+(`who_key`, 8 bytes each) of the game's casefolded names (``n:…``) and player ids (``i:…``),
+under a GIN index (a player's games are one posting list, a few bytes a game). The packed
+log is stored `EXTERNAL` (out of line, not compressed again: it is zlib already). One
+connection behind a lock, opened lazily and again after the server went away: an archive
+that is down makes `put` and `summary` raise `ArchiveUnavailable`, and the archiver leaves
+the game in Redis for a later run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+
+from eventstore.archive import ArchivedGame, Summary, unpack
+
+from .sql import rows_of, summary_of, who_key
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS archived_games (
+  game_id text PRIMARY KEY,
+  status text NOT NULL,
+  created_ms bigint NOT NULL,
+  ended_ms bigint NOT NULL,
+  key_id text,
+  seats text NOT NULL,
+  who bigint[] NOT NULL,
+  moves integer NOT NULL,
+  scores integer NOT NULL,
+  log bytea NOT NULL
+);
+ALTER TABLE archived_games ALTER COLUMN log SET STORAGE EXTERNAL;
+CREATE INDEX IF NOT EXISTS archived_games_created ON archived_games (created_ms);
+CREATE INDEX IF NOT EXISTS archived_games_abandoned ON archived_games (created_ms)
+  WHERE status = 'abandoned';
+CREATE INDEX IF NOT EXISTS archived_games_who ON archived_games USING gin (who)
+  WITH (fastupdate = off);
+"""
+
+TABLES = ("archived_games",)
+
+
+class ArchiveUnavailable(RuntimeError):
+    """The archive database could not be reached (or failed mid-transaction)."""
+
+
+class PostgresArchive:
+    """An `Archive` on PostgreSQL (`url`: a libpq connection string or URL)."""
+
+    def __init__(self, url: str, connect_timeout: int = 5) -> None:
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self._db: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+        self._run(lambda db: db.execute(SCHEMA))  # tables and indexes, if missing
+
+    def _run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """`work` in one transaction, committed; the connection dropped on any failure."""
+        with self._lock:
+            try:
+                if self._db is None or self._db.closed:
+                    self._db = psycopg.connect(self.url, connect_timeout=self.connect_timeout)
+                with self._db.transaction():
+                    return work(self._db)
+            except psycopg.OperationalError as e:
+                self._drop()
+                raise ArchiveUnavailable(str(e)) from e
+            except psycopg.Error:
+                self._drop()
+                raise
+
+    def _drop(self) -> None:
+        if self._db is not None:
+            try:
+                self._db.close()
+            finally:
+                self._db = None
+
+    def put(self, game: ArchivedGame) -> None:
+        """See `Archive.put`."""
+        self.put_many([game])
+
+    def put_many(self, games: Sequence[ArchivedGame]) -> None:
+        """See `Archive.put_many`: one multi-row INSERT … ON CONFLICT, one commit."""
+        now = int(time.time() * 1000)
+        rows = {row.game_id: row for row in rows_of(games, now)}  # a game once per statement
+        if not rows:
+            return
+        values = ",".join(["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * len(rows))
+        params: list[Any] = []
+        for row in rows.values():
+            who = [who_key(w) for w in row.who()]
+            params += [row.game_id, row.status, row.created_ms, row.ended_ms, row.key_id,
+                       row.seats(), who, row.moves, row.scores, row.log]  # fmt: skip
+        sql = (
+            f"INSERT INTO archived_games VALUES {values} "
+            "ON CONFLICT (game_id) DO UPDATE SET status = excluded.status, "
+            "created_ms = excluded.created_ms, ended_ms = excluded.ended_ms, "
+            "key_id = excluded.key_id, seats = excluded.seats, who = excluded.who, "
+            "moves = excluded.moves, scores = excluded.scores, log = excluded.log"
+        )
+        self._run(lambda db: db.execute(sql, params))
+
+    def _one(self, sql: str, game_id: str) -> Any:
+        return self._run(lambda db: db.execute(sql, (game_id,)).fetchone())
+
+    def read(self, game_id: str) -> ArchivedGame | None:
+        """See `Archive.read`: one primary-key lookup and an unpack (~1 ms)."""
+        found = self._one("SELECT log FROM archived_games WHERE game_id = %s", game_id)
+        return None if found is None else unpack(bytes(found[0]))
+
+    def summary(self, game_id: str) -> Summary | None:
+        """See `Archive.summary`."""
+        found = self._one(
+            "SELECT moves, scores, log FROM archived_games WHERE game_id = %s", game_id
+        )
+        return None if found is None else summary_of(*found)
+
+    def summaries(self, game_ids: Sequence[str]) -> dict[str, Summary]:
+        """See `Archive.summaries`: one query."""
+        rows = self._run(
+            lambda db: db.execute(
+                "SELECT game_id, moves, scores, log FROM archived_games WHERE game_id = ANY(%s)",
+                (list(game_ids),),
+            ).fetchall()
+        )
+        return {r[0]: summary_of(*r[1:]) for r in rows}
+
+    def games(self, after: str = "", limit: int = 100) -> list[str]:
+        """See `Archive.games`."""
+        rows = self._run(
+            lambda db: db.execute(
+                "SELECT game_id FROM archived_games WHERE game_id > %s ORDER BY game_id LIMIT %s",
+                (after, limit),
+            ).fetchall()
+        )
+        return [r[0] for r in rows]
+
+    def count(self) -> int:
+        """See `Archive.count`."""
+        found: Any = self._run(
+            lambda db: db.execute("SELECT count(*) FROM archived_games").fetchone()
+        )
+        return int(found[0])
+
+    def size(self) -> int:
+        """Bytes of the archive's tables with their indexes and TOAST (pg_total_relation_size)."""
+        sql = " + ".join(f"pg_total_relation_size('{t}')" for t in TABLES)
+        found: Any = self._run(lambda db: db.execute(f"SELECT {sql}").fetchone())
+        return int(found[0])
+
+    def sizes(self) -> dict[str, int]:
+        """Bytes of each part of the archive: the table, its TOAST (the logs) with its index,
+        and each index."""
+        sql = (
+            "SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c WHERE c.relname IN "
+            "(SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = "
+            "'archived_games'::regclass) OR c.relname = 'archived_games' UNION ALL "
+            "SELECT 'toast', pg_total_relation_size(reltoastrelid) FROM pg_class "
+            "WHERE relname = 'archived_games'"
+        )
+        rows = self._run(lambda db: db.execute(sql).fetchall())
+        return {str(name): int(size) for name, size in rows}
+
+    def close(self) -> None:
+        """See `Archive.close`."""
+        with self._lock:
+            self._drop()

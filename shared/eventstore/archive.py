@@ -1,0 +1,429 @@
+"""The `Archive` port: finished games' whole logs, out of the hot event store, and an
+in-memory adapter. The PostgreSQL and SQLite adapters live in `services/archive`.
+
+Everything that goes into the archive for one game is an `ArchivedGame`: both streams' events
+exactly as stored (envelope and payload text untouched: no upcasting, no re-encoding, so a
+read gives back the same bytes an export gave before), what a restore needs to put the game
+back (the stream markers, and the command records that the events alone do not imply), and
+`GameMeta`, the secrets-free facts lists need (status, creation, end, names, player ids, the
+owner API key). Its canonical serialisation (`canonical`) is one JSON document laid out by
+column; its digest (`digest`, sha256) and event counts are what `verify` compares after
+reading a copy back. A stored copy is `pack`ed: those bytes, zlib-compressed with a preset
+dictionary; `unpack` gives the game back.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import json
+import re
+import threading
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+from .envelope import MOVES, SCORES, STREAMS
+
+FORMAT = 1  # of the canonical document; a reader refuses one it does not know
+
+
+class RawEvent(NamedTuple):
+    """A stored event as the hot store holds it: `data` is the payload's JSON text, as is."""
+
+    stream: str
+    seq: int
+    type: str
+    version: int
+    time_ms: int
+    command_id: str
+    data: str
+
+
+@dataclass(frozen=True)
+class GameMeta:
+    """What lists show of a game, without its secrets (no tokens, no seed): `record` is the
+    rest of its secrets record (names, player_ids, key_id, bots, imported) as it was."""
+
+    status: str  # "over" or "abandoned"
+    created_ms: int
+    ended_ms: int
+    record: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        """The players' names, in seat order."""
+        names = self.record.get("names")
+        return [str(n) for n in names] if isinstance(names, list) else []
+
+    @property
+    def player_ids(self) -> list[str]:
+        """The player ids given (None seats left out), in seat order."""
+        ids = self.record.get("player_ids")
+        return [str(i) for i in ids if i is not None] if isinstance(ids, list) else []
+
+    @property
+    def key_id(self) -> str | None:
+        """The API key that created (or imported) the game, if any."""
+        key = self.record.get("key_id") or (self.record.get("imported") or {}).get("key_id")
+        return str(key) if key else None
+
+
+@dataclass(frozen=True)
+class ArchivedGame:
+    """One game's whole log and what goes with it (see the module docstring)."""
+
+    game_id: str
+    meta: GameMeta
+    events: tuple[RawEvent, ...]  # the move stream, then the score stream, each by seq
+    markers: dict[str, str] = field(default_factory=dict)  # stream -> marker value
+    commands: dict[str, dict[str, str]] = field(default_factory=dict)  # see `extra_commands`
+
+    def count(self, stream: str | None = None) -> int:
+        """Events in the log (of one stream)."""
+        return len(self.events) if stream is None else self._counts.get(stream, 0)
+
+    @cached_property
+    def _counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for e in self.events:
+            counts[e.stream] = counts.get(e.stream, 0) + 1
+        return counts
+
+    @cached_property
+    def canonical(self) -> bytes:
+        """`canonical(self)`, made once."""
+        return _canonical(self)
+
+
+def _runs(values: Sequence[Any]) -> list[list[Any]]:
+    """[[value, how many in a row], …]."""
+    runs: list[list[Any]] = []
+    for value in values:
+        if runs and runs[-1][0] == value:
+            runs[-1][1] += 1
+        else:
+            runs.append([value, 1])
+    return runs
+
+
+def _unrun(runs: Sequence[Sequence[Any]]) -> list[Any]:
+    return [value for value, times in runs for _ in range(times)]
+
+
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
+_HEX_SHA = re.compile(r"[0-9a-f]{64}")
+_EMPTY = re.compile(r"([0-9]+):([0-9]+)")
+
+
+def _hex_out(value: str, pattern: re.Pattern[str]) -> str | list[str]:
+    """A hex id (a uuid, a sha256) as [its bytes in base64], anything else as is."""
+    if pattern.fullmatch(value):
+        return [base64.b64encode(bytes.fromhex(value)).decode().rstrip("=")]
+    return value
+
+
+def _hex_in(stored: str | list[str]) -> str:
+    return stored if isinstance(stored, str) else base64.b64decode(stored[0] + "==").hex()
+
+
+# A preset dictionary (RFC 1950's FDICT): one game's log laid out as `canonical` lays it out.
+# A copy is small (~1/8 of its text) because most of a game reads like another game. Part of
+# format 1 for ever: this file never changes (a new one would be a new format).
+_ZDICT = (Path(__file__).with_name("archive_v1.zdict")).read_bytes()
+
+
+def _records_out(game: ArchivedGame, stream: str) -> list[list[Any]]:
+    """A stream's extra command records, each [id, kind, data]: kind 1, the implied
+    "first:last" and a sha256 fingerprint (data: its bytes in base64); 2, the implied span
+    and another fingerprint; 3, a progress save without events ("s+1:s"; data: s); 0, the
+    value as is."""
+    implied = implied_commands(game.events, stream)
+    out: list[list[Any]] = []
+    for cmd, value in sorted(game.commands.get(stream, {}).items()):
+        span = implied.get(cmd)
+        empty = _EMPTY.fullmatch(value)
+        item: list[Any]
+        if span and value.startswith(span + ":"):
+            rest = value[len(span) + 1 :]
+            item = [1, _hex_out(rest, _HEX_SHA)] if _HEX_SHA.fullmatch(rest) else [2, rest]
+        elif empty and value == f"{int(empty[2]) + 1}:{int(empty[2])}":
+            item = [3, int(empty[2])]
+        else:
+            item = [0, value]
+        out.append([_hex_out(cmd, _HEX_ID), *item])
+    return out
+
+
+def _records_in(events: Sequence[RawEvent], stream: str, stored: Any) -> dict[str, str]:
+    implied = implied_commands(events, stream)
+    out: dict[str, str] = {}
+    for cmd_out, kind, data in stored:
+        cmd = _hex_in(cmd_out)
+        if kind in (1, 2):
+            out[cmd] = implied[cmd] + ":" + (_hex_in(data) if kind == 1 else data)
+        elif kind == 3:
+            out[cmd] = f"{data + 1}:{data}"
+        else:
+            out[cmd] = data
+    return out
+
+
+def canonical(game: ArchivedGame) -> bytes:
+    """The one serialisation of a game that digests and copies are made of: UTF-8 JSON laid
+    out by column (per stream: types, versions and command ids as runs, times as
+    differences, payload texts grouped by type, one per line; seqs and streams implied;
+    hex ids as base64 bytes), which compresses well (`pack`) and whose `unpack` gives back
+    the very same `ArchivedGame`. Made once per game value (kept with it)."""
+    return game.canonical
+
+
+def _canonical(game: ArchivedGame) -> bytes:
+    check_log(game.events)
+    streams: dict[str, Any] = {}
+    for stream in STREAMS:
+        events = [e for e in game.events if e.stream == stream]
+        times = [e.time_ms for e in events]
+        by_type: dict[str, list[str]] = {}
+        for e in events:
+            by_type.setdefault(e.type, []).append(e.data)
+        joined = not any("\n" in e.data for e in events)
+        streams[stream] = {
+            "types": _runs([e.type for e in events]),
+            "versions": _runs([e.version for e in events]),
+            "commands": [
+                [_hex_out(cmd, _HEX_ID), times]
+                for cmd, times in _runs([e.command_id for e in events])
+            ],
+            "times": [b - a for a, b in zip([0, *times], times, strict=False)],
+            # The payloads of each type together, in order: alike texts side by side.
+            "data": {t: "\n".join(d) if joined else d for t, d in by_type.items()},
+            "n": len(events),
+            "records": _records_out(game, stream),
+        }
+    doc = {
+        "format": FORMAT,
+        "game_id": game.game_id,
+        "meta": [game.meta.status, game.meta.created_ms, game.meta.ended_ms, game.meta.record],
+        "streams": streams,
+        "markers": game.markers,
+    }
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()
+
+
+def digest(game: ArchivedGame) -> bytes:
+    """sha256 of `canonical(game)` (32 bytes)."""
+    return hashlib.sha256(canonical(game)).digest()
+
+
+def pack(game: ArchivedGame) -> bytes:
+    """The stored copy: zlib (level 9, preset dictionary `_ZDICT`) of `canonical(game)`:
+    ~3 KB for a 2-4 player game (~4.6 KB for the same log as rows, zlib alone)."""
+    return _compress(canonical(game))
+
+
+def copy_digest(blob: bytes) -> bytes:
+    """sha256 of the canonical bytes a stored copy holds (what `verify` compares with the
+    digest of the game it was made of; `ValueError` when it does not decompress)."""
+    try:
+        return hashlib.sha256(_decompress(blob)).digest()
+    except zlib.error as e:
+        raise ValueError(f"not an archived game: {e}") from e
+
+
+def _compress(text: bytes) -> bytes:
+    packer = zlib.compressobj(9, zdict=_ZDICT)
+    return packer.compress(text) + packer.flush()
+
+
+def _decompress(blob: bytes) -> bytes:
+    unpacker = zlib.decompressobj(zdict=_ZDICT)
+    text = unpacker.decompress(blob) + unpacker.flush()
+    if not unpacker.eof:
+        raise zlib.error("truncated")
+    return text
+
+
+def unpack(blob: bytes) -> ArchivedGame:
+    """A game from its stored copy (`ValueError` when it is not one)."""
+    try:
+        doc = json.loads(_decompress(blob))
+        if doc.get("format") != FORMAT:
+            raise ValueError(f"archive format {doc.get('format')!r} unknown")
+        events: list[RawEvent] = []
+        records: dict[str, dict[str, str]] = {}
+        for stream in STREAMS:
+            part, n = doc["streams"][stream], doc["streams"][stream]["n"]
+            types = _unrun(part["types"])
+            queues = {
+                t: iter(d if isinstance(d, list) else d.split("\n"))
+                for t, d in part["data"].items()
+            }
+            columns = [
+                types,
+                _unrun(part["versions"]),
+                list(itertools.accumulate(part["times"])),
+                [_hex_in(c) for c in _unrun(part["commands"])],
+                [next(queues[t]) for t in types],
+            ]
+            if any(len(c) != n for c in columns):
+                raise ValueError(f"stream {stream}: columns of unequal length")
+            types, versions, times, commands, texts = columns
+            mine = [
+                RawEvent(stream, i + 1, types[i], versions[i], times[i], commands[i], texts[i])
+                for i in range(n)
+            ]
+            events += mine
+            if part["records"]:
+                records[stream] = _records_in(mine, stream, part["records"])
+        status, created, ended, record = doc["meta"]
+        return ArchivedGame(
+            doc["game_id"],
+            GameMeta(status, int(created), int(ended), record),
+            tuple(events),
+            dict(doc["markers"]),
+            records,
+        )
+    except (zlib.error, UnicodeDecodeError, KeyError, TypeError, ValueError, StopIteration) as e:
+        raise ValueError(f"not an archived game: {e}") from e
+
+
+def check_log(events: Sequence[RawEvent]) -> None:
+    """Refuse a log that is not two whole streams, the move stream first: each stream's
+    seqs 1, 2, … in order."""
+    rank_of = {stream: rank for rank, stream in enumerate(STREAMS)}
+    at, expected = -1, 1
+    for e in events:
+        rank = rank_of.get(e.stream)
+        if rank is None:
+            raise ValueError(f"an event of an unknown stream {e.stream!r}")
+        if rank != at:
+            if rank < at:
+                raise ValueError("the move stream comes first")
+            at, expected = rank, 1
+        if e.seq != expected:
+            raise ValueError(f"stream {e.stream} is not whole: seq {e.seq} where {expected}")
+        expected += 1
+
+
+def implied_commands(events: Sequence[RawEvent], stream: str) -> dict[str, str]:
+    """The command records a stream's events imply: command id -> "first:last"."""
+    spans: dict[str, list[int]] = {}
+    for e in events:
+        if e.stream == stream:
+            span = spans.setdefault(e.command_id, [e.seq, e.seq])
+            span[1] = e.seq
+    return {cmd: f"{a}:{b}" for cmd, (a, b) in spans.items()}
+
+
+def extra_commands(
+    events: Sequence[RawEvent], stream: str, records: dict[str, str]
+) -> dict[str, str]:
+    """The command records of a stream that its events do not imply (a fingerprint, a
+    progress save without events): the rest is rebuilt by `all_commands`."""
+    implied = implied_commands(events, stream)
+    return {cmd: value for cmd, value in records.items() if implied.get(cmd) != value}
+
+
+def all_commands(game: ArchivedGame, stream: str) -> dict[str, str]:
+    """A stream's command records as the hot store held them."""
+    return {**implied_commands(game.events, stream), **game.commands.get(stream, {})}
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What `verify` compares: events per stream and the digest."""
+
+    moves: int
+    scores: int
+    digest: bytes
+
+    @classmethod
+    def of(cls, game: ArchivedGame) -> Summary:
+        """The summary of a game in hand."""
+        return cls(game.count(MOVES), game.count(SCORES), digest(game))
+
+
+class Archive(Protocol):
+    """Where finished games go when they leave the hot store."""
+
+    def put(self, game: ArchivedGame) -> None:
+        """Store a game's copy, committed when this returns; putting the same game again
+        replaces its copy (the archiver copies before it removes: a rerun copies again)."""
+
+    def read(self, game_id: str) -> ArchivedGame | None:
+        """A game's copy (None if it is not archived)."""
+
+    def put_many(self, games: Sequence[ArchivedGame]) -> None:
+        """`put` each game, all in one commit."""
+
+    def summary(self, game_id: str) -> Summary | None:
+        """The summary of the copy as stored, computed from the stored bytes read back."""
+
+    def summaries(self, game_ids: Sequence[str]) -> dict[str, Summary]:
+        """`summary` of each game that has a copy, in one read."""
+
+    def games(self, after: str = "", limit: int = 100) -> list[str]:
+        """Archived game ids in id order, after `after` (a page)."""
+
+    def count(self) -> int:
+        """How many games are archived."""
+
+    def close(self) -> None:
+        """Let go of connections."""
+
+
+def verify(archive: Archive, expected: Summary, game_id: str) -> bool:
+    """Whether the archive holds exactly the game `expected` summarises (read back)."""
+    return archive.summary(game_id) == expected
+
+
+class InMemoryArchive:
+    """An `Archive` in a dict (unit tests)."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def put(self, game: ArchivedGame) -> None:
+        """See `Archive.put`."""
+        self.put_many([game])
+
+    def put_many(self, games: Sequence[ArchivedGame]) -> None:
+        """See `Archive.put_many`."""
+        packed = {game.game_id: pack(game) for game in games}
+        with self._lock:
+            self._blobs.update(packed)
+
+    def read(self, game_id: str) -> ArchivedGame | None:
+        """See `Archive.read`."""
+        blob = self._blobs.get(game_id)
+        return None if blob is None else unpack(blob)
+
+    def summary(self, game_id: str) -> Summary | None:
+        """See `Archive.summary`."""
+        blob = self._blobs.get(game_id)
+        if blob is None:
+            return None
+        game = unpack(blob)
+        return Summary(game.count(MOVES), game.count(SCORES), copy_digest(blob))
+
+    def summaries(self, game_ids: Sequence[str]) -> dict[str, Summary]:
+        """See `Archive.summaries`."""
+        found = {g: self.summary(g) for g in game_ids}
+        return {g: s for g, s in found.items() if s is not None}
+
+    def games(self, after: str = "", limit: int = 100) -> list[str]:
+        """See `Archive.games`."""
+        return sorted(g for g in self._blobs if g > after)[:limit]
+
+    def count(self) -> int:
+        """See `Archive.count`."""
+        return len(self._blobs)
+
+    def close(self) -> None:
+        """Nothing to let go of."""

@@ -1,0 +1,329 @@
+"""The archiver on a real Redis (one of its own: an archiver moves every due game it finds)
+and a real archive: a finished game is due after ARCHIVE_AFTER, copied, verified, removed in
+one step that refuses a game appended since, and restored exactly; an archive that is down,
+an archiver SIGKILLed at each step and a Redis restarting mid-run lose nothing and leave no
+game half in each place (tests/postgres_server.py's private PostgreSQL for the outage)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from carcassonne.events import GameAbandoned
+from eventstore.archive import Summary
+from eventstore.envelope import MOVES, SCORES, STREAMS, NewEvent
+from eventstore.schemas import to_new
+from services.archive import open_archive
+from services.archive.archiver import Archiver
+from services.archive.sqlite import SqliteArchive
+from services.redis_store import RedisEventStore
+from services.redis_store.directory_index import DirectoryIndex
+from services.redis_store.keys import (
+    archive_due_key,
+    archived_key,
+    game_keys,
+    games_key,
+    player_id_key,
+    player_key,
+    secrets_key,
+    shard_of,
+    status_key,
+)
+from tests.archive_games import play
+from tests.postgres_server import postgres_missing, private_postgres
+from tests.redis_server import private_redis
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def client() -> Iterator[redis.Redis]:
+    with private_redis() as url:
+        yield redis.Redis.from_url(url)
+
+
+@pytest.fixture
+def store(client: redis.Redis) -> RedisEventStore:
+    return RedisEventStore(client)
+
+
+def game_keys_in(client: redis.Redis, game_id: str) -> list[str]:
+    found: Any = client.keys("{g:" + game_id + "}:*")
+    return sorted(k.decode() for k in found)
+
+
+def hot(client: redis.Redis, game_id: str) -> dict[str, Any]:
+    """A game's streams (raw entries, ids and all) and markers in Redis, and the span of
+    each command that appended events (what a restore rebuilds of the command records)."""
+    out: dict[str, Any] = {}
+    for stream in STREAMS:
+        key, commands, marker = game_keys(game_id, stream)
+        out[key] = client.xrange(key)
+        out[marker] = client.get(marker)
+        records: Any = client.hgetall(commands)
+        spans = {k: v.decode().split(":")[:2] for k, v in records.items()}
+        out[commands] = {k: s for k, s in spans.items() if int(s[0]) <= int(s[1])}
+    return out
+
+
+def test_a_finished_game_is_due_after_its_end_then_moved_and_restored_exactly(
+    client, store, tmp_path
+) -> None:
+    game_id = play(store, 1)
+    before = hot(client, game_id)
+    archive = SqliteArchive(tmp_path / "a.sqlite3")
+    archiver = Archiver(client, archive, after_ms=3_600_000)
+    DirectoryIndex(client).catch_up()
+    assert client.zscore(games_key(shard_of(game_id) or 0), game_id) is not None
+    archiver.due_index.follower.catch_up()
+    shard = shard_of(game_id)
+    assert shard is not None
+    due = client.zscore(archive_due_key(shard), game_id)
+    ended = store.read(game_id, SCORES)[-1]
+    assert ended.type == "GameScored" and due == ended.time_ms + 3_600_000
+    assert archiver.run(int(time.time() * 1000)) == {}  # not due yet
+    outcomes = archiver.run(int(due) + 1)
+    assert outcomes == {"archived": 1}
+    assert game_keys_in(client, game_id) == [archived_key(game_id)]
+    assert client.zscore(archive_due_key(shard), game_id) is None
+    listed = [games_key(shard), status_key(shard, "over"), player_key(shard, "player 0"),
+              player_id_key(shard, "u1-0")]  # fmt: skip
+    assert [client.zscore(k, game_id) for k in listed] == [None] * 4  # lists: the archive's
+    copy = archive.read(game_id)
+    assert copy is not None and copy.meta.status == "over"
+    assert copy.meta.names == ["Player 0", "Player 1", "Player 2"][: len(copy.meta.names)]
+    assert "tokens" not in copy.meta.record and "seed" not in copy.meta.record
+    # Restored: the streams and markers byte for byte, each command's span.
+    archiver.restore(game_id, schedule=False)
+    assert hot(client, game_id) == before
+    assert client.exists(archived_key(game_id)) == 0
+    assert None not in [client.zscore(k, game_id) for k in listed]
+    assert '"tokens": {}' in client.get(secrets_key(game_id)).decode()
+    # In both places now: the next run only removes (the copy verifies).
+    client.zadd(archive_due_key(shard), {game_id: 0})
+    assert archiver.run() == {"removed": 1}
+
+
+def test_an_abandoned_game_is_due_once_its_end_is_scored(client, store, tmp_path) -> None:
+    game_id = play(store, 2)
+    # Its last move replaced by an abandon: rebuild a game that stops short.
+    other = play(store, 3)
+    moves = store.read(other, MOVES)
+    store.append(other, MOVES, [to_new(GameAbandoned(1))], expected=len(moves),
+                 command_id="abandon", marker="$seq")  # fmt: skip
+    archiver = Archiver(client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0)
+    outcomes = archiver.run(int(time.time() * 1000) + 1)
+    # The abandon is not scored yet: the game waits; the finished one goes.
+    assert outcomes == {"archived": 1, "waiting": 1}
+    assert client.exists(game_keys(other, MOVES)[0])
+    from services.scoring.scorer import Scorer
+
+    Scorer(store).catch_up(other)
+    assert archiver.run(int(time.time() * 1000) + 120_000) == {"archived": 1}
+    copy = archiver.archive.read(other)
+    assert copy is not None and copy.meta.status == "abandoned"
+    assert game_id != other
+
+
+def test_a_game_appended_to_after_its_copy_is_not_removed(client, store, tmp_path) -> None:
+    game_id = play(store, 4)
+    scores = store.last_seq(game_id, SCORES)
+    archive = SqliteArchive(tmp_path / "a.sqlite3")
+
+    class Meddling(SqliteArchive):
+        def put_many(self, games: Any) -> None:
+            super().put_many(games)
+            # A score event lands between the copy and the removal.
+            last = store.read(game_id, SCORES)[-1]
+            late = NewEvent(last.type, last.version, last.payload)
+            store.append(game_id, SCORES, [late], expected=-1, command_id="late")
+
+    archiver = Archiver(client, Meddling(tmp_path / "a.sqlite3"), after_ms=0)
+    assert archiver.run(int(time.time() * 1000) + 1) == {"changed": 1}
+    assert client.exists(game_keys(game_id, MOVES)[0]) and not client.exists(archived_key(game_id))
+    # The next run copies the game as it is now, and moves it.
+    client.zadd(archive_due_key(shard_of(game_id) or 0), {game_id: 0})
+    archiver = Archiver(client, archive, after_ms=0)
+    assert archiver.run() == {"archived": 1}
+    copy = archive.read(game_id)
+    assert copy is not None and copy.count(SCORES) == scores + 1
+    assert copy.events[-1].command_id == "late"
+
+
+def command(
+    redis_url: str, archive_url: str, *args: str, crash: str = ""
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ARCHIVE_CRASH_AT": crash, "PYTHONPATH": f"{ROOT}/shared:{ROOT}"}
+    return subprocess.run(
+        [sys.executable, "-m", "services.archive", "--redis-url", redis_url,
+         "--archive-url", archive_url, "--after", "0", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def whole_or_gone(
+    client: redis.Redis, archive: Any, games: dict[str, dict[str, Any]]
+) -> dict[str, str]:
+    """Each game's place: "redis" (whole, as before), "archive" (only its tombstone left and
+    a verified copy), "both" (whole in Redis and a verified copy); anything else fails."""
+    places = {}
+    for game_id, before in games.items():
+        copy = archive.read(game_id)
+        in_redis = bool(client.exists(game_keys(game_id, MOVES)[0]))
+        if in_redis:
+            assert hot(client, game_id) == before, game_id
+        else:
+            assert game_keys_in(client, game_id) == [archived_key(game_id)], game_id
+            assert copy is not None
+        if copy is not None:
+            assert Summary.of(copy) == archive.summary(game_id)
+            restored = {k: v for k, v in before.items()}
+            assert copy.count(MOVES) == len(restored[game_keys(game_id, MOVES)[0]])
+        places[game_id] = ("both" if in_redis else "archive") if copy else "redis"
+    return places
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ["copied", "verified", "removed"])
+def test_an_archiver_killed_at_each_step_loses_nothing(client, store, tmp_path, step) -> None:
+    games = {g: hot(client, g) for g in (play(store, 10 + i) for i in range(3))}
+    url = client.connection_pool.connection_kwargs
+    redis_url = f"redis://{url['host']}:{url['port']}/0"
+    archive_url = f"sqlite:///{tmp_path}/a.sqlite3"
+    killed = command(redis_url, archive_url, "run", crash=step)
+    assert killed.returncode == -9, killed.stderr
+    archive = open_archive(archive_url)
+    places = whole_or_gone(client, archive, games)
+    # The three are one batch: all copied (and still in Redis), or all removed too.
+    assert set(places.values()) == {{"copied": "both", "verified": "both"}.get(step, "archive")}
+    done = command(redis_url, archive_url, "run", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert set(whole_or_gone(client, archive, games).values()) == {"archive"}
+    status = command(redis_url, archive_url, "status")
+    assert "waiting for the archive: 0 games" in status.stdout
+    assert "archived: 3 games" in status.stdout
+    for game_id, before in games.items():  # restored, each is as it was
+        assert command(redis_url, archive_url, "restore", game_id, "--keep").returncode == 0
+        assert hot(client, game_id) == before
+
+
+@pytest.mark.slow
+def test_an_archive_database_down_leaves_games_in_redis_for_later(client, store) -> None:
+    why = postgres_missing()
+    if why:
+        pytest.skip(f"no PostgreSQL server: {why}")
+    games = {g: hot(client, g) for g in (play(store, 20 + i) for i in range(3))}
+    with private_postgres() as pg:
+        archive = open_archive(pg.url)
+        archiver = Archiver(client, archive, after_ms=0, retry_ms=60_000)
+        pg.stop("immediate")
+        now = int(time.time() * 1000) + 1
+        outcomes = archiver.run(now)
+        assert outcomes == {"failed": 3}
+        assert set(whole_or_gone(client, _Down(), games).values()) == {"redis"}
+        # Tried again later: not before `retry_ms`.
+        assert archiver.run(now + 1_000) == {}
+        pg.start()
+        assert archiver.run(now + 61_000) == {"archived": 3}
+        assert set(whole_or_gone(client, archive, games).values()) == {"archive"}
+        archive.close()
+
+
+class _Down:
+    """An archive seen while down: holds nothing anyone can read."""
+
+    def read(self, game_id: str) -> None:
+        return None
+
+
+def persistent_redis(port: int, workdir: str) -> subprocess.Popen[bytes]:
+    """A redis-server that writes every command to its AOF before answering (a restart
+    keeps everything acknowledged)."""
+    from deploy.local.host import redis_server_binary
+
+    proc = subprocess.Popen(
+        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "yes", "--appendfsync", "always", "--dir", workdir],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = redis.Redis(port=port)
+    for _ in range(200):
+        try:
+            client.ping()
+            return proc
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    raise RuntimeError("redis-server did not start")
+
+
+@pytest.mark.slow
+def test_redis_restarting_mid_run_leaves_every_game_whole_in_one_place(tmp_path) -> None:
+    from deploy.local.host import free_port
+
+    port = free_port()
+    proc = persistent_redis(port, str(tmp_path))
+    try:
+        client = redis.Redis(port=port)
+        store = RedisEventStore(client)
+        games = {g: hot(client, g) for g in (play(store, 40 + i, score_every=1000)
+                                             for i in range(40))}  # fmt: skip
+        redis_url, archive_url = f"redis://127.0.0.1:{port}/0", f"sqlite:///{tmp_path}/a.db"
+        env = {**os.environ, "PYTHONPATH": f"{ROOT}/shared:{ROOT}"}
+        run = subprocess.Popen(
+            [sys.executable, "-m", "services.archive", "--redis-url", redis_url,
+             "--archive-url", archive_url, "--after", "0", "run", "--batch", "1"],
+            cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert run.stderr is not None
+        seen = b""
+        while b" 5/40" not in seen and run.poll() is None:  # a few games moved: restart
+            seen += run.stderr.read(1)
+        proc.kill()
+        proc.wait()
+        proc = persistent_redis(port, str(tmp_path))
+        assert run.wait(60) != 0  # the run stopped on the lost connection
+        archive = open_archive(archive_url)
+        places = whole_or_gone(client, archive, games)
+        assert 5 <= list(places.values()).count("archive") < 40
+        assert command(redis_url, archive_url, "run", "--quiet").returncode == 0
+        assert set(whole_or_gone(client, archive, games).values()) == {"archive"}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_game_with_deliveries_due_waits_and_its_hooks_go_with_it(client, store, tmp_path) -> None:
+    """A subscription delivery still due keeps the game in Redis (it would be lost with the
+    game's keys); once delivered the game goes, its webhook's state and its place in the
+    key's set of hooks with it."""
+    from services.redis_store.keys import (
+        game_subscriptions_key,
+        key_hooks_key,
+        subs_due_key,
+        subscription_keys,
+    )
+
+    game_id = play(store, 5)
+    shard = shard_of(game_id)
+    assert shard is not None
+    client.hset(game_subscriptions_key(game_id), "h1", '{"key_id": "k9"}')
+    client.sadd(key_hooks_key("k9"), f"{game_id}:h1")
+    state, log, _ = subscription_keys(game_id, "h1")
+    client.hset(state, "moves", "1")
+    client.hset(log, "1", "{}")
+    client.zadd(subs_due_key(shard), {f"{game_id}:h1": 0})
+    archiver = Archiver(client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0, retry_ms=0)
+    now = int(time.time() * 1000) + 1
+    assert archiver.run(now) == {"waiting": 1}
+    client.zrem(subs_due_key(shard), f"{game_id}:h1")
+    assert archiver.run(now + 1) == {"archived": 1}
+    assert game_keys_in(client, game_id) == [archived_key(game_id)]
+    assert not client.sismember(key_hooks_key("k9"), f"{game_id}:h1")
