@@ -190,6 +190,10 @@ def test_commands_on_an_archived_game_answer_as_on_a_finished_game(
     assert finished == [(409, "game_over")] * 5 + [(403, "hints_disabled")]
     assert archive_all(client, archive_url) == {"archived": 1}
     assert codes() == [(409, "game_over")] * len(commands)
+    web = command_app(redis_url, archive_url).test_client()
+    for path in (f"/games/{game_id}/turn", f"/games/{game_id}/hand"):
+        reply = web.get(path, headers=seat)
+        assert (reply.status_code, reply.get_json()["code"]) == (409, "game_over"), path
     # Nothing was written back for the archived game: only its tombstone is in Redis.
     assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
     # An id neither in Redis nor archived: 404 as before.
