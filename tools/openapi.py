@@ -221,7 +221,7 @@ OPERATIONS: dict[tuple[str, str], Op] = {
     ),
     ("get", "/games/{game_id}/turn"): Op(
         "getTurn",
-        (404, 503),
+        (404, 409, 503),  # 409 game_over: an archived game (deploy/README.md, "The archive")
         headers={200: ("ETag", "Cache-Control")},
         not_modified=True,
         examples={200: ex.TURN_VIEW},

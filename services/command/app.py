@@ -18,6 +18,8 @@ from prometheus_client import Counter
 from carcassonne.errors import GameError, MalformedError
 from carcassonne.events import meeple_from_dict
 from carcassonne.ruleset import Ruleset
+from services.archive import open_archive
+from services.archive.fallthrough import FallThroughStore
 from services.common import http_errors
 from services.common.access import missing_key
 from services.common.api_doc import ContractApi
@@ -308,19 +310,26 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["tasks"] = tasks
     if service is None:
         client = command_client(app.config)
+        store = RedisEventStore(
+            client,
+            wait_replicas=app.config["REDIS_WAIT_REPLICAS"],
+            wait_ms=app.config["REDIS_WAIT_MS"],
+        )
+        secrets_store = RedisSecrets(client)
+        url = app.config["ARCHIVE_URL"]
         service = GameService(
-            RedisEventStore(
-                client,
-                wait_replicas=app.config["REDIS_WAIT_REPLICAS"],
-                wait_ms=app.config["REDIS_WAIT_MS"],
-            ),
-            RedisSecrets(client),
+            store,
+            secrets_store,
             cache_size=app.config["STATE_CACHE_SIZE"],
             # Turns change cached states in place only when one thread serves the process.
             in_place=int(os.environ.get("GUNICORN_THREADS", "1")) <= 1,
             undo_seconds=app.config["UNDO_SECONDS"],
             bot_budget=BotBudget(client, app.config["BOT_SECONDS_IN_FLIGHT"]),
             move_floor_ms=app.config["BOT_MOVE_FLOOR_MS"],
+            # Archived games' whole logs (GET /games/{id}/record, imports), read only.
+            archive_reads=FallThroughStore(
+                store, secrets_store.archived, lambda: open_archive(url), logs=64
+            ),
         )
     app.extensions["game_service"] = service
     api = ContractApi(app)  # /openapi.json: the whole API's one document

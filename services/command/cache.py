@@ -14,6 +14,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from carcassonne.errors import OutOfTurnError
 from carcassonne.events import Event, TokenReissued
 from carcassonne.state import GameState
 from eventstore.envelope import MOVES
@@ -83,6 +84,14 @@ class Cached:
         return self.rewound() if state is self.state else self
 
 
+def archived_game(game_id: str) -> OutOfTurnError:
+    """What every command on an archived game answers: a finished game's 409 `game_over`
+    (its log is in the archive, read only; its tokens are gone)."""
+    return OutOfTurnError(
+        "game_over", f"the game is over (game {game_id} is archived: read only)", "R7.1"
+    )
+
+
 class FoldCache:
     """Games folded from their move streams, kept per process and caught up on load.
 
@@ -108,6 +117,8 @@ class FoldCache:
         if cached is None:
             found = self.secrets.get(game_id)
             if found is None:
+                if self.secrets.archived(game_id):
+                    raise archived_game(game_id)
                 raise NotFound("game_not_found", f"no game {game_id}")
             cached = Cached(GameState(), 0, found)
         # A state at sequence 0 is new here; a taken one is ours alone when one thread runs.

@@ -58,6 +58,9 @@ DEFAULTS: dict[str, Any] = {
     "BOT_SECONDS_IN_FLIGHT": 7_200.0,
     "BOT_MOVE_FLOOR_MS": 250,
     "UNDO_SECONDS": 120.0,  # how long the others have to answer an undo request (consent)
+    # The archive finished games move to (the scoring worker's setting; services/archive):
+    # read only here, for GET /games/{id}/record and imports of an archived game.
+    "ARCHIVE_URL": "",
 }
 
 

@@ -19,12 +19,14 @@ from typing import Any
 
 from carcassonne.errors import MalformedError
 from carcassonne.events import Event, with_seats
+from eventstore.envelope import MOVES
 from eventstore.errors import CommandReused, SchemaError
 from eventstore.schemas import to_new, validate_payload
 from services.common.body import fingerprint
 from services.common.moves import append_moves
 from services.redis_store.keys import derived_game_id, new_game_id
 
+from .cache import archived_game
 from .errors import IdempotencyKeyReused, check_reuse
 from .records import Replayed
 from .service import GameService
@@ -70,6 +72,20 @@ def check_stored_schemas(events: Sequence[Event]) -> None:
             raise MalformedError("bad_record", f"the record does not fit the log: {exc}") from None
 
 
+def archived_import(service: GameService, game_id: str, request: str) -> Imported:
+    """The import an Idempotency-Key made before its game was archived (services/archive):
+    the same game, if this request is the one its key is bound to (the fingerprint kept in
+    the archived copy's record); `IdempotencyKeyReused` otherwise. Nothing is written: the
+    game is never made again beside its archived copy."""
+    reads = service.archive_reads
+    if reads is None:
+        raise archived_game(game_id)
+    seq = reads.last_seq(game_id, MOVES)  # reads the copy (503 when the archive is down)
+    record = reads.record(game_id) or {}
+    check_reuse(record.get("imported", {}).get("fingerprint", "?"), request)
+    return Imported(game_id, seq, replayed=True)
+
+
 def import_game(
     service: GameService,
     replayed: Replayed,
@@ -112,6 +128,8 @@ def import_game(
     # append fails, this record alone names no game (every reader starts from the stream).
     if not idempotency_key:
         service.secrets.put(game_id, secrets)
+    elif service.secrets.archived(game_id):
+        return archived_import(service, game_id, request)
     else:
         imported["fingerprint"] = request
         if not service.secrets.put_new(game_id, secrets):

@@ -295,7 +295,9 @@ class GameRecord(MethodView):
     @blp.response(200, Record())
     def get(self, args: dict[str, Any], game_id: str) -> Response:
         """Any stored game as a record (a game in progress: the turns played so far)."""
-        events = _parts().service.store.read(checked_game_id(game_id), MOVES)
+        service = _parts().service
+        store = service.archive_reads or service.store  # an archived game: from the archive
+        events = store.read(checked_game_id(game_id), MOVES)
         if not events:
             raise NotFound("game_not_found", f"no game {game_id}")
         etag = f"m{events[-1].seq}"
@@ -307,7 +309,12 @@ class GameRecord(MethodView):
             not_modified = Response(status=304)
             not_modified.set_etag(etag + wanted[0])  # a 304 carries its ETag (RFC 9110 15.4.5)
             return not_modified
-        seats = _parts().service.secrets.get(game_id) or {}  # names, player ids: seat order
+        # names, player ids: seat order (an archived game's record is kept in its copy)
+        seats = (
+            service.secrets.get(game_id)
+            or (service.archive_reads.record(game_id) if service.archive_reads else None)
+            or {}
+        )
         record = record_from_events(
             (to_engine(e) for e in events), seats.get("names"), seats.get("player_ids")
         )

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import redis
 
 from services.redis_store import secrets_key
+from services.redis_store.keys import archived_key
 from services.redis_store.scripts import script
 
 # KEYS: the secrets record. ARGV: seat, new token hash. The seat's token hash (whatever it
@@ -55,12 +56,21 @@ class Secrets(Protocol):
         """Make `token_hash` the seat's only token (the old one stops matching); False if
         the game has no secrets."""
 
+    def archived(self, game_id: str) -> bool:
+        """Whether the game was moved to the archive (services/archive): its secrets and
+        streams left Redis, its tombstone stayed."""
+
 
 class MemorySecrets:
     """`Secrets` in a dict (unit tests)."""
 
     def __init__(self) -> None:
         self._data: dict[str, dict[str, Any]] = {}
+        self.archived_ids: set[str] = set()  # tests mark games archived here
+
+    def archived(self, game_id: str) -> bool:
+        """See `Secrets.archived`."""
+        return game_id in self.archived_ids
 
     def put(self, game_id: str, data: dict[str, Any]) -> None:
         """See `Secrets.put`."""
@@ -113,6 +123,10 @@ class RedisSecrets:
         """See `Secrets.get`."""
         raw = self.client.get(self.key(game_id))
         return None if raw is None else dict(json.loads(raw))
+
+    def archived(self, game_id: str) -> bool:
+        """See `Secrets.archived`: one EXISTS of the tombstone ``{g:<id>}:archived``."""
+        return bool(self.client.exists(archived_key(game_id)))
 
     def replace_token(self, game_id: str, seat: int, token_hash: str) -> bool:
         """See `Secrets.replace_token` (one script: two re-issues at once cannot both win

@@ -34,6 +34,7 @@ from carcassonne.tiles import Meeple
 from carcassonne.undo import undo_voters
 from eventstore.errors import CommandReused
 from eventstore.port import EventStore
+from services.archive.fallthrough import FallThroughStore
 from services.common.access import RateLimited
 from services.common.draws import draw_until_placeable
 from services.common.moves import Committed, Handler, append_moves, now_ms, run_command
@@ -62,6 +63,7 @@ class GameService:
         clock: Callable[[], float] = time.time,
         bot_budget: BotBudget | None = None,
         move_floor_ms: int = 250,
+        archive_reads: FallThroughStore | None = None,
     ) -> None:
         """`in_place`: a turn changes the cached state itself (no copy per turn), which is only
         safe when one thread serves this process's requests (gunicorn's sync worker, the
@@ -74,7 +76,12 @@ class GameService:
         `bot_budget`: each API key's bot seconds in flight (services/redis_store/bot_budget.py;
         None: no limit); a bot move takes at least `move_floor_ms` (the bot worker's
         MOVE_FLOOR_MS: its pace, services/common/pace.py).
+
+        `archive_reads`: the store's reads falling through to the archive for archived games
+        (services/archive/fallthrough.py; None: archived games read as unknown), used by the
+        views that read a whole log (GET /games/{id}/record) and by imports.
         """
+        self.archive_reads = archive_reads
         self.bot_budget = bot_budget
         self.move_floor_ms = move_floor_ms
         self.in_place = in_place

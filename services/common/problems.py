@@ -93,8 +93,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "notify": ("bad_event_kinds", "bad_webhook_secret", "bad_webhook_url", "too_many_webhooks",
                "too_many_subscriptions", "unknown_event_kind", "webhook_url_not_https",
                "webhook_url_not_public"),
-    "retry": ("bad_gateway", "gateway_timeout", "not_replicated", "rate_limited",
-              "store_unavailable", "too_many_streams", "worker_unreachable"),
+    "retry": ("archive_unavailable", "bad_gateway", "gateway_timeout", "not_replicated",
+              "rate_limited", "store_unavailable", "too_many_streams", "worker_unreachable"),
     "bots": ("bot_only_think_ms",),
     "budget": ("bot_budget_exceeded",),
 }  # fmt: skip
@@ -107,6 +107,7 @@ TITLES: dict[str, str] = {  # where the code alone reads badly
     "invalid_json": "The body is not JSON",
     "rate_limited": "Rate limit used up",
     "store_unavailable": "The event store is unavailable",
+    "archive_unavailable": "The archive of finished games is unavailable",
     "bot_only_think_ms": "Bots think too long for a game without a human seat",
     "bot_budget_exceeded": "This API key's bot time in flight is used up",
 }

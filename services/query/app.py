@@ -18,6 +18,8 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from carcassonne.errors import GameError
+from services.archive import open_archive
+from services.archive.fallthrough import FallThroughStore
 from services.common import http_errors
 from services.common.access import known_key, missing_key, request_key
 from services.common.api_doc import ContractApi
@@ -30,6 +32,7 @@ from services.redis_store.connect import (
     is_cluster_url,
     shared_client,
 )
+from services.redis_store.keys import archived_key
 
 from . import pages, pictures
 from .config import from_env
@@ -261,8 +264,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             socket_timeout=blocking_read_timeout(block),
         )
         store = RedisEventStore(views)
+        url = config["ARCHIVE_URL"]
         service = QueryService(
-            store,
+            # Archived games (only their tombstone left in Redis) read from the archive.
+            FallThroughStore(
+                store,
+                lambda game_id: bool(views.exists(archived_key(game_id))),
+                lambda: open_archive(url),
+                logs=config["ARCHIVE_CACHE_SIZE"],
+            ),
             RedisDirectory(views),
             hub=LiveHub(
                 store,

@@ -29,6 +29,10 @@ DEFAULTS: dict[str, Any] = {
     # worker runs one greenlet at a time and a view spends well under a millisecond in Redis,
     # so a few connections keep up with it; requests beyond them wait (never fail) for one.
     "REDIS_POOL_SIZE": 16,
+    # The archive that finished games move to (services/archive; the scoring worker's
+    # setting): postgresql://… or sqlite:///path ("" = var/archive.sqlite3). Read only here.
+    "ARCHIVE_URL": "",
+    "ARCHIVE_CACHE_SIZE": 256,  # archived games whose decoded log a process keeps
 }
 
 

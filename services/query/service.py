@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from eventstore.envelope import MOVES, SCORES
 from eventstore.port import EventStore
+from services.archive.fallthrough import FallThroughStore
 from services.common.kept import Kept
 
+from .directory import _bots, _names, _seats
 from .live import LiveHub, LiveStream
 from .log import Cursor, PollingWaiter, Waiter, format_cursor, item, live, ndjson_lines, page
 from .projector import BadParameter, NotFound, Position, Projector
 from .views import board_etag, board_view, scores_etag, scores_view
+
+T = TypeVar("T")
 
 
 class Directory(Protocol):
@@ -47,6 +52,38 @@ class Directory(Protocol):
         """A page of game summaries and the next page's cursor (None at the end)."""
 
 
+def _archived(store: EventStore, game_id: str) -> bool:
+    """Whether `store` falls through to the archive and knows the game is archived."""
+    return isinstance(store, FallThroughStore) and store.is_archived(game_id)
+
+
+def _falls(
+    found: Callable[[str], T | None], store: EventStore, parse: Callable[[str], T | None]
+) -> Callable[[str], T | None]:
+    """The directory's answer from the secrets record; for an archived game (whose record
+    left Redis), the same answer from the record kept in its copy."""
+
+    def answer(game_id: str) -> T | None:
+        value = found(game_id)
+        if value is None and isinstance(store, FallThroughStore):
+            record = store.record(game_id)
+            if record is not None:
+                return parse(json.dumps(record))
+        return value
+
+    return answer
+
+
+class _Idle:
+    """The waiter of an archived game's live stream: nothing is ever appended to it (an
+    abandoned game, with no `GameScored` to end its stream, sends keepalives as before)."""
+
+    def wait(self, game_id: str, after: Cursor, timeout: float) -> bool:
+        """Nothing new, after `timeout`."""
+        time.sleep(timeout)
+        return False
+
+
 def to_json(body: Any) -> bytes:
     """Compact JSON bytes."""
     return json.dumps(body, separators=(",", ":")).encode()
@@ -70,9 +107,9 @@ class QueryService:
         self.directory = directory
         self.waiter = waiter if waiter is not None else PollingWaiter(store)
         self.hub = hub  # live streams fed by one reader per process (else `waiter` each)
-        names = directory.names if directory is not None else None
-        seats = directory.seats if directory is not None else None
-        bots = directory.bots if directory is not None else None
+        names = _falls(directory.names, store, _names) if directory is not None else None
+        seats = _falls(directory.seats, store, _seats) if directory is not None else None
+        bots = _falls(directory.bots, store, _bots) if directory is not None else None
         self.projector = Projector(
             store, names, cache_size, snapshot_every, replay_games, seats=seats, bots=bots
         )
@@ -119,6 +156,8 @@ class QueryService:
         items, last = page(self.store, game_id, after, limit)
         if not items:
             self.require(game_id)
+            if _archived(self.store, game_id):  # found archived just now: read it from there
+                items, last = page(self.store, game_id, after, limit)
         body = {
             "game_id": game_id,
             "after": format_cursor(after),
@@ -165,6 +204,8 @@ class QueryService:
                 last=format_cursor(ends),
             )
         start = ends if after is None else after
+        if _archived(self.store, game_id):  # a finished game that never changes again
+            return live(self.store, _Idle(), game_id, start, max_seconds, heartbeat)
         if self.hub is None:
             return live(self.store, self.waiter, game_id, start, max_seconds, heartbeat)
         subscription = self.hub.subscribe(game_id, ends, client)

@@ -1,0 +1,297 @@
+"""Reads of archived games fall through to the archive (issue 28's second half), on a real
+Redis and a real archive (the SQLite default, and a private PostgreSQL server from
+tests/postgres_server.py): every public read answers byte for byte what it answered before
+the game was archived, commands get a finished game's 409 `game_over`, an import's
+Idempotency-Key still answers its game, the archive down is a 503 with Retry-After, and an
+id that is neither in Redis nor archived is a 404 as before. One test runs the query service
+under gunicorn."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from carcassonne.record import record_from_events
+from carcassonne.ruleset import Ruleset
+from carcassonne.simulate import random_game
+from services.archive.archiver import Archiver
+from services.command.apikeys import ApiKeys
+from services.command.secrets_store import token_hash
+from services.redis_store import RedisEventStore
+from services.redis_store.keys import archived_key, secrets_key
+from services.scoring.scorer import Scorer
+from tests.archive_games import play
+from tests.integration.http_client import gunicorn
+from tests.postgres_server import postgres_missing, private_postgres
+from tests.redis_server import private_redis
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "archived-seat-0-token"
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    with private_redis() as url:
+        yield url
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)
+
+
+@pytest.fixture
+def store(client: redis.Redis) -> RedisEventStore:
+    return RedisEventStore(client)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+        return
+    why = postgres_missing()
+    if why:
+        pytest.skip(why)
+    with private_postgres() as server:
+        yield server.url
+
+
+def query_app(redis_url: str, archive_url: str) -> Any:
+    from services.query.app import create_app
+
+    return create_app({"REDIS_URL": redis_url, "ARCHIVE_URL": archive_url,
+                       "SSE_MAX_SECONDS": 5.0, "SSE_HEARTBEAT_SECONDS": 1.0})  # fmt: skip
+
+
+def command_app(redis_url: str, archive_url: str) -> Any:
+    from services.command.app import create_app
+
+    return create_app({"REDIS_URL": redis_url, "ARCHIVE_URL": archive_url, "NOTIFY_MS": 0,
+                       "API_KEY_RATE": 0})  # fmt: skip
+
+
+def finished_game(client: redis.Redis, store: RedisEventStore, seed: int, key_id: str) -> str:
+    """A whole game, scored, whose seat 0 plays with `TOKEN` and whose owner is `key_id`."""
+    game_id = play(store, seed)
+    record = json.loads(client.get(secrets_key(game_id)) or b"{}")
+    record["tokens"] = {token_hash(TOKEN): 0}
+    record["key_id"] = key_id
+    client.set(secrets_key(game_id), json.dumps(record))
+    return game_id
+
+
+def archive_all(client: redis.Redis, archive_url: str) -> dict[str, int]:
+    from services.archive import open_archive
+
+    archive = open_archive(archive_url)
+    try:
+        return Archiver(client, archive, after_ms=0).run(int(time.time() * 1000) + 1)
+    finally:
+        archive.close()
+
+
+def reads(game_id: str) -> list[str]:
+    return [
+        f"/games/{game_id}/board",
+        f"/games/{game_id}/scores",
+        f"/games/{game_id}/board?turn=3",
+        f"/games/{game_id}/board?at=5",
+        f"/games/{game_id}/scores?at=9",
+        f"/games/{game_id}/scores?turn=0",
+        f"/games/{game_id}/events",
+        f"/games/{game_id}/events?limit=7",
+        f"/games/{game_id}/events?after=5-3&limit=11",
+        f"/games/{game_id}/events?format=ndjson",
+        f"/games/{game_id}/events?format=ndjson&after=12-4",
+        f"/games/{game_id}/board.svg",
+        f"/games/{game_id}/board.svg?turn=4",
+        f"/games/{game_id}/view",
+        f"/games/{game_id}/board?turn=9999",  # a 422 names the game's last turn: the same
+    ]
+
+
+def answers(app: Any, paths: list[str]) -> dict[str, tuple[int, str | None, bytes]]:
+    out = {}
+    with app.test_client() as web:
+        for path in paths:
+            reply = web.get(path)
+            out[path] = (reply.status_code, reply.headers.get("ETag"), reply.data)
+    return out
+
+
+def test_every_read_of_an_archived_game_answers_byte_for_byte_as_before(
+    client, store, redis_url, archive_url
+) -> None:
+    key_id, _ = ApiKeys(client).create("fallthrough")
+    game_id = finished_game(client, store, 11, key_id)
+    before = answers(query_app(redis_url, archive_url), reads(game_id))
+    assert before[f"/games/{game_id}/board"][0] == 200
+    assert before[f"/games/{game_id}/events?format=ndjson"][2].count(b"\n") > 100
+    record_before = (
+        command_app(redis_url, archive_url).test_client().get(f"/games/{game_id}/record")
+    )
+    assert record_before.status_code == 200
+
+    assert archive_all(client, archive_url) == {"archived": 1}
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+
+    app = query_app(redis_url, archive_url)  # nothing of the game cached here
+    after = answers(app, reads(game_id))
+    for path in reads(game_id):
+        assert after[path] == before[path], path
+    # Asked again: served from the projector's cache and the kept log (one archive read).
+    service = app.extensions["query_service"]
+    assert service.store.loads == 1
+    assert answers(app, reads(game_id)) == after
+    assert service.store.loads == 1
+    # /record (the command service's export of the turns) as before.
+    record_after = command_app(redis_url, archive_url).test_client().get(f"/games/{game_id}/record")
+    assert (record_after.status_code, record_after.data, record_after.headers.get("ETag")) == (
+        200, record_before.data, record_before.headers.get("ETag"),
+    )  # fmt: skip
+
+
+def test_commands_on_an_archived_game_answer_as_on_a_finished_game(
+    client, store, redis_url, tmp_path
+) -> None:
+    archive_url = f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+    key_id, key = ApiKeys(client).create("fallthrough")
+    game_id = finished_game(client, store, 12, key_id)
+    seat = {"Authorization": f"Bearer {TOKEN}"}
+    owner = {"X-Api-Key": key}
+    commands: list[tuple[str, str, dict[str, str], Any]] = [
+        ("POST", f"/games/{game_id}/turns", seat, {"x": 0, "y": 1, "rotation": 0}),
+        ("POST", f"/games/{game_id}/resign", seat, None),
+        ("POST", f"/games/{game_id}/undo", seat, None),
+        ("POST", f"/games/{game_id}/undo/1/accept", seat, None),
+        ("POST", f"/games/{game_id}/players/0/token", owner, None),
+        ("GET", f"/games/{game_id}/hint", seat, None),
+    ]
+
+    def codes() -> list[tuple[int, str | None]]:
+        web = command_app(redis_url, archive_url).test_client()
+        out = []
+        for method, path, headers, body in commands:
+            reply = web.open(path, method=method, headers=headers, json=body)
+            out.append((reply.status_code, (reply.get_json() or {}).get("code")))
+        return out
+
+    finished = codes()
+    # Hot, a hint in a game without hints says so first; archived, every command is over.
+    assert finished == [(409, "game_over")] * 5 + [(403, "hints_disabled")]
+    assert archive_all(client, archive_url) == {"archived": 1}
+    assert codes() == [(409, "game_over")] * len(commands)
+    web = command_app(redis_url, archive_url).test_client()
+    for path in (f"/games/{game_id}/turn", f"/games/{game_id}/hand"):
+        reply = web.get(path, headers=seat)
+        assert (reply.status_code, reply.get_json()["code"]) == (409, "game_over"), path
+    # Nothing was written back for the archived game: only its tombstone is in Redis.
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+    # An id neither in Redis nor archived: 404 as before.
+    web = command_app(redis_url, archive_url).test_client()
+    reply = web.post(f"/games/{'0' * 32}/turns", headers=seat, json={"x": 0, "y": 1,
+                                                                     "rotation": 0})  # fmt: skip
+    assert (reply.status_code, reply.get_json()["code"]) == (404, "game_not_found")
+
+
+def test_an_unknown_id_is_404_and_an_archive_down_is_503_with_retry_after(
+    client, store, redis_url
+) -> None:
+    why = postgres_missing()
+    if why:
+        pytest.skip(why)
+    with private_postgres() as server:
+        key_id, _ = ApiKeys(client).create("fallthrough")
+        game_id = finished_game(client, store, 13, key_id)
+        board = answers(query_app(redis_url, server.url), [f"/games/{game_id}/board"])
+        assert archive_all(client, server.url) == {"archived": 1}
+        app = query_app(redis_url, server.url)
+        server.stop("immediate")
+        with app.test_client() as web:
+            for path in [*reads(game_id)[:3], f"/games/{game_id}/events?format=ndjson"]:
+                reply = web.get(path)
+                assert reply.status_code == 503, (path, reply.data)
+                assert reply.get_json()["code"] == "archive_unavailable"
+                assert reply.headers["Retry-After"] == "5"
+            reply = web.get(f"/games/{'0' * 32}/board")  # neither in Redis nor archived
+            assert (reply.status_code, reply.get_json()["code"]) == (404, "game_not_found")
+        server.start()
+        assert answers(app, [f"/games/{game_id}/board"]) == board
+
+
+def test_an_import_key_still_answers_its_game_once_archived(client, redis_url, tmp_path) -> None:
+    archive_url = f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+    _, key = ApiKeys(client).create("importer")
+    _, events = random_game(random.Random(5), 2, Ruleset())
+    record = {**record_from_events(events).to_dict(), "names": ["Ann", "Bob"]}
+    web = command_app(redis_url, archive_url).test_client()
+    headers = {"X-Api-Key": key, "Idempotency-Key": "import-once"}
+    first = web.post("/games/import", headers=headers, json=record)
+    assert first.status_code in (200, 201), first.data
+    game_id = first.get_json()["game_id"]
+    Scorer(RedisEventStore(client)).catch_up(game_id)
+    assert archive_all(client, archive_url) == {"archived": 1}
+    again = (
+        command_app(redis_url, archive_url)
+        .test_client()
+        .post("/games/import", headers=headers, json=record)
+    )
+    assert again.get_json()["game_id"] == game_id
+    assert again.get_json()["seq"] == first.get_json()["seq"]
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+    other = {**record, "names": ["Cy", "Di"]}
+    reused = (
+        command_app(redis_url, archive_url)
+        .test_client()
+        .post("/games/import", headers=headers, json=other)
+    )
+    assert (reused.status_code, reused.get_json()["code"]) == (422, "idempotency_key_reused")
+
+
+def test_the_query_service_under_gunicorn_reads_an_archived_game(
+    client, store, redis_url, tmp_path
+) -> None:
+    archive_url = f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+    key_id, _ = ApiKeys(client).create("fallthrough")
+    game_id = finished_game(client, store, 14, key_id)
+    env = {"REDIS_URL": redis_url, "ARCHIVE_URL": archive_url}
+    # /live of a game scored to its end: its log from the cursor, then `end`, at once.
+    paths = [f"/games/{game_id}/events?format=ndjson", f"/games/{game_id}/events",
+             f"/games/{game_id}/board", f"/games/{game_id}/scores?turn=5",
+             f"/games/{game_id}/live?after=0-0", f"/games/{game_id}/live",
+             f"/games/{game_id}/live?after=20-5"]  # fmt: skip
+    with gunicorn("services.query.wsgi:app", "deploy/gunicorn/query.py", env, workers=1) as base:
+        started = time.monotonic()
+        before = [fetch(base, p) for p in paths]
+        assert time.monotonic() - started < 5
+        assert before[4][1].count(b"event: move") > 50
+        assert all(b[1].endswith(b'"reason": "game_scored"}\n\n') for b in before[4:])
+        assert archive_all(client, archive_url) == {"archived": 1}
+        assert [fetch(base, p) for p in paths] == before  # a worker that had it cached
+    with gunicorn("services.query.wsgi:app", "deploy/gunicorn/query.py", env, workers=1) as base:
+        started = time.monotonic()
+        assert [fetch(base, p) for p in paths] == before  # a fresh one, from the archive
+        assert time.monotonic() - started < 5
+        assert fetch(base, f"/games/{'0' * 32}/board")[0] == 404
+
+
+def fetch(base: str, path: str) -> tuple[int, bytes]:
+    import http.client
+
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
