@@ -306,3 +306,18 @@ def test_compose_interpolation_takes_the_shipped_defaults() -> None:
     text = "${A:-x,y} ${B-z} ${C} $$HOSTNAME"
     assert expand_compose(text) == "x,y z  $HOSTNAME"
     assert expand_compose(text, {"A": "", "B": "", "C": "c"}) == "x,y  c $HOSTNAME"
+
+
+def test_the_feed_watcher_starts_after_the_workers_pool_forked() -> None:
+    """The bot worker is prefork: its feed watcher thread must start after the pool forked
+    its children, or a child forked while the thread held a lock (a client pool's, a
+    logger's) inherits it held and hangs on its first task (one CI run needed SIGKILL to
+    stop the bot worker). Both workers' watch steps come after the pool."""
+    from services.bots.celery_app import app as bots
+    from services.scoring.celery_app import app as scoring
+
+    for app in (bots, scoring):
+        worker = app.WorkController(app=app, pool_cls="prefork", concurrency=1)
+        order = [step.name for step in worker.blueprint.order]
+        watch = next(i for i, name in enumerate(order) if name.endswith("WatchStep"))
+        assert order.index("celery.worker.components.Pool") < watch, order
