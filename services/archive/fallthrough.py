@@ -48,12 +48,12 @@ class ArchiveUnavailable(GameError):
 
     status = 503
 
-    def __init__(self, why: str = "") -> None:
-        super().__init__(
-            "archive_unavailable",
-            "this game is archived and the archive is unavailable: retry later",
-            None,
-        )
+    def __init__(
+        self,
+        why: str = "",
+        message: str = "this game is archived and the archive is unavailable: retry later",
+    ) -> None:
+        super().__init__("archive_unavailable", message, None)
         self.why = why
 
 
@@ -145,7 +145,7 @@ class FallThroughStore:
         self._load(game_id)
         return self._known.get(game_id)
 
-    def _use(self, work: Callable[[Archive], T]) -> T:
+    def _use(self, work: Callable[[Archive], T], message: str | None = None) -> T:
         """`work` on the archive (opened on first need): `ArchiveUnavailable` when it cannot
         be read (and the archive opened again next time)."""
         try:
@@ -160,6 +160,8 @@ class FallThroughStore:
                     with contextlib.suppress(Exception):  # being let go anyway
                         self._archive.close()
                 self._archive = None
+            if message is not None:
+                raise ArchiveUnavailable(str(e), message) from e
             raise ArchiveUnavailable(str(e)) from e
 
     # -- lists ----------------------------------------------------------------------------
@@ -173,7 +175,10 @@ class FallThroughStore:
     def page(self, query: ListQuery) -> Page:
         """A page of archived games (`Archive.page`); `ArchiveUnavailable` when it cannot be
         read."""
-        return self._use(lambda archive: archive.page(query))
+        return self._use(
+            lambda archive: archive.page(query),
+            "lists include archived games and the archive is unavailable: retry later",
+        )
 
     def _load(self, game_id: str) -> dict[str, list[StoredEvent]] | None:
         game = self._use(lambda archive: archive.read(game_id))

@@ -20,7 +20,7 @@ from services.archive import open_archive
 from services.archive.archiver import Archiver
 from services.redis_store import RedisEventStore
 from services.redis_store.apikeys import ApiKeys
-from services.redis_store.keys import archived_key, secrets_key
+from services.redis_store.keys import archive_used_key, archived_key, secrets_key
 from tests.archive_games import play
 from tests.postgres_server import postgres_missing, private_postgres
 from tests.redis_server import private_redis
@@ -141,3 +141,24 @@ def test_lists_show_hot_and_archived_games_once_newest_first(redis_url, archive_
             ids = [g["game_id"] for g in listed]
             assert ids == expected, (whose, query, limit)
             assert all(row == rows[row["game_id"]] for row in listed)
+
+
+def test_lists_read_the_archive_only_once_a_game_was_archived_and_503_when_it_is_down(
+    redis_url: str, tmp_path: Path
+) -> None:
+    from services.query.app import create_app
+
+    client = redis.Redis.from_url(redis_url)
+    store = RedisEventStore(client)
+    make_game(client, store, 1, "k_none", True, ["Ann", "Bo"], "p1")
+    (tmp_path / "file").write_text("not a directory")
+    broken = f"sqlite:///{tmp_path / 'file' / 'archive.sqlite3'}"  # cannot be opened
+    web = create_app({"REDIS_URL": redis_url, "ARCHIVE_URL": broken}).test_client()
+    reply = web.get("/games")  # nothing archived yet: the archive is not read
+    assert reply.status_code == 200 and len(reply.get_json()["games"]) == 1
+    client.set(archive_used_key(), 1)  # as the archiver does before its first copy
+    reply = web.get("/games")
+    assert reply.status_code == 503, reply.data
+    assert reply.get_json()["code"] == "archive_unavailable"
+    assert reply.get_json()["message"].startswith("lists include archived games")
+    assert reply.headers.get("Retry-After")
