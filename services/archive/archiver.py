@@ -62,6 +62,7 @@ from services.redis_store.keys import (
     OVER,
     SHARDS,
     archive_due_key,
+    archive_used_key,
     archived_key,
     bots_due_key,
     deadlines_key,
@@ -334,6 +335,7 @@ class Archiver:
             if held.get(snap.game.game_id) != expected[snap.game.game_id]
         ]
         if copies:
+            self.client.set(archive_used_key(), 1)  # lists read the archive from now on
             self.archive.put_many(copies)  # committed when it returns
             crash_point("copied")
             held.update(self.archive.summaries([g.game_id for g in copies]))  # read back

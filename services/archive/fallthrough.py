@@ -31,14 +31,16 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from carcassonne.errors import GameError
-from eventstore.archive import Archive, ArchivedGame
+from eventstore.archive import Archive, ArchivedGame, ListQuery, Page
 from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import EventStore
 from eventstore.schemas import upcast
 from services.common.kept import Kept
+
+T = TypeVar("T")
 
 
 class ArchiveUnavailable(GameError):
@@ -46,12 +48,12 @@ class ArchiveUnavailable(GameError):
 
     status = 503
 
-    def __init__(self, why: str = "") -> None:
-        super().__init__(
-            "archive_unavailable",
-            "this game is archived and the archive is unavailable: retry later",
-            None,
-        )
+    def __init__(
+        self,
+        why: str = "",
+        message: str = "this game is archived and the archive is unavailable: retry later",
+    ) -> None:
+        super().__init__("archive_unavailable", message, None)
         self.why = why
 
 
@@ -105,10 +107,13 @@ class FallThroughStore:
         open_archive: Callable[[], Archive],
         logs: int = 256,
         known: int = 100_000,
+        used: Callable[[], bool] | None = None,
     ) -> None:
         self.inner = inner
         self.archived = archived
         self._open = open_archive
+        self._used = used  # whether any game was ever archived (None: lists never look)
+        self._used_seen = False
         self._archive: Archive | None = None
         self._lock = threading.Lock()
         self._logs: Kept[str, dict[str, list[StoredEvent]]] = Kept(logs)
@@ -140,20 +145,43 @@ class FallThroughStore:
         self._load(game_id)
         return self._known.get(game_id)
 
-    def _load(self, game_id: str) -> dict[str, list[StoredEvent]] | None:
+    def _use(self, work: Callable[[Archive], T], message: str | None = None) -> T:
+        """`work` on the archive (opened on first need): `ArchiveUnavailable` when it cannot
+        be read (and the archive opened again next time)."""
         try:
             with self._lock:
                 if self._archive is None:
                     self._archive = self._open()
                 archive = self._archive
-            game = archive.read(game_id)
+            return work(archive)
         except self._down as e:
             with self._lock:
                 if self._archive is not None:
                     with contextlib.suppress(Exception):  # being let go anyway
                         self._archive.close()
                 self._archive = None
+            if message is not None:
+                raise ArchiveUnavailable(str(e), message) from e
             raise ArchiveUnavailable(str(e)) from e
+
+    # -- lists ----------------------------------------------------------------------------
+    def lists_archive(self) -> bool:
+        """Whether lists must read the archive too: once a game was ever archived (the
+        archiver's mark in Redis, `archive_used_key`; remembered once seen)."""
+        if not self._used_seen and self._used is not None:
+            self._used_seen = self._used()
+        return self._used_seen
+
+    def page(self, query: ListQuery) -> Page:
+        """A page of archived games (`Archive.page`); `ArchiveUnavailable` when it cannot be
+        read."""
+        return self._use(
+            lambda archive: archive.page(query),
+            "lists include archived games and the archive is unavailable: retry later",
+        )
+
+    def _load(self, game_id: str) -> dict[str, list[StoredEvent]] | None:
+        game = self._use(lambda archive: archive.read(game_id))
         if game is None:
             return None  # a tombstone without a copy: the game reads as unknown
         logs = stored_events(game)

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from eventstore.archive import ArchivedGame, Summary, unpack
+from eventstore.archive import ArchivedGame, ListQuery, Page, Summary, unpack
 
-from .sql import rows_of, summary_of, who_key
+from .sql import page_of, rows_of, summary_of, wanted, who_key
 
 T = TypeVar("T")
 
@@ -44,7 +44,14 @@ CREATE INDEX IF NOT EXISTS archived_games_abandoned ON archived_games (created_m
   WHERE status = 'abandoned';
 CREATE INDEX IF NOT EXISTS archived_games_who ON archived_games USING gin (who)
   WITH (fastupdate = off);
+ALTER TABLE archived_games ADD COLUMN IF NOT EXISTS public boolean NOT NULL DEFAULT false;
+ALTER TABLE archived_games ADD COLUMN IF NOT EXISTS totals text;
+CREATE INDEX IF NOT EXISTS archived_games_public ON archived_games (created_ms) WHERE public;
 """
+COLUMNS = (
+    "game_id, status, created_ms, ended_ms, key_id, seats, who, moves, scores, log, public, totals"
+)
+LISTED = "game_id, status, created_ms, ended_ms, key_id, public, seats, moves, totals"
 
 TABLES = ("archived_games",)
 
@@ -62,6 +69,20 @@ class PostgresArchive:
         self._db: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
         self._run(lambda db: db.execute(SCHEMA))  # tables and indexes, if missing
+        self._fill_list_columns()
+
+    def _fill_list_columns(self) -> None:
+        """Rows stored before the list columns (``totals`` NULL): filled in from their logs
+        (``who`` gets the owner's key too)."""
+        while True:
+            old = self._run(
+                lambda db: db.execute(
+                    "SELECT log FROM archived_games WHERE totals IS NULL LIMIT 200"
+                ).fetchall()
+            )
+            if not old:
+                return
+            self.put_many([unpack(bytes(r[0])) for r in old])
 
     def _run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
         """`work` in one transaction, committed; the connection dropped on any failure."""
@@ -95,18 +116,20 @@ class PostgresArchive:
         rows = {row.game_id: row for row in rows_of(games, now)}  # a game once per statement
         if not rows:
             return
-        values = ",".join(["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * len(rows))
+        values = ",".join(["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * len(rows))
         params: list[Any] = []
         for row in rows.values():
             who = [who_key(w) for w in row.who()]
             params += [row.game_id, row.status, row.created_ms, row.ended_ms, row.key_id,
-                       row.seats(), who, row.moves, row.scores, row.log]  # fmt: skip
+                       row.seats(), who, row.moves, row.scores, row.log, row.public,
+                       row.totals]  # fmt: skip
         sql = (
-            f"INSERT INTO archived_games VALUES {values} "
+            f"INSERT INTO archived_games ({COLUMNS}) VALUES {values} "
             "ON CONFLICT (game_id) DO UPDATE SET status = excluded.status, "
             "created_ms = excluded.created_ms, ended_ms = excluded.ended_ms, "
             "key_id = excluded.key_id, seats = excluded.seats, who = excluded.who, "
-            "moves = excluded.moves, scores = excluded.scores, log = excluded.log"
+            "moves = excluded.moves, scores = excluded.scores, log = excluded.log, "
+            "public = excluded.public, totals = excluded.totals"
         )
         self._run(lambda db: db.execute(sql, params))
 
@@ -144,6 +167,32 @@ class PostgresArchive:
             ).fetchall()
         )
         return [r[0] for r in rows]
+
+    def page(self, query: ListQuery) -> Page:
+        """See `Archive.page`: a player's or an API key's games through the GIN index on
+        ``who`` (the keys of all that the list asks for), the public games through their
+        partial index, the others by creation; newest first from the cursor."""
+        where: list[str] = []
+        params: list[Any] = []
+        who = [who_key(w) for w in wanted(query)]
+        if who:
+            where.append("who @> %s::bigint[]")
+            params.append(who)
+        if query.public:
+            where.append("public")
+        if query.status is not None:
+            where.append("status = %s")
+            params.append(query.status)
+        if query.after is not None:
+            where.append("(created_ms, game_id) < (%s, %s)")
+            params += list(query.after)
+        sql = f"SELECT {LISTED} FROM archived_games"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_ms DESC, game_id DESC LIMIT %s"
+        params.append(query.limit)
+        found = self._run(lambda db: db.execute(sql, params).fetchall())
+        return page_of(query, found)
 
     def count(self) -> int:
         """See `Archive.count`."""

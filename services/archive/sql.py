@@ -18,7 +18,18 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from eventstore.archive import ArchivedGame, Summary, canonical, copy_digest, pack
+from eventstore.archive import (
+    ArchivedGame,
+    Entry,
+    ListQuery,
+    Summary,
+    canonical,
+    copy_digest,
+    final_totals,
+    listed,
+    pack,
+    public_of,
+)
 from eventstore.envelope import MOVES, SCORES
 
 
@@ -38,6 +49,8 @@ class Row:
     scores: int
     log: bytes
     record: dict[str, Any]
+    public: bool = False
+    totals: str = "null"  # the last score event's totals, JSON (what a list row shows)
 
     @classmethod
     def of(cls, game: ArchivedGame, archived_ms: int, log: bytes | None = None) -> Row:
@@ -55,6 +68,8 @@ class Row:
             game.count(SCORES),
             pack(game) if log is None else log,
             game.meta.record,
+            public_of(game.meta.record),
+            json.dumps(final_totals(game.events), separators=(",", ":")),
         )
 
     def seats(self) -> str:
@@ -65,13 +80,56 @@ class Row:
 
     def who(self) -> list[str]:
         """The game's players as lists look them up: ``n:`` + name casefolded (`GET /games?
-        player=`), ``i:`` + player id (``?player_id=``)."""
+        player=`), ``i:`` + player id (``?player_id=``), and its owner: ``k:`` + API key id
+        (an API key's games)."""
         found = {"n:" + n.casefold() for n in self.names} | {"i:" + i for i in self.player_ids}
+        if self.key_id:
+            found.add("k:" + self.key_id)
         return sorted(found)
 
     def players(self) -> list[tuple[str, int, str]]:
         """The ``archived_players`` rows of the game (SQLite)."""
         return [(w, self.created_ms, self.game_id) for w in self.who()]
+
+
+def wanted(query: ListQuery) -> list[str]:
+    """What a list looks up in a game's `Row.who` (all of them: the game has each)."""
+    out = []
+    if query.key_id is not None:
+        out.append("k:" + query.key_id)
+    if query.player is not None:
+        out.append("n:" + query.player.casefold())
+    if query.player_id is not None:
+        out.append("i:" + query.player_id)
+    return out
+
+
+def seats_from(text: str) -> tuple[list[str], list[str | None]]:
+    """Names and player ids from a row's ``seats`` JSON text (`Row.seats`)."""
+    seats = json.loads(text)
+    names = [str(n) for n in seats.get("names") or []]
+    ids = seats.get("player_ids")
+    if not isinstance(ids, list) or len(ids) != len(names):
+        ids = [None] * len(names)
+    return names, [None if i is None else str(i) for i in ids]
+
+
+def page_of(
+    query: ListQuery, found: Sequence[Sequence[Any]]
+) -> tuple[list[tuple[Entry, dict[str, Any]]], Entry | None]:
+    """A page from the rows a query read (at most ``query.limit``), each (game_id, status,
+    created_ms, ended_ms, key_id, public, seats, moves, totals): the rows the list admits,
+    and the last entry read when the query read as many as it could."""
+    out = []
+    last: Entry | None = None
+    for game_id, status, created, ended, key_id, public, seats, moves, totals in found:
+        entry = (int(created), str(game_id))
+        last = entry
+        names_ids = seats_from(seats)
+        if query.admits(entry, status, key_id, bool(public), names_ids):
+            row = listed(game_id, status, names_ids, int(moves), int(ended), json.loads(totals))
+            out.append((entry, row))
+    return out, last if len(found) >= query.limit else None
 
 
 @cache

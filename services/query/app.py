@@ -32,7 +32,7 @@ from services.redis_store.connect import (
     is_cluster_url,
     shared_client,
 )
-from services.redis_store.keys import archived_key
+from services.redis_store.keys import archive_used_key, archived_key
 
 from . import pages, pictures
 from .config import from_env
@@ -272,6 +272,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
                 lambda game_id: bool(views.exists(archived_key(game_id))),
                 lambda: open_archive(url),
                 logs=config["ARCHIVE_CACHE_SIZE"],
+                used=lambda: bool(views.exists(archive_used_key())),
             ),
             RedisDirectory(views),
             hub=LiveHub(

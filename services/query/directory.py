@@ -103,11 +103,11 @@ def _bots(raw: Any) -> list[dict[str, Any] | None] | None:
     ]
 
 
-def _encode(after: Entry) -> str:
+def encode_cursor(after: Entry) -> str:
     return base64.urlsafe_b64encode(f"v2:{after[0]}:{after[1]}".encode()).decode().rstrip("=")
 
 
-def _decode(cursor: str) -> Entry:
+def decode_cursor(cursor: str) -> Entry:
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         version, ms, game_id = text.split(":", 2)
@@ -158,6 +158,21 @@ class RedisDirectory:
         key_id: str | None = None,
         public: bool = False,
     ) -> tuple[list[dict[str, Any]], str | None]:
+        """`entries` from a cursor: the page's games and the next page's cursor."""
+        after = decode_cursor(cursor) if cursor else None
+        found, following = self.entries(status, player, after, limit, player_id, key_id, public)
+        return [game for _, game in found], encode_cursor(following) if following else None
+
+    def entries(
+        self,
+        status: str | None,
+        player: str | None,
+        after: Entry | None,
+        limit: int,
+        player_id: str | None = None,
+        key_id: str | None = None,
+        public: bool = False,
+    ) -> tuple[list[tuple[Entry, dict[str, Any]]], Entry | None]:
         """Up to `limit` games matching the filters, newest first, and the cursor of the next
         page (None at the end). Whose: the games of the API key `key_id`; else, with
         `public`, the games created public (GET /games sends one or the other, and no
@@ -167,8 +182,8 @@ class RedisDirectory:
         what a request costs is bounded by the work it does, not by what it returns
         (issue 32, finding 3: with filters that disagree a request read every game of the
         index): a filter on more than one of status, player and player id may then return a
-        short page, even an empty one, with a cursor to go on."""
-        after = _decode(cursor) if cursor else None
+        short page, even an empty one, with a cursor to go on. Each game comes with its
+        entry (creation ms, id); the cursor is the entry down to which the page looked."""
         # Every game whose creation was answered is listed: the directory is caught up with
         # the change feed first (two pipelined round trips when nothing is new).
         self.index.catch_up()
@@ -191,20 +206,20 @@ class RedisDirectory:
         else:
             key = games_key
         wanted = player.casefold() if player is not None else None
-        out: list[dict[str, Any]] = []
+        out: list[tuple[Entry, dict[str, Any]]] = []
         examined = 0
         for _ in range(self.max_steps):
             budget = min(limit - len(out), self.max_examined - examined)
             if budget <= 0:  # looked at enough for one request: the cursor goes on
-                return out, _encode(after) if after else None
+                return out, after
             entries, more = self._newest(key, after, budget)
             if not entries:
                 return out, None
             examined += len(entries)
             after = entries[-1]
             described = {g["game_id"]: g for g in self._describe([g for _, g in entries])}
-            for _, game_id in entries:
-                game = described.get(game_id)
+            for entry in entries:
+                game = described.get(entry[1])
                 if game is None:
                     continue
                 if status is not None and game["status"] != status:
@@ -216,12 +231,12 @@ class RedisDirectory:
                 owner, shown = game.pop("owner")
                 if (key_id is not None and owner != key_id) or (public and not shown):
                     continue
-                out.append(game)
+                out.append((entry, game))
             if not more:
                 return out, None
             if len(out) >= limit:
-                return out, _encode(after)
-        return out, _encode(after) if after else None
+                return out, after
+        return out, after
 
     def _newest(
         self, key: Callable[[int], str], after: Entry | None, count: int

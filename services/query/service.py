@@ -13,12 +13,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
+from eventstore.archive import ListQuery
 from eventstore.envelope import MOVES, SCORES
 from eventstore.port import EventStore
 from services.archive.fallthrough import FallThroughStore
 from services.common.kept import Kept
 
-from .directory import _bots, _names, _seats
+from .directory import Entry, _bots, _names, _seats, decode_cursor, encode_cursor
 from .live import LiveHub, LiveStream
 from .log import Cursor, PollingWaiter, Waiter, format_cursor, item, live, ndjson_lines, page
 from .projector import BadParameter, NotFound, Position, Projector
@@ -50,6 +51,45 @@ class Directory(Protocol):
         public: bool = False,
     ) -> tuple[list[dict[str, Any]], str | None]:
         """A page of game summaries and the next page's cursor (None at the end)."""
+
+    def entries(
+        self,
+        status: str | None,
+        player: str | None,
+        after: Entry | None,
+        limit: int,
+        player_id: str | None = None,
+        key_id: str | None = None,
+        public: bool = False,
+    ) -> tuple[list[tuple[Entry, dict[str, Any]]], Entry | None]:
+        """`page` from a cursor's entry: each game with its entry (creation ms, id), and the
+        entry down to which the page looked when more may follow (None at the end)."""
+
+
+def merge_pages(
+    hot: list[tuple[Entry, dict[str, Any]]],
+    hot_to: Entry | None,
+    cold: list[tuple[Entry, dict[str, Any]]],
+    cold_to: Entry | None,
+    limit: int,
+) -> tuple[list[dict[str, Any]], Entry | None]:
+    """One page of `GET /games` from the games directory's page (hot games) and the
+    archive's (archived games), both read from the same cursor: newest first, a game once
+    (while it is being archived it may be in both for a moment), and the cursor of the next
+    page. Each side is whole only down to the entry it says it read to (None: to its end);
+    below the higher of the two, the other side may still hold games, so the page stops
+    there and the cursor goes on from it."""
+    bounds = [b for b in (hot_to, cold_to) if b is not None]
+    bound = max(bounds) if bounds else None
+    seen: dict[str, tuple[Entry, dict[str, Any]]] = {}
+    for entry, game in [*hot, *cold]:
+        seen.setdefault(entry[1], (entry, game))
+    merged = sorted(seen.values(), key=lambda found: found[0], reverse=True)
+    if bound is not None:
+        merged = [found for found in merged if found[0] >= bound]
+    if len(merged) > limit:
+        return [game for _, game in merged[:limit]], merged[limit - 1][0]
+    return [game for _, game in merged], bound
 
 
 def _archived(store: EventStore, game_id: str) -> bool:
@@ -234,7 +274,18 @@ class QueryService:
         name and player id."""
         if self.directory is None:
             return {"games": [], "next": None}
-        games, following = self.directory.page(
-            status, player, cursor, limit, player_id, key_id, public=key_id is None
+        store = self.store
+        if not isinstance(store, FallThroughStore) or not store.lists_archive():
+            games, following = self.directory.page(
+                status, player, cursor, limit, player_id, key_id, public=key_id is None
+            )
+            return {"games": games, "next": following}
+        after = decode_cursor(cursor) if cursor else None
+        public = key_id is None
+        hot, hot_to = self.directory.entries(
+            status, player, after, limit, player_id, key_id, public
         )
-        return {"games": games, "next": following}
+        query = ListQuery(status, player, player_id, key_id, public, after, limit)
+        cold, cold_to = store.page(query)
+        page, to = merge_pages(hot, hot_to, cold, cold_to, limit)
+        return {"games": page, "next": encode_cursor(to) if to else None}

@@ -188,6 +188,12 @@ def archived_key(game_id: str) -> str:
     return _tag(game_id) + ":archived"
 
 
+def archive_used_key() -> str:
+    """String: set by the archiver before it first copies a game (and at each batch since):
+    lists (GET /games) read the archive too once it exists."""
+    return "archive:used"
+
+
 def split_member(member: str) -> tuple[str, str]:
     """(game, subscription) of a `subs_due_key` member ("<game>:<subscription>")."""
     game_id, _, sub_id = member.partition(":")

@@ -348,6 +348,96 @@ class Summary:
         return cls(game.count(MOVES), game.count(SCORES), digest(game))
 
 
+Entry = tuple[int, str]  # (creation ms, game id): the order of lists, newest first
+
+
+def seats_of(record: dict[str, Any]) -> tuple[list[str], list[str | None]]:
+    """Names and player ids (None where not given) in seat order, as the games directory
+    shows them (services/query/directory.py `_seats`)."""
+    names, ids = record.get("names"), record.get("player_ids")
+    if not isinstance(names, list):
+        return [], []
+    if not isinstance(ids, list) or len(ids) != len(names):
+        ids = [None] * len(names)
+    return [str(n) for n in names], [None if i is None else str(i) for i in ids]
+
+
+def final_totals(events: Sequence[RawEvent]) -> Any:
+    """What the last score event says the totals are (GameScored: the final scores), as a
+    directory row shows them; None without score events."""
+    scores = [e for e in events if e.stream == SCORES]
+    if not scores:
+        return None
+    payload = json.loads(scores[-1].data)
+    return payload.get("final_scores", payload.get("totals"))
+
+
+def public_of(record: dict[str, Any]) -> bool:
+    """Whether the game was created public (listed without an API key)."""
+    return record.get("public") is True
+
+
+def listed(game_id: str, status: str, seats: tuple[list[str], list[str | None]], seq: int,
+           updated_ms: int, totals: Any) -> dict[str, Any]:  # fmt: skip
+    """A row of `GET /games`, the shape the games directory gives a hot game."""
+    names, player_ids = seats
+    return {
+        "game_id": game_id,
+        "status": status,
+        "players": names,
+        "player_ids": player_ids,
+        "seq": seq,
+        "updated_ms": updated_ms,
+        "scores": totals,
+    }
+
+
+def row_of(game: ArchivedGame) -> dict[str, Any]:
+    """The `GET /games` row of an archived game."""
+    moves = [e for e in game.events if e.stream == MOVES]
+    return listed(
+        game.game_id,
+        game.meta.status,
+        seats_of(game.meta.record),
+        len(moves),
+        moves[-1].time_ms if moves else game.meta.ended_ms,
+        final_totals(game.events),
+    )
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """A page of archived games, as `GET /games` asks the games directory for one: whose
+    (`key_id`: that API key's games; else with `public` the public games; else all),
+    `status`, `player` (a name, any case), `player_id`; strictly after the cursor `after`
+    (newest first by creation, ties by id), at most `limit`."""
+
+    status: str | None = None
+    player: str | None = None
+    player_id: str | None = None
+    key_id: str | None = None
+    public: bool = False
+    after: Entry | None = None
+    limit: int = 100
+
+    def admits(self, entry: Entry, status: str, key_id: str | None, public: bool,
+               seats: tuple[list[str], list[str | None]]) -> bool:  # fmt: skip
+        """Whether a game with these facts belongs on the list (what an index found is
+        checked again here: a hashed key that collides shows nothing wrong)."""
+        names, ids = seats
+        return (
+            (self.after is None or entry < self.after)
+            and (self.status is None or status == self.status)
+            and (self.key_id is None or key_id == self.key_id)
+            and (not self.public or public)
+            and (self.player is None or self.player.casefold() in [n.casefold() for n in names])
+            and (self.player_id is None or self.player_id in ids)
+        )
+
+
+Page = tuple[list[tuple[Entry, dict[str, Any]]], Entry | None]
+
+
 class Archive(Protocol):
     """Where finished games go when they leave the hot store."""
 
@@ -369,6 +459,11 @@ class Archive(Protocol):
 
     def games(self, after: str = "", limit: int = 100) -> list[str]:
         """Archived game ids in id order, after `after` (a page)."""
+
+    def page(self, query: ListQuery) -> Page:
+        """Archived games on a list (`ListQuery`), newest first: each game's entry and its
+        `GET /games` row (`row_of`), and the entry down to which the list was read when
+        more may follow (None: the list ends here)."""
 
     def count(self) -> int:
         """How many games are archived."""
@@ -420,6 +515,19 @@ class InMemoryArchive:
     def games(self, after: str = "", limit: int = 100) -> list[str]:
         """See `Archive.games`."""
         return sorted(g for g in self._blobs if g > after)[:limit]
+
+    def page(self, query: ListQuery) -> Page:
+        """See `Archive.page` (reads every copy: for tests)."""
+        found = []
+        for blob in list(self._blobs.values()):
+            game = unpack(blob)
+            meta, entry = game.meta, (game.meta.created_ms, game.game_id)
+            seats = seats_of(meta.record)
+            if query.admits(entry, meta.status, meta.key_id, public_of(meta.record), seats):
+                found.append((entry, row_of(game)))
+        found.sort(key=lambda f: f[0], reverse=True)
+        more = len(found) > query.limit
+        return found[: query.limit], found[query.limit - 1][0] if more else None
 
     def count(self) -> int:
         """See `Archive.count`."""

@@ -16,11 +16,15 @@ import pytest
 
 from eventstore.archive import (
     Archive,
+    ArchivedGame,
+    Entry,
     InMemoryArchive,
+    ListQuery,
     RawEvent,
     Summary,
     all_commands,
     canonical,
+    row_of,
     verify,
 )
 from eventstore.envelope import MOVES, SCORES
@@ -152,12 +156,137 @@ def test_the_list_columns_hold_the_players(archive: Archive) -> None:
     elif isinstance(archive, PostgresArchive):
         with psycopg.connect(archive.url) as db:
             found = db.execute("SELECT unnest(who), created_ms FROM archived_games").fetchall()
-            names = {"n:ada", "n:ada ", "n:cy"} | {f"i:u-14-{i}" for i in range(3)}
+            names = {"n:ada", "n:ada ", "n:cy", "k:k0"} | {f"i:u-14-{i}" for i in range(3)}
             rows = [(w, c) for w in names for k, c in found if k == who_key(w)]
             status = db.execute("SELECT status, key_id FROM archived_games").fetchone()
     else:
         pytest.skip("no list columns in memory")
     whos = {w for w, _ in rows}
-    assert whos == {"n:ada", "n:ada ", "n:cy"} | {f"i:u-14-{i}" for i in range(3)}
+    assert whos == {"n:ada", "n:ada ", "n:cy", "k:k0"} | {f"i:u-14-{i}" for i in range(3)}
     assert {c for _, c in rows} == {game.meta.created_ms}
     assert tuple(status) == ("over", "k0")
+
+
+def list_games() -> list[ArchivedGame]:
+    """Twelve games for lists: two keys, shared names and player ids, some public, some
+    abandoned, creation times with ties (ordered by id then)."""
+    out = []
+    for n in range(12):
+        game = archived(gid(100 + n), 100 + n, names=["Ada", f"P{n % 3}", "Bo"][: 2 + n % 2])
+        record = dict(game.meta.record)
+        record["key_id"] = "ka" if n % 2 else "kb"
+        record["public"] = n % 3 == 0
+        record["player_ids"] = ["pid-x" if n % 4 == 0 else f"pid-{n}", None, "pid-y"][
+            : len(record["names"])
+        ]
+        meta = dataclasses.replace(
+            game.meta,
+            status="abandoned" if n % 5 == 0 else "over",
+            created_ms=1_000 + n // 3,  # three games a millisecond
+            record=record,
+        )
+        out.append(dataclasses.replace(game, meta=meta))
+    return out
+
+
+def pages(archive: Archive, **filters: Any) -> list[list[str]]:
+    """Every page of a list, 2 games a page, each as game ids."""
+    out: list[list[str]] = []
+    after: Entry | None = None
+    while True:
+        found, to = archive.page(ListQuery(after=after, limit=2, **filters))
+        assert [e for e, _ in found] == sorted((e for e, _ in found), reverse=True)
+        out.append([game["game_id"] for _, game in found])
+        if to is None:
+            return out
+        assert to <= found[-1][0] if found else True
+        after = to
+
+
+LISTS: list[dict[str, Any]] = [
+    {},
+    {"status": "abandoned"},
+    {"status": "over"},
+    {"public": True},
+    {"public": True, "status": "over"},
+    {"key_id": "ka"},
+    {"key_id": "kb", "status": "abandoned"},
+    {"key_id": "ka", "player": "ada"},
+    {"key_id": "kb", "player": "p1"},
+    {"key_id": "ka", "player": "nobody"},
+    {"key_id": "kb", "player_id": "pid-x"},
+    {"key_id": "ka", "player_id": "pid-x"},
+    {"key_id": "ka", "player_id": "pid-y", "status": "over"},
+    {"player_id": "pid-y"},
+    {"player": "P2"},
+]
+
+
+@pytest.mark.parametrize("filters", LISTS, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()))
+def test_lists_page_newest_first_with_the_directorys_filters(
+    archive: Archive, filters: dict[str, Any]
+) -> None:
+    games = list_games()
+    archive.put_many(games[:5])
+    for game in games[5:]:
+        archive.put(game)
+    query = ListQuery(**filters)
+    expected = sorted(
+        (
+            (g.meta.created_ms, g.game_id)
+            for g in games
+            if query.admits(
+                (g.meta.created_ms, g.game_id),
+                g.meta.status,
+                g.meta.key_id,
+                g.meta.record.get("public") is True,
+                (g.meta.names, g.meta.record["player_ids"]),
+            )
+        ),
+        reverse=True,
+    )
+    # Empty: nobody of that name; pid-x only in the other key's games (a key's own players).
+    assert bool(expected) != (
+        filters.get("player") == "nobody"
+        or (filters.get("player_id") == "pid-x" and filters["key_id"] == "ka")
+    )
+    got = pages(archive, **filters)
+    assert [g for page in got for g in page] == [g for _, g in expected]
+    assert all(len(page) <= 2 for page in got)
+
+
+def test_a_listed_game_shows_what_the_directory_shows(archive: Archive) -> None:
+    games = list_games()
+    archive.put_many(games)
+    found, _ = archive.page(ListQuery(key_id="kb", limit=100))
+    by_id = {g.game_id: g for g in games}
+    assert len(found) == 6
+    for (created, game_id), row in found:
+        game = by_id[game_id]
+        assert created == game.meta.created_ms
+        assert row == row_of(game)
+        assert set(row) == {"game_id", "status", "players", "player_ids", "seq", "updated_ms",
+                            "scores"}  # fmt: skip
+        assert row["seq"] == game.count(MOVES) and row["scores"] is not None
+        assert row["player_ids"] == game.meta.record["player_ids"]
+
+
+def test_a_sqlite_file_from_before_lists_gets_its_list_columns(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    first = SqliteArchive(path)
+    games = list_games()[:4]
+    first.put_many(games)
+    first.close()
+    with sqlite3.connect(path) as db:  # as a file made before the list columns
+        db.execute("UPDATE archived_games SET totals = NULL, seats = NULL, public = 0")
+        db.execute("DELETE FROM archived_players WHERE who LIKE 'k:%'")
+    again = SqliteArchive(path)
+    try:
+        found, _ = again.page(ListQuery(key_id="kb", limit=10))
+        assert [row for _, row in found] == [
+            row_of(g) for g in reversed(games) if g.meta.key_id == "kb"
+        ]
+        public, _ = again.page(ListQuery(public=True, limit=10))
+        assert [r["game_id"] for _, r in public] == [games[3].game_id, games[0].game_id]
+    finally:
+        again.close()

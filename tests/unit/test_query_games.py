@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from functools import lru_cache
+from typing import Any
 
 from carcassonne.events import Event, GameEnded, GameStarted, TileDiscarded, TileDrawn, TilePlaced
 from carcassonne.game import actions, fold
@@ -78,3 +79,38 @@ def test_the_long_game_is_a_legal_game_that_laps_the_track_twice() -> None:
     state, events = long_game()
     assert fold(events).snapshot() == state.snapshot()  # a fold of its own events
     assert state.over and max(state.scores) >= 100
+
+
+def test_merged_pages_list_every_game_once_in_order_whatever_each_side_stops_at() -> None:
+    """`merge_pages` over two sides that each stop early (a directory page that looked at
+    its most, an archive page that is full): walking the cursor lists every game once,
+    newest first; a game on both sides once."""
+    import random
+
+    from services.query.service import merge_pages
+
+    rng = random.Random(7)
+    for _ in range(200):
+        created = [rng.randrange(30) for _ in range(200)]  # a game's creation ms: ties
+        hot = {(created[n], f"{n:04x}") for n in rng.sample(range(200), 25)}
+        cold = {(created[n], f"{n:04x}") for n in rng.sample(range(200), 25)}
+        cold |= set(rng.sample(sorted(hot), 3))  # being archived: in both for a moment
+        every = sorted({e[1]: e for e in hot | cold}.values(), reverse=True)
+        limit = rng.randrange(1, 6)
+
+        def side(entries: set, after: Any, most: int) -> tuple[list, Any]:
+            found = sorted((e for e in entries if after is None or e < after), reverse=True)
+            page = found[:most]
+            return [(e, {"game_id": e[1]}) for e in page], page[-1] if len(found) > most else None
+
+        listed: list[str] = []
+        after = None
+        for _ in range(500):
+            hot_page, hot_to = side(hot, after, rng.randrange(1, limit + 1))  # short pages
+            cold_page, cold_to = side(cold, after, limit)
+            page, after = merge_pages(hot_page, hot_to, cold_page, cold_to, limit)
+            assert len(page) <= limit
+            listed += [g["game_id"] for g in page]
+            if after is None:
+                break
+        assert listed == [e[1] for e in every]
