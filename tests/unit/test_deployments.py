@@ -321,3 +321,36 @@ def test_the_feed_watcher_starts_after_the_workers_pool_forked() -> None:
         order = [step.name for step in worker.blueprint.order]
         watch = next(i for i, name in enumerate(order) if name.endswith("WatchStep"))
         assert order.index("celery.worker.components.Pool") < watch, order
+
+
+def test_every_part_that_reads_the_archive_reads_the_same_one() -> None:
+    """Issue 28: the worker archives, command and query read archived games: in Compose all
+    of them get one ARCHIVE_URL, a PostgreSQL service the file runs (healthy before the app
+    starts); in Kubernetes one ARCHIVE_URL in the ConfigMap every part reads. (Without a
+    shared one each container would default to its own SQLite file: archived games would be
+    unknown to the others.)"""
+    services = yaml.safe_load(expand_compose(COMPOSE.read_text()))["services"]
+    readers = {
+        n: s for n, s in services.items() if n.startswith(("command", "query", "worker", "beat"))
+    }
+    assert len(readers) >= 6, sorted(readers)  # two of each HTTP service, the worker, beat
+    urls = {n: str((s.get("environment") or {}).get("ARCHIVE_URL")) for n, s in readers.items()}
+    (url,) = set(urls.values())  # one, for all of them
+    assert url.startswith("postgresql://"), urls
+    host = url.split("@", 1)[1].split(":", 1)[0]
+    assert host in services and "healthcheck" in services[host]
+    assert all(host in (s.get("depends_on") or {}) for s in readers.values())
+    configmap = yaml.safe_load((K8S / "configmap.yaml").read_text())
+    assert configmap["data"]["ARCHIVE_URL"].startswith("postgresql://")
+    for part in ("command", "query", "worker"):
+        doc = next(
+            d
+            for d in yaml.safe_load_all((K8S / f"{part}.yaml").read_text())
+            if d and d["kind"] in ("Deployment", "StatefulSet")
+        )
+        sources = [
+            e.get("configMapRef", {}).get("name")
+            for c in doc["spec"]["template"]["spec"]["containers"]
+            for e in c.get("envFrom", [])
+        ]
+        assert "carcassonne-env" in sources, (part, sources)
