@@ -4,6 +4,7 @@ client or a real server (`http_client.call`), is validated against docs/openapi.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -12,6 +13,7 @@ from flask import Flask
 from services.redis_store.changes import consumers, retire
 from tests.integration import http_client
 from tests.integration.openapi_client import ValidatingClient
+from tests.postgres_server import postgres_missing, private_postgres
 
 
 @pytest.fixture(scope="package", autouse=True)
@@ -37,3 +39,18 @@ def own_consumers(redis_client: redis.Redis) -> Iterator[None]:
     yield
     for name in consumers(redis_client) - before - WORKER_CONSUMERS:
         retire(redis_client, name)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty archive for each adapter of the suite: the embedded SQLite file, and a
+    private PostgreSQL (tests/postgres_server.py; skipped with the reason when there is
+    none and it cannot be installed)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+        return
+    why = postgres_missing()
+    if why:
+        pytest.skip(why)
+    with private_postgres() as server:
+        yield server.url

@@ -22,7 +22,6 @@ from services.redis_store import RedisEventStore
 from services.redis_store.apikeys import ApiKeys
 from services.redis_store.keys import archive_used_key, archived_key, secrets_key
 from tests.archive_games import play
-from tests.postgres_server import postgres_missing, private_postgres
 from tests.redis_server import private_redis
 
 pytestmark = pytest.mark.integration
@@ -32,18 +31,6 @@ pytestmark = pytest.mark.integration
 def redis_url() -> Iterator[str]:
     with private_redis() as url:
         yield url
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'archive.sqlite3'}"
-        return
-    why = postgres_missing()
-    if why:
-        pytest.skip(why)
-    with private_postgres() as server:
-        yield server.url
 
 
 def make_game(client: redis.Redis, store: RedisEventStore, seed: int, key_id: str,

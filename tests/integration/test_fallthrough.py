@@ -12,7 +12,6 @@ import json
 import random
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,18 +50,6 @@ def client(redis_url: str) -> redis.Redis:
 @pytest.fixture
 def store(client: redis.Redis) -> RedisEventStore:
     return RedisEventStore(client)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'archive.sqlite3'}"
-        return
-    why = postgres_missing()
-    if why:
-        pytest.skip(why)
-    with private_postgres() as server:
-        yield server.url
 
 
 def query_app(redis_url: str, archive_url: str) -> Any:
