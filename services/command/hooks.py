@@ -265,8 +265,8 @@ class Webhooks:
             raise BadWebhook("bad_overlap", f"overlap_seconds must be 0-{MAX_OVERLAP_SECONDS}")
         key = game_subscriptions_key(game_id)
         for _ in range(10):  # lost races with another rotation: bounded
-            config = self.hook(game_id, hook_id, key_id)
-            raw = self.client.hget(key, hook_id)
+            # The secrets rotated are those of the very bytes the replace is conditional on.
+            raw, config = self._stored(game_id, hook_id, key_id)
             now = int(time.time() * 1000)
             until = now + overlap_seconds * 1000
             old = [{"secret": s, "until_ms": until} for s in live_secrets(config, now)]
@@ -278,13 +278,17 @@ class Webhooks:
 
     def hook(self, game_id: str, hook_id: str, key_id: str) -> dict[str, Any]:
         """A hook's configuration, if it exists and belongs to this key (else 404)."""
+        return self._stored(game_id, hook_id, key_id)[1]
+
+    def _stored(self, game_id: str, hook_id: str, key_id: str) -> tuple[Any, dict[str, Any]]:
+        """A hook's configuration as stored (its bytes, for a conditional replace) and read."""
         key = game_subscriptions_key(game_id)
         raw = self.client.hget(key, hook_id) if len(hook_id) <= 64 else None
         config = None if raw is None else json.loads(raw)
         if config is None or config.get("key_id") != key_id:
             # Another key's hook is reported as missing: its existence is not theirs to know.
             raise NotFound("hook_not_found", f"no webhook {hook_id[:64]} on game {game_id}")
-        return dict(config)
+        return raw, dict(config)
 
     def deliveries(
         self, game_id: str, hook_id: str, key_id: str, after: int, limit: int
