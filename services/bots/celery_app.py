@@ -168,8 +168,9 @@ def _play_at(client: Any, game_id: str, at_ms: int, grace_ms: int) -> None:
 
 
 def _human_next(client: Any, game_id: str, deadline_ms: int | None) -> None:
-    """A human is to move: their move sends the bot task; the sweep looks again later, or
-    just after the turn's deadline (a timed-out turn may pass to a bot, docs/lifecycle.md)."""
+    """A human is to move: the feed sends the bot task after their move (or the timer's
+    timeout of it); the sweep looks again later, or just after the turn's deadline, in case
+    that task was lost (a timed-out turn may pass to a bot, docs/lifecycle.md)."""
     later = _now_ms() + int(settings["HUMAN_RECHECK_SECONDS"] * 1000)
     if deadline_ms is not None:
         later = min(later, deadline_ms + 2_000)
