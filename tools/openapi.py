@@ -389,6 +389,10 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         },
         not_modified=True,
     ),
+    ("get", "/v1/ratings/{pool}"): Op(
+        "getLeaderboard", (401, 403, 404, 422, 503), security="apiKey"
+    ),
+    ("get", "/v1/ratings"): Op("getPlayerRatings", (401, 403, 404, 422, 503), security="apiKey"),
     ("get", "/"): Op("viewGames", ()),  # a static page: its script reads /games
     ("get", "/games/{game_id}/view"): Op("viewGame", (404, 503)),
     ("get", "/games/{game_id}/live"): Op(
@@ -440,14 +444,17 @@ def service_specs() -> list[dict[str, Any]]:
     from services.command import app as command_app
     from services.command import integration, subscription_views, undo_api
     from services.query import app as query_app
-    from services.query import pages, pictures
+    from services.query import pages, pictures, ratings
 
     return [
         _service_spec(
             "command",
             [command_app.blp, integration.blp, subscription_views.blp, undo_api.blp],
         ),
-        _service_spec("query", [query_app.blp, pictures.boards, pictures.tilesets, pages.blp]),
+        _service_spec(
+            "query",
+            [query_app.blp, pictures.boards, pictures.tilesets, ratings.blp, pages.blp],
+        ),
     ]
 
 

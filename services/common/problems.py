@@ -50,6 +50,9 @@ HINTS: dict[str, str] = {
     "bots": "A game with no human seat may let its mcts bots think at most "
     "details.max_think_ms a move: lower think_ms of the players in details.players, or seat a "
     "human (a player without `bot`); docs/bots.md.",
+    "ratings": "Ratings count the finished games created with your API key whose seats have a "
+    "player_id (or are bots), per pool: classic, hand, demo (docs/ratings.md). GET "
+    "/v1/ratings/classic lists a pool's players.",
     "budget": "Bot seats cost CPU: an API key's games in progress may hold "
     "details.limit_seconds of bot time. Wait for some to end (or resign or abandon them), or "
     "seat fewer or faster bots (details.asked_seconds is what this game would take); "
@@ -97,6 +100,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
               "rate_limited", "store_unavailable", "too_many_streams", "worker_unreachable"),
     "bots": ("bot_only_think_ms",),
     "budget": ("bot_budget_exceeded",),
+    "ratings": ("player_not_rated", "pool_not_found"),
 }  # fmt: skip
 
 FAMILY_OF: dict[str, str] = {code: family for family, codes in FAMILIES.items() for code in codes}

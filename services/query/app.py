@@ -33,8 +33,9 @@ from services.redis_store.connect import (
     shared_client,
 )
 from services.redis_store.keys import archive_used_key, archived_key
+from services.redis_store.ratings import Ratings
 
-from . import pages, pictures
+from . import pages, pictures, ratings
 from .config import from_env
 from .directory import RedisDirectory
 from .live import LiveHub
@@ -298,6 +299,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     api.register_blueprint(blp)
     api.register_blueprint(pictures.boards)
     api.register_blueprint(pictures.tilesets)
+    api.register_blueprint(ratings.blp)  # /v1/ratings: the key's leaderboards
+    app.extensions["ratings"] = Ratings(keys_client)
     pages.register(app, api)  # the web pages: /, /games/{id}/view, /viewer/…
 
     http_errors.register(app, retry_after=5, unprocessable="invalid_query")

@@ -37,6 +37,7 @@ from services.redis_store.directory_index import DirectoryIndex
 
 from . import subscriptions  # registers the delivery tasks (dispatch, deliver, ping, sweep)
 from .config import from_env
+from .ratings import RatingsConsumer
 from .scorer import CatchUp, Scorer
 from .timer import Timer
 
@@ -227,6 +228,8 @@ def followers() -> list[Follower]:
         subscriptions.due_follower(client),
         # Finished games due in the archive (only the due index: `archive.run` moves them).
         ArchiveDue(client, int(settings["ARCHIVE_AFTER"] * 1000)).follower,
+        # Each finished game rated once for its API key (docs/ratings.md).
+        RatingsConsumer(client, RedisEventStore(client), batch=settings["FOLLOW_BATCH"]).follower,
     ]
 
 

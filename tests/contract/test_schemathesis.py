@@ -69,6 +69,8 @@ QUERY_OPS = {
     "getTileset",
     "viewGames",
     "viewGame",
+    "getLeaderboard",
+    "getPlayerRatings",
 }
 
 

@@ -27,7 +27,7 @@ def contract_checked() -> Iterator[None]:
     Flask.test_client_class, http_client.VALIDATE = before
 
 
-WORKER_CONSUMERS = {"directory", "timer", "scoring", "subscriptions", "bots", "archive"}
+WORKER_CONSUMERS = {"directory", "timer", "scoring", "subscriptions", "bots", "archive", "ratings"}
 
 
 @pytest.fixture

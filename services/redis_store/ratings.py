@@ -1,0 +1,204 @@
+"""Player ratings in Redis: one API key's ratings, leaderboards and history under its own hash
+tag ``{k:<key id>}`` (one slot per key, so a game's update is one script on a cluster too).
+
+Written by the ratings consumer (services/scoring/ratings.py) and read by the query service
+(GET /v1/ratings/…). Per key:
+
+- ``…:ratings:games`` hash: game id -> the id of its entry in the log (a game is rated once);
+- ``…:ratings:log`` stream: one entry per rated game, in the order the ratings were applied
+  (``g`` game, ``p`` pool): the one fact a rebuild needs besides the games' own logs, since two
+  games ending at once on two shards may be rated in either order;
+- per pool ``…:ratings:<pool>`` hash: player -> its rating as JSON (`Rating.to_json`),
+  ``…:ratings:<pool>:board`` sorted set: player -> ordinal (the leaderboard), and
+  ``…:ratings:<pool>:h:<player>`` list: the player's last `HISTORY` rated games, newest first.
+
+`apply` writes one game's new ratings with its log entry, conditional on every rating it
+started from being the current one (another game of the same player rated meanwhile: 'stale',
+computed again) and on the game not being rated yet ('dup': a batch redone after a crash).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis
+
+from .indexes import text
+from .scripts import script
+
+HISTORY = 200  # rated games kept per player and pool (the rating itself covers them all)
+POOLS = ("classic", "hand", "demo")  # docs/ratings.md says which games go where
+
+
+def _base(key_id: str) -> str:
+    return "{k:" + key_id + "}:ratings"
+
+
+def games_key(key_id: str) -> str:
+    return _base(key_id) + ":games"
+
+
+def log_key(key_id: str) -> str:
+    return _base(key_id) + ":log"
+
+
+def pool_key(key_id: str, pool: str) -> str:
+    return _base(key_id) + ":" + pool
+
+
+def board_key(key_id: str, pool: str) -> str:
+    return pool_key(key_id, pool) + ":board"
+
+
+def history_key(key_id: str, pool: str, player: str) -> str:
+    return pool_key(key_id, pool) + ":h:" + player
+
+
+@dataclass(frozen=True)
+class Rating:
+    """An OpenSkill rating: `mu` (skill) and `sigma` (its uncertainty); `ordinal`, the
+    conservative mu - 3 sigma, orders leaderboards (openskill's own default)."""
+
+    mu: float
+    sigma: float
+    games: int = 0
+
+    @property
+    def ordinal(self) -> float:
+        return self.mu - 3 * self.sigma
+
+    def to_json(self) -> str:
+        # repr of a float is exact: what is read back is bit for bit what was computed.
+        return json.dumps({"mu": self.mu, "sigma": self.sigma, "games": self.games})
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Rating:
+        data = json.loads(raw)
+        return cls(float(data["mu"]), float(data["sigma"]), int(data["games"]))
+
+
+@dataclass(frozen=True)
+class Update:
+    """One player's change in a rated game."""
+
+    player: str
+    before: Rating | None  # None: the player's first game in the pool
+    after: Rating
+    rank: int  # 1 = best, among the game's rated seats
+    seat: int
+
+
+# KEYS: games hash, log stream, pool hash, board zset, then each player's history list.
+# ARGV: game id, pool, time (ms), history length, then per player five values: player, its
+# rating before ("" for none), after, ordinal after, history entry.
+APPLY_LUA = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 'dup' end
+local n = (#ARGV - 4) / 5
+for i = 0, n - 1 do
+  local b = 5 + i * 5
+  local current = redis.call('HGET', KEYS[3], ARGV[b]) or ''
+  if current ~= ARGV[b + 1] then return 'stale' end
+end
+local id = redis.call('XADD', KEYS[2], '*', 'g', ARGV[1], 'p', ARGV[2], 't', ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], id)
+for i = 0, n - 1 do
+  local b = 5 + i * 5
+  redis.call('HSET', KEYS[3], ARGV[b], ARGV[b + 2])
+  redis.call('ZADD', KEYS[4], ARGV[b + 3], ARGV[b])
+  redis.call('LPUSH', KEYS[5 + i], ARGV[b + 4])
+  redis.call('LTRIM', KEYS[5 + i], 0, tonumber(ARGV[4]) - 1)
+end
+return 'ok'
+"""
+
+
+class Ratings:
+    """One Redis's ratings (every key's)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._apply = script(client, APPLY_LUA)
+
+    def current(self, key_id: str, pool: str, players: Sequence[str]) -> list[Rating | None]:
+        """The players' ratings in the pool now (None: not rated there yet)."""
+        if not players:
+            return []
+        raw = self.client.hmget(pool_key(key_id, pool), list(players))
+        return [None if r is None else Rating.from_json(r) for r in raw]
+
+    def rated(self, key_id: str, game_id: str) -> bool:
+        return bool(self.client.hexists(games_key(key_id), game_id))
+
+    def apply(
+        self, key_id: str, game_id: str, pool: str, time_ms: int, updates: Sequence[Update]
+    ) -> str:
+        """Record a game's updates: 'ok', 'dup' (rated already) or 'stale' (a rating it
+        started from has changed: compute again)."""
+        keys = [games_key(key_id), log_key(key_id), pool_key(key_id, pool), board_key(key_id, pool)]
+        args: list[Any] = [game_id, pool, time_ms, HISTORY]
+        for u in updates:
+            keys.append(history_key(key_id, pool, u.player))
+            entry = {
+                "game_id": game_id,
+                "time_ms": time_ms,
+                "seat": u.seat,
+                "rank": u.rank,
+                "of": len(updates),
+                "before": None if u.before is None else _view(u.before),
+                "after": _view(u.after),
+            }
+            before = "" if u.before is None else u.before.to_json()
+            args += [u.player, before, u.after.to_json(), u.after.ordinal, json.dumps(entry)]
+        return text(self._apply(keys=keys, args=args))
+
+    def log_ids(self, key_id: str, count: int, after: str = "-") -> list[tuple[str, str, str]]:
+        """(entry id, game id, pool) of the log, `count` from after `after`."""
+        start = after if after == "-" else "(" + after
+        entries: list[Any] = cast(Any, self.client.xrange(log_key(key_id), start, "+", count=count))
+        return [(text(i), text(f[b"g"]), text(f[b"p"])) for i, f in entries]
+
+    def board(self, key_id: str, pool: str, offset: int, limit: int) -> list[dict[str, Any]]:
+        """A page of the pool's leaderboard from rank `offset` + 1, best first."""
+        pairs = self.client.zrevrange(board_key(key_id, pool), offset, offset + limit - 1)
+        players = [text(p) for p in pairs]
+        ratings = self.current(key_id, pool, players)
+        return [
+            {"rank": offset + i + 1, "player": p, **_view(r)}
+            for i, (p, r) in enumerate(zip(players, ratings, strict=True))
+            if r is not None
+        ]
+
+    def size(self, key_id: str, pool: str) -> int:
+        return int(self.client.zcard(board_key(key_id, pool)))
+
+    def player(self, key_id: str, player: str, history: int) -> list[dict[str, Any]]:
+        """The player's rating and rank in each pool it plays in, with its last games."""
+        out = []
+        for pool in POOLS:
+            (rating,) = self.current(key_id, pool, [player])
+            if rating is None:
+                continue
+            rank: Any = self.client.zrevrank(board_key(key_id, pool), player)
+            raw = self.client.lrange(history_key(key_id, pool, player), 0, history - 1)
+            out.append(
+                {
+                    "pool": pool,
+                    **_view(rating),
+                    "rank": None if rank is None else int(rank) + 1,
+                    "players": self.size(key_id, pool),
+                    "history": [json.loads(h) for h in raw],
+                }
+            )
+        return out
+
+
+def _view(rating: Rating) -> dict[str, Any]:
+    return {
+        "mu": rating.mu,
+        "sigma": rating.sigma,
+        "ordinal": rating.ordinal,
+        "games": rating.games,
+    }

@@ -1,0 +1,216 @@
+"""Ratings on a real Redis (services/scoring/ratings.py, services/query/ratings.py).
+
+Finished games are appended as the command service appends them (a secrets record naming the
+API key and the bots, the moves turn by turn with their feed entries) and scored by a real
+`Scorer`; the consumer "ratings" follows the feed. Shown here: each game rated exactly once,
+also when its batch is redone after a crash; two games of one player rated at once lose no
+update; every rating rebuilt from the games' logs equals the live one, bit for bit; the views
+are the API key's own; and the scoring worker, a real Celery process, rates a game played
+over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from carcassonne.ruleset import Ruleset
+from carcassonne.simulate import random_game
+from eventstore.envelope import MOVES, NewEvent
+from eventstore.schemas import to_new
+from services.query.app import create_app as create_query
+from services.redis_store import RedisEventStore
+from services.redis_store.apikeys import ApiKeys
+from services.redis_store.changes import positions_key
+from services.redis_store.keys import SHARDS, new_game_id, secrets_key
+from services.redis_store.ratings import Rating, Ratings, board_key, pool_key
+from services.scoring.ratings import Outcome, RatingsConsumer, rate, rebuild
+from services.scoring.scorer import Scorer
+from tests.redis_server import private_redis
+
+PLAYERS = ["ana", "ben", "cy", "dee"]
+
+
+@pytest.fixture
+def client() -> Iterator[redis.Redis]:
+    with private_redis() as url:
+        yield redis.Redis.from_url(url)
+
+
+def finished_game(
+    store: RedisEventStore,
+    key_id: str,
+    seed: int,
+    ids: list[str | None],
+    bots: list[dict[str, Any] | None] | None = None,
+    ruleset: Ruleset | None = None,
+) -> str:
+    """A whole random game with seats `ids`, created with API key `key_id`, appended turn by
+    turn with its feed entries as the command service does, and scored to its end."""
+    rng = random.Random(seed)
+    game_id = new_game_id(rng)
+    _, events = random_game(rng, len(ids), ruleset or Ruleset())
+    turns: list[list[NewEvent]] = [[]]
+    for event in map(to_new, events):
+        if event.type == "TilePlaced" and turns[-1]:
+            turns.append([])
+        turns[-1].append(event)
+    start = turns[0][0]
+    seats = [{"name": f"P{i}", "player_id": who} for i, who in enumerate(ids)]
+    turns[0][0] = NewEvent(start.type, start.version, {**start.payload, "players": seats})
+    record: dict[str, Any] = {"seed": "s" * 32, "names": [s["name"] for s in seats],
+                              "tokens": {}, "key_id": key_id}  # fmt: skip
+    if bots:
+        record["bots"] = bots
+    store.client.set(secrets_key(game_id), json.dumps(record))
+    at = 0
+    for i, turn in enumerate(turns):
+        store.append(game_id, MOVES, turn, expected=at,
+                     command_id="create" if i == 0 else uuid.uuid4().hex)  # fmt: skip
+        at += len(turn)
+    Scorer(store).catch_up(game_id)
+    return game_id
+
+
+def stored(client: redis.Redis, key_id: str, pool: str) -> dict[str, Rating]:
+    raw: dict[bytes, bytes] = client.hgetall(pool_key(key_id, pool))  # type: ignore[assignment]
+    return {k.decode(): Rating.from_json(v) for k, v in raw.items()}
+
+
+def test_each_game_is_rated_once_even_when_its_batch_is_redone(client: redis.Redis) -> None:
+    store = RedisEventStore(client)
+    pairs: list[list[str | None]] = [[PLAYERS[s % 3], PLAYERS[s % 3 + 1]] for s in range(4)]
+    games = [finished_game(store, "k1", seed, pair) for seed, pair in enumerate(pairs)]
+    consumer = RatingsConsumer(client, store)
+    assert consumer.follower.catch_up() > 0
+    ratings = stored(client, "k1", "classic")
+    assert sum(r.games for r in ratings.values()) == 2 * len(games)
+    assert client.hlen("{k:k1}:ratings:games") == len(games)
+    # A crash after the ratings and before the position: the whole feed handled again.
+    for shard in range(SHARDS):
+        client.hdel(positions_key(shard), "ratings")
+    assert RatingsConsumer(client, store).follower.catch_up() > 0
+    assert stored(client, "k1", "classic") == ratings  # nothing rated twice
+    assert client.xlen("{k:k1}:ratings:log") == len(games)
+
+
+def test_two_games_of_one_player_rated_at_once_lose_no_update(client: redis.Redis) -> None:
+    ratings = Ratings(client)
+    games = [
+        Outcome("k1", f"g{i}", "classic", i, ((0, "ana", 1), (1, f"rival{i}", 2))) for i in range(8)
+    ]
+    barrier = threading.Barrier(len(games))
+    results: list[str] = []
+
+    def rate_one(game: Outcome) -> None:
+        barrier.wait()
+        results.append(rate(Ratings(redis.Redis(connection_pool=client.connection_pool)), game))
+
+    threads = [threading.Thread(target=rate_one, args=(g,)) for g in games]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(results) == ["ok"] * len(games)
+    (ana,) = ratings.current("k1", "classic", ["ana"])
+    assert ana is not None and ana.games == len(games)  # every win counted, none overwritten
+
+
+def test_every_rating_rebuilt_from_the_logs_equals_the_live_one(client: redis.Redis) -> None:
+    store = RedisEventStore(client)
+    rng = random.Random(5)
+    greedy = {"level": "greedy", "think_ms": 100}
+    for seed in range(10):
+        seats = rng.sample(PLAYERS, rng.choice([2, 3]))
+        if seed % 3 == 0:  # a bot seat: rated as bot:greedy
+            finished_game(store, "k1", seed, [*seats, None], [None] * len(seats) + [greedy])
+        else:
+            finished_game(store, "k1", seed, list(seats))
+    finished_game(store, "k1", 99, ["ana", "ben"], ruleset=Ruleset(tileset="demo"))
+    finished_game(store, "k2", 98, ["ana", "ben"])  # another platform's ana: apart
+    RatingsConsumer(client, store).follower.catch_up()
+    live = {
+        (pool, p): r for pool in ("classic", "demo") for p, r in stored(client, "k1", pool).items()
+    }
+    assert ("classic", "bot:greedy") in live and ("demo", "ana") in live
+    assert rebuild(client, store, "k1") == live  # the same floats, not nearly the same
+    assert set(stored(client, "k2", "classic")) == {"ana", "ben"}
+    assert stored(client, "k2", "classic")["ana"].games == 1
+
+
+def test_the_views_belong_to_the_key(client: redis.Redis) -> None:
+    store = RedisEventStore(client)
+    keys = ApiKeys(client)
+    key1_id, key1 = keys.create("platform one")
+    _, key2 = keys.create("platform two")
+    for seed in range(5):
+        finished_game(store, key1_id, seed, ["ana", "ben", "cy"])
+    RatingsConsumer(client, store).follower.catch_up()
+    url = client.connection_pool.connection_kwargs
+    app = create_query({"REDIS_URL": f"redis://{url['host']}:{url['port']}/0"})
+    web = app.test_client()
+
+    board = web.get("/v1/ratings/classic?limit=2", headers={"X-Api-Key": key1})
+    assert board.status_code == 200, board.get_json()
+    page = board.get_json()
+    assert page["players"] == 3 and page["next_offset"] == 2 and len(page["items"]) == 2
+    rest = web.get("/v1/ratings/classic?offset=2", headers={"X-Api-Key": key1}).get_json()
+    rows = page["items"] + rest["items"]
+    assert [r["rank"] for r in rows] == [1, 2, 3] and rest["next_offset"] is None
+    assert rows == sorted(rows, key=lambda r: -r["ordinal"])
+    assert client.zcard(board_key(key1_id, "classic")) == 3
+
+    ana = web.get("/v1/ratings?player_id=ana&history=2", headers={"X-Api-Key": key1}).get_json()
+    (classic,) = ana["pools"]
+    assert classic["games"] == 5 and len(classic["history"]) == 2
+    newest = classic["history"][0]
+    assert newest["after"]["mu"] == classic["mu"] and newest["of"] == 3
+
+    # Another platform's key sees none of it; no key is told what to send.
+    other = web.get("/v1/ratings/classic", headers={"X-Api-Key": key2}).get_json()
+    assert other["players"] == 0 and other["items"] == []
+    stranger = web.get("/v1/ratings?player_id=ana", headers={"X-Api-Key": key2})
+    assert stranger.status_code == 404 and stranger.get_json()["code"] == "player_not_rated"
+    assert web.get("/v1/ratings/classic").get_json()["code"] == "missing_api_key"
+    bad = web.get("/v1/ratings/classic", headers={"X-Api-Key": "nope"})
+    assert bad.status_code == 403 and bad.get_json()["code"] == "bad_api_key"
+    unknown = web.get("/v1/ratings/chess", headers={"X-Api-Key": key1})
+    assert unknown.status_code == 404 and unknown.get_json()["code"] == "pool_not_found"
+    for query in ("limit=0", "limit=101", "offset=-1", "limit=x"):
+        refused = web.get(f"/v1/ratings/classic?{query}", headers={"X-Api-Key": key1})
+        assert refused.status_code == 422, query
+    assert web.get("/v1/ratings", headers={"X-Api-Key": key1}).status_code == 422
+
+
+def test_the_scoring_worker_rates_a_game_played_over_http() -> None:
+    from services.command.app import create_app as create_command
+    from tests.integration.games import play
+    from tests.integration.workers import celery_env, running, worker
+
+    with private_redis() as url:
+        client = redis.Redis.from_url(url)
+        key_id, key = ApiKeys(client).create("platform")
+        command = create_command({"REDIS_URL": url, "ADDRESS_WRITE_RATE": 0, "API_KEY_RATE": 0})
+        players = [{"name": "Ana", "player_id": "ana"}, {"name": "Ben", "player_id": "ben"}]
+        body = {"players": players, "seat_order": [0, 1], "ruleset": {"tileset": "demo"}}
+        created = command.test_client().post("/games", json=body, headers={"X-Api-Key": key})
+        assert created.status_code == 201, created.get_json()
+        game = created.get_json()
+        tokens = {p["seat"]: p["token"] for p in game["players"]}
+        with running(worker(celery_env(url), name="ratings")):
+            play(command, game["game_id"], tokens, random.Random(3))
+            deadline = time.monotonic() + 60
+            while not Ratings(client).rated(key_id, game["game_id"]):
+                assert time.monotonic() < deadline, "the worker did not rate the game"
+                time.sleep(0.05)
+        ana, ben = Ratings(client).current(key_id, "demo", ["ana", "ben"])
+        assert ana is not None and ben is not None and ana.games == ben.games == 1
+        assert ana.mu != ben.mu or ana.sigma == ben.sigma  # a winner, or a tie
