@@ -166,6 +166,34 @@ def write_acl(
     return path
 
 
+def write_urls(directory: Path, urls: dict[str, str]) -> None:
+    """Keep a local run's URL of each role in `directory`/urls.json (mode 0600)."""
+    fd = os.open(directory / "urls.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(urls, out)
+
+
+LOCAL = Path(__file__).resolve().parents[2] / "var" / "redis-users"  # `make run`'s
+
+
+def local_url(role: str = "admin", directory: Path = LOCAL) -> str | None:
+    """The URL of `role` on the Redis `make run` started from this checkout (None when it
+    never ran): what the operators' CLIs use when REDIS_URL is not set, so a newcomer's
+    `python -m services.command.apikeys create` needs no password typed."""
+    try:
+        found = json.loads((directory / "urls.json").read_text())
+    except (OSError, ValueError):
+        return None
+    url = found.get(role) if isinstance(found, dict) else None
+    return url if isinstance(url, str) else None
+
+
+def default_url(fallback: str = "redis://127.0.0.1:6390/0") -> str:
+    """An operator's tool's Redis: REDIS_URL, else the admin of the local run's Redis, else
+    `fallback` (`make run`'s port)."""
+    return os.environ.get("REDIS_URL") or local_url() or fallback
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m services.redis_store.acl",
@@ -173,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         "REDIS_<ROLE>_PASSWORD for each role: " + ", ".join(ROLES) + ").",
     )
     parser.add_argument("--setuser", action="store_true", help="ACL SETUSER commands instead")
+    parser.add_argument("--redis-version", default="7.0", help="the server's (6.2: no %%R~)")
     args = parser.parse_args(argv)
+    major, _, minor = args.redis_version.partition(".")
+    version = (int(major), int(minor or 0))
     names = {r: f"REDIS_{r.upper()}_PASSWORD" for r in ROLES}
     missing = [n for n in names.values() if not os.environ.get(n)]
     if missing:
@@ -181,10 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     passwords = {r: os.environ[n] for r, n in names.items()}
     if args.setuser:
-        for command in setuser_commands(passwords):
+        for command in setuser_commands(passwords, version):
             print(" ".join(command))
     else:
-        sys.stdout.write(acl_file(passwords))
+        sys.stdout.write(acl_file(passwords, version))
     return 0
 
 
