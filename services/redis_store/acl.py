@@ -59,7 +59,9 @@ BROKER_KEYS = ("~_kombu.*", "~unacked*", "~*.pidbox*", *(f"~{q}*" for q in QUEUE
 RULES = {
     "command": f"~* resetchannels {COMMANDS}",
     "worker": f"~* resetchannels {COMMANDS}",
-    "query": f"{' '.join(QUERY_KEYS)} resetchannels {COMMANDS}",
+    # CLIENT UNBLOCK: a live stream's new game wakes the reader's blocked XREAD
+    # (services/query/live.py).
+    "query": f"{' '.join(QUERY_KEYS)} resetchannels {COMMANDS} +client|unblock",
     "broker": f"{' '.join(BROKER_KEYS)} &* {COMMANDS}",
     "admin": "~* &* +@all",
 }

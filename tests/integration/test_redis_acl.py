@@ -30,6 +30,7 @@ from services.redis_store.keys import (
     subscriptions_key,
 )
 from tests.integration.http_client import call
+from tests.integration.test_query_live import Stream
 from tests.integration.workers import running, worker
 from tests.redis_server import acl_redis
 from tests.stack import new_game, play, running_stack, wait_scored
@@ -102,8 +103,10 @@ def test_the_query_user_is_refused_every_secret(users, game) -> None:
         ):
             with pytest.raises(redis.ResponseError, match=NOPERM):
                 write()
-    # What it reads: the game's streams, its public seats record (nothing secret in it).
+    # What it reads: the game's streams, its public seats record (nothing secret in it); and
+    # what its live streams send (services/query/live.py: CLIENT ID, then CLIENT UNBLOCK).
     assert query.xlen(game_keys(game, "moves")[0]) > 0
+    assert query.execute_command("CLIENT", "UNBLOCK", query.client_id()) == 0
     assert b'"seed"' not in (query.get(seats_key(game)) or b"seed")
     # The broker's user opens nothing of the event store either.
     with pytest.raises(redis.ResponseError, match=NOPERM):
@@ -156,13 +159,28 @@ def test_a_wrong_password_leaves_the_service_up_and_unready_saying_why(users, se
 
 @pytest.mark.slow
 def test_the_suite_plays_whole_games_with_each_part_as_its_role(users) -> None:
-    with running_stack(users["admin"], users) as stack:
+    with running_stack(users["admin"], users, SSE_MAX_SECONDS="10") as stack:
         game = new_game(stack.command, ["Ann", "Bob"])
         play(stack.command, game, random.Random(11))
         scores = wait_scored(stack.query, game.game_id)
         assert scores["over"] and scores["result"]
         status, listed = call(stack.query, "GET", "/games", headers={"X-Api-Key": stack.api_key})
         assert status == 200, listed
+        # Live streams: a second game's stream wakes the first one's blocked read (CLIENT
+        # UNBLOCK), and the move then made in it reaches its stream.
+        waiting, other = (
+            new_game(stack.command, ["Dee", "Eve"]),
+            new_game(stack.command, ["F", "G"]),
+        )
+        first = Stream(stack.query, waiting.game_id)
+        second = Stream(stack.query, other.game_id)
+        try:
+            assert first.resp.status == 200 and second.resp.status == 200
+            play(stack.command, other, random.Random(3), turns=1)
+            assert (second.next_event() or {}).get("event") == "move"
+        finally:
+            first.close()
+            second.close()
         # A bot seat, played by the bot worker as the worker user, its tasks on the broker's.
         env = {"REDIS_URL": users["worker"], "BROKER_URL": users["broker"]}
         bots = worker(env, name="acl-bots", queues="bots", pool="prefork",
