@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import re
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -29,11 +30,11 @@ from services.redis_store.keys import (
     secrets_key,
     subscriptions_key,
 )
-from tests.integration.http_client import call
+from tests.integration.http_client import call, gunicorn
 from tests.integration.test_query_live import Stream
 from tests.integration.workers import running, worker
 from tests.redis_server import acl_redis
-from tests.stack import new_game, play, running_stack, wait_scored
+from tests.stack import QUERY, new_game, play, running_stack, wait_scored
 
 # How Redis says NOPERM: redis-py's NoPermissionError drops the prefix, and a script's call
 # refused inside the script is said in the script's error.
@@ -208,3 +209,16 @@ def test_the_suite_plays_whole_games_with_each_part_as_its_role(users) -> None:
                 assert time.monotonic() < deadline, "the bot did not play"
                 time.sleep(0.1)
         assert not re.search(NOPERM, bots.log.read_text(errors="replace"))
+
+
+def test_a_wrong_password_under_gunicorn_is_unready_not_a_crash_loop(users) -> None:
+    """As deployed: gunicorn's workers import the app without touching Redis, so a refused
+    password never stops them; `/readyz` says why for as long as it lasts."""
+    wrong = with_user(users["query"], "query", "not-the-password")
+    started: list[subprocess.Popen[bytes]] = []
+    with gunicorn(*QUERY, {"REDIS_URL": wrong}, workers=1, started=started) as base:
+        for _ in range(3):
+            status, body = call(base, "GET", "/readyz")
+            assert status == 503 and "Redis refused REDIS_URL's user 'query'" in str(body)
+            time.sleep(0.5)
+        assert call(base, "GET", "/healthz")[0] == 200 and started[0].poll() is None
