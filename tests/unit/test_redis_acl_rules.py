@@ -82,3 +82,14 @@ def test_the_acl_file_turns_the_default_user_off_and_keeps_no_password() -> None
         assert not any(p in text for p in passwords.values())
         assert ("%R~" in text) == (version >= (7, 0))
     assert "%R~" not in rules("query", (6, 2)) and "~{g:*}:seats" in rules("query", (6, 2))
+
+
+def test_the_broker_may_touch_every_queue_the_celery_apps_declare() -> None:
+    """A queue added to a Celery app without a broker pattern would be NOPERM on every
+    deployment with users (each queue's list and its priority lists `<queue>\\x06\\x16<n>`)."""
+    from tests.unit.test_deployments import celery_apps
+
+    queues = {q for app in celery_apps() for q in app.queues}
+    assert {"scoring", "webhooks", "bots"} <= queues
+    broker = patterns(BROKER_KEYS)
+    assert all(matched(q, broker) and matched(q + "\x06\x169", broker) for q in queues)
