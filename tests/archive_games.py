@@ -68,7 +68,8 @@ def play(store: Any, seed: int, names: list[str] | None = None, score_every: int
     """A whole random game appended to a `RedisEventStore` turn by turn as the command
     service appends it (its secrets record first, uuid command ids, a fingerprint on every
     other turn), scored by a real `Scorer` every `score_every` turns and at the end."""
-    from services.redis_store.keys import new_game_id, secrets_key
+    from services.redis_store.keys import new_game_id
+    from services.redis_store.seats import write_both
     from services.scoring.scorer import Scorer
 
     rng = random.Random(f"play-{seed}")
@@ -77,7 +78,7 @@ def play(store: Any, seed: int, names: list[str] | None = None, score_every: int
     seats = names or [f"Player {i}" for i in range(len(played[0][0].payload["players"]))]
     record = {"seed": "s" * 32, "names": seats, "tokens": {"h" * 64: 0},
               "player_ids": [f"u{seed}-{i}" for i in range(len(seats))]}  # fmt: skip
-    store.client.set(secrets_key(game_id), json.dumps(record))
+    write_both(store.client, game_id, record)  # secrets and seats, as the service writes
     scorer = Scorer(store)
     at = 0
     for i, turn in enumerate(played):

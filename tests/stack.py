@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,16 +44,25 @@ class Stack:
 
 
 @contextmanager
-def running_stack(redis_url: str) -> Iterator[Stack]:
+def running_stack(
+    redis_url: str, users: Mapping[str, str] | None = None, **query_settings: str
+) -> Iterator[Stack]:
     """Both services (1 sync command worker, 1 gevent query worker), a scoring worker, and an
-    API key; everything stopped afterwards."""
+    API key; everything stopped afterwards. `users`: each role's URL (tests/redis_server.py
+    `acl_redis`): each part connects as its role's Redis user, as `make run` runs them;
+    `query_settings` override the query service's."""
     env = celery_env(redis_url)
+    role = dict(users or {})
+    if users:
+        env = {"REDIS_URL": role["worker"], "BROKER_URL": role["broker"]}
     command_env = {
         **env,
+        "REDIS_URL": role.get("command", env["REDIS_URL"]),
         "API_KEY_RATE": "0",  # no rate limit: the fuzzer would spend its examples on 429s
     }
-    query_env = {"REDIS_URL": redis_url, "SSE_MAX_SECONDS": "0.5", "SSE_HEARTBEAT_SECONDS": "0.2"}
-    client = redis.Redis.from_url(redis_url)
+    query_env = {"REDIS_URL": role.get("query", redis_url), "SSE_MAX_SECONDS": "0.5",
+                 "SSE_HEARTBEAT_SECONDS": "0.2", **query_settings}  # fmt: skip
+    client = redis.Redis.from_url(role.get("admin", redis_url))
     key_id, key = ApiKeys(client).create("contract-tests")
     with ExitStack() as stack:
         command = stack.enter_context(gunicorn(*COMMAND, command_env, workers=1))

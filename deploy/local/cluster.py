@@ -6,6 +6,7 @@ slots, and a cluster formed once is found formed on the next run.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Sequence
@@ -28,11 +29,12 @@ def redis_argv(
     aof: str = "no",
     cluster: bool = False,
     node_timeout_ms: int = 2000,
+    acl: Path | None = None,
 ) -> list[str]:
     """A redis-server on host:port with its files in `directory` (made here) and no RDB
     snapshots; `aof`: "no", or how often the append-only file is fsynced ("always": before each
     reply, "everysec"). `cluster`: a cluster node, replaced by its replica (if it has one) after
-    `node_timeout_ms` of silence."""
+    `node_timeout_ms` of silence. `acl`: its users' ACL file (services/redis_store/acl.py)."""
     directory.mkdir(parents=True, exist_ok=True)
     argv = [redis_server_binary(), "--port", str(port), "--bind", host, "--dir", str(directory)]
     argv += ["--save", "", "--daemonize", "no", "--appendonly", "no" if aof == "no" else "yes"]
@@ -40,13 +42,19 @@ def redis_argv(
     if cluster:
         argv += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         argv += ["--cluster-node-timeout", str(node_timeout_ms)]
+    argv += [] if acl is None else ["--aclfile", str(acl)]
     return argv
 
 
-def _state(host: str, port: int) -> str:
+Auth = tuple[str, ...]  # (user, password) of a node with an ACL; () without
+
+
+def _state(host: str, port: int, auth: Auth = ()) -> str:
     """The node's cluster_state ("ok", "fail"), or "" while it does not answer."""
+    user, password = auth or (None, None)
     try:
-        with redis.Redis(host=host, port=port, socket_timeout=2) as node:
+        with redis.Redis(host=host, port=port, socket_timeout=2, username=user,
+                         password=password) as node:  # fmt: skip
             info = node.execute_command("CLUSTER", "INFO")
     except redis.RedisError:
         return ""
@@ -54,27 +62,31 @@ def _state(host: str, port: int) -> str:
     return "ok" if "cluster_state:ok" in text else "none" if "slots_assigned:0" in text else "fail"
 
 
-def form_cluster(host: str, ports: Sequence[int], replicas: int, timeout: float = 30.0) -> str:
+def form_cluster(
+    host: str, ports: Sequence[int], replicas: int, timeout: float = 30.0, auth: Auth = ()
+) -> str:
     """Make the nodes one cluster with `redis-cli --cluster create` (3 primaries or more, then
     their replicas) unless they are one already; wait until every node says cluster_state:ok.
-    Returns "created" or "found"."""
+    `auth`: an admin user of nodes with an ACL. Returns "created" or "found"."""
     deadline, done = time.monotonic() + timeout, "found"
-    while "" in (states := [_state(host, p) for p in ports]):
+    while "" in (states := [_state(host, p, auth) for p in ports]):
         if time.monotonic() > deadline:
             raise ClusterError(f"the nodes on {list(ports)} do not answer")
         time.sleep(0.05)
     if states[0] == "none":
         argv = [redis_cli_binary(), "--cluster", "create", *(f"{host}:{p}" for p in ports)]
+        login = ["--user", auth[0], "--no-auth-warning"] if auth else []
         run = subprocess.run(
-            [*argv, "--cluster-replicas", str(replicas), "--cluster-yes"],
+            [*argv, "--cluster-replicas", str(replicas), "--cluster-yes", *login],
             capture_output=True,
             timeout=timeout,
             check=False,
+            env={**os.environ, "REDISCLI_AUTH": auth[1]} if auth else None,  # not in argv
         )
         if run.returncode != 0:
             raise ClusterError(f"{' '.join(argv)}:\n{(run.stdout + run.stderr).decode()}")
         done = "created"
-    while any(_state(host, p) != "ok" for p in ports):
+    while any(_state(host, p, auth) != "ok" for p in ports):
         if time.monotonic() > deadline:
             raise ClusterError(f"the cluster on {list(ports)} is not ready")
         time.sleep(0.05)

@@ -26,9 +26,18 @@ from deploy.local.host import (
     nginx_binary,
     port_free,
     port_holders,
+    redis_server_binary,
 )
 from deploy.local.nginx_conf import ROOT, nginx_argv, nginx_limits, nginx_servers, render_nginx
 from deploy.local.supervise import Program, RunError, Stage, running, serve, suite_of
+from services.redis_store.acl import (
+    ROLES,
+    load_or_make,
+    server_version,
+    with_user,
+    write_acl,
+    write_urls,
+)
 
 HEALTH = "/readyz"  # 200 once a service serves requests and reaches Redis
 WARNING = """!!! DEVELOPMENT SETTING: WEBHOOK_ALLOW_PRIVATE=1 — webhook and subscription URLs may be
@@ -77,7 +86,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     a.store = a.store if a.cluster else a.redis_url or f"redis://{h}:{a.redis_port}/0"
     broker = f"redis://{h}:{a.redis_port + 3}/0" if a.cluster else f"redis://{h}:{a.redis_port}/1"
     a.broker = a.broker_url or ("" if a.redis_url else broker)  # "": REDIS_URL's
+    # The Redis it starts has a user per role (services/redis_store/acl.py); one given by
+    # REDIS_URL is used as it is, by every part.
+    a.users = a.var / "redis-users"
+    a.urls = {} if a.redis_url else {role: a.store for role in ROLES}
     return a
+
+
+def redis_users(a: argparse.Namespace) -> Path:
+    """The users of the Redis this run starts: their passwords kept in <var>/redis-users
+    (made on the first run), its ACL file written for the redis-server's version, each role's
+    URLs (`a.urls`, and `a.broker` the broker user's) and urls.json (what the operators' CLIs
+    find when REDIS_URL is not set: services/redis_store/acl.py `local_url`). The ACL file's
+    path."""
+    passwords = load_or_make(a.users)
+    acl = write_acl(a.users, passwords, server_version(redis_server_binary()))
+    a.urls = {role: with_user(a.store, role, passwords[role]) for role in ROLES}
+    a.broker = with_user(a.broker, "broker", passwords["broker"])
+    write_urls(a.users, {**a.urls, "broker": a.broker})
+    return acl
 
 
 def check(a: argparse.Namespace, nginx: str | None) -> None:
@@ -127,20 +154,24 @@ def store_stage(a: argparse.Namespace) -> Stage:
     """The embedded Redis, or the cluster's primaries and the broker (nothing with REDIS_URL).
     On SIGTERM, as on SHUTDOWN, Redis fsyncs its append-only file, then exits."""
     stage = Stage("store", [], ready=a.store if a.redis_url else "")
+    if a.redis_url:
+        return stage
+    acl = redis_users(a)  # on every node, and on the broker
+    admin = a.urls["admin"].partition("://")[2].rpartition("@")[0]  # "admin:<password>"
     for i in range(1, 4) if a.cluster else ():
         port = a.redis_port + i - 1
-        argv = redis_argv(port, a.var / "redis" / str(port), aof="always", cluster=True)
-        ready = f"redis://127.0.0.1:{port}/0"
+        argv = redis_argv(port, a.var / "redis" / str(port), aof="always", cluster=True, acl=acl)
+        ready = f"redis://{admin}@127.0.0.1:{port}/0"
         stage.programs.append(Program(f"redis-{i}", argv, ready, stopwaitsecs=30))
     if a.cluster:
-        nodes = [a.redis_port + i for i in range(3)]
-        stage.then = lambda: "cluster " + form_cluster("127.0.0.1", nodes, 0, a.timeout)
-        argv = redis_argv(a.redis_port + 3, a.var / "broker", aof="everysec")
-        ready = f"redis://127.0.0.1:{a.redis_port + 3}/0"
+        nodes, auth = [a.redis_port + i for i in range(3)], tuple(admin.split(":", 1))
+        stage.then = lambda: "cluster " + form_cluster("127.0.0.1", nodes, 0, a.timeout, auth)
+        argv = redis_argv(a.redis_port + 3, a.var / "broker", aof="everysec", acl=acl)
+        ready = f"redis://{admin}@127.0.0.1:{a.redis_port + 3}/0"
         stage.programs.append(Program("broker", argv, ready, stopwaitsecs=30))
-    elif not a.redis_url:  # every acknowledged write on disk before the reply
-        argv = redis_argv(a.redis_port, a.var / "redis", aof="always")
-        stage.programs.append(Program("redis", argv, a.store, stopwaitsecs=30))
+    else:  # every acknowledged write on disk before the reply
+        argv = redis_argv(a.redis_port, a.var / "redis", aof="always", acl=acl)
+        stage.programs.append(Program("redis", argv, a.urls["admin"], stopwaitsecs=30))
     return stage
 
 
@@ -163,6 +194,7 @@ def app_stage(a: argparse.Namespace, nginx: str | None) -> Stage:
                 "PORT": str(port),
                 "BIND": f"127.0.0.1:{port}",
                 "PROMETHEUS_MULTIPROC_DIR": metrics,
+                **({"REDIS_URL": a.urls[role]} if a.urls else {}),  # its role's Redis user
             }
             stage.programs.append(Program(name, argv, f"http://127.0.0.1:{port}{HEALTH}", env))
     for i in range(1, a.worker_processes + 1):
@@ -173,6 +205,8 @@ def app_stage(a: argparse.Namespace, nginx: str | None) -> Stage:
     stage.programs.append(celery("bots", "bots", "worker", "-Q", "bots", "--concurrency", cores))
     for name, app in (("beat", "scoring"), ("bots-beat", "bots")):
         stage.programs.append(celery(name, app, "beat", "-s", str(a.var / f"{name}-schedule")))
+    for program in stage.programs if a.urls else ():  # the workers' and beats' user
+        program.env.setdefault("REDIS_URL", a.urls["worker"])
     return stage
 
 
@@ -242,7 +276,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     env = {k: v for k, v in os.environ.items() if k not in ("BIND", "PORT")}
     env.update(REDIS_URL=a.store, SWEEP_SECONDS=str(a.sweep_seconds), PYTHONUNBUFFERED="1")
-    env.update({"BROKER_URL": a.broker} if a.broker else {})
     env.update({"WEB_CONCURRENCY": str(a.web_concurrency)} if a.web_concurrency else {})
     # Development: every request logged, any browser origin, webhooks to this machine, games
     # without an API key.
@@ -256,6 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if nginx:  # it reaches the services from this machine: its X-Forwarded-For counts
             env.setdefault("TRUSTED_PROXIES", "127.0.0.1,::1")
         stages = [store_stage(a), app_stage(a, nginx)]
+        env.update({"BROKER_URL": a.broker} if a.broker else {})  # its user's, once made
         stages += [proxy_stage(a, nginx, stages[1])] if nginx else []
     except (RuntimeError, OSError) as exc:
         print(f"make run: {exc}")
@@ -267,6 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = ", ".join(p.name for s in stages for p in s.programs)
     say(f"Carcassonne Cloud under supervisord: {parts}")
     say(f"  event store {safe(a.store)}, Celery broker {safe(a.broker or a.store)}")
+    if not a.redis_url:
+        say(f"  Redis users {', '.join(ROLES)} (default user off); passwords in {a.users}")
     say(f"  logs in {a.var}/log/<part>.log; supervisorctl -c {a.var}/supervisord.conf status")
     say(f"  CORS_ORIGINS={env['CORS_ORIGINS']}: the browser origins allowed (set it to narrow)")
     urls = served_at(a, nginx, why, say)

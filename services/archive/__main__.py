@@ -13,6 +13,7 @@ from collections import Counter
 
 import redis
 
+from services.redis_store.acl import default_url
 from services.scoring.config import from_env
 
 from . import open_archive
@@ -41,7 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         description="Finished games: what waits for the archive, archive the due ones now, "
         "or put one back into Redis (deploy/README.md, 'The archive').",
     )
-    parser.add_argument("--redis-url", default=settings["REDIS_URL"], help="the event store")
+    parser.add_argument(
+        "--redis-url",
+        default=default_url(settings["REDIS_URL"]),
+        help="the event store (default: REDIS_URL, else the admin user of `make run`'s)",
+    )
     parser.add_argument(
         "--archive-url",
         default=settings["ARCHIVE_URL"],

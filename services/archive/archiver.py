@@ -19,8 +19,8 @@ Everything that moves a game lives here:
   archive holds a copy read back and verified.
 - **Restore** (`Archiver.restore`): the archived game back into Redis (streams with their
   ids, markers, each command's record rebuilt from its events — without the request
-  fingerprint or the scorer's saves without events —, a tokenless secrets record), for
-  support.
+  fingerprint or the scorer's saves without events —, a tokenless secrets record and its
+  public seats record), for support. The removal deletes both records with everything else.
 
 Everything that affects a game's place lives in its Redis keys, its shard's due index and the
 archive's row: nothing in this process.
@@ -74,6 +74,7 @@ from services.redis_store.keys import (
     key_hooks_key,
     player_id_key,
     player_key,
+    seats_key,
     secrets_key,
     shard_of,
     status_key,
@@ -81,6 +82,7 @@ from services.redis_store.keys import (
     subscription_keys,
     subscriptions_key,
 )
+from services.redis_store.seats import public_seats
 
 log = logging.getLogger(__name__)
 CONSUMER = "archive"
@@ -394,7 +396,7 @@ class Archiver:
         for stream in STREAMS:
             base += game_keys(game_id, stream)
         keys = [base[0], base[3], base[1], base[4], base[2], base[5], archived_key(game_id)]
-        more = [secrets_key(game_id), game_subscriptions_key(game_id)]
+        more = [secrets_key(game_id), seats_key(game_id), game_subscriptions_key(game_id)]
         for sub in sorted(self._subs.get(game_id, set())):
             more += subscription_keys(game_id, sub)
         listed = _listed(shard, snap) if shard_of(game_id) == shard else []
@@ -511,6 +513,7 @@ class Archiver:
                 pipe.set(marker, game.markers[stream])
         record = {**game.meta.record, "tokens": {}, "seed": None}
         pipe.set(secrets_key(game_id), json.dumps(record))
+        pipe.set(seats_key(game_id), json.dumps(public_seats(record)))  # the query's part
         pipe.delete(archived_key(game_id))
         pipe.execute()
         shard, meta = index_shard(game_id), game.meta

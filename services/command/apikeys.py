@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import redis
 
+from services.redis_store.acl import default_url
 from services.redis_store.apikeys import KEYS, PREFIX, ApiKeys, bucket_key, key_hash
 from services.redis_store.connect import connect
 
@@ -29,7 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m services.command.apikeys",
         description="Manage the API keys of third-party callers (sent as X-Api-Key).",
     )
-    parser.add_argument("--redis-url", help="the event store's Redis (default: $REDIS_URL)")
+    parser.add_argument(
+        "--redis-url",
+        help="the event store's Redis (default: $REDIS_URL, else the admin user of `make run`'s)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     create = sub.add_parser("create", help="create a key and print it once")
     create.add_argument("--name", required=True, help="who the key is for, e.g. acme")
@@ -44,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; exit status 1 when a key to revoke does not exist, 2 on bad usage."""
     args = build_parser().parse_args(argv)
-    url = args.redis_url or from_env()["REDIS_URL"]
+    url = args.redis_url or default_url(from_env()["REDIS_URL"])  # make run's admin user
     keys = ApiKeys(connect(url, role="apikeys-cli", max_connections=1))  # a cluster too
     try:
         if args.command == "create":

@@ -7,9 +7,9 @@ hash is ever replaced (a re-issued token, `replace_token`):
 ``names`` (seat order) and, when the request gave any, ``player_ids`` (seat order, null for
 a seat without one: the apps' opaque user ids) and, when the creating request sent an API
 key, ``key_id`` (that key owns the game: its subscriptions cover it). The append script
-reads ``names`` and ``player_ids`` from it on a game's `GameStarted` to index the game by
-player name and id (services/redis_store/store.py); the query service reads those two keys
-only.
+Its public part (names, player ids, bots, owner, public) is written beside it, in the same
+step, as the game's seats record (services/redis_store/seats.py): the games directory and the
+query service read that one, never this (the query role's Redis user may not).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from typing import Any, Protocol
 import redis
 
 from services.redis_store import secrets_key
-from services.redis_store.keys import archived_key
+from services.redis_store.keys import archived_key, seats_key
 from services.redis_store.scripts import script
+from services.redis_store.seats import PUT_NEW_LUA, public_seats, write_both
 
 # KEYS: the secrets record. ARGV: seat, new token hash. The seat's token hash (whatever it
 # was) is replaced; returns 0 for a game without a record.
@@ -105,6 +106,7 @@ class RedisSecrets:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._replace = script(client, REPLACE_TOKEN_LUA)
+        self._put_new = script(client, PUT_NEW_LUA)
 
     @staticmethod
     def key(game_id: str) -> str:
@@ -112,12 +114,16 @@ class RedisSecrets:
         return secrets_key(game_id)
 
     def put(self, game_id: str, data: dict[str, Any]) -> None:
-        """See `Secrets.put`."""
-        self.client.set(self.key(game_id), json.dumps(data))
+        """See `Secrets.put`; the game's public seats record is written with it (one MULTI:
+        services/redis_store/seats.py)."""
+        write_both(self.client, game_id, data)
 
     def put_new(self, game_id: str, data: dict[str, Any]) -> bool:
-        """See `Secrets.put_new` (SET NX: atomic, so two racing requests cannot both win)."""
-        return bool(self.client.set(self.key(game_id), json.dumps(data), nx=True))
+        """See `Secrets.put_new` (SET NX in a script that writes the seats record too:
+        atomic, so two racing requests cannot both win)."""
+        seats = json.dumps(public_seats(data))
+        keys = [self.key(game_id), seats_key(game_id)]
+        return bool(self._put_new(keys=keys, args=[json.dumps(data), seats]))
 
     def get(self, game_id: str) -> dict[str, Any] | None:
         """See `Secrets.get`."""

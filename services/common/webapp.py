@@ -8,7 +8,7 @@ import hashlib
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import flask
 import flask_smorest
@@ -19,6 +19,7 @@ from marshmallow import Schema
 from webargs.flaskparser import FlaskParser
 
 from carcassonne.errors import GameError
+from services.redis_store.acl import user_of
 from services.redis_store.connect import connect, is_cluster_url
 
 from .api_doc import OPENAPI_VERSION
@@ -231,19 +232,37 @@ def cors_origins(raw: str) -> str | list[str]:
     return origins
 
 
+def _probe_client(url: str, service: str) -> redis.Redis:
+    """The probe's own client: one connection, 1 s timeouts."""
+    if is_cluster_url(url):
+        return connect(url, role=f"{service}:probe", max_connections=1, socket_timeout=1,
+                       connect_timeout=1)  # fmt: skip
+    return redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+
+
+class RedisRefused(RuntimeError):
+    """Redis refused REDIS_URL's credentials: the reason `/readyz` gives."""
+
+
 def _redis_probe(url: str, service: str) -> Callable[[], bool]:
     """PING for the readiness probe, with a short timeout (an unreachable Redis must not hang
     it). A cluster's client is made on the first probe (making it asks a node for the slot
-    map, which must not stop the app from starting) and PINGs every node."""
-    if not is_cluster_url(url):
-        return cast(Callable[[], bool], redis.Redis.from_url(
-            url, socket_timeout=1, socket_connect_timeout=1).ping)  # fmt: skip
+    map, which must not stop the app from starting) and PINGs every node. Credentials that
+    Redis refuses (a wrong password, a disabled user, none where the default user is off) are
+    said as such: the app starts and stays unready, saying why, rather than failing each
+    request with a 503 nobody can explain."""
     made: list[redis.Redis] = []
 
     def ping() -> bool:
-        if not made:
-            made.append(connect(url, role=f"{service}:probe", max_connections=1,
-                                socket_timeout=1, connect_timeout=1))  # fmt: skip
-        return bool(made[0].ping())
+        try:
+            if not made:
+                made.append(_probe_client(url, service))
+            return bool(made[0].ping())
+        except redis.AuthenticationError as exc:
+            user = user_of(url) or "default"
+            raise RedisRefused(
+                f"Redis refused REDIS_URL's user {user!r} ({exc}): check the user and "
+                "password in REDIS_URL (deploy/README.md, Redis users)"
+            ) from None
 
     return ping

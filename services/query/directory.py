@@ -17,11 +17,11 @@ last game looked at; ties at the same millisecond are ordered by id.
 Every listed game is described from its streams (the truth), and the filters are checked
 again on that description: a game from before the indexes (indexed by the backfill, not kept
 in step atomically) is never listed under a status it no longer has, and a game is listed only
-to the key its secrets record names (or, without a key, when the record says public).
+to the key its seats record names (or, without a key, when the record says public).
 
-Names, player ids and bot seats come from the command service's per-game secrets record;
-only ``names``, ``player_ids`` and ``bots`` are read from it: the seed and the token hashes
-never leave this module.
+Names, player ids, bot seats and owner come from the game's public seats record
+(services/redis_store/seats.py), written beside the command service's secrets record: the
+query service never reads the secrets (its Redis user may not: services/redis_store/acl.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 import redis
 
 from eventstore.envelope import MOVES, SCORES
-from services.redis_store import game_keys, secrets_key
+from services.redis_store import game_keys
 from services.redis_store.directory_index import DirectoryIndex, owner_of
 from services.redis_store.keys import (
     SHARDS,
@@ -46,6 +46,7 @@ from services.redis_store.keys import (
     player_id_key,
     player_key,
     public_key,
+    seats_key,
     status_key,
 )
 
@@ -67,7 +68,7 @@ def _names(raw: Any) -> list[str] | None:
 
 
 def _seats(raw: Any) -> tuple[list[str], list[str | None]] | None:
-    """Names and player ids (None where not given) of a secrets record, in seat order."""
+    """Names and player ids (None where not given) of a seats record, in seat order."""
     if raw is None:
         return None
     try:
@@ -83,7 +84,7 @@ def _seats(raw: Any) -> tuple[list[str], list[str | None]] | None:
 
 
 def _bots(raw: Any) -> list[dict[str, Any] | None] | None:
-    """The bot seats of a secrets record (None where a person plays), in seat order."""
+    """The bot seats of a seats record (None where a person plays), in seat order."""
     if raw is None:
         return None
     try:
@@ -136,17 +137,17 @@ class RedisDirectory:
         self.index = DirectoryIndex(client)
 
     def names(self, game_id: str) -> list[str] | None:
-        """The players' names in seat order, if the game has a secrets record."""
-        return _names(self.client.get(secrets_key(game_id)))
+        """The players' names in seat order, if the game has a seats record."""
+        return _names(self.client.get(seats_key(game_id)))
 
     def seats(self, game_id: str) -> tuple[list[str], list[str | None]] | None:
         """The players' names and player ids (None where not given), in seat order."""
-        return _seats(self.client.get(secrets_key(game_id)))
+        return _seats(self.client.get(seats_key(game_id)))
 
     def bots(self, game_id: str) -> list[dict[str, Any] | None] | None:
         """Each seat's bot ({"level", "think_ms"}; None: a person's seat), if the game has a
-        secrets record."""
-        return _bots(self.client.get(secrets_key(game_id)))
+        seats record."""
+        return _bots(self.client.get(seats_key(game_id)))
 
     def page(
         self,
@@ -286,11 +287,11 @@ class RedisDirectory:
         for game_id in ids:
             pipe.xrevrange(game_keys(game_id, MOVES)[0], count=1)
             pipe.xrevrange(game_keys(game_id, SCORES)[0], count=1)
-            pipe.get(secrets_key(game_id))
+            pipe.get(seats_key(game_id))
         replies = pipe.execute()
         out = []
         for i, game_id in enumerate(ids):
-            moves, scores, secret = replies[3 * i : 3 * i + 3]
+            moves, scores, record = replies[3 * i : 3 * i + 3]
             if not moves:
                 continue  # indexed, but its stream is gone (deleted by hand)
             entry_id, fields = moves[0]
@@ -300,7 +301,7 @@ class RedisDirectory:
                 data = {_text(k): _text(v) for k, v in scores[0][1].items()}["data"]
                 payload = json.loads(data)
                 totals = payload.get("final_scores", payload.get("totals"))
-            seats = _seats(secret)
+            seats = _seats(record)
             names, player_ids = seats if seats is not None else ([], [])
             out.append(
                 {
@@ -311,7 +312,7 @@ class RedisDirectory:
                     "seq": int(_text(entry_id).split("-", 1)[0]),
                     "updated_ms": int(last["t"]),
                     "scores": totals,
-                    "owner": owner_of(secret),  # (key id, public): checked, never shown
+                    "owner": owner_of(record),  # (key id, public): checked, never shown
                 }
             )
         return out

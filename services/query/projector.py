@@ -102,7 +102,7 @@ class Projector:
         self.store = store
         self.names = names
         self.seats = seats  # preferred to `names` when given: names and player ids at once
-        self.bots = bots  # which seats the computer plays (not in the log: the secrets record)
+        self.bots = bots  # which seats the computer plays (not in the log: the seats record)
         self.cache_size = max(1, cache_size)
         self.snapshot_every = max(1, snapshot_every)
         self.replay_games = max(1, replay_games)
@@ -263,7 +263,7 @@ class Projector:
     def _seat(self, game_id: str, entry: _Entry) -> None:
         """The seats' names and player ids: those the game's `GameStarted` logged (schema
         version 2), else — a game stored before the log named its seats — the directory's
-        (the secrets record), read once per cached game."""
+        (the seats record), read once per cached game."""
         started = entry.events[0] if entry.events else None
         if isinstance(started, GameStarted) and started.names is not None:
             entry.names, entry.player_ids = started.names, started.player_ids

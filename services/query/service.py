@@ -100,7 +100,7 @@ def _archived(store: EventStore, game_id: str) -> bool:
 def _falls(
     found: Callable[[str], T | None], store: EventStore, parse: Callable[[str], T | None]
 ) -> Callable[[str], T | None]:
-    """The directory's answer from the secrets record; for an archived game (whose record
+    """The directory's answer from the seats record; for an archived game (whose records
     left Redis), the same answer from the record kept in its copy."""
 
     def answer(game_id: str) -> T | None:

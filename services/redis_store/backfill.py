@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -45,6 +44,7 @@ import redis
 from carcassonne.progress import Progress
 from eventstore.envelope import MOVES, SCORES
 
+from .acl import default_url
 from .changes import changes_key
 from .connect import connect, is_cluster
 from .directory_index import owner_of, seats_of
@@ -220,8 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--redis-url",
-        default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0"),
-        help="the event store's Redis (redis:// or redis+cluster://); default $REDIS_URL",
+        default=default_url(),
+        help="the event store's Redis (redis:// or redis+cluster://); default $REDIS_URL, "
+        "else the admin user of `make run`'s",
     )
     parser.add_argument("--cursor", type=int, default=0, help="SCAN cursor to resume from")
     parser.add_argument(

@@ -16,8 +16,9 @@ redis-py's defaults are a design decision we make here, not inherit:
 A client is made once per process and role (`shared_client`): a forked child makes its own
 (connections are not fork-safe), everything in one process shares it.
 
-Redis Cluster: `redis+cluster://host:port[,host:port…]` (seed nodes; any reachable one is
-enough, the client learns the others from CLUSTER SLOTS) gives a `redis.cluster.RedisCluster`.
+Redis Cluster: `redis+cluster://[user:password@]host:port[,host:port…]` (seed nodes; any
+reachable one is enough, the client learns the others from CLUSTER SLOTS; the one user serves
+every node) gives a `redis.cluster.RedisCluster`.
 It keeps one pool per node, so `max_connections` bounds each node's pool (the same
 `BlockingConnectionPool`, same timeouts and names): a process holds at most
 `max_connections` × nodes. Reads go to primaries only (no `read_from_replicas`: the event
@@ -75,7 +76,8 @@ def connect(
         cluster = RedisCluster(
             # The `url` form makes every node's pool a `connection_pool_class` (redis-py
             # 8.1 builds a plain ConnectionPool per node otherwise); the rest are seeds too.
-            url=f"redis://{host}:{port}/0",
+            # Its credentials (a Redis user: services/redis_store/acl.py) serve every node.
+            url=f"redis://{cluster_userinfo(url)}{host}:{port}/0",
             startup_nodes=[ClusterNode(h, p) for h, p in rest],
             connection_pool_class=redis.BlockingConnectionPool,
             max_connections=max_connections,
@@ -121,9 +123,15 @@ def broker_url(broker: str, redis_url: str) -> str:
     return redis_url
 
 
+def cluster_userinfo(url: str) -> str:
+    """The ``user:password@`` of a `redis+cluster://user:password@host:port,…` URL, or ""."""
+    netloc = url[len(CLUSTER_SCHEME) :].split("/", 1)[0]
+    return netloc.rpartition("@")[0] + "@" if "@" in netloc else ""
+
+
 def cluster_nodes(url: str) -> list[tuple[str, int]]:
-    """The seed nodes of a `redis+cluster://host:port[,host:port…]` URL."""
-    rest = url[len(CLUSTER_SCHEME) :].split("/", 1)[0].split("?", 1)[0]
+    """The seed nodes of a `redis+cluster://[user:password@]host:port[,host:port…]` URL."""
+    rest = url[len(CLUSTER_SCHEME) :].split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
     nodes: list[tuple[str, int]] = []
     for item in filter(None, rest.split(",")):
         host, sep, port = item.rpartition(":")

@@ -10,8 +10,10 @@ list (so a game is listed as soon as its creation was answered), and the worker'
 keeps it current in the background; either may run it, any number at once.
 
 A game's names, player ids, API key and `public` flag are not in its events: the command
-service writes them to the game's secrets record before its first append (and never changes
-them), so the first change of a game is looked up there.
+service writes them to the game's public seats record (services/redis_store/seats.py) before
+its first append (and never changes them), so the first change of a game is looked up there
+(never in its secrets record: the query service runs this too, and its Redis user may not
+read secrets).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from .keys import (
     player_id_key,
     player_key,
     public_key,
-    secrets_key,
+    seats_key,
     status_key,
 )
 
@@ -44,7 +46,8 @@ ENDINGS = {"GameEnded": OVER, "GameAbandoned": ABANDONED}
 
 
 def seats_of(raw: Any) -> tuple[list[str], list[str]]:
-    """The names and the (given) player ids of a secrets record's JSON ([] when unreadable)."""
+    """The names and the (given) player ids of a seats (or secrets) record's JSON ([] when
+    unreadable)."""
     try:
         record = json.loads(raw) if raw is not None else {}
         names, ids = record.get("names"), record.get("player_ids")
@@ -58,7 +61,7 @@ def seats_of(raw: Any) -> tuple[list[str], list[str]]:
 
 def owner_of(raw: Any) -> tuple[str | None, bool]:
     """The API key that created (or imported) a game, and whether it is public, from its
-    secrets record's JSON ((None, False) when unreadable)."""
+    seats (or secrets) record's JSON ((None, False) when unreadable)."""
     try:
         record = json.loads(raw) if raw is not None else {}
         imported = record.get("imported")
@@ -89,7 +92,7 @@ class DirectoryIndex:
         ended = [c for c in moves if any(t in ENDINGS for t in c.types)]
         pipe = self.client.pipeline(transaction=False)
         for change in started:
-            pipe.get(secrets_key(change.game_id))
+            pipe.get(seats_key(change.game_id))
         for change in ended:
             pipe.zscore(games_key(shard), change.game_id)
         replies = pipe.execute()

@@ -24,8 +24,16 @@ def game_keys(game_id: str, stream: str) -> tuple[str, str, str]:
 
 
 def secrets_key(game_id: str) -> str:
-    """The command service's secrets record of a game (names, token hashes, draw seed)."""
+    """The command service's secrets record of a game (names, token hashes, draw seed). Only
+    the command and worker roles may read it (services/redis_store/acl.py)."""
     return _tag(game_id) + ":secrets"
+
+
+def seats_key(game_id: str) -> str:
+    """The public part of a game's secrets record (names, player ids, bot seats, owner key
+    id, public flag: services/redis_store/seats.py), written with it: what the query role
+    reads instead of the secrets."""
+    return _tag(game_id) + ":seats"
 
 
 # ------------------------------------------------------------------------ index shards

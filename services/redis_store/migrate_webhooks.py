@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
 import redis
 
+from .acl import default_url
 from .backfill import nodes
 from .changes import positions_key
 from .connect import connect
@@ -116,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--redis-url",
-        default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0"),
-        help="the event store's Redis (redis:// or redis+cluster://); default $REDIS_URL",
+        default=default_url(),
+        help="the event store's Redis (redis:// or redis+cluster://); default $REDIS_URL, "
+        "else the admin user of `make run`'s",
     )
     args = parser.parse_args(argv)
     client = connect(args.redis_url, role="migrate", max_connections=2)

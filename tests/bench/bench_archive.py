@@ -57,8 +57,10 @@ from services.redis_store.keys import (  # noqa: E402
     game_keys,
     index_shard,
     new_game_id,
+    seats_key,
     secrets_key,
 )
+from services.redis_store.seats import public_seats  # noqa: E402
 from tests.archive_games import scored, turns  # noqa: E402
 from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import check, exit_code, judge  # noqa: E402
@@ -97,12 +99,14 @@ def write_games(
         game_id = new_game_id(rng)
         seats = len(played[0][0].payload["players"])
         people = [rng.randrange(PLAYERS) for _ in range(seats)]
-        pipe.set(secrets_key(game_id), json.dumps({
+        record = {
             "seed": uuid.UUID(int=rng.getrandbits(128)).hex,
             "names": [f"Player {p}" for p in people],
             "tokens": {uuid.UUID(int=rng.getrandbits(128)).hex * 2: i for i in range(seats)},
             "player_ids": [f"user-{p}" for p in people],
-        }))  # fmt: skip
+        }
+        pipe.set(secrets_key(game_id), json.dumps(record))
+        pipe.set(seats_key(game_id), json.dumps(public_seats(record)))  # as the service does
         plans.append((game_id, played, by_move))
     pipe.execute()  # the secrets record before the first append, as the service writes it
     for game_id, played, _ in plans:

@@ -19,7 +19,7 @@ from services.redis_store import RedisEventStore, game_keys, secrets_key
 from services.redis_store.changes import Change, Follower, Write, changes_key
 from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.indexes import marker_number
-from services.redis_store.keys import new_game_id, shard_of
+from services.redis_store.keys import new_game_id, seats_key, shard_of
 from services.redis_store.store import APPEND_LUA
 from services.scoring import subscriptions
 from services.scoring.timer import TimerIndex
@@ -106,6 +106,7 @@ def write_finished_games(
             at = start_ms + i
             if key_id is not None:
                 pipe.set(secrets_key(game_id), json.dumps({"key_id": key_id}))
+                pipe.set(seats_key(game_id), json.dumps({"names": [], "key_id": key_id}))
             moves = [("GameStarted", 1, '{"players":2}'), ("GameEnded", 1, "{}")]
             for stream, marker, events in ((MOVES, "$seq", moves), (SCORES, "2", [])):
                 keys, args = _append_args(game_id, stream, at, marker, events)

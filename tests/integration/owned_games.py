@@ -4,7 +4,6 @@ tests/bench/bench_notify.py)."""
 
 from __future__ import annotations
 
-import json
 import random
 
 import redis
@@ -15,8 +14,9 @@ from carcassonne.state import GameState
 from eventstore.envelope import MOVES, SCORES
 from eventstore.schemas import to_new
 from eventstore.score_stream import score_events
-from services.redis_store import RedisEventStore, secrets_key
+from services.redis_store import RedisEventStore
 from services.redis_store.keys import derived_game_id
+from services.redis_store.seats import write_both
 
 
 def owned_game(client: redis.Redis, store: RedisEventStore, key_id: str, seed: int) -> str:
@@ -24,7 +24,7 @@ def owned_game(client: redis.Redis, store: RedisEventStore, key_id: str, seed: i
     _, events = random_game(random.Random(seed), 3)
     events = with_seats(events, ["A", "B", "C"], ["a", "b", "c"])
     game_id = derived_game_id(f"owned-{key_id}-{seed}".encode())
-    client.set(secrets_key(game_id), json.dumps({"names": ["A", "B", "C"], "key_id": key_id}))
+    write_both(client, game_id, {"names": ["A", "B", "C"], "key_id": key_id})
     store.append(game_id, MOVES, [to_new(e) for e in events], expected=0, command_id="c",
                  marker="$seq")  # fmt: skip
     return game_id

@@ -21,6 +21,7 @@ from services.archive.archiver import Archiver
 from services.redis_store import RedisEventStore
 from services.redis_store.apikeys import ApiKeys
 from services.redis_store.keys import archive_used_key, archived_key, secrets_key
+from services.redis_store.seats import write_both
 from tests.archive_games import play
 from tests.redis_server import private_redis
 
@@ -40,7 +41,7 @@ def make_game(client: redis.Redis, store: RedisEventStore, seed: int, key_id: st
     record = json.loads(client.get(secrets_key(game_id)) or b"{}")
     record.update(key_id=key_id, public=public)
     record["player_ids"][0] = pid
-    client.set(secrets_key(game_id), json.dumps(record))
+    write_both(client, game_id, record)
     time.sleep(0.002)  # creation times apart, mostly (ties are ordered by id)
     return {"id": game_id, "key": key_id, "public": public, "names": names, "pid": pid}
 

@@ -6,6 +6,7 @@ game half in each place (tests/postgres_server.py's private PostgreSQL for the o
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from services.redis_store.keys import (
     games_key,
     player_id_key,
     player_key,
+    seats_key,
     secrets_key,
     shard_of,
     status_key,
@@ -79,6 +81,8 @@ def test_a_finished_game_is_due_after_its_end_then_moved_and_restored_exactly(
 ) -> None:
     game_id = play(store, 1)
     before = hot(client, game_id)
+    seats = json.loads(client.get(seats_key(game_id)))
+    assert seats["names"] and "seed" not in seats and "tokens" not in seats
     archive = SqliteArchive(tmp_path / "a.sqlite3")
     archiver = Archiver(client, archive, after_ms=3_600_000)
     DirectoryIndex(client).catch_up()
@@ -107,6 +111,8 @@ def test_a_finished_game_is_due_after_its_end_then_moved_and_restored_exactly(
     assert client.exists(archived_key(game_id)) == 0
     assert None not in [client.zscore(k, game_id) for k in listed]
     assert '"tokens": {}' in client.get(secrets_key(game_id)).decode()
+    # The public seats record (the query's, issue 32 finding 11) is back with the secrets.
+    assert json.loads(client.get(seats_key(game_id))) == seats
     # In both places now: the next run only removes (the copy verifies).
     client.zadd(archive_due_key(shard), {game_id: 0})
     assert archiver.run() == {"removed": 1}

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from deploy.local.host import free_ports
+from services.redis_store.acl import local_url
 from tests.integration.http_client import call
 from tests.integration.test_suite_run import Runner, suite_runner
 
@@ -255,7 +256,10 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
                 (work / entry.name).symlink_to(entry)
         own = ("ADDRESS_WRITE_RATE", "API_KEY_RATE", "GAME", "KEY")  # as a reader has them
         env = {k: v for k, v in os.environ.items() if k not in own}
-        env.update(BASE=f"http://127.0.0.1:{ports[1]}", REDIS_URL=f"redis://127.0.0.1:{ports[0]}/0")
+        # The key CLI reaches the suite's Redis as its admin user (the default user is off).
+        admin = local_url("admin", base / "var" / "redis-users")
+        assert admin is not None and admin.endswith(f"@127.0.0.1:{ports[0]}/0")
+        env.update(BASE=f"http://127.0.0.1:{ports[1]}", REDIS_URL=admin)
         suite = Suite(runner, env, work, {})
         cli = [".venv/bin/python", "-m", "services.command.apikeys"]  # docs/integration.md
         made = subprocess.run([*cli, "create", "--name", "docs", "--json"], cwd=work, env=env,

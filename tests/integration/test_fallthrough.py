@@ -25,6 +25,7 @@ from services.command.apikeys import ApiKeys
 from services.command.secrets_store import token_hash
 from services.redis_store import RedisEventStore
 from services.redis_store.keys import archived_key, secrets_key
+from services.redis_store.seats import write_both
 from services.scoring.scorer import Scorer
 from tests.archive_games import play
 from tests.integration.http_client import gunicorn
@@ -72,7 +73,7 @@ def finished_game(client: redis.Redis, store: RedisEventStore, seed: int, key_id
     record = json.loads(client.get(secrets_key(game_id)) or b"{}")
     record["tokens"] = {token_hash(TOKEN): 0}
     record["key_id"] = key_id
-    client.set(secrets_key(game_id), json.dumps(record))
+    write_both(client, game_id, record)
     return game_id
 
 

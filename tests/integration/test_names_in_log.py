@@ -34,6 +34,7 @@ from services.command.secrets_store import RedisSecrets
 from services.query.app import create_app as create_query_app
 from services.redis_store import RedisEventStore, secrets_key
 from services.redis_store.keys import new_game_id
+from services.redis_store.seats import write_both
 
 from .games import play
 from .http_client import api_key
@@ -95,10 +96,11 @@ def test_a_created_game_names_its_seats_in_its_first_event(command, query, redis
         {"name": "Ann Lee", "player_id": ann},
     ]
     play(command, game_id, tokens, random.Random(5), turns=4)
-    # The secrets record is no longer where readers look for a new game's names: change
-    # the names in it (this test's own game) and every reader still shows the logged ones.
+    # The secrets and seats records are no longer where readers look for a new game's
+    # names: change the names in both (this test's own game) and every reader still shows
+    # the logged ones.
     secrets = json.loads(redis_client.get(secrets_key(game_id)))
-    redis_client.set(secrets_key(game_id), json.dumps({**secrets, "names": ["x", "y"]}))
+    write_both(redis_client, game_id, {**secrets, "names": ["x", "y"]})
     expected = [('Bob "B" #1', None), ("Ann Lee", ann)]
     assert seats_of(query, game_id) == expected
     exported = command.test_client().get(f"/games/{game_id}/record").get_json()

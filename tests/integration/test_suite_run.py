@@ -46,6 +46,7 @@ from deploy.local.supervise import connect
 from eventstore.envelope import MOVES, SCORES
 from eventstore.score_stream import GAME_SCORED, score_events
 from services.redis_store import RedisEventStore
+from services.redis_store.acl import local_url
 from tools import gameclient
 
 pytestmark = pytest.mark.slow  # whole suites and supervisord: processes killed and restarted
@@ -543,7 +544,9 @@ def test_a_game_survives_a_redis_crash_and_is_scored_in_full(tmp_path: Path) -> 
         where = f"{urls}, event store redis://127.0.0.1:{redis_port}/0"
         record = json.loads((var / "run" / "suite.json").read_text())
         assert record == {"pid": run.proc.pid, "where": where}
-        store = RedisEventStore(redis.Redis(port=redis_port))
+        admin = local_url("admin", var / "redis-users")  # its Redis has users: the admin's
+        assert admin is not None and admin.endswith(f"@127.0.0.1:{redis_port}/0")
+        store = RedisEventStore(redis.Redis.from_url(admin))
         game = gameclient.create_game(command, ["Ada", "Brunel", "Curie"])
         rng = random.Random(2024)
         gameclient.play_game(command, game, rng, meeple_chance=0.5, stop_after=25)

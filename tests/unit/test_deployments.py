@@ -354,3 +354,57 @@ def test_every_part_that_reads_the_archive_reads_the_same_one() -> None:
             for e in c.get("envFrom", [])
         ]
         assert "carcassonne-env" in sources, (part, sources)
+
+
+ROLE_OF = {"command": "command", "query": "query", "worker": "worker", "beat": "worker",
+           "bots": "worker", "bots-beat": "worker"}  # fmt: skip
+
+
+def role_of(name: str) -> str:
+    """The Redis user a part connects as, by its name (command-1, query-2, bots-beat, …)."""
+    return ROLE_OF[name if name in ROLE_OF else name.rsplit("-", 1)[0]]
+
+
+def test_every_part_connects_to_redis_as_its_roles_user(tmp_path: Path) -> None:
+    """Issue 32, finding 11: in Compose, Kubernetes and `make run` each part's REDIS_URL names
+    its role's Redis user (services/redis_store/acl.py) and every BROKER_URL the broker's;
+    Compose's Redis starts with the ACL file the code writes from the same passwords."""
+    from services.redis_store.acl import user_of
+
+    services = yaml.safe_load(expand_compose(COMPOSE.read_text()))["services"]
+    parts = {n: s for n, s in services.items() if n.startswith(tuple(ROLE_OF))}
+    assert len(parts) >= 8, sorted(parts)
+    passwords = services["redis-acl"]["environment"]
+    assert "services.redis_store.acl" in " ".join(argv_of(services["redis-acl"]["command"]))
+    assert "--aclfile" in services["redis"]["command"]
+    assert "redis-acl" in services["redis"]["depends_on"]
+    for name, service in parts.items():
+        env = service["environment"]
+        for key, role in (("REDIS_URL", role_of(name)), ("BROKER_URL", "broker")):
+            assert user_of(env[key]) == role, (name, key)
+            secret = env[key].partition("://")[2].rpartition("@")[0].partition(":")[2]
+            assert secret == passwords[f"REDIS_{role.upper()}_PASSWORD"], (name, key)
+    # Kubernetes: each workload reads its role's Secret, whose URLs name that user.
+    resources = yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"]
+    assert "redis-users.yaml" in resources
+    assert "REDIS_URL" not in yaml.safe_load((K8S / "configmap.yaml").read_text())["data"]
+    secrets = {
+        d["metadata"]["name"]: d["stringData"]
+        for d in yaml.safe_load_all((K8S / "redis-users.yaml").read_text())
+    }
+    for part in ROLE_OF:
+        doc = next(d for d in yaml.safe_load_all((K8S / f"{part}.yaml").read_text())
+                   if d and d["kind"] in ("Deployment", "StatefulSet"))  # fmt: skip
+        (container,) = doc["spec"]["template"]["spec"]["containers"]
+        refs = [e["secretRef"]["name"] for e in container["envFrom"] if "secretRef" in e]
+        assert refs == [f"carcassonne-redis-{role_of(part)}"], (part, refs)
+        data = secrets[refs[0]]
+        assert user_of(data["REDIS_URL"]) == role_of(part)
+        assert user_of(data.get("BROKER_URL", "redis://broker:x@h/0")) == "broker"
+    # make run: the supervisord programs' own REDIS_URL and the broker's user.
+    a = run.parse_args(["--var", str(tmp_path)])
+    stages = [run.store_stage(a), run.app_stage(a, None)]
+    for program in stages[1].programs:
+        assert user_of(program.env["REDIS_URL"]) == role_of(program.name), program.name
+    assert user_of(a.broker) == "broker" and (tmp_path / "redis-users" / "users.acl").exists()
+    assert any("--aclfile" in p.argv for p in stages[0].programs)
