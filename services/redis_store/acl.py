@@ -49,7 +49,7 @@ COMMANDS = " ".join([
 ])  # fmt: skip
 QUERY_KEYS = (
     "%R~{g:*}:moves", "%R~{g:*}:scores", "%R~{g:*}:marker:*", "%R~{g:*}:seats",
-    "%R~{g:*}:archived", "%R~archive:used", "%R~{apikeys}:keys",
+    "%R~{g:*}:archived", "%R~archive:used", "%R~{apikeys}:keys", "%R~{k:*}:ratings*",
     "~{apikeys}:bucket:*", "~{rl:*}:bucket", "~{ix*}:*",
 )  # fmt: skip
 # Celery's queues (services/common/celery_conf.py), pidbox replies (`celery inspect ping`)

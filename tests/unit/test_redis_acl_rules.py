@@ -19,6 +19,8 @@ from services.redis_store.acl import (
 )
 from services.redis_store.apikeys import KEYS as API_KEYS
 from services.redis_store.changes import changes_key, positions_key
+from services.redis_store.ratings import board_key, history_key
+from services.redis_store.ratings import pool_key as ratings_pool_key
 from services.redis_store.keys import (
     archive_used_key,
     archived_key,
@@ -58,7 +60,8 @@ def test_the_query_reads_its_keys_and_no_secret_of_any_game() -> None:
         assert all(matched(k, query) for k in public), game_id
         assert not any(matched(k, query) for k in secret), game_id
     shared = [games_key(3), player_key(7, "ann"), changes_key(5), positions_key(5),
-              archive_used_key(), API_KEYS]  # fmt: skip
+              archive_used_key(), API_KEYS, ratings_pool_key("k_1", "classic"),
+              board_key("k_1", "hand"), history_key("k_1", "classic", "bot:greedy")]  # fmt: skip
     assert all(matched(k, query) for k in shared)
     assert not matched(subscriptions_key("k_1"), query) and not matched(key_hooks_key("k_1"), query)
 
