@@ -19,8 +19,6 @@ from services.redis_store.acl import (
 )
 from services.redis_store.apikeys import KEYS as API_KEYS
 from services.redis_store.changes import changes_key, positions_key
-from services.redis_store.ratings import board_key, history_key
-from services.redis_store.ratings import pool_key as ratings_pool_key
 from services.redis_store.keys import (
     archive_used_key,
     archived_key,
@@ -35,6 +33,8 @@ from services.redis_store.keys import (
     subscription_keys,
     subscriptions_key,
 )
+from services.redis_store.ratings import board_key, history_key
+from services.redis_store.ratings import pool_key as ratings_pool_key
 
 
 def patterns(found: tuple[str, ...]) -> list[str]:
