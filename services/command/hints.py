@@ -43,6 +43,9 @@ HINTS = Counter(
 )
 
 
+RETRY_FLOOR_MS = 200  # the soonest a pending hint says to ask again (its poll is cheap, not free)
+
+
 class HintUnavailable(GameError):
     """The bot worker did not answer the hint in time, or its task could not be sent."""
 
@@ -124,7 +127,7 @@ def pending(
     """A 202 for a hint not to be shown yet: the same whether the worker is still at it or
     done (only when it was asked and its duration say when to come back)."""
     ms = int(record["ms"])
-    left = max(100, int(record["asked_ms"]) + ms - now_ms)
+    left = max(RETRY_FLOOR_MS, int(record["asked_ms"]) + ms - now_ms)
     body = {"status": "pending", "game_id": game_id, "seq": seq, "player": seat,
             "level": level, "think_ms": ms, "retry_after_ms": left}  # fmt: skip
     return HintReply(202, body, left)

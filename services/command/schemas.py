@@ -598,7 +598,7 @@ class HintPending(Closed):
     retry_after_ms = fields.Integer(
         required=True,
         metadata={
-            "description": "when to ask again, in ms (at least 100): when the hint's duration "
+            "description": "when to ask again, in ms (at least 200): when the hint's duration "
             "from its asking has passed; Retry-After says it in whole seconds"
         },
     )
