@@ -110,13 +110,16 @@ def hint(desk: HintDesk | None, game_id: str, cached: Cached, seat: int, level: 
         if not desk.send([owner, game_id, seq, level, record["nonce"], ms, desk.think_ms]):
             desk.store.abandon(owner, game_id, seq, level, record)
             raise unavailable("the hint could not be handed to the bot worker")
-    elif record["state"] == "ready" and now_ms >= int(record["ready_ms"]):
-        HINTS.labels(level, "answered").inc()
-        return HintReply(200, dict(json.loads(record["answer"])))
     elif record["state"] == "pending" and now_ms > int(record["due_ms"]):
         if desk.store.abandon(owner, game_id, seq, level, record):
             HINTS.labels(level, "given_up").inc()
-        raise unavailable("the bot worker did not work the hint out in time")
+            raise unavailable("the bot worker did not work the hint out in time")
+        record = desk.store.get(owner, game_id, seq, level)  # answered just now (or given up)
+        if record is None:
+            raise unavailable("the bot worker did not work the hint out in time")
+    if record["state"] == "ready" and now_ms >= int(record["ready_ms"]):
+        HINTS.labels(level, "answered").inc()
+        return HintReply(200, dict(json.loads(record["answer"])))
     HINTS.labels(level, "pending").inc()
     return pending(game_id, seq, level, seat, record, now_ms)
 
