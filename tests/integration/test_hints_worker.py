@@ -25,11 +25,12 @@ import pytest
 import redis
 
 from services.redis_store.apikeys import ApiKeys
-from services.redis_store.bot_budget import day_key
+from services.redis_store.bot_budget import day_key, hints_key
+from services.redis_store.hint_store import HintStore, Limits
 from tests.redis_server import private_redis
 from tools.gameclient import hint as await_hint
 
-from .http_client import call, gunicorn
+from .http_client import call, free_port, gunicorn
 from .workers import BOTS_APP, Process, celery_env, running, worker
 
 pytestmark = pytest.mark.integration
@@ -219,3 +220,43 @@ def test_with_no_bot_worker_a_hint_answers_503_in_time_and_its_charge_is_given_b
                                     call)  # fmt: skip
     assert status == 200 and answer["level"] == "greedy", answer
     assert day_charge(stack, key) == pytest.approx(FLOOR_MS / 1000)
+
+
+def test_a_worker_late_for_a_hint_given_up_writes_nothing(stack: Stack) -> None:
+    """HintStore on the real Redis: a hint given up (its charges back, its in-flight entry
+    gone) is not written by a worker that comes to it later; asked again, it is a new ask
+    (another nonce), which that late worker cannot answer either."""
+    store = HintStore(stack.client)
+    limits = Limits(in_flight=100, day=100, seat=10, at_once=4)
+    record, new, refused = store.ask("k_late", "g-late", 3, "greedy", 0, 150, 1_000, limits)
+    assert new and refused is None and record is not None
+    assert stack.client.zcard(hints_key("k_late")) == 1
+    assert store.abandon("k_late", "g-late", 3, "greedy", record)
+    assert not store.abandon("k_late", "g-late", 3, "greedy", record)  # once
+    assert stack.client.zcard(hints_key("k_late")) == 0
+    assert float(stack.client.get(day_key("k_late", time.time())) or 0) == 0
+    assert not store.done("k_late", "g-late", 3, "greedy", 150, record["nonce"], {"x": 1}, 0)
+    assert store.get("k_late", "g-late", 3, "greedy") is None
+    again, new, _ = store.ask("k_late", "g-late", 3, "greedy", 0, 150, 1_000, limits)
+    assert new and again is not None and again["nonce"] != record["nonce"]
+    assert not store.done("k_late", "g-late", 3, "greedy", 150, record["nonce"], {"x": 1}, 0)
+    assert store.done("k_late", "g-late", 3, "greedy", 150, again["nonce"], {"x": 2}, 5)
+    written = store.get("k_late", "g-late", 3, "greedy")
+    assert written is not None and written["state"] == "ready" and written["ready_ms"] == 5
+    assert json.loads(written["answer"]) == {"x": 2} and written["asked_ms"] == again["asked_ms"]
+
+
+def test_a_hint_whose_task_cannot_be_sent_answers_503_at_once(stack: Stack) -> None:
+    """The broker is down (nothing listens at BROKER_URL): the hint answers 503
+    `hint_unavailable` at once, never a request that hangs, and charges nothing."""
+    env = {**celery_env(stack.url, **SETTINGS), "BROKER_URL": f"redis://127.0.0.1:{free_port()}/1"}
+    with gunicorn("services.command.wsgi:app", "deploy/gunicorn/command.py", env, 1) as base:
+        key = stack.key()
+        status, created = call(base, "POST", "/games", HINTS_GAME, key)
+        assert status == 201, created
+        t0 = time.perf_counter()
+        status, refused = call(base, "GET", f"/games/{created['game_id']}/hint?level=mcts",
+                               headers=bearer(created["players"][0]["token"]))  # fmt: skip
+        took = time.perf_counter() - t0
+    assert (status, refused["code"]) == (503, "hint_unavailable") and took < 3, (refused, took)
+    assert day_charge(stack, key) == 0
