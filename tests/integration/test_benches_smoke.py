@@ -42,7 +42,7 @@ def benches() -> list[str]:
 def needs(name: str) -> None:
     """Skip, with the helper's reason, when the benchmark's own server or browser is missing
     (nginx in front of the services, Chromium for the viewer)."""
-    if name in ("proxy", "instances", "costly"):
+    if name in ("proxy", "instances"):
         binary, why = private_nginx.find_nginx()
         if binary is None:
             pytest.skip(why)
