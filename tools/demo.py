@@ -22,9 +22,9 @@ from carcassonne.track import SPACES, track_position
 from tools.gameclient import (
     Game,
     GameError,
-    call,
     choose,
     create_game,
+    hint,
     play_game,
     query_scores,
     totals,
@@ -51,8 +51,8 @@ def ask_human(command: str, game: Game, rng: random.Random) -> dict[str, Any]:
         if answer[0] == "h":
             seat = int(view["player"])
             auth = {"Authorization": f"Bearer {game.tokens[seat]}"}
-            _, hint = call(command, "GET", f"/games/{game.game_id}/hint", headers=auth)
-            out.write(f"hint: {hint}\n")
+            _, answer = hint(command, game.game_id, auth)  # pending (202) until worked out
+            out.write(f"hint: {answer}\n")
             continue
         try:
             placement = options[int(answer[0])]

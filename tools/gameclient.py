@@ -52,6 +52,25 @@ def call(
         return status, payload.decode(errors="replace")
 
 
+def hint(
+    base: str,
+    game_id: str,
+    headers: dict[str, str],
+    level: str = "greedy",
+    timeout: float = 30.0,
+    call: Callable[..., tuple[int, Any]] = call,
+) -> tuple[int, Any]:
+    """GET /games/{id}/hint, asked again at its `Location` after `retry_after_ms` while it
+    answers 202 (the bot worker is working it out), until another answer or `timeout`
+    seconds: (status, body) of the last answer. `call` is the request (tests pass theirs)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, body = call(base, "GET", f"/games/{game_id}/hint?level={level}", headers=headers)
+        if status != 202 or time.monotonic() > deadline:
+            return status, body
+        time.sleep(min(1.0, int(body["retry_after_ms"]) / 1000))
+
+
 def call_retrying(base: str, method: str, path: str, **kw: Any) -> tuple[int, Any]:
     """`call`, retried on a refused connection or a 5xx (safe only for idempotent requests)."""
     for attempt in range(RETRIES):

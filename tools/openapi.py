@@ -100,6 +100,10 @@ HEADERS: dict[str, dict[str, Any]] = {
         "schema": {"type": "string", "enum": ["true"]},
     },
     "Vary": _header("Accept: the representation depends on it"),
+    "Location": _header(
+        "where to ask again for what is pending (a hint: this same URL)",
+        "/games/5f0c2d1e/hint?level=mcts",
+    ),
     "Server-Timing": _header("the view's own time in the server, in milliseconds", "view;dur=1.52"),
 }
 
@@ -161,13 +165,17 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "TooManyRequests",
         "rate_limited: this API key's rate limit, or this client address's limit on "
         "writes (every POST, PUT, PATCH or DELETE, refused ones too), is used up; retry "
-        "after Retry-After seconds",
+        "after Retry-After seconds. Bot time (docs/bots.md): bot_budget_exceeded (the API "
+        "key's bot seconds in flight, or its hints at once: details.budget), "
+        "bot_day_budget_exceeded (its bot seconds today, UTC), hint_budget_exceeded (the "
+        "seat's hint seconds in this game)",
         ("Retry-After",),
     ),
     503: (
         "ServiceUnavailable",
         "store_unavailable, not_replicated (retry with the same Idempotency-Key), "
-        "too_many_streams, worker_unreachable (a ping not handed to the worker)",
+        "too_many_streams, worker_unreachable (a ping not handed to the worker), "
+        "hint_unavailable (the bot worker did not answer a hint in time)",
         ("Retry-After",),
     ),
 }
@@ -235,9 +243,10 @@ OPERATIONS: dict[tuple[str, str], Op] = {
     ),
     ("get", "/games/{game_id}/hint"): Op(
         "getHint",
-        (401, 403, 404, 409, 422, 503),
+        (401, 403, 404, 409, 422, 429, 503),
         security="bearerAuth",
-        examples={200: ex.HINT},
+        headers={200: ("Cache-Control",), 202: ("Cache-Control", "Location", "Retry-After")},
+        examples={200: ex.HINT, 202: ex.HINT_PENDING},
     ),
     ("post", "/games/{game_id}/undo"): Op(
         "requestUndo",

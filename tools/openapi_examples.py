@@ -80,7 +80,17 @@ HINT: dict[str, Any] = {
     "meeple": {"feature": "city", "edge": "E"},
     "value": 4.25,
     "playouts": 0,
-    "think_ms": 3,
+    "think_ms": 150,
+}
+
+HINT_PENDING: dict[str, Any] = {
+    "status": "pending",
+    "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "seq": 8,
+    "player": 1,
+    "level": "mcts",
+    "think_ms": 500,
+    "retry_after_ms": 480,
 }
 
 HAND: dict[str, Any] = {

@@ -14,7 +14,8 @@ NGINX_TEMPLATES = ROOT / "deploy" / "nginx"
 PLACEHOLDER = re.compile(r"\$\{(CC_[A-Z0-9_]+)\}")
 # The per-client limits at the proxy (public.conf.template; deploy/README.md): the values of
 # docker-compose.yml and deploy/k8s/proxy.yaml too, unless a caller gives its own.
-LIMITS = {"CC_LIVE_PER_CLIENT": "100", "CC_COSTLY_RATE": "10r/s", "CC_COSTLY_BURST": "50"}
+LIMITS = {"CC_LIVE_PER_CLIENT": "100", "CC_COSTLY_RATE": "10r/s", "CC_COSTLY_BURST": "50",
+          "CC_COSTLY_TOTAL_RATE": "20r/s", "CC_COSTLY_TOTAL_BURST": "60"}  # fmt: skip
 
 
 def nginx_limits(wanted: int = 65536) -> tuple[int, int]:

@@ -14,6 +14,9 @@ worker watches) and re-sends the task for the games that are overdue (a lost tas
 killed mid-think). Tasks are acknowledged late and rejected when their worker is lost, so
 the broker hands a killed worker's task out again; the append's command id
 ``bot:<game>:<seq>`` makes every copy play the turn at most once.
+
+Hints (``bots.hint``, services/bots/hints.py) are worked out here too, asked for by the
+command service on the same queue: their search holds this process, never a web worker.
 """
 
 from __future__ import annotations
@@ -33,9 +36,12 @@ from services.common.observability import setup_logging
 from services.redis_store import RedisEventStore
 from services.redis_store.bot_index import QUEUE, TASK, drop, due_games, secrets_of, set_due
 from services.redis_store.connect import broker_url, shared_client
+from services.redis_store.hint_store import TASK as HINT_TASK
+from services.redis_store.hint_store import HintStore
 
 from .config import from_env
 from .feed import BotFeed
+from .hints import work_out
 from .player import GONE, HUMAN, OVER, PLAYED, WAITING, BotPlayer
 
 log = logging.getLogger(__name__)
@@ -65,6 +71,8 @@ THINK = Histogram(
 # A move whose work overran its fixed duration (services/common/pace.py) was appended late,
 # and its gap is its work's: a MOVE_FLOOR_MS too low for the machine.
 LATE = Counter("carcassonne_bot_moves_late_total", "Bot moves whose work overran their pace")
+
+HINTS = Counter("carcassonne_bot_hints_total", "Hints worked out by the bot worker", ["level"])
 
 _player: BotPlayer | None = None
 _lock = threading.Lock()
@@ -175,6 +183,28 @@ def _human_next(client: Any, game_id: str, deadline_ms: int | None) -> None:
     if deadline_ms is not None:
         later = min(later, deadline_ms + 2_000)
     set_due(client, game_id, later)
+
+
+@app.task(name=HINT_TASK)
+def hint(owner: str, game_id: str, seq: int, level: str, nonce: str, ms: int, think_ms: int) -> str:
+    """Work out a hint the command service asked for (services/bots/hints.py) and write it with
+    the time it may be shown; nothing if it was given up on or its game moved on."""
+    store = HintStore(_client())
+    if not store.is_pending(owner, game_id, seq, level, nonce):
+        store.drop(owner, game_id, seq, level, ms)
+        return "gone"
+    think_ms = min(think_ms, settings["MAX_THINK_MS"])
+    worked = work_out(
+        player().store, lambda g: secrets_of(_client(), g), game_id, seq, level, ms, think_ms
+    )
+    if worked is None:
+        store.drop(owner, game_id, seq, level, ms)
+        return "moved_on"
+    answer, ready_ms = worked
+    HINTS.labels(level).inc()
+    if not store.done(owner, game_id, seq, level, ms, nonce, answer, ready_ms):
+        return "gone"
+    return "done"
 
 
 _feed: BotFeed | None = None

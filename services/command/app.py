@@ -29,9 +29,12 @@ from services.common.webapp import Blueprint, checked_game_id, new_app
 from services.redis_store import RedisEventStore
 from services.redis_store.bot_budget import BotBudget
 from services.redis_store.connect import broker_url
+from services.redis_store.hint_store import QUEUE as HINT_QUEUE
+from services.redis_store.hint_store import TASK as HINT_TASK
+from services.redis_store.hint_store import HintStore, Limits
 from services.redis_store.replication import NotReplicated
 
-from . import integration, subscription_views, undo_api
+from . import hints, integration, subscription_views, undo_api
 from .client import command_client
 from .config import from_env
 from .handlers import TurnResult
@@ -41,6 +44,7 @@ from .schemas import (
     CreateGameIn,
     HandView,
     HintOut,
+    HintPending,
     HintQuery,
     ReissuedToken,
     TurnIn,
@@ -281,23 +285,48 @@ class Hand(MethodView):
 class Hint(MethodView):
     @blp.arguments(HintQuery(), location="query")
     @blp.response(200, HintOut())
-    def get(self, query: dict[str, Any], game_id: str) -> dict[str, Any]:
-        """The move a bot would play now for the token's seat, with its estimated value.
+    @blp.alt_response(202, schema=HintPending(), description="Accepted: the hint is pending")
+    def get(self, query: dict[str, Any], game_id: str) -> Response:
+        """The move a bot would play now for the token's seat, with its estimated value,
+        worked out by the bot worker: 202 (`Location`: this URL, `Retry-After`) until it is
+        ready, then 200 with the hint. Ask again at `Location` after Retry-After seconds (or
+        `retry_after_ms`).
 
         Only in a game created with `ruleset.hints: true` (else 403 hints_disabled), only for
         the seat to move (else 409 not_your_turn). `level` picks the bot (default greedy).
-        A hint searched for the request takes a fixed time, whatever the seat's hand: mcts
-        the service's HINT_THINK_MS (500 ms), greedy and random HINT_FLOOR_MS (150 ms); one
-        asked for again is answered at once."""
-        auth = request.headers.get("Authorization", "")
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-        return _service().hint(
-            checked_game_id(game_id),
-            token,
-            query["level"],
-            current_app.config["HINT_THINK_MS"],
-            current_app.config["HINT_FLOOR_MS"],
-        )
+        A hint takes a fixed time from when the worker starts it, whatever the seat's hand:
+        mcts the service's HINT_THINK_MS (500 ms), greedy and random HINT_FLOOR_MS (150 ms);
+        one asked for again is answered at once and costs nothing. Each searched hint counts
+        against the seat's hint seconds in the game and its API key's bot seconds (in flight,
+        per day, hints at once): 429 `hint_budget_exceeded`, `bot_budget_exceeded` or
+        `bot_day_budget_exceeded` beyond them. 503 `hint_unavailable` when the bot worker
+        did not answer in time (HINT_WAIT_MS past the hint's duration): ask again later."""
+        reply = _service().hint(checked_game_id(game_id), _bearer(), query["level"])
+        response = _json_response(reply.body)
+        response.headers["Cache-Control"] = "private, no-store"  # one seat's, and it moves on
+        if reply.status == 202:
+            response.status_code = 202
+            response.headers["Location"] = f"/games/{game_id}/hint?level={query['level']}"
+            response.headers["Retry-After"] = hints.retry_after(reply)
+        return response
+
+
+def hint_desk(config: dict[str, Any], client: redis.Redis, tasks: TaskSender) -> hints.HintDesk:
+    """Where this service asks the bot worker for hints, with the budgets they count against."""
+    limits = Limits(
+        in_flight=config["BOT_SECONDS_IN_FLIGHT"],
+        day=config["BOT_SECONDS_PER_DAY"],
+        seat=config["HINT_SECONDS_PER_SEAT"],
+        at_once=config["HINTS_IN_FLIGHT"],
+    )
+    return hints.HintDesk(
+        HintStore(client, int(config["HINT_KEEP_SECONDS"] * 1000)),
+        lambda args: tasks.send(HINT_TASK, HINT_QUEUE, args),
+        limits,
+        config["HINT_THINK_MS"],
+        config["HINT_FLOOR_MS"],
+        config["HINT_WAIT_MS"],
+    )
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -324,7 +353,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             # Turns change cached states in place only when one thread serves the process.
             in_place=int(os.environ.get("GUNICORN_THREADS", "1")) <= 1,
             undo_seconds=app.config["UNDO_SECONDS"],
-            bot_budget=BotBudget(client, app.config["BOT_SECONDS_IN_FLIGHT"]),
+            bot_budget=BotBudget(
+                client, app.config["BOT_SECONDS_IN_FLIGHT"], app.config["BOT_SECONDS_PER_DAY"]
+            ),
+            hint_desk=hint_desk(app.config, client, tasks),
             move_floor_ms=app.config["BOT_MOVE_FLOOR_MS"],
             # Archived games' whole logs (GET /games/{id}/record, imports), read only.
             archive_reads=FallThroughStore(

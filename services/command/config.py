@@ -44,11 +44,19 @@ DEFAULTS: dict[str, Any] = {
     "ANONYMOUS_GAMES": False,
     "WEBHOOK_QUEUE": "webhooks",  # where the scoring worker's webhook tasks are sent
     "WEBHOOK_ALLOW_PRIVATE": False,  # accept hook URLs on loopback/private addresses (dev, tests)
-    # Hints (docs/bots.md) take a fixed time whatever the seat's hand: an mcts hint its
-    # HINT_THINK_MS for the whole request (it holds a gunicorn worker that long), a greedy or
-    # random one HINT_FLOOR_MS (never less; above a greedy hint's work, ~60 ms at most).
+    # Hints (docs/bots.md) are worked out by the bot worker and take a fixed time whatever
+    # the seat's hand: an mcts hint HINT_THINK_MS, a greedy or random one HINT_FLOOR_MS
+    # (never less; above a greedy hint's work, ~60 ms at most). One the worker has not
+    # answered HINT_WAIT_MS past its duration answers 503 hint_unavailable (worker down).
     "HINT_THINK_MS": 500,
     "HINT_FLOOR_MS": 150,
+    "HINT_WAIT_MS": 10_000,
+    # A seat's searched hints may take this many seconds in one game (429
+    # hint_budget_exceeded beyond; 0: no limit), and an API key's games this many hints at
+    # once (429 bot_budget_exceeded beyond; 0: no limit).
+    "HINT_SECONDS_PER_SEAT": 60.0,
+    "HINTS_IN_FLIGHT": 4,
+    "HINT_KEEP_SECONDS": 3_600,  # how long a worked-out hint is kept (asked again: no search)
     # The most think_ms a bot seat may ask for in a game with no human seat (POST /games
     # answers 422 bot_only_think_ms above it): such a game is bot CPU nobody watches.
     "BOT_ONLY_MAX_THINK_MS": 1_000,
@@ -56,6 +64,9 @@ DEFAULTS: dict[str, Any] = {
     # reserved at creation (429 bot_budget_exceeded beyond it) and given back when a game ends
     # (0: no limit). A move takes at least BOT_MOVE_FLOOR_MS: the bot worker's MOVE_FLOOR_MS.
     "BOT_SECONDS_IN_FLIGHT": 7_200.0,
+    # ... and the bot seconds charged to a key per UTC day: a game's whole reservation at its
+    # creation, a hint's duration when asked (429 bot_day_budget_exceeded beyond; 0: none).
+    "BOT_SECONDS_PER_DAY": 28_800.0,
     "BOT_MOVE_FLOOR_MS": 250,
     "UNDO_SECONDS": 120.0,  # how long the others have to answer an undo request (consent)
     # The archive finished games move to (the scoring worker's setting; services/archive):

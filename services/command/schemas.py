@@ -635,8 +635,28 @@ class HintOut(Closed):
     think_ms = fields.Integer(
         required=True,
         metadata={
-            "description": "how long the hint took to work out: a fixed time whatever the "
-            "seat's hand (the service's HINT_THINK_MS for mcts, HINT_FLOOR_MS for greedy "
-            "and random; docs/bots.md)"
+            "description": "how long the hint takes to work out, from when the bot worker "
+            "starts it: a fixed time whatever the seat's hand (the service's HINT_THINK_MS "
+            "for mcts, HINT_FLOOR_MS for greedy and random; docs/bots.md)"
+        },
+    )
+
+
+class HintPending(Closed):
+    """GET /games/{game_id}/hint, 202: the hint is being worked out; ask again at `Location`."""
+
+    status = fields.String(required=True, validate=validate.OneOf(["pending"]))
+    game_id = fields.String(required=True)
+    seq = fields.Integer(required=True, metadata={"description": "the position it is for"})
+    player = fields.Integer(required=True, metadata={"description": "your seat (to move)"})
+    level = fields.String(required=True, validate=validate.OneOf(BOT_LEVELS))
+    think_ms = fields.Integer(
+        required=True, metadata={"description": "the hint's fixed duration (as in the 200)"}
+    )
+    retry_after_ms = fields.Integer(
+        required=True,
+        metadata={
+            "description": "when to ask again, in ms (at least 200): when the hint's duration "
+            "from its asking has passed; Retry-After says it in whole seconds"
         },
     )

@@ -39,6 +39,7 @@ from services.common.access import RateLimited
 from services.common.draws import draw_until_placeable
 from services.common.moves import Committed, Handler, append_moves, now_ms, run_command
 from services.common.pace import move_ms
+from services.redis_store.bot_budget import Refused, seconds_to_midnight
 from services.redis_store.bot_index import is_bot
 from services.redis_store.keys import new_game_id
 
@@ -46,7 +47,7 @@ from . import hints, views
 from .cache import Cached, FoldCache, Taken
 from .errors import Forbidden, IdempotencyKeyReused, NotFound
 from .handlers import Asked, Command, Decide, Reissue, Resignation, Turn, TurnResult, seat_of
-from .hints import kept_hints
+from .hints import HintDesk, HintReply
 from .secrets_store import Secrets, token_hash
 
 
@@ -64,6 +65,7 @@ class GameService:
         bot_budget: BotBudget | None = None,
         move_floor_ms: int = 250,
         archive_reads: FallThroughStore | None = None,
+        hint_desk: HintDesk | None = None,
     ) -> None:
         """`in_place`: a turn changes the cached state itself (no copy per turn), which is only
         safe when one thread serves this process's requests (gunicorn's sync worker, the
@@ -80,6 +82,9 @@ class GameService:
         `archive_reads`: the store's reads falling through to the archive for archived games
         (services/archive/fallthrough.py; None: archived games read as unknown), used by the
         views that read a whole log (GET /games/{id}/record) and by imports.
+
+        `hint_desk`: where hints are asked of the bot worker (services/command/hints.py;
+        None: every hint answers 503 hint_unavailable).
         """
         self.archive_reads = archive_reads
         self.bot_budget = bot_budget
@@ -90,7 +95,7 @@ class GameService:
         self.store = store
         self.secrets = secrets_store
         self.games = FoldCache(store, secrets_store, cache_size, in_place)
-        self._hints = kept_hints()
+        self.hint_desk = hint_desk
 
     # -- loading ----------------------------------------------------------------------
     def load(self, game_id: str, take: bool = False) -> Cached:
@@ -147,25 +152,16 @@ class GameService:
     def _reserve_bots(
         self, key_id: str | None, game_id: str, bots: list[dict[str, Any] | None], tiles: int
     ) -> None:
-        """Reserve the game's bot seconds against its key's budget (issue 32, finding 2: one
-        request could buy half an hour of bot CPU), or refuse the game: 429
-        `bot_budget_exceeded`, nothing written. The bot worker gives them back at its end."""
+        """Reserve the game's bot seconds against its key's budgets, in flight and for the
+        day (issue 32, finding 2: one request could buy half an hour of bot CPU), or refuse
+        the game: 429 `bot_budget_exceeded` / `bot_day_budget_exceeded`, nothing written.
+        The bot worker gives the in-flight seconds back at its end."""
         if self.bot_budget is None or key_id is None or not any(bots):
             return
         seconds = bot_seconds(bots, tiles, self.move_floor_ms)
-        held = self.bot_budget.reserve(key_id, game_id, seconds)
-        if held is not None:
-            limit = self.bot_budget.limit_seconds
-            raise RateLimited(  # a budget used up: 429 with Retry-After, as a rate limit
-                "bot_budget_exceeded",
-                f"this API key's games in progress hold {held:.0f} of its {limit:.0f} bot "
-                f"seconds; this game's bots would take {seconds:.0f} more",
-                None,
-                in_flight_seconds=round(held, 1),
-                limit_seconds=limit,
-                asked_seconds=round(seconds, 1),
-                retry_after=60,
-            )
+        refused = self.bot_budget.reserve(key_id, game_id, seconds)
+        if refused is not None:
+            raise over_budget(refused, seconds, "this game's bots")
 
     def play_turn(
         self,
@@ -308,14 +304,12 @@ class GameService:
         return TurnResult(done.appended.stored, done.state, done.appended.result.last_seq)
 
     # -- hints and views ----------------------------------------------------------------
-    def hint(
-        self, game_id: str, token: str | None, level: str, think_ms: int, floor_ms: int = 0
-    ) -> dict[str, Any]:
-        """The move bot `level` would play now for the token's seat, in a fixed time
-        (services/command/hints.py)."""
+    def hint(self, game_id: str, token: str | None, level: str) -> HintReply:
+        """The move bot `level` would play now for the token's seat, asked of the bot worker
+        (services/command/hints.py): 200 with it once shown, 202 while pending."""
         cached = self.load(game_id)
         seat = seat_of(cached, token)
-        return hints.hint(self._hints, game_id, cached, seat, level, think_ms, floor_ms)
+        return hints.hint(self.hint_desk, game_id, cached, seat, level)
 
     def turn_view(self, game_id: str) -> dict[str, Any]:
         """Whose turn, the drawn tile, and every legal placement with its meeple spots."""
@@ -393,12 +387,58 @@ def bot_seconds(bots: list[dict[str, Any] | None], tiles: int, floor_ms: int) ->
 
 
 class BotBudget(Protocol):
-    """Bot seconds in flight per API key (services/redis_store/bot_budget.py `BotBudget`)."""
+    """Bot seconds per API key, in flight and per day (services/redis_store/bot_budget.py)."""
 
-    limit_seconds: float
+    def reserve(self, key_id: str, game_id: str, seconds: float) -> Refused | None:
+        """None when reserved; else what refused it (nothing written)."""
 
-    def reserve(self, key_id: str, game_id: str, seconds: float) -> float | None:
-        """None when reserved; else what the key's games hold already (nothing written)."""
+
+def over_budget(refused: Refused, seconds: float, what: str) -> RateLimited:
+    """The 429 of a refused reservation of `seconds` for `what` (a game's bots, a hint):
+    `bot_day_budget_exceeded` until the next UTC midnight, `hint_budget_exceeded` for a
+    seat's hints in a game, else `bot_budget_exceeded`."""
+    held, limit = round(refused.held, 1), refused.limit
+    details: dict[str, Any] = {"budget": refused.budget, "limit_seconds": limit,
+                               "asked_seconds": round(seconds, 2)}  # fmt: skip
+    if refused.budget == "day":
+        return RateLimited(
+            "bot_day_budget_exceeded",
+            f"this API key has taken {held:.0f} of its {limit:.0f} bot seconds today (UTC); "
+            f"{what} would take {seconds:.1f} more",
+            None,
+            **details,
+            used_seconds=held,
+            retry_after=seconds_to_midnight(time.time()),
+        )
+    if refused.budget == "seat":
+        return RateLimited(
+            "hint_budget_exceeded",
+            f"this seat's hints in this game have taken {held:.1f} of its {limit:.0f} "
+            f"seconds; {what} would take {seconds:.1f} more",
+            None,
+            **details,
+            used_seconds=held,
+            retry_after=3_600,  # it never refills: the game's hints are used up
+        )
+    if refused.budget == "hints_in_flight":
+        return RateLimited(
+            "bot_budget_exceeded",
+            f"this API key has {held:.0f} hints being worked out, its most at once; "
+            "ask again when one is answered",
+            None,
+            **details,
+            in_flight_hints=int(held),
+            retry_after=1,
+        )
+    return RateLimited(  # a budget used up: 429 with Retry-After, as a rate limit
+        "bot_budget_exceeded",
+        f"this API key's games in progress and hints hold {held:.0f} of its {limit:.0f} bot "
+        f"seconds; {what} would take {seconds:.1f} more",
+        None,
+        **details,
+        in_flight_seconds=held,
+        retry_after=60 if what != "this hint" else 1,
+    )
 
 
 def checked_bot_only(bots: list[dict[str, Any] | None], max_think_ms: int | None) -> None:

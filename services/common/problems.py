@@ -53,10 +53,12 @@ HINTS: dict[str, str] = {
     "ratings": "Ratings count the finished games created with your API key whose seats have a "
     "player_id (or are bots), per pool: classic, hand, demo (docs/ratings.md). GET "
     "/v1/ratings/classic lists a pool's players.",
-    "budget": "Bot seats cost CPU: an API key's games in progress may hold "
-    "details.limit_seconds of bot time. Wait for some to end (or resign or abandon them), or "
-    "seat fewer or faster bots (details.asked_seconds is what this game would take); "
-    "docs/bots.md.",
+    "budget": "Bot seats and hints cost CPU: details.budget names the budget used up and "
+    "details.limit_seconds its size (in_flight: the API key's games in progress and hints "
+    "being worked out; day: its bot seconds today, UTC; seat: this seat's hints in this "
+    "game; hints_in_flight: its hints at once). Wait Retry-After seconds (for games to end, "
+    "or resign or abandon some), or seat fewer or faster bots, or ask a greedy hint "
+    "(details.asked_seconds is what was asked); docs/bots.md.",
 }
 
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -97,9 +99,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                "too_many_subscriptions", "unknown_event_kind", "webhook_url_not_https",
                "webhook_url_not_public"),
     "retry": ("archive_unavailable", "bad_gateway", "gateway_timeout", "not_replicated",
-              "rate_limited", "store_unavailable", "too_many_streams", "worker_unreachable"),
+              "hint_unavailable", "rate_limited", "store_unavailable", "too_many_streams",
+              "worker_unreachable"),
     "bots": ("bot_only_think_ms",),
-    "budget": ("bot_budget_exceeded",),
+    "budget": ("bot_budget_exceeded", "bot_day_budget_exceeded", "hint_budget_exceeded"),
     "ratings": ("player_not_rated", "pool_not_found"),
 }  # fmt: skip
 
@@ -114,6 +117,9 @@ TITLES: dict[str, str] = {  # where the code alone reads badly
     "archive_unavailable": "The archive of finished games is unavailable",
     "bot_only_think_ms": "Bots think too long for a game without a human seat",
     "bot_budget_exceeded": "This API key's bot time in flight is used up",
+    "bot_day_budget_exceeded": "This API key's bot time for today (UTC) is used up",
+    "hint_budget_exceeded": "This seat's hint time in this game is used up",
+    "hint_unavailable": "The bot worker did not work the hint out in time",
 }
 
 

@@ -18,6 +18,7 @@ from services.bots.feed import CONSUMER
 from services.redis_store import RedisEventStore
 from services.redis_store.changes import retire
 from tools import gameclient as demo  # the client `make demo` plays with
+from tools.gameclient import hint as await_hint
 
 from .http_client import api_key, call, gunicorn
 from .workers import BOTS_APP, Process, beat, celery_env, running, worker
@@ -152,7 +153,7 @@ def test_a_human_plays_a_bot_over_http_and_asks_for_hints(
     auth = {"Authorization": f"Bearer {token}"}
     with running(bot_worker(redis_url, "bots3")):
         for _ in range(3):
-            status, hint = call(command, "GET", f"/games/{game_id}/hint?level=greedy", headers=auth)
+            status, hint = await_hint(command, game_id, auth, "greedy", call=call)
             assert status == 200, hint
             turn = {k: hint[k] for k in ("x", "y", "rotation", "meeple")}
             view = play_then_await_the_bot(command, game_id, turn, auth)
@@ -238,7 +239,7 @@ def test_a_bot_plays_a_hand_game_and_hints_name_a_tile_of_the_hand(
     with running(bot_worker(redis_url, "bots4")):
         for _ in range(3):
             _, hand = call(command, "GET", f"/games/{game_id}/hand", headers=auth)
-            status, hint = call(command, "GET", f"/games/{game_id}/hint?level=greedy", headers=auth)
+            status, hint = await_hint(command, game_id, auth, "greedy", call=call)
             assert status == 200, hint
             assert hint["tile"] in hand["hand"]
             turn = {k: hint[k] for k in ("tile", "x", "y", "rotation", "meeple")}

@@ -102,6 +102,24 @@ def test_costly_reads_beyond_the_burst_get_429_and_cheap_reads_and_other_clients
     wait_for_refill(proxy.public, "/games?limit=1")
 
 
+def test_costly_reads_of_many_clients_together_are_capped_and_cheap_reads_pass(
+    proxy: Proxy,
+) -> None:
+    """Issue 32: 16 addresses each within its own limit still took the query service's CPU
+    from plain reads (bench_costly.py). A cap on every client's costly reads together
+    (CC_COSTLY_TOTAL_RATE, _BURST; 1/s and 4 here) refuses the rest with the proxy's 429,
+    whichever address asks; cheap reads are not counted."""
+    total = {"CC_COSTLY_TOTAL_RATE": "1r/s", "CC_COSTLY_TOTAL_BURST": "4"}
+    with private_nginx.nginx({"query": proxy.query.removeprefix("http://")},
+                             limits=total) as bases:  # fmt: skip
+        answers = [get(bases["public"], "/games?limit=1", source=f"127.0.0.{i}")
+                   for i in range(10, 18) for _ in range(2)]  # fmt: skip
+        assert sum(a[0] == 200 for a in answers) <= 6, [a[0] for a in answers]
+        assert sum(refused(*a) for a in answers) >= 10, [a[0] for a in answers]
+        for i in range(20, 26):  # cheap reads of every address pass
+            assert get(bases["public"], "/games/g-none/board", source=f"127.0.0.{i}")[0] == 404
+
+
 def open_live(base: str, game_id: str) -> http.client.HTTPConnection | int:
     """A live stream held open (its connection), or the status it was refused with."""
     host, port = base.removeprefix("http://").split(":")

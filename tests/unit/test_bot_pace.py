@@ -18,8 +18,8 @@ from carcassonne.errors import GameError
 from carcassonne.ruleset import Ruleset
 from eventstore.envelope import NewEvent
 from eventstore.port import AppendResult, InMemoryEventStore
+from services.bots import hints as worker_hints
 from services.bots.player import PLAYED, BotPlayer
-from services.command import hints as command_hints
 from services.command.secrets_store import MemorySecrets
 from services.command.service import GameService
 from services.common.pace import Paced, move_ms, search_ms
@@ -177,37 +177,36 @@ def test_paced_waits_for_a_deadline_from_the_start_not_a_sleep_after_the_work() 
 def test_a_hint_takes_its_fixed_time_with_one_deadline_for_the_hand(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A searched hint is answered a fixed time after it started (mcts HINT_THINK_MS,
-    greedy the floor) with one budget for every view; a kept one at once."""
+    """A hint worked out by the bot worker may be shown a fixed time after the worker
+    started it (mcts HINT_THINK_MS, greedy the floor), whatever its work took, with one
+    budget for every view of the hand; the worker does not wait for it (its `ready_ms`
+    does: the command service answers 202 until then)."""
     fake = FakeTime()
     budgets: list[Budget] = []
-    real = command_hints.choose_in_hand
+    real = worker_hints.choose_in_hand
 
     def spy(level: str, views: list[PlayerView], seed: str, budget: Budget) -> Any:
         budgets.append(budget)
         fake.now += 0.009 * len(views)  # the work grows with the distinct tiles
         return real(level, views, seed, Budget(playouts=2))
 
-    monkeypatch.setattr(command_hints, "choose_in_hand", spy)
-    service = GameService(InMemoryEventStore(), MemorySecrets())
+    monkeypatch.setattr(worker_hints, "choose_in_hand", spy)
+    store, secrets = InMemoryEventStore(), MemorySecrets()
+    service = GameService(store, secrets)
     game_id, _ = service.create_game(["a", "b"], Ruleset(hand=3, hints=True), [0, 1])
-    cached = service.load(game_id)
-
-    def paced(duration: int, think: int) -> Paced:
-        return Paced(duration, think, fake.clock, fake.sleep)
-
-    kept = command_hints.kept_hints()
+    seq = service.load(game_id).seq
     starts = []
     for level, duration in (("mcts", 500), ("greedy", 150)):
         start = fake.now
         starts.append(start)
-        answer = command_hints.hint(kept, game_id, cached, 0, level, 500, 150, paced)
-        assert fake.now - start == pytest.approx(duration / 1000)
-        assert answer["think_ms"] == duration
-        start = fake.now
-        assert command_hints.hint(kept, game_id, cached, 0, level, 500, 150, paced) == answer
-        assert fake.now == start  # kept: at once
-    # one deadline a request, before its end (greedy's, `search_ms(150)`, is not read)
+        worked = worker_hints.work_out(store, secrets.get, game_id, seq, level, duration,
+                                       500, fake.clock,
+                                       fake.clock)  # fmt: skip
+        assert worked is not None
+        answer, ready_ms = worked
+        assert fake.slept == []  # never waits: the answer is shown from `ready_ms`
+        assert ready_ms == int(start * 1000) + duration and answer["think_ms"] == duration
+    # one deadline a hint, before its end (greedy's, `search_ms(150)`, is not read)
     assert [b.deadline for b in budgets] == [
         pytest.approx(starts[0] + search_ms(500) / 1000),
         pytest.approx(starts[1] + search_ms(150) / 1000),
@@ -298,8 +297,10 @@ def test_think_ms_is_the_whole_moves_on_the_real_clock_not_each_tiles() -> None:
     assert player.play(game_id).kind == PLAYED
     took = time.perf_counter() - t0
     assert 0.2 <= took < 0.55, took
-    service, _, _, game_id, seats = _three_distinct(None, hints=True)
+    service, store, secrets, game_id, _ = _three_distinct(None, hints=True)
     t0 = time.perf_counter()
-    hint = service.hint(game_id, seats[0]["token"], "mcts", 200, 150)
+    worked = worker_hints.work_out(store, secrets.get, game_id, service.load(game_id).seq,
+                                   "mcts", 200, 200)  # fmt: skip
     took = time.perf_counter() - t0
-    assert 0.2 <= took < 0.55 and hint["think_ms"] == 200, took
+    assert worked is not None and worked[0]["think_ms"] == 200
+    assert 0.1 <= took < 0.4, took  # its search ended by the deadline (the ready time waits)

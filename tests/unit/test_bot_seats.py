@@ -14,6 +14,7 @@ from carcassonne.ruleset import Ruleset
 from eventstore.envelope import MOVES
 from eventstore.port import InMemoryEventStore
 from eventstore.schemas import to_engine
+from services.bots.hints import work_out
 from services.bots.player import GONE, HUMAN, OVER, PLAYED, RACED, WAITING, BotPlayer, command_id
 from services.command.secrets_store import MemorySecrets
 from services.command.service import GameService
@@ -135,71 +136,42 @@ def test_hints_are_refused_unless_the_ruleset_allows_them() -> None:
     service, _, _ = make()
     game_id, seats = service.create_game(["ann", "bob"], Ruleset(), [0, 1])
     with pytest.raises(GameError) as info:
-        service.hint(game_id, seats[0]["token"], "greedy", 100)
+        service.hint(game_id, seats[0]["token"], "greedy")
     assert (info.value.code, info.value.status) == ("hints_disabled", 403)
 
 
 def test_a_hint_is_a_legal_move_for_the_seat_to_move() -> None:
-    service, _, _ = make()
+    """The web side refuses a seat not to move and a bad token before asking anything (a
+    service without a bot worker to ask answers 503); the worker's hint is a legal move of
+    the seat to move, the same for the same position, and playable as a turn."""
+    service, store, secrets = make()
     game_id, seats = service.create_game(["ann", "bob"], Ruleset(hints=True), [0, 1])
     with pytest.raises(GameError) as info:
-        service.hint(game_id, seats[1]["token"], "greedy", 100)
+        service.hint(game_id, seats[1]["token"], "greedy")
     assert info.value.code == "not_your_turn"
     with pytest.raises(GameError) as info:
-        service.hint(game_id, "nope", "greedy", 100)
+        service.hint(game_id, "nope", "greedy")
     assert info.value.status == 403
-    state = service.load(game_id).state
-    legal = {(x, y, r) for x, y, r, _ in actions(state)}
-    for level in ("random", "greedy", "mcts"):
-        hint = service.hint(game_id, seats[0]["token"], level, 50)
-        assert (hint["x"], hint["y"], hint["rotation"]) in legal
-        assert hint["player"] == 0 and hint["level"] == level
-    first = service.hint(game_id, seats[0]["token"], "greedy", 50)
-    assert {**first, "think_ms": 0} == {
-        **service.hint(game_id, seats[0]["token"], "greedy", 50),
-        "think_ms": 0,
-    }
-    result = service.play_turn(
-        game_id, seats[0]["token"], first["x"], first["y"], first["rotation"], None
-    )
-    assert result.events[0].type == "TilePlaced"
-
-
-def test_an_mcts_hint_is_searched_once_per_position_and_kept(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """An mcts hint holds a worker for its think time: asked again (or by a client that
-    hammers the endpoint) for the same position it is answered from what was kept, the same
-    move; the next position is searched anew; the seat not to move is still refused."""
-    import services.command.hints as command_hints
-
-    searches: list[str] = []
-
-    def counted(level: str, view: PlayerView, seed: str, budget: Any) -> Choice:
-        searches.append(seed)
-        return choose(level, view, seed, budget)
-
-    monkeypatch.setattr(command_hints, "choose", counted)
-    monkeypatch.setattr(command_hints, "HINTS_KEPT", 2)
-    service, _, _ = make()
-    game_id, seats = service.create_game(["ann", "bob"], Ruleset(hints=True), [0, 1])
-    first = service.hint(game_id, seats[0]["token"], "mcts", 200)
-    for _ in range(50):
-        assert service.hint(game_id, seats[0]["token"], "mcts", 200) == first
-    assert len(searches) == 1
-    service.hint(game_id, seats[0]["token"], "greedy", 200)  # another level: its own search
-    assert len(searches) == 2
     with pytest.raises(GameError) as info:
-        service.hint(game_id, seats[1]["token"], "mcts", 200)
-    assert info.value.code == "not_your_turn"
-    service.play_turn(game_id, seats[0]["token"], first["x"], first["y"], first["rotation"], None)
-    after = service.hint(game_id, seats[1]["token"], "mcts", 200)
-    assert after["seq"] > first["seq"] and after["player"] == 1 and len(searches) == 3
-    # Bounded (HINTS_KEPT, 2 here): the oldest position's hint went first.
-    assert list(service._hints) == [
-        (game_id, first["seq"], "greedy"),
-        (game_id, after["seq"], "mcts"),
-    ]
+        service.hint(game_id, seats[0]["token"], "greedy")
+    assert (info.value.code, info.value.status) == ("hint_unavailable", 503)
+    cached = service.load(game_id)
+    legal = {(x, y, r) for x, y, r, _ in actions(cached.state)}
+    for level in ("random", "greedy", "mcts"):
+        worked = work_out(store, secrets.get, game_id, cached.seq, level, 60, 50)
+        assert worked is not None
+        hint = worked[0]
+        assert (hint["x"], hint["y"], hint["rotation"]) in legal
+        assert hint["player"] == 0 and hint["level"] == level and hint["think_ms"] == 60
+    first = work_out(store, secrets.get, game_id, cached.seq, "greedy", 10, 10)
+    again = work_out(store, secrets.get, game_id, cached.seq, "greedy", 10, 10)
+    assert first is not None and again is not None and first[0] == again[0]
+    hint = first[0]
+    result = service.play_turn(game_id, seats[0]["token"], hint["x"], hint["y"], hint["rotation"],
+                               None)  # fmt: skip
+    assert result.events[0].type == "TilePlaced"
+    # The game moved on: the old position's hint is not worked out (nobody asks for it).
+    assert work_out(store, secrets.get, game_id, cached.seq, "greedy", 10, 10) is None
 
 
 def test_a_resignation_that_passes_the_turn_to_a_bot_hands_it_over() -> None:
