@@ -123,13 +123,13 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "bad_token (not a seat of this game, or not the seat to move), "
         "bad_api_key (unknown or revoked), not_playable, hints_disabled (the game's ruleset "
         "does not allow hints), not_game_owner (webhooks: only the API key that created or "
-        "imported the game registers them)",
+        "imported the game registers them); lobbies: bad_invite_code, not_lobby_host",
         (),
     ),
     404: (
         "NotFound",
         "game_not_found, hook_not_found, subscription_not_found, tileset_not_found, "
-        "no_such_request",
+        "no_such_request, lobby_not_found (also another API key's lobby)",
         (),
     ),
     406: ("NotAcceptable", "no representation matches the Accept header", ()),
@@ -137,7 +137,9 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "Conflict",
         "the game moved on: stale_sequence (If-Match), game_over, "
         "not_your_turn, undo_not_allowed, undo_pending, undo_expired, no_hand (R10.3: the "
-        "game has no hand) and other refusals of the game's state",
+        "game has no hand) and other refusals of the game's state; lobbies: already_joined, "
+        "name_taken, lobby_full, lobby_started, lobby_expired, lobby_closed, not_in_lobby, "
+        "lobby_too_small",
         (),
     ),
     413: ("PayloadTooLarge", "body_too_large", ()),
@@ -154,7 +156,7 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "bad_idempotency_key for those headers, idempotency_key_reused; for webhooks and "
         "subscriptions bad_webhook_url, webhook_url_not_public, webhook_url_not_https, "
         "bad_webhook_secret, too_many_webhooks, bad_event_kinds, unknown_event_kind, "
-        "too_many_subscriptions",
+        "too_many_subscriptions; unknown_ruleset (lobbies: details.known)",
         (),
     ),
     429: (
@@ -329,6 +331,36 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         security="apiKey",
         examples={200: ex.SUBSCRIPTION_DELIVERIES},
     ),
+    ("post", "/lobbies"): Op(
+        "openLobby",
+        (*BODY, 401, 403, 429, 503),
+        security="apiKey",
+        request={JSON: ex.LOBBY_IN},
+        examples={201: ex.LOBBY_OPENED},
+    ),
+    ("get", "/lobbies"): Op("listLobbies", (401, 403, 422, 429, 503), security="apiKey"),
+    ("get", "/lobbies/{lobby_id}"): Op(
+        "getLobby", (401, 403, 404, 429, 503), security="apiKey", examples={200: ex.LOBBY}
+    ),
+    ("post", "/lobbies/{lobby_id}/join"): Op(
+        "joinLobby",
+        (*BODY, 401, 403, 404, 409, 429, 503),
+        security="apiKey",
+        request={JSON: ex.JOIN_IN},
+        examples={200: ex.JOINED},
+    ),
+    ("post", "/lobbies/{lobby_id}/leave"): Op(
+        "leaveLobby",
+        (*BODY, 401, 403, 404, 409, 429, 503),
+        security="apiKey",
+        request={JSON: {"player_id": "u-2"}},
+    ),
+    ("post", "/lobbies/{lobby_id}/start"): Op(
+        "startLobby",
+        (*BODY, 401, 403, 404, 409, 429, 503),
+        security="apiKey",
+        request={JSON: {"player_id": "u-1"}},
+    ),
     # The query service.
     ("get", "/games"): Op(
         "listGames",
@@ -438,14 +470,20 @@ def _blueprints_spec(title: str, blueprints: list[flask_smorest.Blueprint]) -> d
 def service_specs() -> list[dict[str, Any]]:
     """Each service's own spec, as its decorators make it."""
     from services.command import app as command_app
-    from services.command import integration, subscription_views, undo_api
+    from services.command import integration, lobby_views, subscription_views, undo_api
     from services.query import app as query_app
     from services.query import pages, pictures
 
     return [
         _service_spec(
             "command",
-            [command_app.blp, integration.blp, subscription_views.blp, undo_api.blp],
+            [
+                command_app.blp,
+                integration.blp,
+                subscription_views.blp,
+                undo_api.blp,
+                lobby_views.blp,
+            ],
         ),
         _service_spec("query", [query_app.blp, pictures.boards, pictures.tilesets, pages.blp]),
     ]

@@ -559,6 +559,46 @@ WEBHOOK: dict[str, Any] = {
     "signature": "Carcassonne-Signature: t=<unix seconds>,v1=<HMAC-SHA256(secret, t.body)>",
 }
 
+LOBBY_IN: dict[str, Any] = {
+    "ruleset": "classic",
+    "seats": 3,
+    "visibility": "listed",
+    "host": {"player_id": "u-1", "name": "Ann"},
+}
+
+LOBBY: dict[str, Any] = {
+    "lobby_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "ruleset": "classic",
+    "seats": 3,
+    "visibility": "listed",
+    "state": "open",
+    "host": "u-1",
+    "players": [{"player_id": "u-1", "name": "Ann"}, {"player_id": "u-2", "name": "Bob"}],
+    "created_ms": 1795459617994,
+    "expires_ms": 1795546017994,
+    "game_id": None,
+}
+
+LOBBY_OPENED: dict[str, Any] = {
+    **LOBBY,
+    "players": [{"player_id": "u-1", "name": "Ann"}],
+    "token": "3Jx9Qm1ZcV7pL0sK4yT8wR2nB6fH5dGa",
+}
+
+JOIN_IN: dict[str, Any] = {"player_id": "u-3", "name": "Cy"}
+
+JOINED: dict[str, Any] = {
+    "lobby_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "player_id": "u-3",
+    "token": "Zp4Lq8Wm2Xr6Tn0Vb3Kc7Yh1Gd5Sf9Ja",
+    "lobby": {
+        **LOBBY,
+        "state": "started",
+        "players": [*LOBBY["players"], {"player_id": "u-3", "name": "Cy"}],
+        "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    },
+}
+
 SUBSCRIPTION_IN: dict[str, Any] = {
     "url": "https://hooks.example.com/carcassonne/events",
     "kinds": ["turn_started", "move_made", "game_over"],

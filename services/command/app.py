@@ -17,7 +17,6 @@ from prometheus_client import Counter
 
 from carcassonne.errors import GameError, MalformedError
 from carcassonne.events import meeple_from_dict
-from carcassonne.ruleset import Ruleset
 from services.archive import open_archive
 from services.archive.fallthrough import FallThroughStore
 from services.common import http_errors
@@ -31,10 +30,11 @@ from services.redis_store.bot_budget import BotBudget
 from services.redis_store.connect import broker_url
 from services.redis_store.replication import NotReplicated
 
-from . import integration, subscription_views, undo_api
+from . import integration, lobby_views, subscription_views, undo_api
 from .client import command_client
 from .config import from_env
 from .handlers import TurnResult
+from .rulesets import to_ruleset
 from .schemas import (
     DEFAULT_THINK_MS,
     CreatedGame,
@@ -89,12 +89,7 @@ class Games(MethodView):
         Not idempotent (an Idempotency-Key is ignored): a retry after a lost reply makes a
         second game, and the first is never played. Answering a retry with the first game's
         tokens would need them stored in the clear, for anyone who sends the same key."""
-        rules = dict(body["ruleset"])
-        area = rules.pop("area")
-        if area is not None:
-            rules["area"] = (area["width"], area["height"])
-            rules["border_closes"] = area["border_closes"]
-        ruleset = Ruleset(**rules)
+        ruleset = to_ruleset(body["ruleset"])
         names = [p["name"] for p in body["players"]]
         ids = [p.get("player_id") for p in body["players"]]
         bots = [
@@ -337,6 +332,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     integration.init_app(app, api, service)  # /v1/score, import, export, webhooks
     subscription_views.init_app(app, api)  # /v1/subscriptions
     undo_api.init_app(app, api)  # /games/{id}/undo…
+    lobby_views.init_app(app, api, service)  # /lobbies…
 
     def not_replicated(exc: redis.RedisError) -> Response | None:
         # An append is one script: it happened whole or not at all (the reply may be what

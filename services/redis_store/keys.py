@@ -182,6 +182,18 @@ def archive_due_key(shard: int) -> str:
     return _itag(shard) + ":idx:archive-due"
 
 
+def lobby_key(game_id: str) -> str:
+    """String: a lobby's JSON (services/command/lobby.py). A lobby's id is the id of the game
+    it starts, so the lobby, that game and its shard's indexes share one slot."""
+    return _tag(game_id) + ":lobby"
+
+
+def lobbies_key(shard: int, key_id: str, ruleset: str, seats: int) -> str:
+    """Sorted set: the API key's listed open lobbies of a ruleset and size on this shard ->
+    when each expires (ms). Only that key lists them (GET /lobbies)."""
+    return _itag(shard) + ":idx:key:" + key_id + ":lobbies:" + ruleset + ":" + str(seats)
+
+
 def archived_key(game_id: str) -> str:
     """The tombstone of a game that left Redis for the archive: the time (ms) it left. The
     only key of the game's tag left after archiving, so "archived" is told from "unknown"."""
