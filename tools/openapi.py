@@ -137,9 +137,9 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "Conflict",
         "the game moved on: stale_sequence (If-Match), game_over, "
         "not_your_turn, undo_not_allowed, undo_pending, undo_expired, no_hand (R10.3: the "
-        "game has no hand) and other refusals of the game's state; lobbies: already_joined, "
-        "name_taken, lobby_full, lobby_started, lobby_expired, lobby_closed, not_in_lobby, "
-        "lobby_too_small",
+        "game has no hand), game_not_over (a rematch) and other refusals of the game's "
+        "state; lobbies: already_joined, name_taken, lobby_full, lobby_started, "
+        "lobby_expired, lobby_closed, not_in_lobby, lobby_too_small",
         (),
     ),
     413: ("PayloadTooLarge", "body_too_large", ()),
@@ -214,6 +214,12 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         (401, 403, 404, 409, 429, 503),
         security="apiKey",
         examples={200: ex.REISSUED_TOKEN},
+    ),
+    ("post", "/games/{game_id}/rematch"): Op(
+        "rematchGame",
+        (401, 403, 404, 409, 429, 503),
+        security="apiKey",
+        examples={201: ex.REMATCH},
     ),
     ("post", "/games/{game_id}/resign"): Op(
         "resign",

@@ -559,6 +559,18 @@ WEBHOOK: dict[str, Any] = {
     "signature": "Carcassonne-Signature: t=<unix seconds>,v1=<HMAC-SHA256(secret, t.body)>",
 }
 
+REMATCH: dict[str, Any] = {
+    "game_id": "5d3c1e0b7a9f42c68e1d2b3a4c5f6e70",
+    "rematch_of": "ef0ab9789b8f034882fd9142e91879d5",
+    "created": True,
+    "players": [
+        {"seat": 0, "previous_seat": 1, "name": "Bob", "player_id": "u-2",
+         "token": "Zp4Lq8Wm2Xr6Tn0Vb3Kc7Yh1Gd5Sf9Ja"},
+        {"seat": 1, "previous_seat": 0, "name": "Ann", "player_id": "u-1",
+         "token": "3Jx9Qm1ZcV7pL0sK4yT8wR2nB6fH5dGa"},
+    ],
+}  # fmt: skip
+
 LOBBY_IN: dict[str, Any] = {
     "ruleset": "classic",
     "seats": 3,

@@ -43,6 +43,7 @@ from .schemas import (
     HintOut,
     HintQuery,
     ReissuedToken,
+    Rematch,
     TurnIn,
     TurnView,
 )
@@ -197,6 +198,26 @@ class SeatToken(MethodView):
         (`X-Api-Key` on `POST /games`). The seat's old token stops working at once."""
         key = integration.current_key_id()
         return _json_response(_service().reissue_token(checked_game_id(game_id), seat, key))
+
+
+@blp.route("/<game_id>/rematch")
+class RematchView(MethodView):
+    @integration.authenticated
+    @blp.response(201, Rematch())
+    @blp.alt_response(
+        200, schema=Rematch, description="made by an earlier request: the same game, no tokens"
+    )
+    def post(self, game_id: str) -> Response:
+        """The next game for the same players, once this one is over, for the API key that
+        created it: the same ruleset, names and player ids, seats rotated by one (the old
+        seat 1 moves first). Safe to repeat: every request names one game, and only the one
+        that made it (201) holds the new tokens; a repeat answers 200 with tokens null. The
+        key's subscriptions hear `game_started` with every seat (docs/lobby.md)."""
+        key = integration.current_key_id()
+        made = _service().rematch(checked_game_id(game_id), key)
+        response = _json_response(made)
+        response.status_code = 201 if made["created"] else 200
+        return response
 
 
 @blp.route("/<game_id>/resign")

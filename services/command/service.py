@@ -41,7 +41,7 @@ from services.common.draws import draw_until_placeable
 from services.common.moves import Committed, Handler, append_moves, now_ms, run_command
 from services.common.pace import move_ms
 from services.redis_store.bot_index import is_bot
-from services.redis_store.keys import new_game_id
+from services.redis_store.keys import derived_game_id, new_game_id
 
 from . import hints, views
 from .cache import Cached, FoldCache, Taken
@@ -197,6 +197,51 @@ class GameService:
                 asked_seconds=round(seconds, 1),
                 retry_after=60,
             )
+
+    def rematch(self, game_id: str, key_id: str) -> dict[str, Any]:
+        """The next game for the same players (docs/lobby.md, "Rematch"): the same ruleset,
+        names, player ids, bots, owner key and listing, seats rotated by one (the old seat 1
+        moves first, the old seat 0 last), asked for by the key that owns the game once it is
+        over. Its id is derived from the old game's, so any number of requests, at once or
+        retried, make one game: the request that stored its secrets answers each seat's new
+        token (`created`), every other the same game with no token (a lost answer's tokens
+        are re-issued by `POST /games/{id}/players/{seat}/token`)."""
+        cached = self.load(game_id)
+        record = cached.secrets
+        if record.get("key_id") is None or record.get("key_id") != key_id:
+            raise Forbidden(
+                "not_game_owner", "only the API key that created this game may ask a rematch"
+            )
+        if cached.state.phase != OVER:
+            raise OutOfTurnError("game_not_over", "a rematch follows a game that is over", "R7.1")
+        count = len(record["names"])
+        moved = [(seat + 1) % count for seat in range(count)]  # new seat -> old seat
+        names = [record["names"][old] for old in moved]
+        ids = [(record.get("player_ids") or [None] * count)[old] for old in moved]
+        bots = [(record.get("bots") or [None] * count)[old] for old in moved]
+        tokens = [None if bot else secrets.token_urlsafe(24) for bot in bots]
+        new_id = derived_game_id(b"rematch:" + game_id.encode())
+        ruleset = cached.state.ruleset
+        fresh = secrets_record(
+            secrets.token_hex(16), names, tokens, ids, key_id, bots, bool(record.get("public"))
+        )
+        fresh["rematch_of"] = game_id
+        if self.secrets.get(new_id) is None:  # a repeat reserves no bot time again
+            self._reserve_bots(key_id, new_id, bots, ruleset)
+        _, created = self.start_prepared(new_id, fresh, ruleset)
+        players = []
+        for seat, old in enumerate(moved):
+            player: dict[str, Any] = {
+                "seat": seat,
+                "previous_seat": old,
+                "name": names[seat],
+                "player_id": ids[seat],
+                "token": tokens[seat] if created else None,
+            }
+            if bots[seat]:
+                player["bot"] = bots[seat]
+            players.append(player)
+        return {"game_id": new_id, "rematch_of": game_id, "created": created, "players": players}
 
     def play_turn(
         self,

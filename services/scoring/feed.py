@@ -19,6 +19,10 @@ fold), so an item says who is to play after each move. For move seq M, in this o
   new tile. After an undo (`TurnUndone`) the seat that placed has its turn again:
   ``turn_started`` with its tile.
 
+- ``game_started`` (move 1, `GameStarted`, before the first ``turn_started``): every seat
+  with its name and player id (``players``: seat order), so each player of a game made for
+  them (a lobby that filled, a rematch: docs/lobby.md) can be told.
+
 Items are ordered by move seq (then as listed), so a receiver that gets them in order sees
 the game as it was played.
 """
@@ -109,10 +113,13 @@ class Feed:
         event = to_engine(stored)
         was = (state.phase, state.current)
         state.apply(event)
+        seq, at = stored.seq, stored.time_ms
         if isinstance(event, GameStarted):
             self.ids = tuple(event.player_ids or (None,) * event.players)
+            names = event.names or (None,) * event.players
+            seats = [{**_seat(self.ids, i), "name": names[i]} for i in range(event.players)]
+            items.append(Item("game_started", seq, at, {"players": seats}))
         ids = self.ids
-        seq, at = stored.seq, stored.time_ms
 
         if stored.type in MOVES_MADE:
             player = int(stored.payload["player"])

@@ -63,6 +63,7 @@ COMMAND_OPS = {
     "joinLobby",
     "leaveLobby",
     "startLobby",
+    "rematchGame",
 }
 QUERY_OPS = {
     "listGames",

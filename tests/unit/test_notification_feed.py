@@ -56,6 +56,20 @@ def test_the_feed_follows_the_game_in_seq_order() -> None:
             assert item.data["move"] == item.seq
 
 
+def test_a_game_starts_with_one_item_naming_every_seat_before_its_first_turn() -> None:
+    store = stored_game(6)
+    items = feed_items(store.read("g", MOVES), store.read("g", SCORES))
+    assert [i.kind for i in items[:2]] == ["game_started", "turn_started"]
+    assert items[0].seq == 1 and items[0].data == {
+        "players": [
+            {"seat": 0, "player_id": "u-a", "name": "Ann"},
+            {"seat": 1, "player_id": None, "name": "Bob"},
+            {"seat": 2, "player_id": "u-c", "name": "Cy"},
+        ]
+    }
+    assert sum(i.kind == "game_started" for i in items) == 1
+
+
 def test_a_prefix_of_the_moves_gives_a_prefix_of_the_feed() -> None:
     store = stored_game(8)
     moves, scores = store.read("g", MOVES), store.read("g", SCORES)
