@@ -129,7 +129,7 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     404: (
         "NotFound",
         "game_not_found, hook_not_found, subscription_not_found, tileset_not_found, "
-        "no_such_request, lobby_not_found (also another API key's lobby)",
+        "no_such_request, lobby_not_found, ticket_not_found (also another API key's)",
         (),
     ),
     406: ("NotAcceptable", "no representation matches the Accept header", ()),
@@ -139,7 +139,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "not_your_turn, undo_not_allowed, undo_pending, undo_expired, no_hand (R10.3: the "
         "game has no hand), game_not_over (a rematch) and other refusals of the game's "
         "state; lobbies: already_joined, name_taken, lobby_full, lobby_started, "
-        "lobby_expired, lobby_closed, not_in_lobby, lobby_too_small",
+        "lobby_expired, lobby_closed, not_in_lobby, lobby_too_small; tickets: "
+        "already_waiting (a second ticket of a waiting player), ticket_matched",
         (),
     ),
     413: ("PayloadTooLarge", "body_too_large", ()),
@@ -367,6 +368,20 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         security="apiKey",
         request={JSON: {"player_id": "u-1"}},
     ),
+    ("post", "/tickets"): Op(
+        "takeTicket",
+        (*BODY, 401, 403, 409, 429, 503),
+        security="apiKey",
+        request={JSON: ex.TICKET_IN},
+        examples={201: ex.TICKET_TAKEN},
+    ),
+    ("get", "/tickets"): Op("listTickets", (401, 403, 422, 429, 503), security="apiKey"),
+    ("get", "/tickets/{ticket_id}"): Op(
+        "getTicket", (401, 403, 404, 429, 503), security="apiKey", examples={200: ex.TICKET}
+    ),
+    ("delete", "/tickets/{ticket_id}"): Op(
+        "cancelTicket", (401, 403, 404, 409, 429, 503), security="apiKey"
+    ),
     # The query service.
     ("get", "/games"): Op(
         "listGames",
@@ -476,7 +491,13 @@ def _blueprints_spec(title: str, blueprints: list[flask_smorest.Blueprint]) -> d
 def service_specs() -> list[dict[str, Any]]:
     """Each service's own spec, as its decorators make it."""
     from services.command import app as command_app
-    from services.command import integration, lobby_views, subscription_views, undo_api
+    from services.command import (
+        integration,
+        lobby_views,
+        subscription_views,
+        ticket_views,
+        undo_api,
+    )
     from services.query import app as query_app
     from services.query import pages, pictures
 
@@ -489,6 +510,7 @@ def service_specs() -> list[dict[str, Any]]:
                 subscription_views.blp,
                 undo_api.blp,
                 lobby_views.blp,
+                ticket_views.blp,
             ],
         ),
         _service_spec("query", [query_app.blp, pictures.boards, pictures.tilesets, pages.blp]),

@@ -571,6 +571,28 @@ REMATCH: dict[str, Any] = {
     ],
 }  # fmt: skip
 
+TICKET_IN: dict[str, Any] = {"player_id": "u-1", "name": "Ann", "ruleset": "classic", "players": 2}
+
+TICKET: dict[str, Any] = {
+    "ticket_id": "t_5e0c2f7a9b1d3c4e6f8a0b2c",
+    "player_id": "u-1",
+    "name": "Ann",
+    "ruleset": "classic",
+    "players": 2,
+    "state": "matched",
+    "created_ms": 1795459617994,
+    "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "seat": 1,
+}
+
+TICKET_TAKEN: dict[str, Any] = {
+    **TICKET,
+    "state": "waiting",
+    "game_id": None,
+    "seat": None,
+    "token": "3Jx9Qm1ZcV7pL0sK4yT8wR2nB6fH5dGa",
+}
+
 LOBBY_IN: dict[str, Any] = {
     "ruleset": "classic",
     "seats": 3,

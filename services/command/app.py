@@ -30,7 +30,7 @@ from services.redis_store.bot_budget import BotBudget
 from services.redis_store.connect import broker_url
 from services.redis_store.replication import NotReplicated
 
-from . import integration, lobby_views, subscription_views, undo_api
+from . import integration, lobby_views, subscription_views, ticket_views, undo_api
 from .client import command_client
 from .config import from_env
 from .handlers import TurnResult
@@ -354,6 +354,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     subscription_views.init_app(app, api)  # /v1/subscriptions
     undo_api.init_app(app, api)  # /games/{id}/undo…
     lobby_views.init_app(app, api, service)  # /lobbies…
+    ticket_views.init_app(app, api, service)  # /tickets…
 
     def not_replicated(exc: redis.RedisError) -> Response | None:
         # An append is one script: it happened whole or not at all (the reply may be what

@@ -50,8 +50,9 @@ HINTS: dict[str, str] = {
     "bots": "A game with no human seat may let its mcts bots think at most "
     "details.max_think_ms a move: lower think_ms of the players in details.players, or seat a "
     "human (a player without `bot`); docs/bots.md.",
-    "lobby": "GET /lobbies/{id} shows a lobby's state and players (a key sees only its own "
-    "lobbies); docs/lobby.md says who may join, leave and start, and the named rulesets.",
+    "lobby": "GET /lobbies/{id} shows a lobby's state and players, GET /tickets/{id} a "
+    "ticket's (a key sees only its own); docs/lobby.md says who may join, leave, start and "
+    "wait, and the named rulesets.",
     "budget": "Bot seats cost CPU: an API key's games in progress may hold "
     "details.limit_seconds of bot time. Wait for some to end (or resign or abandon them), or "
     "seat fewer or faster bots (details.asked_seconds is what this game would take); "
@@ -102,7 +103,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "budget": ("bot_budget_exceeded",),
     "lobby": ("already_joined", "bad_invite_code", "lobby_closed", "lobby_expired",
               "lobby_full", "lobby_not_found", "lobby_started", "lobby_too_small", "name_taken",
-              "not_in_lobby", "not_lobby_host", "unknown_ruleset"),
+              "not_in_lobby", "not_lobby_host", "unknown_ruleset", "already_waiting",
+              "ticket_matched", "ticket_not_found"),
 }  # fmt: skip
 
 FAMILY_OF: dict[str, str] = {code: family for family, codes in FAMILIES.items() for code in codes}

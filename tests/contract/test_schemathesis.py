@@ -64,6 +64,10 @@ COMMAND_OPS = {
     "leaveLobby",
     "startLobby",
     "rematchGame",
+    "takeTicket",
+    "listTickets",
+    "getTicket",
+    "cancelTicket",
 }
 QUERY_OPS = {
     "listGames",
@@ -304,6 +308,8 @@ SEMANTIC = {
     "lobby_started",
     "lobby_expired",
     "lobby_closed",
+    "already_waiting",  # the player waits on another ticket
+    "ticket_matched",  # cancelling a ticket whose game exists
 }
 
 

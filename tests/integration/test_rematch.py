@@ -1,5 +1,7 @@
-"""`POST /games/{id}/rematch` end to end: real Redis, the command service under gunicorn (two
-workers), a Celery worker and beat, and a subscription receiver. Twenty rematch requests at
+"""`POST /games/{id}/rematch` and a matchmaking match end to end: real Redis, the command
+service under gunicorn (two workers), a Celery worker and beat, and a subscription receiver.
+A match of three tickets is delivered to the key as one `match_found` naming every seat's
+ticket. Twenty rematch requests at
 once make one game (one 201 with the tokens, the others 200 with none), seats rotated by one;
 its tokens play; the key's subscription hears `game_started` with every seat; and the
 refusals (a game not over, another key's game, no key, no game) change nothing."""
@@ -128,3 +130,37 @@ def test_a_rematch_is_refused_before_the_end_to_other_keys_and_without_a_key(
         got, answer = call(base, "POST", f"/games/{game_id}/rematch", None, sent)
         assert (got, answer["code"]) == (status, code), (game_id, answer)
     assert set(redis_client.scan_iter(match="*:secrets")) == keys_before
+
+
+def test_a_match_is_delivered_to_the_key_as_match_found_with_every_seats_ticket(
+    suite: tuple[str, dict[str, str]],
+) -> None:
+    base, headers = suite
+    receiver = Receiver()
+    receiver.up()
+    try:
+        status, sub = call(base, "POST", "/v1/subscriptions",
+                           {"url": receiver.url, "kinds": ["match_found"]}, headers)  # fmt: skip
+        assert status == 201, sub
+        tickets = {}
+        for player in ("m-ann", "m-bob", "m-cy"):
+            body = {"player_id": player, "ruleset": "classic", "players": 3}
+            status, ticket = call(base, "POST", "/tickets", body, headers)
+            assert status == 201, ticket
+            tickets[player] = ticket["ticket_id"]
+        game_id = ticket["game_id"]
+        assert ticket["state"] == "matched" and game_id
+
+        def heard() -> list[dict[str, Any]]:
+            return [b for b in receiver.bodies("match_found") if b["game_id"] == game_id]
+
+        body = wait_for("match_found", heard)[0]
+        seats = body["data"]["players"]
+        assert sorted(s["seat"] for s in seats) == [0, 1, 2]
+        assert {s["player_id"]: s["ticket_id"] for s in seats} == tickets
+        for seat in seats:  # the seat a poll of its ticket says
+            status, polled = call(base, "GET", f"/tickets/{seat['ticket_id']}", None, headers)
+            assert polled["seat"] == seat["seat"] and polled["game_id"] == game_id
+        assert not [b for b in receiver.bodies() if b["kind"] != "match_found"]
+    finally:
+        receiver.down()
