@@ -27,6 +27,7 @@ left).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -327,9 +328,16 @@ class Lobbies:
         name = name or player_id[:40]
         token = secrets.token_urlsafe(24)
         invite_hash = token_hash(invite) if invite else ""
-        after = self._run(
-            self._join, key_id, lobby, player_id, name, fold(name), invite_hash, token_hash(token)
-        )
+        try:
+            after = self._run(
+                self._join, key_id, lobby, player_id, name, fold(name), invite_hash,
+                token_hash(token),
+            )  # fmt: skip
+        except LobbyConflict as refused:
+            if refused.details.get("state") == "starting":  # a start cut short: finish it
+                with contextlib.suppress(redis.RedisError):  # best effort: refused all the same
+                    self._finish(key_id, self._raw(key_id, lobby_id))
+            raise
         try:
             after = self._finish(key_id, after)
         except redis.RedisError:

@@ -63,8 +63,8 @@ log = logging.getLogger(__name__)
 KEPT_MS = 7 * 86_400_000  # a matched or cancelled ticket is kept a week for its polls
 SCAN = 64  # oldest tickets a match looks at (names that clash are passed over)
 
-# KEYS: waiting, queue, ticket, queues, order. ARGV: player id, ticket JSON, ticket id,
-# "<ruleset>:<players>".
+# KEYS: waiting, queue, ticket, queues, order, pending. ARGV: player id, ticket JSON, ticket
+# id, "<ruleset>:<players>". Answers the key's pending matches too (a matcher cut short).
 TICKET_LUA = """
 local held = redis.call('HGET', KEYS[1], ARGV[1])
 if held then return {'already_waiting', held} end
@@ -75,7 +75,7 @@ redis.call('SET', KEYS[3], raw)
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 redis.call('ZADD', KEYS[2], t.order, ARGV[3])
 redis.call('SADD', KEYS[4], ARGV[4])
-return {'ok', raw}
+return {'ok', raw, redis.call('SCARD', KEYS[6])}
 """
 
 # KEYS: queue, waiting, pending, match. ARGV: players, game id, seed, now, ticket key
@@ -208,6 +208,7 @@ class Matchmaker:
                 ticket_key(key_id, ticket_id),
                 mm_queues_key(key_id),
                 mm_order_key(key_id),
+                mm_pending_key(key_id),
             ],
             args=[player_id, json.dumps(ticket), ticket_id, queue],
         )
@@ -220,6 +221,8 @@ class Matchmaker:
             )
         if self.inline:
             try:
+                if int(reply[2]):  # a match of the key's whose game was not made: now
+                    self.finish_pending(key_id)
                 self.match_queue(key_id, ruleset, players)
             except redis.RedisError:
                 # The ticket is taken: its token must reach its player all the same. A
@@ -325,14 +328,18 @@ class Matchmaker:
         pipe.execute()
         return record
 
+    def finish_pending(self, key_id: str) -> None:
+        """Make the game of each of the key's matches still pending (idempotent)."""
+        for pending in sorted(cast(set[Any], self.client.smembers(mm_pending_key(key_id)))):
+            self.finish(key_id, _text(pending))
+
     def drain(self) -> int:
         """Finish every pending match and match every queue of every key; returns the games
         made (any number of drains and inline matchers may run at once)."""
         made = 0
         for raw_key in sorted(cast(set[Any], self.client.smembers(mm_keys_key()))):
             key_id = _text(raw_key)
-            for pending in cast(set[Any], self.client.smembers(mm_pending_key(key_id))):
-                self.finish(key_id, _text(pending))
+            self.finish_pending(key_id)
             for queue in sorted(cast(set[Any], self.client.smembers(mm_queues_key(key_id)))):
                 ruleset, _, players = _text(queue).rpartition(":")
                 try:
@@ -344,3 +351,17 @@ class Matchmaker:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def main() -> None:
+    """`python -m services.command.matchmaking`: one drain with the command service's settings
+    (REDIS_URL …): every pending match made, every queue matched (an operator's tool; the
+    service matches inline)."""
+    from .app import create_app  # the service's own composition: its store and settings
+
+    app = create_app()
+    print(f"games made: {app.extensions['matchmaker'].drain()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -284,6 +284,10 @@ def test_a_start_cut_short_keeps_the_token_and_the_next_read_makes_the_game(
     status, answer = post(client, f"/lobbies/{lobby_id}/join", {"player_id": "c"}, headers)
     assert (status, answer["code"]) == (409, "lobby_full")
     monkeypatch.undo()
+    # A join refused as full finishes the start on its way (so does any read).
+    status, answer = post(client, f"/lobbies/{lobby_id}/join", {"player_id": "c"}, headers)
+    assert (status, answer["code"]) == (409, "lobby_full")
+    assert stored(redis_client, lobby_id)["state"] == "started"
     view = client.get(f"/lobbies/{lobby_id}", headers=headers).get_json()
     assert view["state"] == "started" and view["game_id"] == lobby_id
     record = json.loads(redis_client.get(secrets_key(lobby_id)) or "{}")

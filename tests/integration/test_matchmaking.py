@@ -176,6 +176,15 @@ def test_a_match_cut_short_is_finished_by_the_next_poll(
     assert record_of(redis_client, polled["game_id"])["player_ids"]
     assert not redis_client.smembers(mm_pending_key(key_id))
     assert Matchmaker(redis_client, service).drain() == 0  # nothing left to match or make
+    # Cut short again, nobody polls: the key's next ticket makes the pending game.
+    monkeypatch.setattr(service, "start_prepared", down)
+    take(client, headers, "u-3")
+    _, cut = take(client, headers, "u-4")
+    assert cut["state"] == "matched" and redis_client.smembers(mm_pending_key(key_id))
+    monkeypatch.undo()
+    take(client, headers, "u-5", players=3)
+    assert not redis_client.smembers(mm_pending_key(key_id))
+    assert record_of(redis_client, cut["game_id"])["player_ids"]
 
 
 @pytest.fixture(scope="module")
