@@ -607,7 +607,10 @@ LOBBY: dict[str, Any] = {
     "visibility": "listed",
     "state": "open",
     "host": "u-1",
-    "players": [{"player_id": "u-1", "name": "Ann"}, {"player_id": "u-2", "name": "Bob"}],
+    "players": [
+        {"player_id": "u-1", "name": "Ann", "seat": None},
+        {"player_id": "u-2", "name": "Bob", "seat": None},
+    ],
     "created_ms": 1795459617994,
     "expires_ms": 1795546017994,
     "game_id": None,
@@ -615,7 +618,7 @@ LOBBY: dict[str, Any] = {
 
 LOBBY_OPENED: dict[str, Any] = {
     **LOBBY,
-    "players": [{"player_id": "u-1", "name": "Ann"}],
+    "players": [{"player_id": "u-1", "name": "Ann", "seat": None}],
     "token": "3Jx9Qm1ZcV7pL0sK4yT8wR2nB6fH5dGa",
 }
 
@@ -628,7 +631,11 @@ JOINED: dict[str, Any] = {
     "lobby": {
         **LOBBY,
         "state": "started",
-        "players": [*LOBBY["players"], {"player_id": "u-3", "name": "Cy"}],
+        "players": [
+            {"player_id": "u-1", "name": "Ann", "seat": 2},
+            {"player_id": "u-2", "name": "Bob", "seat": 0},
+            {"player_id": "u-3", "name": "Cy", "seat": 1},
+        ],
         "game_id": "ef0ab9789b8f034882fd9142e91879d5",
     },
 }

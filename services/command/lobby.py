@@ -192,6 +192,11 @@ def players_of(lobby: dict[str, Any]) -> list[dict[str, Any]]:
 def view(lobby: dict[str, Any]) -> dict[str, Any]:
     """A lobby as the API shows it: never a token or the invite code."""
     started = lobby["state"] == "started"
+    players = players_of(lobby)
+    seats: dict[int, int] = {}
+    if started:  # who sits where: the game's seats, drawn from the lobby's seed (R2.2)
+        order = seats_in_order(len(players), None, lobby["seed"])
+        seats = {index: seat for seat, index in enumerate(order)}
     return {
         "lobby_id": lobby["id"],
         "ruleset": lobby["ruleset"],
@@ -199,7 +204,10 @@ def view(lobby: dict[str, Any]) -> dict[str, Any]:
         "visibility": "listed" if lobby["listed"] else "invite",
         "state": lobby["state"],
         "host": lobby["host"] or None,
-        "players": [{"player_id": p["player_id"], "name": p["name"]} for p in players_of(lobby)],
+        "players": [
+            {"player_id": p["player_id"], "name": p["name"], "seat": seats.get(i)}
+            for i, p in enumerate(players)
+        ],
         "created_ms": lobby["created_ms"],
         "expires_ms": lobby["expires_ms"],
         "game_id": lobby["id"] if started else None,

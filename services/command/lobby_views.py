@@ -117,6 +117,11 @@ class LobbyPlayerIn(Strict):
 class LobbyPlayer(Closed):
     player_id = fields.String(required=True)
     name = fields.String(required=True)
+    seat = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "the player's seat once the game started (0 moves first)"},
+    )
 
 
 class LobbyView(Closed):

@@ -81,6 +81,9 @@ def test_a_full_lobby_starts_its_game_with_the_tokens_its_players_joined_with(
     seat_of = {pid: seat for seat, pid in enumerate(record["player_ids"])}
     assert {record["tokens"][token_hash(t)] for t in tokens.values()} == {0, 1, 2}
     assert all(record["tokens"][token_hash(t)] == seat_of[p] for p, t in tokens.items())
+    # The lobby says who sits where once started (never before).
+    assert {p["player_id"]: p["seat"] for p in joined["lobby"]["players"]} == seat_of
+    assert all(p["seat"] is None for p in opened["players"])
     turn = client.get(f"/games/{lobby_id}/turn").get_json()
     mover = record["player_ids"][turn["player"]]
     place = {k: turn["placements"][0][k] for k in ("x", "y", "rotation")} | {"meeple": None}
