@@ -95,6 +95,9 @@ def test_a_full_lobby_starts_its_game_with_the_tokens_its_players_joined_with(
                          headers={"Authorization": f"Bearer {tokens[mover]}"})  # fmt: skip
     assert played.status_code == 200, played.get_json()
     assert client.get(f"/lobbies/{lobby_id}", headers=headers).get_json()["state"] == "started"
+    # A join whose answer was lost: the key re-issues its seat's token, as for any game.
+    reissued = client.post(f"/games/{lobby_id}/players/{seat_of['u-3']}/token", headers=headers)
+    assert reissued.status_code == 200 and reissued.get_json()["token"] != tokens["u-3"]
 
 
 def test_listing_is_per_key_ruleset_and_size_and_drops_what_left_it(
