@@ -142,6 +142,9 @@ return {'ok', raw}
 """
 )
 
+# ARGV: now, key id. Only the common part: an open lobby whose time ran out turns `expired`.
+TOUCH_LUA = _LOAD + "\nreturn {'ok', raw}\n"
+
 # ARGV: now, key id. A `starting` lobby whose game exists turns `started`.
 STARTED_LUA = (
     _LOAD
@@ -242,6 +245,7 @@ class Lobbies:
         self._leave = script(client, LEAVE_LUA)
         self._start = script(client, START_LUA)
         self._started = script(client, STARTED_LUA)
+        self._touch = script(client, TOUCH_LUA)
 
     def open(
         self,
@@ -324,7 +328,7 @@ class Lobbies:
         """A lobby of the key (a `starting` one finished first: its game made)."""
         lobby = self._raw(key_id, lobby_id)
         if lobby["state"] == "open" and now_ms() >= lobby["expires_ms"]:
-            lobby = self._run(self._started, key_id, lobby)  # turns it expired
+            lobby = self._run(self._touch, key_id, lobby)  # turns it expired
         return view(self._finish(key_id, lobby))
 
     def join(
