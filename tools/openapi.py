@@ -127,13 +127,13 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "bad_token (not a seat of this game, or not the seat to move), "
         "bad_api_key (unknown or revoked), not_playable, hints_disabled (the game's ruleset "
         "does not allow hints), not_game_owner (webhooks: only the API key that created or "
-        "imported the game registers them)",
+        "imported the game registers them); lobbies: bad_invite_code, not_lobby_host",
         (),
     ),
     404: (
         "NotFound",
         "game_not_found, hook_not_found, subscription_not_found, tileset_not_found, "
-        "no_such_request",
+        "no_such_request, lobby_not_found, ticket_not_found (also another API key's)",
         (),
     ),
     406: ("NotAcceptable", "no representation matches the Accept header", ()),
@@ -141,7 +141,10 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "Conflict",
         "the game moved on: stale_sequence (If-Match), game_over, "
         "not_your_turn, undo_not_allowed, undo_pending, undo_expired, no_hand (R10.3: the "
-        "game has no hand) and other refusals of the game's state",
+        "game has no hand), game_not_over (a rematch) and other refusals of the game's "
+        "state; lobbies: already_joined, name_taken, lobby_full, lobby_started, "
+        "lobby_expired, lobby_closed, not_in_lobby, lobby_too_small; tickets: "
+        "already_waiting (a second ticket of a waiting player), ticket_matched",
         (),
     ),
     413: ("PayloadTooLarge", "body_too_large", ()),
@@ -158,7 +161,7 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "bad_idempotency_key for those headers, idempotency_key_reused; for webhooks and "
         "subscriptions bad_webhook_url, webhook_url_not_public, webhook_url_not_https, "
         "bad_webhook_secret, too_many_webhooks, bad_event_kinds, unknown_event_kind, "
-        "too_many_subscriptions",
+        "too_many_subscriptions; unknown_ruleset (lobbies: details.known)",
         (),
     ),
     429: (
@@ -220,6 +223,12 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         (401, 403, 404, 409, 429, 503),
         security="apiKey",
         examples={200: ex.REISSUED_TOKEN},
+    ),
+    ("post", "/games/{game_id}/rematch"): Op(
+        "rematchGame",
+        (401, 403, 404, 409, 429, 503),
+        security="apiKey",
+        examples={201: ex.REMATCH},
     ),
     ("post", "/games/{game_id}/resign"): Op(
         "resign",
@@ -338,6 +347,50 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         security="apiKey",
         examples={200: ex.SUBSCRIPTION_DELIVERIES},
     ),
+    ("post", "/lobbies"): Op(
+        "openLobby",
+        (*BODY, 401, 403, 429, 503),
+        security="apiKey",
+        request={JSON: ex.LOBBY_IN},
+        examples={201: ex.LOBBY_OPENED},
+    ),
+    ("get", "/lobbies"): Op("listLobbies", (401, 403, 422, 429, 503), security="apiKey"),
+    ("get", "/lobbies/{lobby_id}"): Op(
+        "getLobby", (401, 403, 404, 429, 503), security="apiKey", examples={200: ex.LOBBY}
+    ),
+    ("post", "/lobbies/{lobby_id}/join"): Op(
+        "joinLobby",
+        (*BODY, 401, 403, 404, 409, 429, 503),
+        security="apiKey",
+        request={JSON: ex.JOIN_IN},
+        examples={200: ex.JOINED},
+    ),
+    ("post", "/lobbies/{lobby_id}/leave"): Op(
+        "leaveLobby",
+        (*BODY, 401, 403, 404, 409, 429, 503),
+        security="apiKey",
+        request={JSON: {"player_id": "u-2"}},
+    ),
+    ("post", "/lobbies/{lobby_id}/start"): Op(
+        "startLobby",
+        (*BODY, 401, 403, 404, 409, 429, 503),
+        security="apiKey",
+        request={JSON: {"player_id": "u-1"}},
+    ),
+    ("post", "/tickets"): Op(
+        "takeTicket",
+        (*BODY, 401, 403, 409, 429, 503),
+        security="apiKey",
+        request={JSON: ex.TICKET_IN},
+        examples={201: ex.TICKET_TAKEN},
+    ),
+    ("get", "/tickets"): Op("listTickets", (401, 403, 422, 429, 503), security="apiKey"),
+    ("get", "/tickets/{ticket_id}"): Op(
+        "getTicket", (401, 403, 404, 429, 503), security="apiKey", examples={200: ex.TICKET}
+    ),
+    ("delete", "/tickets/{ticket_id}"): Op(
+        "cancelTicket", (401, 403, 404, 409, 429, 503), security="apiKey"
+    ),
     # The query service.
     ("get", "/games"): Op(
         "listGames",
@@ -451,14 +504,27 @@ def _blueprints_spec(title: str, blueprints: list[flask_smorest.Blueprint]) -> d
 def service_specs() -> list[dict[str, Any]]:
     """Each service's own spec, as its decorators make it."""
     from services.command import app as command_app
-    from services.command import integration, subscription_views, undo_api
+    from services.command import (
+        integration,
+        lobby_views,
+        subscription_views,
+        ticket_views,
+        undo_api,
+    )
     from services.query import app as query_app
     from services.query import pages, pictures, ratings
 
     return [
         _service_spec(
             "command",
-            [command_app.blp, integration.blp, subscription_views.blp, undo_api.blp],
+            [
+                command_app.blp,
+                integration.blp,
+                subscription_views.blp,
+                undo_api.blp,
+                lobby_views.blp,
+                ticket_views.blp,
+            ],
         ),
         _service_spec(
             "query",

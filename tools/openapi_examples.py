@@ -569,6 +569,87 @@ WEBHOOK: dict[str, Any] = {
     "signature": "Carcassonne-Signature: t=<unix seconds>,v1=<HMAC-SHA256(secret, t.body)>",
 }
 
+REMATCH: dict[str, Any] = {
+    "game_id": "5d3c1e0b7a9f42c68e1d2b3a4c5f6e70",
+    "rematch_of": "ef0ab9789b8f034882fd9142e91879d5",
+    "created": True,
+    "players": [
+        {"seat": 0, "previous_seat": 1, "name": "Bob", "player_id": "u-2",
+         "token": "Zp4Lq8Wm2Xr6Tn0Vb3Kc7Yh1Gd5Sf9Ja"},
+        {"seat": 1, "previous_seat": 0, "name": "Ann", "player_id": "u-1",
+         "token": "3Jx9Qm1ZcV7pL0sK4yT8wR2nB6fH5dGa"},
+    ],
+}  # fmt: skip
+
+TICKET_IN: dict[str, Any] = {"player_id": "u-1", "name": "Ann", "ruleset": "classic", "players": 2}
+
+TICKET: dict[str, Any] = {
+    "ticket_id": "t_5e0c2f7a9b1d3c4e6f8a0b2c",
+    "player_id": "u-1",
+    "name": "Ann",
+    "ruleset": "classic",
+    "players": 2,
+    "state": "matched",
+    "created_ms": 1795459617994,
+    "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "seat": 1,
+}
+
+TICKET_TAKEN: dict[str, Any] = {
+    **TICKET,
+    "state": "waiting",
+    "game_id": None,
+    "seat": None,
+    "token": "3Jx9Qm1ZcV7pL0sK4yT8wR2nB6fH5dGa",
+}
+
+LOBBY_IN: dict[str, Any] = {
+    "ruleset": "classic",
+    "seats": 3,
+    "visibility": "listed",
+    "host": {"player_id": "u-1", "name": "Ann"},
+}
+
+LOBBY: dict[str, Any] = {
+    "lobby_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "ruleset": "classic",
+    "seats": 3,
+    "visibility": "listed",
+    "state": "open",
+    "host": "u-1",
+    "players": [
+        {"player_id": "u-1", "name": "Ann", "seat": None},
+        {"player_id": "u-2", "name": "Bob", "seat": None},
+    ],
+    "created_ms": 1795459617994,
+    "expires_ms": 1795546017994,
+    "game_id": None,
+}
+
+LOBBY_OPENED: dict[str, Any] = {
+    **LOBBY,
+    "players": [{"player_id": "u-1", "name": "Ann", "seat": None}],
+    "token": "3Jx9Qm1ZcV7pL0sK4yT8wR2nB6fH5dGa",
+}
+
+JOIN_IN: dict[str, Any] = {"player_id": "u-3", "name": "Cy"}
+
+JOINED: dict[str, Any] = {
+    "lobby_id": "ef0ab9789b8f034882fd9142e91879d5",
+    "player_id": "u-3",
+    "token": "Zp4Lq8Wm2Xr6Tn0Vb3Kc7Yh1Gd5Sf9Ja",
+    "lobby": {
+        **LOBBY,
+        "state": "started",
+        "players": [
+            {"player_id": "u-1", "name": "Ann", "seat": 2},
+            {"player_id": "u-2", "name": "Bob", "seat": 0},
+            {"player_id": "u-3", "name": "Cy", "seat": 1},
+        ],
+        "game_id": "ef0ab9789b8f034882fd9142e91879d5",
+    },
+}
+
 SUBSCRIPTION_IN: dict[str, Any] = {
     "url": "https://hooks.example.com/carcassonne/events",
     "kinds": ["turn_started", "move_made", "game_over"],

@@ -17,7 +17,6 @@ from prometheus_client import Counter
 
 from carcassonne.errors import GameError, MalformedError
 from carcassonne.events import meeple_from_dict
-from carcassonne.ruleset import Ruleset
 from services.archive import open_archive
 from services.archive.fallthrough import FallThroughStore
 from services.common import http_errors
@@ -34,10 +33,11 @@ from services.redis_store.hint_store import TASK as HINT_TASK
 from services.redis_store.hint_store import HintStore, Limits
 from services.redis_store.replication import NotReplicated
 
-from . import hints, integration, subscription_views, undo_api
+from . import hints, integration, lobby_views, subscription_views, ticket_views, undo_api
 from .client import command_client
 from .config import from_env
 from .handlers import TurnResult
+from .rulesets import to_ruleset
 from .schemas import (
     DEFAULT_THINK_MS,
     CreatedGame,
@@ -47,6 +47,7 @@ from .schemas import (
     HintPending,
     HintQuery,
     ReissuedToken,
+    Rematch,
     TurnIn,
     TurnView,
 )
@@ -93,12 +94,7 @@ class Games(MethodView):
         Not idempotent (an Idempotency-Key is ignored): a retry after a lost reply makes a
         second game, and the first is never played. Answering a retry with the first game's
         tokens would need them stored in the clear, for anyone who sends the same key."""
-        rules = dict(body["ruleset"])
-        area = rules.pop("area")
-        if area is not None:
-            rules["area"] = (area["width"], area["height"])
-            rules["border_closes"] = area["border_closes"]
-        ruleset = Ruleset(**rules)
+        ruleset = to_ruleset(body["ruleset"])
         names = [p["name"] for p in body["players"]]
         ids = [p.get("player_id") for p in body["players"]]
         bots = [
@@ -206,6 +202,26 @@ class SeatToken(MethodView):
         (`X-Api-Key` on `POST /games`). The seat's old token stops working at once."""
         key = integration.current_key_id()
         return _json_response(_service().reissue_token(checked_game_id(game_id), seat, key))
+
+
+@blp.route("/<game_id>/rematch")
+class RematchView(MethodView):
+    @integration.authenticated
+    @blp.response(201, Rematch())
+    @blp.alt_response(
+        200, schema=Rematch, description="made by an earlier request: the same game, no tokens"
+    )
+    def post(self, game_id: str) -> Response:
+        """The next game for the same players, once this one is over, for the API key that
+        created it: the same ruleset, names and player ids, seats rotated by one (the old
+        seat 1 moves first). Safe to repeat: every request names one game, and only the one
+        that made it (201) holds the new tokens; a repeat answers 200 with tokens null. The
+        key's subscriptions hear `game_started` with every seat (docs/lobby.md)."""
+        key = integration.current_key_id()
+        made = _service().rematch(checked_game_id(game_id), key)
+        response = _json_response(made)
+        response.status_code = 201 if made["created"] else 200
+        return response
 
 
 @blp.route("/<game_id>/resign")
@@ -369,6 +385,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     integration.init_app(app, api, service)  # /v1/score, import, export, webhooks
     subscription_views.init_app(app, api)  # /v1/subscriptions
     undo_api.init_app(app, api)  # /games/{id}/undo…
+    lobby_views.init_app(app, api, service)  # /lobbies…
+    ticket_views.init_app(app, api, service)  # /tickets…
 
     def not_replicated(exc: redis.RedisError) -> Response | None:
         # An append is one script: it happened whole or not at all (the reply may be what

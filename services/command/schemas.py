@@ -325,6 +325,36 @@ class ReissuedToken(Closed):
     seq = fields.Integer(required=True, metadata={"description": "its TokenReissued event"})
 
 
+class RematchSeat(Closed):
+    seat = fields.Integer(required=True, metadata={"description": "0 moves first"})
+    previous_seat = fields.Integer(
+        required=True, metadata={"description": "this player's seat in the game before"}
+    )
+    name = fields.String(required=True)
+    player_id = fields.String(required=True, allow_none=True)
+    token = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "secret: the seat's new token, only in the answer that made the "
+            "game (null in a repeated request's answer, and for a bot seat)"
+        },
+    )
+    bot = fields.Nested(BotSeat, metadata={"description": "present when a bot plays it"})
+
+
+class Rematch(Closed):
+    """The next game of the same players (POST /games/{id}/rematch)."""
+
+    game_id = fields.String(required=True)
+    rematch_of = fields.String(required=True)
+    created = fields.Boolean(
+        required=True,
+        metadata={"description": "false: an earlier request made it (the same game, no tokens)"},
+    )
+    players = fields.List(fields.Nested(RematchSeat), required=True)
+
+
 class CreatedGame(Closed):
     game_id = fields.String(required=True)
     players = fields.List(fields.Nested(Seat), required=True, metadata={"description": "seats"})

@@ -6,9 +6,9 @@ hash is ever replaced (a re-issued token, `replace_token`):
 ``seed`` (the draw seed, revealed once the game is over), ``tokens`` (token hash -> seat),
 ``names`` (seat order) and, when the request gave any, ``player_ids`` (seat order, null for
 a seat without one: the apps' opaque user ids) and, when the creating request sent an API
-key, ``key_id`` (that key owns the game: its subscriptions cover it). The append script
-Its public part (names, player ids, bots, owner, public) is written beside it, in the same
-step, as the game's seats record (services/redis_store/seats.py): the games directory and the
+key, ``key_id`` (that key owns the game: its subscriptions cover it). Its public part
+(names, player ids, bots, owner, public) is written beside it, in the same step, as the
+game's seats record (services/redis_store/seats.py): the games directory and the
 query service read that one, never this (the query role's Redis user may not).
 """
 

@@ -10,6 +10,7 @@ deliveries) is for the consumers of the change feed: the service only appends.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import secrets
 import time
@@ -32,7 +33,7 @@ from carcassonne.ruleset import Ruleset
 from carcassonne.state import OVER, GameState
 from carcassonne.tiles import Meeple
 from carcassonne.undo import undo_voters
-from eventstore.errors import CommandReused
+from eventstore.errors import CommandReused, ConcurrencyError
 from eventstore.port import EventStore
 from services.archive.fallthrough import FallThroughStore
 from services.common.access import RateLimited
@@ -41,7 +42,7 @@ from services.common.moves import Committed, Handler, append_moves, now_ms, run_
 from services.common.pace import move_ms
 from services.redis_store.bot_budget import Refused, seconds_to_midnight
 from services.redis_store.bot_index import is_bot
-from services.redis_store.keys import new_game_id
+from services.redis_store.keys import derived_game_id, new_game_id
 
 from . import hints, views
 from .cache import Cached, FoldCache, Taken
@@ -135,22 +136,49 @@ class GameService:
         # A bot seat has no token: nobody may play its turns but the bot worker.
         tokens = [None if b else secrets.token_urlsafe(24) for b in seat_bots]
         record = secrets_record(seed, seats, tokens, seat_ids, key_id, seat_bots, public)
-        state = GameState()
-        events = decide(state, StartGame(ruleset, len(seats)))
-        for event in events:
-            state.apply(event)
-        self._reserve_bots(key_id, game_id, seat_bots, state.bag_size)
+        self._reserve_bots(key_id, game_id, seat_bots, ruleset)
         # Before the first append: the bot worker reads the seats when the feed shows it.
         self.secrets.put(game_id, record)
-        events = with_seats(events, seats, seat_ids)  # the log itself says who sits where
-        events += draw_until_placeable(state, seed, now_ms())
-        # The worker learns of the game from the change feed, as of every move: a game with
-        # an owner key's subscriptions hears of its first turn once the worker has passed it.
-        append_moves(self.store, game_id, events, expected=0, command_id="create")
+        self._append_start(game_id, record, ruleset)
         return game_id, seated_players(names, order, tokens, ids, kinds)
 
+    def _append_start(self, game_id: str, record: dict[str, Any], ruleset: Ruleset) -> None:
+        """Append the start of a game whose secrets `record` is stored: `GameStarted` naming
+        the seats and the first draws (from the record's seed), conditional on an empty move
+        stream with the command id ``create`` — so a retry, or a second process finishing
+        the same start, appends nothing twice (the store answers the first append)."""
+        state = GameState()
+        events = decide(state, StartGame(ruleset, len(record["names"])))
+        for event in events:
+            state.apply(event)
+        # The log itself says who sits where.
+        events = with_seats(events, record["names"], record.get("player_ids"))
+        events += draw_until_placeable(state, record["seed"], now_ms())
+        # The worker learns of the game from the change feed, as of every move: a game with
+        # an owner key's subscriptions hears of its first turn once the worker has passed it.
+        with contextlib.suppress(ConcurrencyError):  # started already: the first draws stand
+            append_moves(self.store, game_id, events, expected=0, command_id="create")
+
+    def start_prepared(
+        self, game_id: str, record: dict[str, Any], ruleset: Ruleset
+    ) -> tuple[dict[str, Any], bool]:
+        """Start a game from a secrets record made elsewhere (a lobby's seats, a rematch):
+        the record is stored unless the game has one (SET NX), then the start is appended
+        from the stored record. Idempotent: any number of calls, at once or after a crash
+        between the two steps, make one game. Returns the stored record and whether this call
+        stored it (only then are tokens it made the game's)."""
+        stored = self.secrets.put_new(game_id, record)
+        if not stored:
+            record = self.secrets.get(game_id) or record
+        self._append_start(game_id, record, ruleset)
+        return record, stored
+
     def _reserve_bots(
-        self, key_id: str | None, game_id: str, bots: list[dict[str, Any] | None], tiles: int
+        self,
+        key_id: str | None,
+        game_id: str,
+        bots: list[dict[str, Any] | None],
+        ruleset: Ruleset,
     ) -> None:
         """Reserve the game's bot seconds against its key's budgets, in flight and for the
         day (issue 32, finding 2: one request could buy half an hour of bot CPU), or refuse
@@ -158,10 +186,58 @@ class GameService:
         The bot worker gives the in-flight seconds back at its end."""
         if self.bot_budget is None or key_id is None or not any(bots):
             return
-        seconds = bot_seconds(bots, tiles, self.move_floor_ms)
+        state = GameState()
+        for event in decide(state, StartGame(ruleset, len(bots))):
+            state.apply(event)
+        seconds = bot_seconds(bots, state.bag_size, self.move_floor_ms)
         refused = self.bot_budget.reserve(key_id, game_id, seconds)
         if refused is not None:
             raise over_budget(refused, seconds, "this game's bots")
+
+    def rematch(self, game_id: str, key_id: str) -> dict[str, Any]:
+        """The next game for the same players (docs/lobby.md, "Rematch"): the same ruleset,
+        names, player ids, bots, owner key and listing, seats rotated by one (the old seat 1
+        moves first, the old seat 0 last), asked for by the key that owns the game once it is
+        over. Its id is derived from the old game's, so any number of requests, at once or
+        retried, make one game: the request that stored its secrets answers each seat's new
+        token (`created`), every other the same game with no token (a lost answer's tokens
+        are re-issued by `POST /games/{id}/players/{seat}/token`)."""
+        cached = self.load(game_id)
+        record = cached.secrets
+        if record.get("key_id") is None or record.get("key_id") != key_id:
+            raise Forbidden(
+                "not_game_owner", "only the API key that created this game may ask a rematch"
+            )
+        if cached.state.phase != OVER:
+            raise OutOfTurnError("game_not_over", "a rematch follows a game that is over", "R7.1")
+        count = len(record["names"])
+        moved = [(seat + 1) % count for seat in range(count)]  # new seat -> old seat
+        names = [record["names"][old] for old in moved]
+        ids = [(record.get("player_ids") or [None] * count)[old] for old in moved]
+        bots = [(record.get("bots") or [None] * count)[old] for old in moved]
+        tokens = [None if bot else secrets.token_urlsafe(24) for bot in bots]
+        new_id = derived_game_id(b"rematch:" + game_id.encode())
+        ruleset = cached.state.ruleset
+        fresh = secrets_record(
+            secrets.token_hex(16), names, tokens, ids, key_id, bots, bool(record.get("public"))
+        )
+        fresh["rematch_of"] = game_id
+        if self.secrets.get(new_id) is None:  # a repeat reserves no bot time again
+            self._reserve_bots(key_id, new_id, bots, ruleset)
+        _, created = self.start_prepared(new_id, fresh, ruleset)
+        players = []
+        for seat, old in enumerate(moved):
+            player: dict[str, Any] = {
+                "seat": seat,
+                "previous_seat": old,
+                "name": names[seat],
+                "player_id": ids[seat],
+                "token": tokens[seat] if created else None,
+            }
+            if bots[seat]:
+                player["bot"] = bots[seat]
+            players.append(player)
+        return {"game_id": new_id, "rematch_of": game_id, "created": created, "players": players}
 
     def play_turn(
         self,

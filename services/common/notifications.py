@@ -20,8 +20,19 @@ from typing import Any
 # turn_started: a seat must play (seat, player_id, tile, deadline_ms); move_made: a tile was
 # placed or discarded, or a placement undone; score: a feature scored (FeatureScored) or an
 # undone placement's scoring taken back (ScoreReverted); game_over: final scoring
-# (GameScored); player_out: a seat left the game (resigned, or out after timeouts).
-KINDS = ("turn_started", "move_made", "score", "game_over", "player_out")
+# (GameScored); player_out: a seat left the game (resigned, or out after timeouts);
+# game_started: a game began (every seat: name, player_id): each player learns of a new game
+# made for them (a lobby that filled, a rematch) from one item; match_found: a game made by
+# matchmaking (every seat with its ticket), right after its game_started.
+KINDS = (
+    "turn_started",
+    "move_made",
+    "score",
+    "game_over",
+    "player_out",
+    "game_started",
+    "match_found",
+)
 MAX_SUBSCRIPTIONS = 10  # per API key: every event of its games is sent to each
 RECENT_KEPT = 200  # attempts a subscription's delivery log keeps (newest first)
 MAX_OVERLAP_SECONDS = 7 * 86_400  # the longest a rotated-out secret stays valid

@@ -59,6 +59,9 @@ HINTS: dict[str, str] = {
     "game; hints_in_flight: its hints at once). Wait Retry-After seconds (for games to end, "
     "or resign or abandon some), or seat fewer or faster bots, or ask a greedy hint "
     "(details.asked_seconds is what was asked); docs/bots.md.",
+    "lobby": "GET /lobbies/{id} shows a lobby's state and players, GET /tickets/{id} a "
+    "ticket's (a key sees only its own); docs/lobby.md says who may join, leave, start and "
+    "wait, and the named rulesets.",
 }
 
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -69,7 +72,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
              "recall_with_meeple", "river_blocked", "river_first", "river_not_continued",
              "river_u_turn", "square_taken",
              "tile_fits", "tile_not_in_hand", "tile_required", "unreachable"),
-    "turn": ("bad_if_match", "bot_seat", "game_not_started", "game_over", "game_started",
+    "turn": ("bad_if_match", "bot_seat", "game_not_over", "game_not_started", "game_over",
+             "game_started",
              "hand_not_revealed", "hints_disabled", "no_hand", "no_tile_drawn", "not_your_turn",
              "player_out", "stale_sequence", "tile_already_drawn", "tile_not_drawn",
              "turn_not_expired"),
@@ -104,6 +108,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "bots": ("bot_only_think_ms",),
     "budget": ("bot_budget_exceeded", "bot_day_budget_exceeded", "hint_budget_exceeded"),
     "ratings": ("player_not_rated", "pool_not_found"),
+    "lobby": ("already_joined", "bad_invite_code", "lobby_closed", "lobby_expired",
+              "lobby_full", "lobby_not_found", "lobby_started", "lobby_too_small", "name_taken",
+              "not_in_lobby", "not_lobby_host", "unknown_ruleset", "already_waiting",
+              "ticket_matched", "ticket_not_found"),
 }  # fmt: skip
 
 FAMILY_OF: dict[str, str] = {code: family for family, codes in FAMILIES.items() for code in codes}

@@ -190,6 +190,71 @@ def archive_due_key(shard: int) -> str:
     return _itag(shard) + ":idx:archive-due"
 
 
+def lobby_key(game_id: str) -> str:
+    """String: a lobby's JSON (services/command/lobby.py). A lobby's id is the id of the game
+    it starts, so the lobby, that game and its shard's indexes share one slot."""
+    return _tag(game_id) + ":lobby"
+
+
+def lobbies_key(shard: int, key_id: str, ruleset: str, seats: int) -> str:
+    """Sorted set: the API key's listed open lobbies of a ruleset and size on this shard ->
+    when each expires (ms). Only that key lists them (GET /lobbies)."""
+    return _itag(shard) + ":idx:key:" + key_id + ":lobbies:" + ruleset + ":" + str(seats)
+
+
+# ------------------------------------------------------------------------ matchmaking
+#
+# An API key's matchmaking lives under its own hash tag ``{mm:<key id>}`` (one slot per key):
+# players meet only within a key (a game has one owner key), and a player waits in one queue
+# at a time across every ruleset and size, which one script checks where it takes the ticket.
+
+
+def mm_tag(key_id: str) -> str:
+    """The hash tag of a key's matchmaking."""
+    return "{mm:" + key_id + "}"
+
+
+def ticket_key(key_id: str, ticket_id: str) -> str:
+    """String: a ticket's JSON (services/command/matchmaking.py)."""
+    return mm_tag(key_id) + ":t:" + ticket_id
+
+
+def queue_key(key_id: str, ruleset: str, players: int) -> str:
+    """Sorted set: the key's waiting tickets of a ruleset and game size -> their order
+    (oldest first)."""
+    return mm_tag(key_id) + ":q:" + ruleset + ":" + str(players)
+
+
+def waiting_key(key_id: str) -> str:
+    """Hash: player id -> its waiting ticket (one per player)."""
+    return mm_tag(key_id) + ":waiting"
+
+
+def match_key(key_id: str, game_id: str) -> str:
+    """String: a match's JSON (its game, seed and tickets), kept until its game is made."""
+    return mm_tag(key_id) + ":m:" + game_id
+
+
+def mm_order_key(key_id: str) -> str:
+    """Counter: the order of the key's tickets (oldest first, ties impossible)."""
+    return mm_tag(key_id) + ":order"
+
+
+def mm_pending_key(key_id: str) -> str:
+    """Set: the key's matches whose game may not be made yet (a matcher cut short)."""
+    return mm_tag(key_id) + ":pending"
+
+
+def mm_queues_key(key_id: str) -> str:
+    """Set: "<ruleset>:<players>" of every queue of the key that had a ticket."""
+    return mm_tag(key_id) + ":queues"
+
+
+def mm_keys_key() -> str:
+    """Set: API keys that made tickets (the matcher's `drain` walks them)."""
+    return "mm:keys"
+
+
 def archived_key(game_id: str) -> str:
     """The tombstone of a game that left Redis for the archive: the time (ms) it left. The
     only key of the game's tag left after archiving, so "archived" is told from "unknown"."""

@@ -19,6 +19,14 @@ fold), so an item says who is to play after each move. For move seq M, in this o
   new tile. After an undo (`TurnUndone`) the seat that placed has its turn again:
   ``turn_started`` with its tile.
 
+- ``game_started`` (move 1, `GameStarted`, before the first ``turn_started``): every seat
+  with its name and player id (``players``: seat order), so each player of a game made for
+  them (a lobby that filled, a rematch: docs/lobby.md) can be told.
+
+A game made by matchmaking (its secrets record names the match's tickets) also has
+``match_found`` right after ``game_started``, each seat with its ``ticket_id``
+(`with_match`: the record is not in the log, so the dispatcher adds it).
+
 Items are ordered by move seq (then as listed), so a receiver that gets them in order sees
 the game as it was played.
 """
@@ -109,10 +117,13 @@ class Feed:
         event = to_engine(stored)
         was = (state.phase, state.current)
         state.apply(event)
+        seq, at = stored.seq, stored.time_ms
         if isinstance(event, GameStarted):
             self.ids = tuple(event.player_ids or (None,) * event.players)
+            names = event.names or (None,) * event.players
+            seats = [{**_seat(self.ids, i), "name": names[i]} for i in range(event.players)]
+            items.append(Item("game_started", seq, at, {"players": seats}))
         ids = self.ids
-        seq, at = stored.seq, stored.time_ms
 
         if stored.type in MOVES_MADE:
             player = int(stored.payload["player"])
@@ -146,6 +157,24 @@ class Feed:
             # R10.3: its tiles are the seat's secret: `tile` is null (the seat's /hand says).
             data = {**_seat(ids, state.current), "tile": None, "deadline_ms": None}
             items.append(Item("turn_started", seq, at, data))
+
+
+def with_match(items: list[Item], record: dict[str, Any] | None) -> list[Item]:
+    """`items` with a ``match_found`` after a ``game_started`` of a game made by matchmaking
+    (`record`: the game's secrets record, whose ``match`` lists its tickets in seat order)."""
+    tickets = ((record or {}).get("match") or {}).get("tickets")
+    if not tickets:
+        return items
+    out: list[Item] = []
+    for item in items:
+        out.append(item)
+        if item.kind == "game_started":
+            seats = [
+                {**seat, "ticket_id": tickets[i] if i < len(tickets) else None}
+                for i, seat in enumerate(item.data["players"])
+            ]
+            out.append(Item("match_found", item.seq, item.time_ms, {"players": seats}))
+    return out
 
 
 def feed_items(moves: Iterable[StoredEvent], scores: Iterable[StoredEvent]) -> list[Item]:

@@ -66,7 +66,7 @@ from . import delivery, process, webhooks
 from .config import from_env
 from .delivery import Deliverer, Request, Source, dispatch_args, new_entry, now_ms, text
 from .delivery_scripts import DISPATCH_LUA
-from .feed import Feed, Item
+from .feed import Feed, Item, with_match
 
 log = logging.getLogger(__name__)
 settings = from_env()
@@ -273,6 +273,9 @@ class SubscriptionDispatcher:
             ]
             items = feed.advance(moves, scores)
             self.feeds.keep(game_id, feed)
+            if any(item.kind == "game_started" for item in items):  # once per game
+                raw = self.client.get(secrets_key(game_id))
+                items = with_match(items, json.loads(raw) if raw is not None else None)
             last_score = scores[-1].seq if scores else lowest
             lost = False
             for sub_id, st in behind.items():

@@ -57,6 +57,17 @@ COMMAND_OPS = {
     "requestUndo",
     "acceptUndo",
     "refuseUndo",
+    "openLobby",
+    "listLobbies",
+    "getLobby",
+    "joinLobby",
+    "leaveLobby",
+    "startLobby",
+    "rematchGame",
+    "takeTicket",
+    "listTickets",
+    "getTicket",
+    "cancelTicket",
 }
 QUERY_OPS = {
     "listGames",
@@ -174,6 +185,7 @@ def aim(case: Case, stack: Stack) -> None:
     seat to move for a turn or a hint (the fuzzer's request is then judged by the rules, not
     refused at the door), and the API key's subscriptions."""
     _aim_subscription(case, stack)
+    _aim_lobby(case, stack)
     params = case.path_parameters
     if not params or "game_id" not in params:
         return
@@ -217,6 +229,18 @@ def _aim_subscription(case: Case, stack: Stack) -> None:
         params["sub_id"] = _spare_subscription(stack)
     else:
         params["sub_id"] = stack.subscription_id
+
+
+def _aim_lobby(case: Case, stack: Stack) -> None:
+    """A `lobby_id` mostly names a lobby of the key, opened for this request (a join then
+    takes one of its 5 seats rather than finding it full)."""
+    params = case.path_parameters
+    if not params or "lobby_id" not in params or _pick(case, 4) == 3:
+        return  # none, or a random id: 404
+    body = {"ruleset": "classic", "seats": 5, "host": {"player_id": "fuzz-host"}}
+    status, opened = call(stack.command, "POST", "/lobbies", body, {"X-Api-Key": stack.api_key})
+    assert status == 201, opened
+    params["lobby_id"] = opened["lobby_id"]
 
 
 def _pick_body(case: Case, choices: int) -> int:
@@ -277,6 +301,17 @@ SEMANTIC = {
     "webhook_url_not_public",  # a host on this network (loopback, private, link-local)
     "webhook_url_not_https",  # http is accepted only in development
     "too_many_subscriptions",  # the key has MAX_SUBSCRIPTIONS already
+    # Lobbies (docs/lobby.md): who is seated, and the lobby's state.
+    "already_joined",
+    "name_taken",
+    "not_in_lobby",
+    "lobby_too_small",
+    "lobby_full",
+    "lobby_started",
+    "lobby_expired",
+    "lobby_closed",
+    "already_waiting",  # the player waits on another ticket
+    "ticket_matched",  # cancelling a ticket whose game exists
 }
 
 

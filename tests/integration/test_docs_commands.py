@@ -182,6 +182,7 @@ def test_every_shell_block_is_run_or_marked() -> None:
 # key CLI (docs/integration.md, "API keys").
 DOC_VARIABLES = {
     "docs/lifecycle.md": {"KEY": "key"},
+    "docs/lobby.md": {"KEY": "key"},
     "docs/pictures.md": {"GAME": "quick start"},
     "docs/query.md": {"GAME": "imported", "KEY": "key"},
     "docs/subscriptions.md": {"KEY": "key"},

@@ -16,7 +16,7 @@ from eventstore.schemas import to_new
 from eventstore.score_stream import score_events
 from services.common.notifications import live_secrets
 from services.common.signing import sign, verify
-from services.scoring.feed import Feed, feed_items
+from services.scoring.feed import Feed, feed_items, with_match
 
 
 def stored_game(seed: int) -> InMemoryEventStore:
@@ -54,6 +54,32 @@ def test_the_feed_follows_the_game_in_seq_order() -> None:
     for item in items:
         if item.kind == "score":
             assert item.data["move"] == item.seq
+
+
+def test_a_game_starts_with_one_item_naming_every_seat_before_its_first_turn() -> None:
+    store = stored_game(6)
+    items = feed_items(store.read("g", MOVES), store.read("g", SCORES))
+    assert [i.kind for i in items[:2]] == ["game_started", "turn_started"]
+    assert items[0].seq == 1 and items[0].data == {
+        "players": [
+            {"seat": 0, "player_id": "u-a", "name": "Ann"},
+            {"seat": 1, "player_id": None, "name": "Bob"},
+            {"seat": 2, "player_id": "u-c", "name": "Cy"},
+        ]
+    }
+    assert sum(i.kind == "game_started" for i in items) == 1
+
+
+def test_a_matched_game_says_match_found_with_each_seats_ticket_after_it_starts() -> None:
+    store = stored_game(6)
+    items = feed_items(store.read("g", MOVES), store.read("g", SCORES))
+    assert with_match(items, {"names": ["Ann", "Bob", "Cy"]}) == items  # not a match
+    matched = with_match(items, {"match": {"tickets": ["t_a", "t_b", "t_c"]}})
+    assert [i.kind for i in matched[:3]] == ["game_started", "match_found", "turn_started"]
+    assert [(p["seat"], p["player_id"], p["ticket_id"]) for p in matched[1].data["players"]] == [
+        (0, "u-a", "t_a"), (1, None, "t_b"), (2, "u-c", "t_c")
+    ]  # fmt: skip
+    assert matched[1].seq == 1 and len(matched) == len(items) + 1
 
 
 def test_a_prefix_of_the_moves_gives_a_prefix_of_the_feed() -> None:

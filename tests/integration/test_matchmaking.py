@@ -1,0 +1,234 @@
+"""Matchmaking tickets (`/tickets`, docs/lobby.md) against a real Redis: the oldest tickets
+of a queue are matched first into a game whose seats play with the tokens the tickets
+answered; a second ticket of a waiting player, an unknown ruleset, another key's ticket and a
+matched ticket's cancel are 4xx that change nothing; a match cut short is finished by a poll;
+and over real HTTP (two gunicorn instances) hundreds of tickets of mixed sizes taken at once
+put no player in two games and no game short of a seat."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import redis
+from flask import Flask
+from flask.testing import FlaskClient
+
+from services.command.apikeys import ApiKeys
+from services.command.app import create_app
+from services.command.matchmaking import Matchmaker
+from services.command.secrets_store import token_hash
+from services.redis_store import secrets_key
+from services.redis_store.keys import mm_pending_key, queue_key, waiting_key
+
+from .http_client import call, gunicorn
+
+
+@pytest.fixture(scope="module")
+def app(redis_url: str) -> Flask:
+    return create_app({"REDIS_URL": redis_url, "NOTIFY_MS": 0,
+                       "API_KEY_RATE": 10_000.0, "API_KEY_BURST": 10_000})  # fmt: skip
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+def new_key(redis_url: str) -> tuple[str, dict[str, str]]:
+    key_id, secret = ApiKeys(redis.Redis.from_url(redis_url)).create("tickets")
+    return key_id, {"X-Api-Key": secret}
+
+
+def take(client: FlaskClient, headers: dict[str, str], player: str, players: int = 2,
+         ruleset: str = "classic", **extra: Any) -> tuple[int, Any]:  # fmt: skip
+    body = {"player_id": player, "ruleset": ruleset, "players": players, **extra}
+    reply = client.post("/tickets", json=body, headers=headers)
+    return reply.status_code, reply.get_json()
+
+
+def record_of(redis_client: redis.Redis, game_id: str) -> dict[str, Any]:
+    return dict(json.loads(redis_client.get(secrets_key(game_id)) or "{}"))
+
+
+def test_the_oldest_tickets_are_matched_first_and_play_with_their_tokens(
+    client: FlaskClient, redis_url: str, redis_client: redis.Redis
+) -> None:
+    key_id, headers = new_key(redis_url)
+    taken = {}
+    for player in ("u-1", "u-2", "u-3", "u-4"):
+        status, ticket = take(client, headers, player, players=3)
+        assert status == 201, ticket
+        taken[player] = ticket
+    assert taken["u-1"]["state"] == "waiting" and taken["u-3"]["state"] == "matched"
+    game_id = taken["u-3"]["game_id"]
+    record = record_of(redis_client, game_id)
+    assert sorted(record["player_ids"]) == ["u-1", "u-2", "u-3"] and record["key_id"] == key_id
+    for player in ("u-1", "u-2", "u-3"):
+        polled = client.get(f"/tickets/{taken[player]['ticket_id']}", headers=headers).get_json()
+        assert polled["state"] == "matched" and polled["game_id"] == game_id
+        assert record["player_ids"][polled["seat"]] == player
+        assert record["tokens"][token_hash(taken[player]["token"])] == polled["seat"]
+    assert [t["player_id"] for t in client.get("/tickets", headers=headers).get_json()[
+        "tickets"]] == ["u-4"]  # fmt: skip
+    turn = client.get(f"/games/{game_id}/turn").get_json()
+    mover = record["player_ids"][turn["player"]]
+    place = {k: turn["placements"][0][k] for k in ("x", "y", "rotation")} | {"meeple": None}
+    played = client.post(f"/games/{game_id}/turns", json=place,
+                         headers={"Authorization": f"Bearer {taken[mover]['token']}"})  # fmt: skip
+    assert played.status_code == 200, played.get_json()
+
+
+def test_bad_tickets_get_a_stable_code_and_change_nothing(
+    client: FlaskClient, redis_url: str, redis_client: redis.Redis
+) -> None:
+    key_id, headers = new_key(redis_url)
+    _, other = new_key(redis_url)
+    status, first = take(client, headers, "u-1")
+    waiting_before = redis_client.hgetall(waiting_key(key_id))
+    refusals: list[tuple[dict[str, Any], int, str]] = [
+        ({"player_id": "u-1", "ruleset": "classic", "players": 2}, 409, "already_waiting"),
+        ({"player_id": "u-1", "ruleset": "demo", "players": 4}, 409, "already_waiting"),
+        ({"player_id": "u-2", "ruleset": "go", "players": 2}, 422, "unknown_ruleset"),
+        ({"player_id": "u-2", "ruleset": "classic", "players": 6}, 422, "invalid_body"),
+        ({"player_id": "u-2", "ruleset": "classic", "players": 1}, 422, "invalid_body"),
+        ({"player_id": "u-2", "ruleset": "classic", "players": "2"}, 422, "invalid_body"),
+        ({"player_id": "u-2", "ruleset": "classic"}, 422, "invalid_body"),
+        ({"player_id": "", "ruleset": "classic", "players": 2}, 422, "invalid_body"),
+        ({"player_id": "u-2", "ruleset": "classic", "players": 2, "game_id": "x"}, 422,
+         "invalid_body"),
+    ]  # fmt: skip
+    for body, status, code in refusals:
+        reply = client.post("/tickets", json=body, headers=headers)
+        assert (reply.status_code, reply.get_json()["code"]) == (status, code), body
+    assert redis_client.hgetall(waiting_key(key_id)) == waiting_before
+    assert redis_client.zcard(queue_key(key_id, "classic", 2)) == 1
+    ticket = first["ticket_id"]
+    for method in ("get", "delete"):
+        reply = getattr(client, method)(f"/tickets/{ticket}", headers=other)
+        assert (reply.status_code, reply.get_json()["code"]) == (404, "ticket_not_found")
+    assert client.get("/tickets", headers=other).get_json() == {"tickets": []}
+    reply = client.post("/tickets", json={"player_id": "u-2", "ruleset": "classic",
+                                          "players": 2}, headers={})  # fmt: skip
+    assert (reply.status_code, reply.get_json()["code"]) == (401, "missing_api_key")
+    assert client.get(f"/tickets/{ticket}", headers=headers).get_json()["state"] == "waiting"
+
+
+def test_a_cancelled_ticket_is_never_matched_and_a_matched_one_stays(
+    client: FlaskClient, redis_url: str
+) -> None:
+    _, headers = new_key(redis_url)
+    _, gone = take(client, headers, "u-1")
+    cancelled = client.delete(f"/tickets/{gone['ticket_id']}", headers=headers).get_json()
+    assert cancelled["state"] == "cancelled"
+    again = client.delete(f"/tickets/{gone['ticket_id']}", headers=headers)
+    assert again.status_code == 200 and again.get_json()["state"] == "cancelled"
+    _, a = take(client, headers, "u-2")
+    _, b = take(client, headers, "u-3")
+    assert b["state"] == "matched"
+    polled = client.get(f"/tickets/{gone['ticket_id']}", headers=headers).get_json()
+    assert polled["state"] == "cancelled" and polled["game_id"] is None
+    refused = client.delete(f"/tickets/{a['ticket_id']}", headers=headers)
+    assert (refused.status_code, refused.get_json()["code"]) == (409, "ticket_matched")
+    # Matched, the player may wait again; cancelled, too.
+    assert take(client, headers, "u-2")[0] == 201 and take(client, headers, "u-1")[0] == 201
+
+
+def test_names_that_clash_are_not_seated_together(client: FlaskClient, redis_url: str) -> None:
+    _, headers = new_key(redis_url)
+    _, first = take(client, headers, "u-1", name="Ann")
+    _, clash = take(client, headers, "u-2", name=" ann")
+    assert clash["state"] == "waiting"
+    _, third = take(client, headers, "u-3", name="Bob")
+    assert third["state"] == "matched"
+    polled = client.get(f"/tickets/{first['ticket_id']}", headers=headers).get_json()
+    assert polled["game_id"] == third["game_id"]  # the oldest with another name
+    assert client.get(f"/tickets/{clash['ticket_id']}", headers=headers).get_json()[
+        "state"] == "waiting"  # fmt: skip
+
+
+def test_a_match_cut_short_is_finished_by_the_next_poll(
+    app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    key_id, headers = new_key(redis_url)
+    _, first = take(client, headers, "u-1")
+    service = app.extensions["game_service"]
+
+    def down(*_: Any) -> Any:
+        raise redis.ConnectionError("the store went away")
+
+    monkeypatch.setattr(service, "start_prepared", down)
+    reply = client.post("/tickets", json={"player_id": "u-2", "ruleset": "classic",
+                                          "players": 2}, headers=headers)  # fmt: skip
+    # The ticket is taken and matched, its token answered; its game is not made yet.
+    assert reply.status_code == 201 and reply.get_json()["token"]
+    assert reply.get_json()["state"] == "matched" and reply.get_json()["seat"] is None
+    assert len(redis_client.smembers(mm_pending_key(key_id))) == 1
+    monkeypatch.undo()
+    polled = client.get(f"/tickets/{first['ticket_id']}", headers=headers).get_json()
+    assert polled["state"] == "matched" and polled["seat"] in (0, 1)
+    assert record_of(redis_client, polled["game_id"])["player_ids"]
+    assert not redis_client.smembers(mm_pending_key(key_id))
+    assert Matchmaker(redis_client, service).drain() == 0  # nothing left to match or make
+    # Cut short again, nobody polls: the key's next ticket makes the pending game.
+    monkeypatch.setattr(service, "start_prepared", down)
+    take(client, headers, "u-3")
+    _, cut = take(client, headers, "u-4")
+    assert cut["state"] == "matched" and redis_client.smembers(mm_pending_key(key_id))
+    monkeypatch.undo()
+    take(client, headers, "u-5", players=3)
+    assert not redis_client.smembers(mm_pending_key(key_id))
+    assert record_of(redis_client, cut["game_id"])["player_ids"]
+
+
+@pytest.fixture(scope="module")
+def servers(redis_url: str) -> Iterator[list[str]]:
+    """Two command instances (two gunicorn masters of 2 workers) on the same Redis."""
+    env = {"REDIS_URL": redis_url}
+    config = "deploy/gunicorn/command.py"
+    with (
+        gunicorn("services.command.wsgi:app", config, env, workers=2) as one,
+        gunicorn("services.command.wsgi:app", config, env, workers=2) as two,
+    ):
+        yield [one, two]
+
+
+def test_tickets_taken_at_once_put_no_player_in_two_games(
+    servers: list[str], redis_url: str, redis_client: redis.Redis
+) -> None:
+    key_id, headers = new_key(redis_url)
+    rng = random.Random(29)
+    wanted = [(f"p{i}", rng.randint(2, 5)) for i in range(300)]
+
+    def take_one(i: int) -> tuple[int, Any]:
+        player, size = wanted[i]
+        body = {"player_id": player, "ruleset": "classic", "players": size}
+        return call(servers[i % 2], "POST", "/tickets", body, headers)
+
+    with ThreadPoolExecutor(max_workers=24) as pool:
+        answers = list(pool.map(take_one, range(len(wanted))))
+    assert [status for status, _ in answers] == [201] * len(wanted), answers[:3]
+    # A second ticket of every player, whether waiting or matched by now: at most the
+    # waiting ones are refused, none makes a second seat.
+    tickets = {answer["player_id"]: answer for _, answer in answers}
+    polled = {p: call(servers[0], "GET", f"/tickets/{t['ticket_id']}", None, headers)[1]
+              for p, t in tickets.items()}  # fmt: skip
+    games: dict[str, list[str]] = {}
+    for player, ticket in polled.items():
+        if ticket["state"] == "matched":
+            games.setdefault(ticket["game_id"], []).append(player)
+    seats = Counter(p for players in games.values() for p in players)
+    assert seats and max(seats.values()) == 1  # no player in two games
+    for game_id, players in games.items():
+        record = record_of(redis_client, game_id)
+        assert sorted(record["player_ids"]) == sorted(players)  # every seat, each once
+        assert {dict(wanted)[p] for p in players} == {len(players)}  # the size they asked
+    waiting = Counter(dict(wanted)[p] for p, t in polled.items() if t["state"] == "waiting")
+    assert all(count < size for size, count in waiting.items()), waiting  # none matchable
+    assert redis_client.hlen(waiting_key(key_id)) == sum(waiting.values())
