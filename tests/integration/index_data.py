@@ -22,6 +22,7 @@ from services.redis_store.indexes import marker_number
 from services.redis_store.keys import new_game_id, seats_key, shard_of
 from services.redis_store.store import APPEND_LUA
 from services.scoring import subscriptions
+from services.scoring.ratings import RatingsConsumer
 from services.scoring.timer import TimerIndex
 
 
@@ -67,13 +68,14 @@ def consumers(client: redis.Redis) -> list[Follower]:
     """The change feed's consumers, in the order the worker's sweep runs them (services/
     scoring/celery_app.py `followers`): the games directory, the turn timer's indexes,
     scoring (`scored_already`), the subscriptions' due index (webhooks included), the
-    archive's due index."""
+    archive's due index, the ratings."""
     return [
         DirectoryIndex(client).follower,
         TimerIndex(RedisEventStore(client), client).follower,
         scored_already(client),
         subscriptions.due_follower(client),
         ArchiveDue(client, 3_600_000).follower,
+        RatingsConsumer(client, RedisEventStore(client)).follower,
     ]
 
 
