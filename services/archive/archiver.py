@@ -51,8 +51,10 @@ from eventstore.archive import (
     all_commands,
     canonical,
     check_log,
+    public_of,
 )
 from eventstore.envelope import MOVES, SCORES, STREAMS
+from services.redis_store.backfill import owner_entries
 from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.connect import is_cluster
 from services.redis_store.directory_index import DirectoryIndex
@@ -72,9 +74,13 @@ from services.redis_store.keys import (
     games_key,
     idle_key,
     index_shard,
+    key_games_key,
     key_hooks_key,
+    key_player_id_key,
+    key_player_key,
     player_id_key,
     player_key,
+    public_key,
     secrets_key,
     shard_of,
     status_key,
@@ -164,14 +170,26 @@ def crash_point(step: str) -> None:
 
 def _listed(shard: int, snap: Snapshot) -> list[str]:
     """The indexes of the game's shard that may list it: the directory's (every status,
-    each player name and id), the turn timer's, the bots', the archive's due index. An
-    archived game is listed from the archive database (its own indexes)."""
+    each player name and id; the public list, its API key's lists), the turn timer's, the
+    bots', the archive's due index. An archived game is listed from the archive database
+    (its own indexes)."""
     meta = snap.game.meta
+    names = sorted({n.casefold() for n in meta.names})
+    ids = sorted(set(meta.player_ids))
+    owned = []
+    if meta.key_id is not None:
+        owned = [
+            key_games_key(shard, meta.key_id),
+            *(key_player_key(shard, meta.key_id, n) for n in names),
+            *(key_player_id_key(shard, meta.key_id, i) for i in ids),
+        ]
     return [
         games_key(shard),
         *(status_key(shard, s) for s in (IN_PROGRESS, OVER, ABANDONED)),
-        *(player_key(shard, n) for n in sorted({n.casefold() for n in meta.names})),
-        *(player_id_key(shard, i) for i in sorted(set(meta.player_ids))),
+        *(player_key(shard, n) for n in names),
+        *(player_id_key(shard, i) for i in ids),
+        *([public_key(shard)] if public_of(meta.record) else []),
+        *owned,
         deadlines_key(shard),
         idle_key(shard),
         bots_due_key(shard),
@@ -522,6 +540,7 @@ class Archiver:
             pipe.zadd(player_key(shard, name), {game_id: meta.created_ms})
         for player_id in sorted(set(meta.player_ids)):
             pipe.zadd(player_id_key(shard, player_id), {game_id: meta.created_ms})
+        owner_entries(pipe, shard, game_id, json.dumps(meta.record), meta.created_ms)
         if schedule:
             pipe.zadd(archive_due_key(shard), {game_id: _ms() + self.after_ms})
         pipe.execute()

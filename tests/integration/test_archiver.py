@@ -31,8 +31,12 @@ from services.redis_store.keys import (
     archived_key,
     game_keys,
     games_key,
+    key_games_key,
+    key_player_id_key,
+    key_player_key,
     player_id_key,
     player_key,
+    public_key,
     secrets_key,
     shard_of,
     status_key,
@@ -356,3 +360,25 @@ def test_streams_are_read_by_columns_as_entry_by_entry_and_odd_entries_are_refus
                 id=f"{len(raw) + 1}-0")  # fmt: skip
     with pytest.raises(NotArchivable, match="is not an event"):
         archiver.snapshot(game_id)
+
+
+def test_an_api_keys_public_game_leaves_the_keys_lists_and_comes_back_to_them(
+    client, store, tmp_path
+) -> None:
+    """The public list and the owner key's lists (its games, by player name and id) drop an
+    archived game with the directory's other lists (lists read the archive for it; nothing
+    of it stays in Redis but the tombstone), and a restore lists it there again."""
+    game_id = play(store, 41, names=["Ada", "Bo"], record={"key_id": "k41", "public": True})
+    DirectoryIndex(client).catch_up()
+    shard = shard_of(game_id)
+    assert shard is not None
+    key = "k41"
+    listed = [public_key(shard), key_games_key(shard, key), key_player_key(shard, key, "ada"),
+              key_player_key(shard, key, "bo"), key_player_id_key(shard, key, "u41-1")]  # fmt: skip
+    assert None not in [client.zscore(k, game_id) for k in listed]
+    archiver = Archiver(client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0)
+    assert archiver.run(int(time.time() * 1000) + 1) == {"archived": 1}
+    assert [client.zscore(k, game_id) for k in listed] == [None] * len(listed)
+    assert game_keys_in(client, game_id) == [archived_key(game_id)]
+    archiver.restore(game_id, schedule=False)
+    assert None not in [client.zscore(k, game_id) for k in listed]
