@@ -64,10 +64,17 @@ def archived(game_id: str, seed: int, names: list[str] | None = None) -> Archive
                         {SCORES: {"score:9-9": "9:8"}})  # fmt: skip
 
 
-def play(store: Any, seed: int, names: list[str] | None = None, score_every: int = 10) -> str:
+def play(
+    store: Any,
+    seed: int,
+    names: list[str] | None = None,
+    score_every: int = 10,
+    record: dict[str, Any] | None = None,
+) -> str:
     """A whole random game appended to a `RedisEventStore` turn by turn as the command
-    service appends it (its secrets record first, uuid command ids, a fingerprint on every
-    other turn), scored by a real `Scorer` every `score_every` turns and at the end."""
+    service appends it (its secrets record first, with `record`'s fields, uuid command ids,
+    a fingerprint on every other turn), scored by a real `Scorer` every `score_every` turns
+    and at the end."""
     from services.redis_store.keys import new_game_id
     from services.redis_store.seats import write_both
     from services.scoring.scorer import Scorer
@@ -76,9 +83,10 @@ def play(store: Any, seed: int, names: list[str] | None = None, score_every: int
     game_id = new_game_id(rng)
     played = turns(seed)
     seats = names or [f"Player {i}" for i in range(len(played[0][0].payload["players"]))]
-    record = {"seed": "s" * 32, "names": seats, "tokens": {"h" * 64: 0},
-              "player_ids": [f"u{seed}-{i}" for i in range(len(seats))]}  # fmt: skip
-    write_both(store.client, game_id, record)  # secrets and seats, as the service writes
+    secrets = {"seed": "s" * 32, "names": seats, "tokens": {"h" * 64: 0},
+               "player_ids": [f"u{seed}-{i}" for i in range(len(seats))]}  # fmt: skip
+    secrets.update(record or {})
+    write_both(store.client, game_id, secrets)  # secrets and seats, as the service writes
     scorer = Scorer(store)
     at = 0
     for i, turn in enumerate(played):

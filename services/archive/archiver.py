@@ -28,6 +28,7 @@ archive's row: nothing in this process.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -50,8 +51,10 @@ from eventstore.archive import (
     all_commands,
     canonical,
     check_log,
+    public_of,
 )
 from eventstore.envelope import MOVES, SCORES, STREAMS
+from services.redis_store.backfill import owner_entries
 from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.connect import is_cluster
 from services.redis_store.directory_index import DirectoryIndex
@@ -71,9 +74,13 @@ from services.redis_store.keys import (
     games_key,
     idle_key,
     index_shard,
+    key_games_key,
     key_hooks_key,
+    key_player_id_key,
+    key_player_key,
     player_id_key,
     player_key,
+    public_key,
     seats_key,
     secrets_key,
     shard_of,
@@ -165,14 +172,26 @@ def crash_point(step: str) -> None:
 
 def _listed(shard: int, snap: Snapshot) -> list[str]:
     """The indexes of the game's shard that may list it: the directory's (every status,
-    each player name and id), the turn timer's, the bots', the archive's due index. An
-    archived game is listed from the archive database (its own indexes)."""
+    each player name and id; the public list, its API key's lists), the turn timer's, the
+    bots', the archive's due index. An archived game is listed from the archive database
+    (its own indexes)."""
     meta = snap.game.meta
+    names = sorted({n.casefold() for n in meta.names})
+    ids = sorted(set(meta.player_ids))
+    owned = []
+    if meta.key_id is not None:
+        owned = [
+            key_games_key(shard, meta.key_id),
+            *(key_player_key(shard, meta.key_id, n) for n in names),
+            *(key_player_id_key(shard, meta.key_id, i) for i in ids),
+        ]
     return [
         games_key(shard),
         *(status_key(shard, s) for s in (IN_PROGRESS, OVER, ABANDONED)),
-        *(player_key(shard, n) for n in sorted({n.casefold() for n in meta.names})),
-        *(player_id_key(shard, i) for i in sorted(set(meta.player_ids))),
+        *(player_key(shard, n) for n in names),
+        *(player_id_key(shard, i) for i in ids),
+        *([public_key(shard)] if public_of(meta.record) else []),
+        *owned,
         deadlines_key(shard),
         idle_key(shard),
         bots_due_key(shard),
@@ -524,6 +543,7 @@ class Archiver:
             pipe.zadd(player_key(shard, name), {game_id: meta.created_ms})
         for player_id in sorted(set(meta.player_ids)):
             pipe.zadd(player_id_key(shard, player_id), {game_id: meta.created_ms})
+        owner_entries(pipe, shard, game_id, json.dumps(meta.record), meta.created_ms)
         if schedule:
             pipe.zadd(archive_due_key(shard), {game_id: _ms() + self.after_ms})
         pipe.execute()
@@ -551,9 +571,9 @@ def _snapshot(game_id: str, replies: list[Any]) -> Snapshot | None:
     record = json.loads(raw_secrets) if raw_secrets is not None else {}
     kept = {k: v for k, v in record.items() if k not in SECRET_FIELDS}
     moves = [e for e in events if e.stream == MOVES]
-    ends = [e for e in moves if e.type in ENDINGS]
-    status = ENDINGS[ends[-1].type] if ends else ""
-    meta = GameMeta(status, moves[0].time_ms, ends[-1].time_ms if ends else 0, kept)
+    end = next((e for e in reversed(moves) if e.type in ENDINGS), None)
+    status = ENDINGS[end.type] if end else ""
+    meta = GameMeta(status, moves[0].time_ms, end.time_ms if end else 0, kept)
     # The command records (idempotency) are not copied: a finished game takes no more
     # commands, and a restore rebuilds each command's span from the events' ids.
     game = ArchivedGame(game_id, meta, tuple(events), markers)
@@ -583,36 +603,57 @@ def _json(raw: Any) -> Any:
         return None
 
 
-_ORDER = [f.encode() for f in FIELDS]
+_ORDER = tuple(f.encode() for f in FIELDS)
+_IDS = [b"%d-0" % seq for seq in range(1, 4_097)]  # an appended stream's first ids
+_DIGITS = b"%d".__mod__  # a number as the append script writes it
+_EVENT = functools.partial(tuple.__new__, RawEvent)  # a RawEvent of a tuple, unchecked
 
 
 def _events(game_id: str, stream: str, entries: Any) -> list[RawEvent]:
-    """The entries of a raw XRANGE reply (id, [field, value, …]) as stored events: the
-    append script's five fields in its order, read without a dict per entry; any other
-    shape through `_raw`."""
-    out: list[RawEvent] = []
-    for entry_id, fields in entries:
-        if isinstance(fields, list) and fields[0::2] == _ORDER:
-            seq, _, tail = entry_id.partition(b"-")
-            v, t = fields[3], fields[7]
-            try:
-                event = RawEvent(stream, int(seq), fields[1].decode(), int(v), int(t),
-                                 fields[5].decode(), fields[9].decode())  # fmt: skip
-            except ValueError:
-                event = None
-            if (
-                event is None
-                or tail != b"0"
-                or b"%d" % event.version != v
-                or b"%d" % event.time_ms != t
-            ):
-                raise NotArchivable(
-                    f"game {game_id}: {stream} entry {text(entry_id)} is not an event"
-                )
-            out.append(event)
-        else:
-            out.append(_raw(game_id, stream, entry_id, fields))
-    return out
+    """The entries of a raw XRANGE reply (id, [field, value, …]) as stored events: when
+    every entry is what the append script writes (ids ``1-0``, ``2-0``, …, its five fields
+    in its order, numbers as it formats them) read by columns, with no object or check per
+    entry in Python; else entry by entry (`_entry`), which says what is wrong."""
+    n = len(entries)
+    ids, fields = [e[0] for e in entries], [e[1] for e in entries]
+    if (
+        n
+        and ids == _IDS[:n]
+        and all(type(f) is list and len(f) == 10 for f in fields)
+        and {(f[0], f[2], f[4], f[6], f[8]) for f in fields} == {_ORDER}
+    ):
+        raw_v, raw_t = [f[3] for f in fields], [f[7] for f in fields]
+        try:
+            versions, times = list(map(int, raw_v)), list(map(int, raw_t))
+            texts = [[f[k].decode() for f in fields] for k in (1, 5, 9)]
+        except ValueError:  # not numbers, not UTF-8: said by `_entry`
+            versions = times = []
+        if list(map(_DIGITS, versions)) == raw_v and list(map(_DIGITS, times)) == raw_t:
+            kinds, commands, data = texts
+            return list(map(_EVENT, zip([stream] * n, range(1, n + 1), kinds, versions, times,
+                                        commands, data, strict=True)))  # fmt: skip
+    return [_entry(game_id, stream, entry_id, fields) for entry_id, fields in entries]
+
+
+def _entry(game_id: str, stream: str, entry_id: Any, fields: Any) -> RawEvent:
+    """One entry of a raw XRANGE reply as a stored event (see `_events`)."""
+    if isinstance(fields, list) and fields[0::2] == list(_ORDER):
+        seq, _, tail = entry_id.partition(b"-")
+        v, t = fields[3], fields[7]
+        try:
+            event = RawEvent(stream, int(seq), fields[1].decode(), int(v), int(t),
+                             fields[5].decode(), fields[9].decode())  # fmt: skip
+        except ValueError:
+            event = None
+        if (
+            event is None
+            or tail != b"0"
+            or b"%d" % event.version != v
+            or b"%d" % event.time_ms != t
+        ):
+            raise NotArchivable(f"game {game_id}: {stream} entry {text(entry_id)} is not an event")
+        return event
+    return _raw(game_id, stream, entry_id, fields)
 
 
 def _raw(game_id: str, stream: str, entry_id: Any, fields: Any) -> RawEvent:

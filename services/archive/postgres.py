@@ -21,7 +21,7 @@ import psycopg
 
 from eventstore.archive import ArchivedGame, ListQuery, Page, Summary, unpack
 
-from .sql import page_of, rows_of, summary_of, wanted, who_key
+from .sql import Row, page_of, rows_of, summary_of, wanted, who_key
 
 T = TypeVar("T")
 
@@ -47,13 +47,45 @@ CREATE INDEX IF NOT EXISTS archived_games_who ON archived_games USING gin (who)
 ALTER TABLE archived_games ADD COLUMN IF NOT EXISTS public boolean NOT NULL DEFAULT false;
 ALTER TABLE archived_games ADD COLUMN IF NOT EXISTS totals text;
 CREATE INDEX IF NOT EXISTS archived_games_public ON archived_games (created_ms) WHERE public;
+ALTER TABLE archived_games ADD COLUMN IF NOT EXISTS head bytea NOT NULL DEFAULT '';
+ALTER TABLE archived_games ALTER COLUMN head SET STORAGE PLAIN,
+  ALTER COLUMN game_id SET STORAGE PLAIN, ALTER COLUMN status SET STORAGE PLAIN,
+  ALTER COLUMN key_id SET STORAGE PLAIN, ALTER COLUMN seats SET STORAGE PLAIN,
+  ALTER COLUMN who SET STORAGE PLAIN, ALTER COLUMN totals SET STORAGE PLAIN;
 """
 COLUMNS = (
-    "game_id, status, created_ms, ended_ms, key_id, seats, who, moves, scores, log, public, totals"
+    "game_id, status, created_ms, ended_ms, key_id, seats, who, moves, scores, head, log, public, "
+    "totals"
+)
+BY_IDS = "game_id = ANY(%s)"
+LOG = "head || log"  # a stored copy, whole (`PostgresArchive.put_many` splits it in two)
+UPSERT = (
+    f"INSERT INTO archived_games ({COLUMNS}) VALUES ({', '.join(['%s'] * 13)}) "
+    "ON CONFLICT (game_id) DO UPDATE SET status = excluded.status, "
+    "created_ms = excluded.created_ms, ended_ms = excluded.ended_ms, "
+    "key_id = excluded.key_id, seats = excluded.seats, who = excluded.who, "
+    "moves = excluded.moves, scores = excluded.scores, head = excluded.head, "
+    "log = excluded.log, "
+    "public = excluded.public, totals = excluded.totals"
 )
 LISTED = "game_id, status, created_ms, ended_ms, key_id, public, seats, moves, totals"
 
 TABLES = ("archived_games",)
+
+
+def toast_chunk(block_size: int) -> int:
+    """The bytes of one TOAST chunk on a server with pages of `block_size` bytes
+    (TOAST_MAX_CHUNK_SIZE: 1,996 for 8 KB): a quarter page, less a heap tuple's header,
+    the chunk's id and number and its length word."""
+    per_tuple = (block_size - 40) // 4 // 8 * 8  # MaximumBytesPerTuple(4), MAXALIGNed down
+    return per_tuple - 24 - 4 - 4 - 4
+
+
+def split(log: bytes, chunk: int) -> tuple[bytes, bytes]:
+    """A packed log as (head, tail): the tail whole TOAST chunks (stored out of line, 4 to
+    a page, no page left part empty), the head the rest (< one chunk, in the row)."""
+    cut = len(log) % chunk
+    return log[:cut], log[cut:]
 
 
 class ArchiveUnavailable(RuntimeError):
@@ -69,6 +101,8 @@ class PostgresArchive:
         self._db: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
         self._run(lambda db: db.execute(SCHEMA))  # tables and indexes, if missing
+        found: Any = self._run(lambda db: db.execute("SHOW block_size").fetchone())
+        self._chunk = toast_chunk(int(found[0]))
         self._fill_list_columns()
 
     def _fill_list_columns(self) -> None:
@@ -77,7 +111,7 @@ class PostgresArchive:
         while True:
             old = self._run(
                 lambda db: db.execute(
-                    "SELECT log FROM archived_games WHERE totals IS NULL LIMIT 200"
+                    f"SELECT {LOG} FROM archived_games WHERE totals IS NULL LIMIT 200"
                 ).fetchall()
             )
             if not old:
@@ -111,40 +145,34 @@ class PostgresArchive:
         self.put_many([game])
 
     def put_many(self, games: Sequence[ArchivedGame]) -> None:
-        """See `Archive.put_many`: one multi-row INSERT … ON CONFLICT, one commit."""
-        now = int(time.time() * 1000)
-        rows = {row.game_id: row for row in rows_of(games, now)}  # a game once per statement
-        if not rows:
-            return
-        values = ",".join(["(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"] * len(rows))
-        params: list[Any] = []
-        for row in rows.values():
-            who = [who_key(w) for w in row.who()]
-            params += [row.game_id, row.status, row.created_ms, row.ended_ms, row.key_id,
-                       row.seats(), who, row.moves, row.scores, row.log, row.public,
-                       row.totals]  # fmt: skip
-        sql = (
-            f"INSERT INTO archived_games ({COLUMNS}) VALUES {values} "
-            "ON CONFLICT (game_id) DO UPDATE SET status = excluded.status, "
-            "created_ms = excluded.created_ms, ended_ms = excluded.ended_ms, "
-            "key_id = excluded.key_id, seats = excluded.seats, who = excluded.who, "
-            "moves = excluded.moves, scores = excluded.scores, log = excluded.log, "
-            "public = excluded.public, totals = excluded.totals"
-        )
-        self._run(lambda db: db.execute(sql, params))
+        """See `Archive.put_many`: the games' rows (`put_rows`)."""
+        self.put_rows(rows_of(games, int(time.time() * 1000)))
+
+    def put_rows(self, rows: Sequence[Row]) -> None:
+        """Store rows made by `rows_of` (or by a benchmark filling an archive): one INSERT …
+        ON CONFLICT a game, sent together (`executemany`: one prepared statement,
+        pipelined), one commit; a game twice: its last row."""
+        params = [
+            (row.game_id, row.status, row.created_ms, row.ended_ms, row.key_id, row.seats(),
+             [who_key(w) for w in row.who()], row.moves, row.scores,
+             *split(row.log, self._chunk), row.public, row.totals)
+            for row in {row.game_id: row for row in rows}.values()
+        ]  # fmt: skip
+        if params:
+            self._run(lambda db: db.cursor().executemany(UPSERT, params))
 
     def _one(self, sql: str, game_id: str) -> Any:
         return self._run(lambda db: db.execute(sql, (game_id,)).fetchone())
 
     def read(self, game_id: str) -> ArchivedGame | None:
         """See `Archive.read`: one primary-key lookup and an unpack (~1 ms)."""
-        found = self._one("SELECT log FROM archived_games WHERE game_id = %s", game_id)
+        found = self._one(f"SELECT {LOG} FROM archived_games WHERE game_id = %s", game_id)
         return None if found is None else unpack(bytes(found[0]))
 
     def summary(self, game_id: str) -> Summary | None:
         """See `Archive.summary`."""
         found = self._one(
-            "SELECT moves, scores, log FROM archived_games WHERE game_id = %s", game_id
+            f"SELECT moves, scores, {LOG} FROM archived_games WHERE game_id = %s", game_id
         )
         return None if found is None else summary_of(*found)
 
@@ -152,7 +180,7 @@ class PostgresArchive:
         """See `Archive.summaries`: one query."""
         rows = self._run(
             lambda db: db.execute(
-                "SELECT game_id, moves, scores, log FROM archived_games WHERE game_id = ANY(%s)",
+                f"SELECT game_id, moves, scores, {LOG} FROM archived_games WHERE {BY_IDS}",
                 (list(game_ids),),
             ).fetchall()
         )

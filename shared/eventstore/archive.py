@@ -15,12 +15,15 @@ dictionary; `unpack` gives the game back.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import itertools
 import json
+import operator
 import re
 import threading
 import zlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -89,10 +92,7 @@ class ArchivedGame:
 
     @cached_property
     def _counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for e in self.events:
-            counts[e.stream] = counts.get(e.stream, 0) + 1
-        return counts
+        return Counter(map(operator.itemgetter(0), self.events))
 
     @cached_property
     def canonical(self) -> bytes:
@@ -102,13 +102,7 @@ class ArchivedGame:
 
 def _runs(values: Sequence[Any]) -> list[list[Any]]:
     """[[value, how many in a row], …]."""
-    runs: list[list[Any]] = []
-    for value in values:
-        if runs and runs[-1][0] == value:
-            runs[-1][1] += 1
-        else:
-            runs.append([value, 1])
-    return runs
+    return [[value, len(list(same))] for value, same in itertools.groupby(values)]
 
 
 def _unrun(runs: Sequence[Sequence[Any]]) -> list[Any]:
@@ -123,7 +117,7 @@ _EMPTY = re.compile(r"([0-9]+):([0-9]+)")
 def _hex_out(value: str, pattern: re.Pattern[str]) -> str | list[str]:
     """A hex id (a uuid, a sha256) as [its bytes in base64], anything else as is."""
     if pattern.fullmatch(value):
-        return [base64.b64encode(bytes.fromhex(value)).decode().rstrip("=")]
+        return [binascii.b2a_base64(bytes.fromhex(value), newline=False).decode().rstrip("=")]
     return value
 
 
@@ -186,24 +180,23 @@ def _canonical(game: ArchivedGame) -> bytes:
     check_log(game.events)
     streams: dict[str, Any] = {}
     for stream in STREAMS:
-        events = [e for e in game.events if e.stream == stream]
-        times = [e.time_ms for e in events]
+        moves = game.count(MOVES)
+        events = game.events[:moves] if stream == MOVES else game.events[moves:]
+        columns = zip(*events, strict=True) if events else [()] * 7
+        _, _, types, versions, times, commands, texts = columns
         by_type: dict[str, list[str]] = {}
-        for e in events:
-            by_type.setdefault(e.type, []).append(e.data)
-        joined = not any("\n" in e.data for e in events)
+        for kind, data in zip(types, texts, strict=True):
+            by_type.setdefault(kind, []).append(data)
+        joined = "\n" not in "".join(texts)
         streams[stream] = {
-            "types": _runs([e.type for e in events]),
-            "versions": _runs([e.version for e in events]),
-            "commands": [
-                [_hex_out(cmd, _HEX_ID), times]
-                for cmd, times in _runs([e.command_id for e in events])
-            ],
-            "times": [b - a for a, b in zip([0, *times], times, strict=False)],
+            "types": _runs(types),
+            "versions": _runs(versions),
+            "commands": [[_hex_out(cmd, _HEX_ID), n] for cmd, n in _runs(commands)],
+            "times": list(map(operator.sub, times, (0, *times[:-1]))),
             # The payloads of each type together, in order: alike texts side by side.
             "data": {t: "\n".join(d) if joined else d for t, d in by_type.items()},
             "n": len(events),
-            "records": _records_out(game, stream),
+            "records": _records_out(game, stream) if game.commands.get(stream) else [],
         }
     doc = {
         "format": FORMAT,
@@ -292,9 +285,17 @@ def unpack(blob: bytes) -> ArchivedGame:
         raise ValueError(f"not an archived game: {e}") from e
 
 
+_SEQ = operator.itemgetter(1)
+
+
 def check_log(events: Sequence[RawEvent]) -> None:
     """Refuse a log that is not two whole streams, the move stream first: each stream's
     seqs 1, 2, … in order."""
+    streams, seqs = list(map(operator.itemgetter(0), events)), list(map(_SEQ, events))
+    moves = streams.count(MOVES)
+    whole = [*range(1, moves + 1), *range(1, len(streams) - moves + 1)]
+    if streams == [MOVES] * moves + [SCORES] * (len(streams) - moves) and seqs == whole:
+        return  # the usual case, checked by columns; else found (and said) event by event
     rank_of = {stream: rank for rank, stream in enumerate(STREAMS)}
     at, expected = -1, 1
     for e in events:

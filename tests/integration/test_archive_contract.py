@@ -24,11 +24,12 @@ from eventstore.archive import (
     Summary,
     all_commands,
     canonical,
+    pack,
     row_of,
     verify,
 )
 from eventstore.envelope import MOVES, SCORES
-from services.archive.postgres import PostgresArchive
+from services.archive.postgres import PostgresArchive, toast_chunk
 from services.archive.sql import who_key
 from services.archive.sqlite import SqliteArchive
 from tests.archive_games import archived
@@ -290,3 +291,44 @@ def test_a_sqlite_file_from_before_lists_gets_its_list_columns(tmp_path: Path) -
         assert [r["game_id"] for _, r in public] == [games[3].game_id, games[0].game_id]
     finally:
         again.close()
+
+
+def test_postgres_keeps_whole_toast_chunks_out_of_line_and_the_rest_in_the_row(
+    postgres: PrivatePostgres | None,
+) -> None:
+    """A copy is stored as (head, log): `log` whole TOAST chunks (4 to a page, none part
+    empty), `head` the rest, in the row; a copy shorter than a chunk all in the row; a row
+    stored before the split (all in `log`) reads back as it was."""
+    if postgres is None:
+        pytest.skip(f"no PostgreSQL server: {postgres_missing()}")
+    archive = PostgresArchive(fresh_database(postgres))
+    try:
+        chunk = toast_chunk(8192)
+        assert chunk == 1996  # TOAST_MAX_CHUNK_SIZE of 8 KB pages
+        long, short = archived(gid(30), 30), archived(gid(31), 31)
+        short = dataclasses.replace(short, events=short.events[:3])
+        archive.put_many([long, short])
+        with psycopg.connect(archive.url) as db:
+            rows = {
+                r[0]: (len(r[1]), len(r[2]))
+                for r in db.execute("SELECT game_id, head, log FROM archived_games")
+            }
+            for game in (long, short):
+                head, tail = rows[game.game_id]
+                assert head == len(pack(game)) % chunk and tail % chunk == 0
+            assert rows[long.game_id][1] > 0 and rows[short.game_id][1] == 0
+            toast: Any = db.execute(
+                "SELECT reltoastrelid::regclass FROM pg_class WHERE relname = 'archived_games'"
+            ).fetchone()
+            chunks = db.execute(f"SELECT length(chunk_data) FROM {toast[0]}").fetchall()
+            assert sorted(chunks) == [(chunk,)] * (rows[long.game_id][1] // chunk)
+            db.execute(
+                "UPDATE archived_games SET log = head || log, head = '' WHERE game_id = %s",
+                (long.game_id,),
+            )
+        assert archive.read(long.game_id) == long and archive.read(short.game_id) == short
+        assert archive.summaries([long.game_id, short.game_id]) == {
+            g.game_id: Summary.of(g) for g in (long, short)
+        }
+    finally:
+        archive.close()

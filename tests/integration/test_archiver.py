@@ -23,7 +23,7 @@ from eventstore.archive import Summary
 from eventstore.envelope import MOVES, SCORES, STREAMS, NewEvent
 from eventstore.schemas import to_new
 from services.archive import open_archive
-from services.archive.archiver import Archiver
+from services.archive.archiver import Archiver, NotArchivable, _entry, _events
 from services.archive.sqlite import SqliteArchive
 from services.redis_store import RedisEventStore
 from services.redis_store.directory_index import DirectoryIndex
@@ -32,8 +32,12 @@ from services.redis_store.keys import (
     archived_key,
     game_keys,
     games_key,
+    key_games_key,
+    key_player_id_key,
+    key_player_key,
     player_id_key,
     player_key,
+    public_key,
     seats_key,
     secrets_key,
     shard_of,
@@ -333,3 +337,54 @@ def test_a_game_with_deliveries_due_waits_and_its_hooks_go_with_it(client, store
     assert archiver.run(now + 1) == {"archived": 1}
     assert game_keys_in(client, game_id) == [archived_key(game_id)]
     assert not client.sismember(key_hooks_key("k9"), f"{game_id}:h1")
+
+
+def test_streams_are_read_by_columns_as_entry_by_entry_and_odd_entries_are_refused(
+    client, store
+) -> None:
+    """`_events` reads a stream the append script wrote by columns: the very events the
+    entry-by-entry reader gives; an entry a round trip would change is refused whichever
+    entry it is (and what is wrong said), a stream past the column reader's ids too."""
+    game_id = play(store, 40)
+    archiver = Archiver(client, SqliteArchive(":memory:"), after_ms=0)
+    key = game_keys(game_id, MOVES)[0]
+    raw: Any = archiver._reader.xrange(key)
+    by_entry = [_entry(game_id, MOVES, i, f) for i, f in raw]
+    assert _events(game_id, MOVES, raw) == by_entry
+    snap = archiver.snapshot(game_id)
+    assert snap is not None and snap.game.events[: len(by_entry)] == tuple(by_entry)
+    odd = [(b"v", b"01"), (b"t", b" 5"), (b"type", b"\xff")]
+    for n, (field, value) in enumerate(odd):
+        entries = [[i, list(f)] for i, f in raw]
+        fields = entries[5 + n][1]
+        fields[fields.index(field) + 1] = value
+        with pytest.raises(NotArchivable, match=f"moves entry {5 + n + 1}-0 is not an event"):
+            _events(game_id, MOVES, entries)
+    long = [[b"%d-0" % (s + 1), raw[s % len(raw)][1]] for s in range(5_000)]
+    assert [e.seq for e in _events(game_id, MOVES, long)] == list(range(1, 5_001))
+    client.xadd(key, {"type": "Odd", "v": "1", "cmd": "c", "t": "1", "data": "{}", "x": "y"},
+                id=f"{len(raw) + 1}-0")  # fmt: skip
+    with pytest.raises(NotArchivable, match="is not an event"):
+        archiver.snapshot(game_id)
+
+
+def test_an_api_keys_public_game_leaves_the_keys_lists_and_comes_back_to_them(
+    client, store, tmp_path
+) -> None:
+    """The public list and the owner key's lists (its games, by player name and id) drop an
+    archived game with the directory's other lists (lists read the archive for it; nothing
+    of it stays in Redis but the tombstone), and a restore lists it there again."""
+    game_id = play(store, 41, names=["Ada", "Bo"], record={"key_id": "k41", "public": True})
+    DirectoryIndex(client).catch_up()
+    shard = shard_of(game_id)
+    assert shard is not None
+    key = "k41"
+    listed = [public_key(shard), key_games_key(shard, key), key_player_key(shard, key, "ada"),
+              key_player_key(shard, key, "bo"), key_player_id_key(shard, key, "u41-1")]  # fmt: skip
+    assert None not in [client.zscore(k, game_id) for k in listed]
+    archiver = Archiver(client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0)
+    assert archiver.run(int(time.time() * 1000) + 1) == {"archived": 1}
+    assert [client.zscore(k, game_id) for k in listed] == [None] * len(listed)
+    assert game_keys_in(client, game_id) == [archived_key(game_id)]
+    archiver.restore(game_id, schedule=False)
+    assert None not in [client.zscore(k, game_id) for k in listed]
