@@ -3,11 +3,12 @@ generated from the published OpenAPI document with openapi-typescript, checked b
 request the document does not allow, or a field it does not promise, fails the build), calls
 made with openapi-fetch, run in Node against the real suite through nginx's one public URL.
 
-Two phones play a whole game, each holding only its seat's token and following
+Two players queue for a match (`POST /tickets`, the platform's key), are matched into one
+game, and play it on two phones, each holding only its seat's token and following
 `GET /games/{id}/live` (the running suite closes a live stream every 0.5 s, so each phone also
 resumes with Last-Event-ID many times): every item comes once and in order to both, every move
-is played by its own seat, and the scores the client reads are those `POST /v1/score` gives for
-the game's exported record.
+is played by its own seat, the scores the client reads are those `POST /v1/score` gives for
+the game's exported record, and the client then reads both players' new ratings.
 
 Node.js and npm are installed with apt-get when missing and this runs as root (as CI does); the
 npm packages come from the registry by the committed package-lock.json (`npm ci`).
@@ -77,7 +78,7 @@ def public_url(running_suite: Stack) -> Iterator[str]:
         yield proxy["public"]
 
 
-def test_two_phones_play_a_whole_game_following_live(
+def test_two_players_are_matched_and_play_a_whole_game_following_live(
     built: Path, public_url: str, running_suite: Stack
 ) -> None:
     key = api_key(running_suite.redis_url)["X-Api-Key"]
@@ -88,7 +89,7 @@ def test_two_phones_play_a_whole_game_following_live(
     )
     report = json.loads(out.strip().splitlines()[-1])
     game_id = report["game_id"]
-    assert report["over"] is True
+    assert report["matched"] is True and report["over"] is True
     phones = report["phones"]
     assert [p["seat"] for p in phones] == [0, 1]
     assert all(p["end"] == "game_scored" and p["in_order"] for p in phones), phones
@@ -107,6 +108,13 @@ def test_two_phones_play_a_whole_game_following_live(
     assert status == 200, scored
     assert report["final_scores"] == scored["final_scores"]
     assert report["winners"] == scored["winners"]
+    # Both players' first rated game (fresh ids each run): the winner's skill went up.
+    ratings = {r["player_id"]: r for r in report["ratings"]}
+    assert set(ratings) == set(report["players"]) and all(r["games"] == 1 for r in ratings.values())
+    finals = dict(zip(report["players"], scored["final_scores"], strict=True))
+    best, worst = sorted(report["players"], key=lambda p: -finals[p])
+    if finals[best] > finals[worst]:
+        assert ratings[best]["mu"] > 25 > ratings[worst]["mu"]
 
 
 def log(query: str, game_id: str) -> list[dict[str, Any]]:

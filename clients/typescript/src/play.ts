@@ -1,16 +1,20 @@
 // Two phones play one whole game through the public API, as a mobile app would: the
-// platform's server creates the game with its API key; each phone holds only its seat's token,
-// follows GET /games/{id}/live, and plays (a random legal move) when a draw makes it its turn.
-// Prints one JSON report; exits 1 on any surprise. `node dist/play.js --help` says more.
+// platform's server queues both players for a match with its API key (POST /tickets: each
+// ticket's answer holds that player's seat token) and polls the tickets until they are
+// matched; each phone holds only its seat's token, follows GET /games/{id}/live, and plays (a
+// random legal move) when a draw makes it its turn. After the game the server reads both
+// players' new ratings. Prints one JSON report; exits 1 on any surprise. `--help` says more.
 import { randomUUID } from "node:crypto";
 import { api, live, problem, type LogItem, type Schemas } from "./api.js";
 
-const HELP = `usage: node dist/play.js
+const HELP = `usage: node dist/play.js [--direct]
+  --direct            create the game with POST /games instead of matchmaking tickets
 Environment:
   CC_BASE_URL         the API's one base URL (default http://localhost:8000, as make run)
   CC_API_KEY          the platform's API key (X-Api-Key; make run's games need none)
   CC_TIMEOUT_SECONDS  give up after this long (default 300)
-  CC_SEED             seed of the random moves (default 1)`;
+  CC_SEED             seed of the random moves (default 1)
+  CC_PLAYERS          the two players' ids (default: ana-<time>,ben-<time>)`;
 
 const BASE = (process.env.CC_BASE_URL ?? "http://localhost:8000").replace(/\/$/, "");
 const KEY = process.env.CC_API_KEY;
@@ -117,36 +121,111 @@ function inOrder(items: LogItem[]): boolean {
   });
 }
 
+type Platform = ReturnType<typeof api>;
+interface Seated {
+  gameId: string;
+  seat: number;
+  token: string;
+  playerId: string;
+}
+
+/** Queue both players (one ticket each: its answer holds the seat's token, for this player
+ * only) and poll the tickets until they are matched into one game: players who are not
+ * online need no more than this. */
+async function matched(platform: Platform, players: string[]): Promise<Seated[]> {
+  const taken = [];
+  for (const player_id of players) {
+    const ticket = await platform.POST("/tickets", {
+      body: { player_id, ruleset: "classic", players: players.length },
+    });
+    if (ticket.data === undefined) throw problem(ticket.error, ticket.response.status);
+    taken.push({ id: ticket.data.ticket_id, token: ticket.data.token, player_id });
+  }
+  const seated: Seated[] = [];
+  for (const ticket of taken) {
+    for (let poll = 0; ; poll++) {
+      const seen = await platform.GET("/tickets/{ticket_id}", {
+        params: { path: { ticket_id: ticket.id } },
+      });
+      if (seen.data === undefined) throw problem(seen.error, seen.response.status);
+      const { state, game_id, seat } = seen.data;
+      if (state === "matched" && game_id !== null && seat !== null) {
+        seated.push({ gameId: game_id, seat, token: ticket.token, playerId: ticket.player_id });
+        break;
+      }
+      if (state !== "waiting" || poll >= 100) throw new Error(`ticket ${ticket.id}: ${state}`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+  if (new Set(seated.map((s) => s.gameId)).size !== 1) throw new Error("matched apart");
+  return seated.sort((a, b) => a.seat - b.seat);
+}
+
+/** The old way, for comparison: the platform creates the game for players it knows. */
+async function created(platform: Platform, players: string[]): Promise<Seated[]> {
+  const made = await platform.POST("/games", {
+    body: {
+      players: players.map((player_id, i) => ({ name: `Player ${i + 1}`, player_id })),
+      seat_order: players.map((_, i) => i),
+    },
+  });
+  if (made.data === undefined) throw problem(made.error, made.response.status);
+  const game = made.data;
+  return game.players.map((seat) => {
+    if (seat.token === null) throw new Error(`seat ${seat.seat} has no token (a bot seat?)`);
+    return { gameId: game.game_id, seat: seat.seat, token: seat.token, playerId: seat.player_id ?? "" };
+  });
+}
+
+/** A player's rating in the classic pool once the worker has rated the game (it rates
+ * each finished game once, right after its final scoring: a short wait). */
+async function rating(platform: Platform, player_id: string, gameId: string): Promise<unknown> {
+  for (let poll = 0; poll < 100; poll++) {
+    const found = await platform.GET("/v1/ratings", { params: { query: { player_id, history: 1 } } });
+    const pool = found.data?.pools.find((p) => p.pool === "classic");
+    if (pool !== undefined && pool.history[0]?.game_id === gameId) {
+      return { player_id, mu: pool.mu, sigma: pool.sigma, rank: pool.rank, games: pool.games };
+    }
+    if (found.data === undefined && found.response.status !== 404) {
+      throw problem(found.error, found.response.status);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${player_id}: not rated for game ${gameId}`);
+}
+
 async function main(): Promise<void> {
   if (process.argv.includes("--help") || process.argv.includes("-h")) {
     console.log(HELP);
     return;
   }
   const platform = api(BASE, KEY ? { "X-Api-Key": KEY } : {});
-  const created = await platform.POST("/games", {
-    body: { players: [{ name: "Ana" }, { name: "Ben" }], seat_order: [0, 1] },
-  });
-  if (created.data === undefined) throw problem(created.error, created.response.status);
-  const game = created.data;
-  const phones = game.players.map((seat) => {
-    if (seat.token === null) throw new Error(`seat ${seat.seat} has no token (a bot seat?)`);
-    return new Phone(seat.seat, seat.token, game.game_id);
-  });
+  const now = Date.now().toString(36);
+  const players = (process.env.CC_PLAYERS ?? `ana-${now},ben-${now}`).split(",");
+  const seats = process.argv.includes("--direct")
+    ? await created(platform, players)
+    : await matched(platform, players);
+  const gameId = seats[0]!.gameId;
+  const phones = seats.map((s) => new Phone(s.seat, s.token, gameId));
   const timeout = new Promise<never>((_, reject) =>
     setTimeout(() => reject(new Error(`no end within ${TIMEOUT_S} s`)), TIMEOUT_S * 1000).unref(),
   );
   const reports = await Promise.race([Promise.all(phones.map((p) => p.run())), timeout]);
   const scores = await platform.GET("/games/{game_id}/scores", {
-    params: { path: { game_id: game.game_id } },
+    params: { path: { game_id: gameId } },
   });
   if (scores.data === undefined) throw problem(scores.error, scores.response.status);
+  const ratings = KEY ? await Promise.all(seats.map((s) => rating(platform, s.playerId, gameId))) : null;
   console.log(
     JSON.stringify({
-      game_id: game.game_id,
+      game_id: gameId,
+      matched: !process.argv.includes("--direct"),
+      players: seats.map((s) => s.playerId),
       phones: reports,
       over: scores.data.over,
       final_scores: scores.data.result?.final_scores ?? null,
       winners: scores.data.result?.winners ?? null,
+      ratings,
     }),
   );
 }
