@@ -19,6 +19,9 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_WAIT_MS": 100,
     "MAX_CONTENT_LENGTH": 16 * 1024,  # bytes; a turn is ~100 bytes, a new game < 1 KiB
     "STATE_CACHE_SIZE": 10_000,  # games whose folded state a worker process keeps
+    # How much a matchmaking ticket's rating window widens for each minute it waits (rating
+    # ordinal, docs/ratings.md): a picky player still finds a game in the end (docs/lobby.md).
+    "MATCH_WINDOW_GROWTH": 1.0,
     # A turn takes the worker's cached state of its game as current, without reading the stream
     # first: one sync worker per instance behind the proxy's hash of the game id serves all of
     # the game's commands. The append is conditional on the cached sequence, so a stale state

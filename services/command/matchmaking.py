@@ -51,17 +51,19 @@ from services.redis_store.keys import (
     ticket_key,
     waiting_key,
 )
+from services.redis_store.ratings import Ratings, pool_of
 from services.redis_store.scripts import script
 
 from .errors import NotFound
 from .lobby import fold
-from .rulesets import checked_name, preset
+from .rulesets import preset
 from .secrets_store import token_hash
 from .service import GameService, seats_in_order
 
 log = logging.getLogger(__name__)
 KEPT_MS = 7 * 86_400_000  # a matched or cancelled ticket is kept a week for its polls
 SCAN = 64  # oldest tickets a match looks at (names that clash are passed over)
+WINDOW_GROWTH = 1.0  # how much a ticket's rating window widens a minute it waits (ordinal)
 
 # KEYS: waiting, queue, ticket, queues, order, pending. ARGV: player id, ticket JSON, ticket
 # id, "<ruleset>:<players>". Answers the key's pending matches too (a matcher cut short).
@@ -79,23 +81,54 @@ return {'ok', raw, redis.call('SCARD', KEYS[6])}
 """
 
 # KEYS: queue, waiting, pending, match. ARGV: players, game id, seed, now, ticket key
-# prefix (the same tag), kept ms, how many of the oldest tickets to look at. The tickets'
-# keys are named from the prefix: the queue holds their ids, each on this script's slot.
+# prefix (the same tag), kept ms, how many of the oldest tickets to look at, how much a rating
+# window widens a minute. The tickets' keys are named from the prefix: the queue holds their
+# ids, each on this script's slot. The oldest ticket that can fill a game with younger ones
+# (names that differ, every two ratings within both tickets' windows) is matched with the
+# oldest of those; a ticket without a window takes anyone.
 MATCH_LUA = """
-local size = tonumber(ARGV[1])
-local picked, names = {}, {}
+local size, now = tonumber(ARGV[1]), tonumber(ARGV[4])
+local growth = tonumber(ARGV[8]) / 60000
+local waiting = {}
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[7]) - 1)) do
   local raw = redis.call('GET', ARGV[5] .. id)
   local t = raw and cjson.decode(raw)
   if not t or t.state ~= 'waiting' then
     redis.call('ZREM', KEYS[1], id)
-  elseif not names[t.fold] then
-    names[t.fold] = true
-    table.insert(picked, t)
-    if #picked == size then break end
+  else
+    table.insert(waiting, t)
   end
 end
-if #picked < size then return false end
+local function width(t)
+  if type(t.window) ~= 'number' then return math.huge end
+  return t.window + growth * math.max(0, now - t.created_ms)
+end
+local function fits(a, b)
+  local apart = math.abs((tonumber(a.ordinal) or 0) - (tonumber(b.ordinal) or 0))
+  return apart <= width(a) and apart <= width(b)
+end
+local picked
+for i = 1, #waiting do
+  local group, names = {waiting[i]}, {[waiting[i].fold] = true}
+  for j = i + 1, #waiting do
+    if #group == size then break end
+    local t = waiting[j]
+    local ok = not names[t.fold]
+    for _, other in ipairs(group) do
+      if not ok then break end
+      ok = fits(other, t)
+    end
+    if ok then
+      table.insert(group, t)
+      names[t.fold] = true
+    end
+  end
+  if #group == size then
+    picked = group
+    break
+  end
+end
+if not picked then return false end
 local ids = {}
 for _, t in ipairs(picked) do
   t.state = 'matched'
@@ -148,6 +181,8 @@ def view(ticket: dict[str, Any], seat: int | None = None) -> dict[str, Any]:
         "created_ms": ticket["created_ms"],
         "game_id": ticket.get("game_id"),
         "seat": seat,
+        "rating": ticket.get("ordinal", 0.0),
+        "rating_window": ticket.get("window"),
     }
 
 
@@ -170,20 +205,36 @@ def game_record(key_id: str, match: dict[str, Any]) -> dict[str, Any]:
 class Matchmaker:
     """Take, poll, list and cancel an API key's tickets, and match them."""
 
-    def __init__(self, client: redis.Redis, service: GameService, inline: bool = True) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        service: GameService,
+        inline: bool = True,
+        window_growth: float = WINDOW_GROWTH,
+    ) -> None:
         self.client = client
         self.service = service
         self.inline = inline  # match a ticket's queue when it is taken or polled
+        self.window_growth = window_growth  # how much a rating window widens a minute
+        self.ratings = Ratings(client)
         self._ticket = script(client, TICKET_LUA)
         self._match = script(client, MATCH_LUA)
         self._cancel = script(client, CANCEL_LUA)
 
     def take(
-        self, key_id: str, player_id: str, name: str | None, ruleset: str, players: int
+        self,
+        key_id: str,
+        player_id: str,
+        name: str | None,
+        ruleset: str,
+        players: int,
+        rating_window: float | None = None,
     ) -> dict[str, Any]:
         """A new waiting ticket (409 `already_waiting` if the player waits already); answers
-        its view and the seat token its player will play with (only here)."""
-        checked_name(ruleset)
+        its view and the seat token its player will play with (only here). The ticket keeps
+        the player's rating ordinal in the ruleset's pool (0 before its first rated game);
+        with a `rating_window`, it is matched only with players that close (docs/lobby.md)."""
+        rules = preset(ruleset)  # 422 unknown_ruleset first
         name = name or player_id[:40]
         token = secrets.token_urlsafe(24)
         ticket_id = "t_" + secrets.token_hex(12)
@@ -198,7 +249,10 @@ class Matchmaker:
             "state": "waiting",
             "created_ms": now_ms(),
             "token_hash": token_hash(token),
+            "ordinal": self.ordinal(key_id, pool_of(rules.to_dict()), player_id),
         }
+        if rating_window is not None:
+            ticket["window"] = float(rating_window)
         queue = f"{ruleset}:{players}"
         self.client.sadd(mm_keys_key(), key_id)  # before: a drain then sees the key
         reply = self._ticket(
@@ -233,6 +287,11 @@ class Matchmaker:
         except redis.RedisError:
             shown = view(self._stored(key_id, ticket_id))
         return {**shown, "token": token}
+
+    def ordinal(self, key_id: str, pool: str, player_id: str) -> float:
+        """The player's rating ordinal in the pool, for the key (0: a new player's)."""
+        (rating,) = self.ratings.current(key_id, pool, [player_id])
+        return 0.0 if rating is None else rating.ordinal
 
     def _stored(self, key_id: str, ticket_id: str) -> dict[str, Any]:
         raw = self.client.get(ticket_key(key_id, ticket_id)) if len(ticket_id) <= 64 else None
@@ -299,7 +358,7 @@ class Matchmaker:
                     match_key(key_id, game_id),
                 ],
                 args=[players, game_id, secrets.token_hex(16), now_ms(),
-                      mm_tag(key_id) + ":t:", KEPT_MS, SCAN],
+                      mm_tag(key_id) + ":t:", KEPT_MS, SCAN, self.window_growth],
             )  # fmt: skip
             if not raw:
                 return made

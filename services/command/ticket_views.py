@@ -36,7 +36,9 @@ blp = Blueprint("tickets", __name__, description="Matchmaking for players who ar
 
 def init_app(app: Flask, api: Api, service: GameService) -> None:
     """Build the matchmaker and register the blueprint."""
-    app.extensions["matchmaker"] = Matchmaker(command_client(app.config), service)
+    app.extensions["matchmaker"] = Matchmaker(
+        command_client(app.config), service, window_growth=app.config["MATCH_WINDOW_GROWTH"]
+    )
     api.register_blueprint(blp)
 
 
@@ -61,6 +63,16 @@ class TicketIn(Strict):
         validate=validate.Range(2, 5),
         metadata={"description": "the size of the game to wait for"},
     )
+    rating_window = fields.Float(
+        validate=validate.Range(0, 1000),
+        allow_nan=False,
+        metadata={
+            "description": "match only with players whose rating ordinal in the ruleset's "
+            "pool (docs/ratings.md) is at most this far from this player's; the window widens "
+            "by the service's MATCH_WINDOW_GROWTH (1) each minute the ticket waits. Absent: "
+            "anyone"
+        },
+    )
 
 
 class TicketArgs(Strict):
@@ -82,6 +94,13 @@ class TicketView(Closed):
     )
     seat = fields.Integer(
         required=True, allow_none=True, metadata={"description": "the player's seat once matched"}
+    )
+    rating = fields.Float(
+        required=True,
+        metadata={"description": "the player's rating ordinal when the ticket was taken"},
+    )
+    rating_window = fields.Float(
+        required=True, allow_none=True, metadata={"description": "as asked (null: anyone)"}
     )
 
 
@@ -110,7 +129,12 @@ class Tickets(MethodView):
         cancelled, oldest first. A player waits on one ticket at a time (409
         already_waiting). The seat's token is in this answer only."""
         taken = _matchmaker().take(
-            g.api_key["id"], body["player_id"], body.get("name"), body["ruleset"], body["players"]
+            g.api_key["id"],
+            body["player_id"],
+            body.get("name"),
+            body["ruleset"],
+            body["players"],
+            body.get("rating_window"),
         )
         return _json(taken, 201)
 

@@ -33,6 +33,16 @@ HISTORY = 200  # rated games kept per player and pool (the rating itself covers 
 POOLS = ("classic", "hand", "demo")  # docs/ratings.md says which games go where
 
 
+def pool_of(ruleset: dict[str, Any]) -> str:
+    """The rating pool of a ruleset (docs/ratings.md): the demo tile set apart, games with a
+    hand of three (R10.3) apart, every other base game — whatever its house rules — one pool."""
+    if ruleset.get("tileset") == "demo":
+        return "demo"
+    if int(ruleset.get("hand", 1)) > 1:
+        return "hand"
+    return "classic"
+
+
 def _base(key_id: str) -> str:
     return "{k:" + key_id + "}:ratings"
 

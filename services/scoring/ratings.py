@@ -34,7 +34,7 @@ from eventstore.port import EventStore
 from eventstore.score_stream import GAME_SCORED
 from services.redis_store.bot_index import bot_seats, secrets_of
 from services.redis_store.changes import Change, Follower
-from services.redis_store.ratings import Rating, Ratings, Update
+from services.redis_store.ratings import Rating, Ratings, Update, pool_of
 
 log = logging.getLogger(__name__)
 MODEL = PlackettLuce()  # openskill's defaults: mu 25, sigma 25/3, beta 25/6
@@ -47,16 +47,6 @@ RATING_LAG = Histogram(
     "From a game's final score event to its ratings",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
-
-
-def pool_of(ruleset: dict[str, Any]) -> str:
-    """The rating pool of a ruleset (docs/ratings.md): the demo tile set apart, games with a
-    hand of three (R10.3) apart, every other base game — whatever its house rules — one pool."""
-    if ruleset.get("tileset") == "demo":
-        return "demo"
-    if int(ruleset.get("hand", 1)) > 1:
-        return "hand"
-    return "classic"
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -232,3 +233,63 @@ def test_tickets_taken_at_once_put_no_player_in_two_games(
     waiting = Counter(dict(wanted)[p] for p, t in polled.items() if t["state"] == "waiting")
     assert all(count < size for size, count in waiting.items()), waiting  # none matchable
     assert redis_client.hlen(waiting_key(key_id)) == sum(waiting.values())
+
+
+def rate(redis_client: redis.Redis, key_id: str, player: str, ordinal: float) -> None:
+    """Give a player of the key a classic-pool rating with this ordinal (mu - 3 sigma)."""
+    from services.redis_store.ratings import Rating, Ratings, Update
+
+    rating = Rating(ordinal + 3 * 2.0, 2.0, 10)
+    done = Ratings(redis_client).apply(
+        key_id, f"seeded-{player}", "classic", 0, [Update(player, None, rating, 1, 0)]
+    )
+    assert done == "ok"
+
+
+def test_a_rating_window_matches_near_players_and_widens_while_waiting(
+    app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """docs/lobby.md, "A rating window": a strong player asking for opponents within 5 of
+    its ordinal passes over a weak one who waits (any opponent would do for the weak one:
+    both windows must hold), is matched with the next near player, and a far pair meets once
+    the windows have widened enough with waiting."""
+    key_id, headers = new_key(redis_url)
+    for player, ordinal in (("strong", 30.0), ("weak", 0.0), ("near", 27.0), ("far", 60.0)):
+        rate(redis_client, key_id, player, ordinal)
+    status, strong = take(client, headers, "strong", rating_window=5)
+    assert status == 201 and strong["rating"] == pytest.approx(30.0), strong
+    assert strong["rating_window"] == 5
+    status, weak = take(client, headers, "weak")  # no window: anyone, but not for `strong`
+    assert weak["state"] == "waiting" and weak["rating_window"] is None
+    status, near = take(client, headers, "near", rating_window=5)
+    assert near["state"] == "matched", near
+    polled = client.get(f"/tickets/{strong['ticket_id']}", headers=headers).get_json()
+    assert polled["state"] == "matched" and polled["game_id"] == near["game_id"]
+    assert client.get(f"/tickets/{weak['ticket_id']}", headers=headers).get_json()[
+        "state"] == "waiting"  # fmt: skip
+    # 60 apart: `far` (window 1) and `weak` (none) meet when far's window has grown by 59.
+    status, far = take(client, headers, "far", rating_window=1)
+    assert far["state"] == "waiting", far
+    matcher: Matchmaker = app.extensions["matchmaker"]
+    before = matcher.window_growth
+    try:
+        matcher.window_growth = 59 * 60_000 / 100  # 59 more in 100 ms of waiting
+        deadline = time.monotonic() + 10
+        while (polled := client.get(f"/tickets/{far['ticket_id']}", headers=headers)
+               .get_json())["state"] == "waiting":  # fmt: skip
+            assert time.monotonic() < deadline, "the window never widened"
+        assert polled["state"] == "matched"
+        weak_now = client.get(f"/tickets/{weak['ticket_id']}", headers=headers).get_json()
+        assert weak_now["game_id"] == polled["game_id"]
+    finally:
+        matcher.window_growth = before
+
+
+def test_a_rating_window_out_of_range_is_refused_and_takes_no_ticket(
+    client: FlaskClient, redis_url: str, redis_client: redis.Redis
+) -> None:
+    key_id, headers = new_key(redis_url)
+    for bad in (-1, 1001, "wide", True):
+        status, refused = take(client, headers, "picky", rating_window=bad)
+        assert status == 422 and refused["code"] == "invalid_body", (bad, refused)
+    assert redis_client.hlen(waiting_key(key_id)) == 0

@@ -15,8 +15,8 @@ from eventstore.envelope import MOVES, SCORES, NewEvent
 from eventstore.port import InMemoryEventStore
 from eventstore.schemas import to_new
 from eventstore.score_stream import score_events
-from services.redis_store.ratings import Rating
-from services.scoring.ratings import Outcome, outcome, pool_of, updates
+from services.redis_store.ratings import Rating, pool_of
+from services.scoring.ratings import Outcome, outcome, updates
 
 
 def finished(ids: list[str | None], seed: int = 1) -> tuple[InMemoryEventStore, str, list[int]]:
