@@ -13,17 +13,15 @@ with a user that may read secrets (the worker's or an operator's). Idempotent.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 import redis
 
-from .acl import default_url
 from .backfill import nodes
-from .connect import connect
 from .indexes import text
 from .keys import seats_key
+from .one_off import one_off
 from .seats import public_seats
 
 
@@ -45,21 +43,13 @@ def run(client: redis.Redis, count: int = 1000) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m services.redis_store.migrate_seats",
-        description="Write the public seats record of every game from before it. One-off: run "
-        "it once when upgrading, before the new query service. Idempotent.",
+    return one_off(
+        "python -m services.redis_store.migrate_seats",
+        "Write the public seats record of every game from before it. One-off: run it once "
+        "when upgrading, before the new query service. Idempotent.",
+        run,
+        argv,
     )
-    parser.add_argument(
-        "--redis-url",
-        default=default_url(),
-        help="the event store's Redis (redis:// or redis+cluster://); default $REDIS_URL, "
-        "else the admin user of `make run`'s",
-    )
-    args = parser.parse_args(argv)
-    client = connect(args.redis_url, role="migrate", max_connections=2)
-    print(json.dumps(run(client)))
-    return 0
 
 
 if __name__ == "__main__":

@@ -22,17 +22,14 @@ the sweep does their work.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 
 import redis
 
-from .acl import default_url
 from .backfill import nodes
 from .changes import positions_key
-from .connect import connect
 from .indexes import text
 from .keys import (
     SHARD_TAGS,
@@ -41,6 +38,7 @@ from .keys import (
     subs_due_key,
     subscription_keys,
 )
+from .one_off import one_off
 from .scripts import script
 
 OLD_CONSUMER = "webhooks"
@@ -109,21 +107,13 @@ def run(client: redis.Redis) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m services.redis_store.migrate_webhooks",
-        description="Move per-game webhooks into subscriptions filtered to their game. "
-        "One-off: run it once when upgrading, with the workers stopped. Idempotent.",
+    return one_off(
+        "python -m services.redis_store.migrate_webhooks",
+        "Move per-game webhooks into subscriptions filtered to their game. One-off: run it "
+        "once when upgrading, with the workers stopped. Idempotent.",
+        run,
+        argv,
     )
-    parser.add_argument(
-        "--redis-url",
-        default=default_url(),
-        help="the event store's Redis (redis:// or redis+cluster://); default $REDIS_URL, "
-        "else the admin user of `make run`'s",
-    )
-    args = parser.parse_args(argv)
-    client = connect(args.redis_url, role="migrate", max_connections=2)
-    print(json.dumps(run(client)))
-    return 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from flask import Flask
 
 from services.redis_store.changes import consumers, retire
 from tests.integration import http_client
+from tests.integration.http_client import gunicorn
 from tests.integration.openapi_client import ValidatingClient
 from tests.postgres_server import postgres_missing, private_postgres
 
@@ -54,3 +55,16 @@ def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
         pytest.skip(why)
     with private_postgres() as server:
         yield server.url
+
+
+@pytest.fixture(scope="module")
+def two_commands(redis_url: str) -> Iterator[list[str]]:
+    """Two command instances (two gunicorn masters of 2 workers) on the session's Redis: a
+    lobby's or a queue's requests spread over both, as behind a proxy without affinity."""
+    env = {"REDIS_URL": redis_url}
+    config = "deploy/gunicorn/command.py"
+    with (
+        gunicorn("services.command.wsgi:app", config, env, workers=2) as one,
+        gunicorn("services.command.wsgi:app", config, env, workers=2) as two,
+    ):
+        yield [one, two]

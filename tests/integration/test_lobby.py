@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,7 +23,7 @@ from services.command.secrets_store import token_hash
 from services.redis_store import secrets_key
 from services.redis_store.keys import index_shard, lobbies_key, lobby_key
 
-from .http_client import call, gunicorn
+from .http_client import call
 
 
 @pytest.fixture(scope="module")
@@ -307,23 +306,11 @@ def view_seq(client: FlaskClient, game_id: str) -> int:
     return int(client.get(f"/games/{game_id}/turn").get_json()["seq"])
 
 
-@pytest.fixture(scope="module")
-def servers(redis_url: str) -> Iterator[list[str]]:
-    """Two command instances (two gunicorn masters of 2 workers) on the same Redis."""
-    env = {"REDIS_URL": redis_url}
-    config = "deploy/gunicorn/command.py"
-    with (
-        gunicorn("services.command.wsgi:app", config, env, workers=2) as one,
-        gunicorn("services.command.wsgi:app", config, env, workers=2) as two,
-    ):
-        yield [one, two]
-
-
 def test_a_thousand_joins_for_the_last_seat_seat_exactly_one_player(
-    servers: list[str], redis_url: str, redis_client: redis.Redis
+    two_commands: list[str], redis_url: str, redis_client: redis.Redis
 ) -> None:
     key_id, headers = new_key(redis_url)
-    status, opened = call(servers[0], "POST", "/lobbies",
+    status, opened = call(two_commands[0], "POST", "/lobbies",
                           {"ruleset": "classic", "seats": 2, "host": {"player_id": "h"}},
                           headers)  # fmt: skip
     assert status == 201, opened
@@ -331,7 +318,7 @@ def test_a_thousand_joins_for_the_last_seat_seat_exactly_one_player(
 
     def join(i: int) -> tuple[int, Any]:
         body = {"player_id": f"p{i}"}
-        return call(servers[i % 2], "POST", f"/lobbies/{lobby_id}/join", body, headers)
+        return call(two_commands[i % 2], "POST", f"/lobbies/{lobby_id}/join", body, headers)
 
     with ThreadPoolExecutor(max_workers=32) as pool:
         answers = list(pool.map(join, range(1000)))
@@ -339,11 +326,11 @@ def test_a_thousand_joins_for_the_last_seat_seat_exactly_one_player(
     codes = Counter(answer["code"] for status, answer in answers if status != 200)
     assert len(won) == 1 and sum(codes.values()) == 999, codes
     assert set(codes) <= {"lobby_full", "lobby_started"}, codes
-    status, view = call(servers[1], "GET", f"/lobbies/{lobby_id}", None, headers)
+    status, view = call(two_commands[1], "GET", f"/lobbies/{lobby_id}", None, headers)
     assert view["state"] == "started"
     assert [p["player_id"] for p in view["players"]] == ["h", won[0]["player_id"]]
     record = json.loads(redis_client.get(secrets_key(lobby_id)) or "{}")
     assert sorted(record["player_ids"]) == sorted(["h", won[0]["player_id"]])
     assert token_hash(won[0]["token"]) in record["tokens"] and record["key_id"] == key_id
-    status, turn = call(servers[0], "GET", f"/games/{lobby_id}/turn")
+    status, turn = call(two_commands[0], "GET", f"/games/{lobby_id}/turn")
     assert status == 200 and turn["seq"] >= 2

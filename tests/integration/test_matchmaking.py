@@ -11,7 +11,6 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -27,7 +26,7 @@ from services.command.secrets_store import token_hash
 from services.redis_store import secrets_key
 from services.redis_store.keys import mm_pending_key, queue_key, waiting_key
 
-from .http_client import call, gunicorn
+from .http_client import call
 
 
 @pytest.fixture(scope="module")
@@ -188,20 +187,8 @@ def test_a_match_cut_short_is_finished_by_the_next_poll(
     assert record_of(redis_client, cut["game_id"])["player_ids"]
 
 
-@pytest.fixture(scope="module")
-def servers(redis_url: str) -> Iterator[list[str]]:
-    """Two command instances (two gunicorn masters of 2 workers) on the same Redis."""
-    env = {"REDIS_URL": redis_url}
-    config = "deploy/gunicorn/command.py"
-    with (
-        gunicorn("services.command.wsgi:app", config, env, workers=2) as one,
-        gunicorn("services.command.wsgi:app", config, env, workers=2) as two,
-    ):
-        yield [one, two]
-
-
 def test_tickets_taken_at_once_put_no_player_in_two_games(
-    servers: list[str], redis_url: str, redis_client: redis.Redis
+    two_commands: list[str], redis_url: str, redis_client: redis.Redis
 ) -> None:
     key_id, headers = new_key(redis_url)
     rng = random.Random(29)
@@ -210,7 +197,7 @@ def test_tickets_taken_at_once_put_no_player_in_two_games(
     def take_one(i: int) -> tuple[int, Any]:
         player, size = wanted[i]
         body = {"player_id": player, "ruleset": "classic", "players": size}
-        return call(servers[i % 2], "POST", "/tickets", body, headers)
+        return call(two_commands[i % 2], "POST", "/tickets", body, headers)
 
     with ThreadPoolExecutor(max_workers=24) as pool:
         answers = list(pool.map(take_one, range(len(wanted))))
@@ -218,7 +205,7 @@ def test_tickets_taken_at_once_put_no_player_in_two_games(
     # A second ticket of every player, whether waiting or matched by now: at most the
     # waiting ones are refused, none makes a second seat.
     tickets = {answer["player_id"]: answer for _, answer in answers}
-    polled = {p: call(servers[0], "GET", f"/tickets/{t['ticket_id']}", None, headers)[1]
+    polled = {p: call(two_commands[0], "GET", f"/tickets/{t['ticket_id']}", None, headers)[1]
               for p, t in tickets.items()}  # fmt: skip
     games: dict[str, list[str]] = {}
     for player, ticket in polled.items():
