@@ -581,7 +581,13 @@ REMATCH: dict[str, Any] = {
     ],
 }  # fmt: skip
 
-TICKET_IN: dict[str, Any] = {"player_id": "u-1", "name": "Ann", "ruleset": "classic", "players": 2}
+TICKET_IN: dict[str, Any] = {
+    "player_id": "u-1",
+    "name": "Ann",
+    "ruleset": "classic",
+    "players": 2,
+    "rating_window": 5.0,
+}
 
 TICKET: dict[str, Any] = {
     "ticket_id": "t_5e0c2f7a9b1d3c4e6f8a0b2c",
@@ -593,6 +599,8 @@ TICKET: dict[str, Any] = {
     "created_ms": 1795459617994,
     "game_id": "ef0ab9789b8f034882fd9142e91879d5",
     "seat": 1,
+    "rating": 12.4,
+    "rating_window": 5.0,
 }
 
 TICKET_TAKEN: dict[str, Any] = {

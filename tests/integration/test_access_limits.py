@@ -206,8 +206,10 @@ def test_a_thousand_refused_creations_leave_redis_unchanged(servers: Servers) ->
           f"{dbsize_before} -> {servers.client.dbsize()} (the bucket); used_memory over the "
           f"{1000 - BURST} refusals {memory_before} -> {memory_after}")  # fmt: skip
     # Refusals add nothing: each rewrites the one bucket, whose numbers' text may grow by a few
-    # bytes (16 seen), never by anything that grows with the 980 refusals.
-    assert memory_after - memory_before <= 256, (memory_before, memory_after)
+    # bytes (16 seen). The dataset figure still moves with the allocator's bookkeeping (16 KB
+    # seen once in a loaded CI run, with no key written), so the bound is per refusal: anything
+    # stored for each (the smallest key, a stream entry: 50 bytes and more) would pass 49 KB.
+    assert memory_after - memory_before <= 24 * (1000 - BURST), (memory_before, memory_after)
 
 
 def used_memory(client: redis.Redis) -> int:
