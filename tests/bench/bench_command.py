@@ -93,7 +93,11 @@ def prepare_games(base: str, redis_url: str, rng: random.Random, games: int) -> 
     store, secrets = RedisEventStore(client), RedisSecrets(client)
     prepared: list[list[Turn]] = []
     for _ in range(games):
-        body = {"players": [{"name": "a"}, {"name": "b"}], "seat_order": [0, 1]}
+        # Player ids, as an app sends them: a finished game is rated (bench_scoring's
+        # rating lag); each game's two ids differ, from a pool of 40 players.
+        ids = rng.sample(range(40), 2)
+        players = [{"name": n, "player_id": f"p{i}"} for n, i in zip("ab", ids, strict=True)]
+        body = {"players": players, "seat_order": [0, 1]}
         status, created = call(base, "POST", "/games", body, api_key(redis_url))
         assert status == 201, created
         game_id = created["game_id"]

@@ -16,8 +16,12 @@
    themselves in the same phase (`POST /turns` at half its peak: a fold and an append
    triggered by a request, on the machine as loaded at that moment).
 
+3. Rating lag (issue 30). The games of that phase have player ids; for each one that ends in
+   it, the time from its final score event to its ratings (the worker's consumer "ratings").
+
 Targets, each a ratio to a figure of the same run (tests/bench/targets.py): backlog turns/s
-≥ 1x the command peak; lag p99 ≤ 9.7x the turns' p99 in the same phase. The lag target was
+≥ 1x the command peak; lag p99 ≤ 9.7x the turns' p99 in the same phase; rating lag p99 ≤ 2x
+the scoring lag p99 of the same phase. The lag target was
 ≤ 100 ms, set in the run where the command service's p99 at half its peak was 10.3 ms
 (bench_command, same run): 100 / 10.3. Not the bare tasks: their rate is a mean cost at
 saturation, measured before the load; a p99 under load also holds the machine's queueing at
@@ -102,6 +106,25 @@ def lag_ms(client: redis.Redis, store: RedisEventStore, since_ms: int) -> list[f
             if moved >= since_ms:
                 lags.append(event.time_ms - moved)
     return lags
+
+
+def rating_lag_ms(client: redis.Redis, since_ms: int) -> list[float]:
+    """For each game whose final score event was appended after `since_ms` and that was
+    rated (its API key's ratings log: an entry per game, its id the time it was rated, its
+    `t` the final score event's time): the time between the two."""
+    lags: list[float] = []
+    for key in client.scan_iter(match="{k:*}:ratings:log", count=1000):
+        entries: list[Any] = client.xrange(key)  # type: ignore[assignment]
+        for entry_id, fields in entries:
+            scored = int(fields[b"t"])
+            if scored >= since_ms:
+                lags.append(int(entry_id.split(b"-")[0]) - scored)
+    return lags
+
+
+def p99(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else None
 
 
 def main() -> int:
@@ -190,8 +213,10 @@ def main() -> int:
         figures["lag"] = {
             "score_events": len(lags),
             "p50_ms": statistics.median(lags) if lags else None,
-            "p99_ms": lags[min(len(lags) - 1, int(len(lags) * 0.99))] if lags else None,
+            "p99_ms": p99(lags),
         }
+        rated = rating_lag_ms(client, since)
+        figures["rating_lag"] = {"games": len(rated), "p99_ms": p99(rated)}
     finally:
         for p in processes:
             p.stop()
@@ -224,6 +249,12 @@ def main() -> int:
               f"of that phase: p99 {figures['turns_half_load_p99_ms']:.1f} ms")  # fmt: skip
     judge("scoring lag p99 / turn p99, same phase", lag["p99_ms"],
           figures["turns_half_load_p99_ms"], max_ratio=9.7)  # fmt: skip
+    rating = figures["rating_lag"]
+    if rating["p99_ms"] is not None:
+        print(f"  rating lag final score event -> ratings, same phase: p99 "
+              f"{rating['p99_ms']:.0f} ms over {rating['games']} finished games")  # fmt: skip
+    judge("rating lag p99 / scoring lag p99, same phase", rating["p99_ms"], lag["p99_ms"] or 0.0,
+          max_ratio=2.0)  # fmt: skip
     return 0
 
 
