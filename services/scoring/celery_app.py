@@ -228,8 +228,10 @@ def followers() -> list[Follower]:
         subscriptions.due_follower(client),
         # Finished games due in the archive (only the due index: `archive.run` moves them).
         ArchiveDue(client, int(settings["ARCHIVE_AFTER"] * 1000)).follower,
-        # Each finished game rated once for its API key (docs/ratings.md).
-        RatingsConsumer(client, RedisEventStore(client), batch=settings["FOLLOW_BATCH"]).follower,
+        # Each finished game rated once for its API key (docs/ratings.md); it reads the games
+        # through the scorer's store (`followers()` is called by every sweep: a store of its
+        # own would open a connection pool each time).
+        RatingsConsumer(client, scorer().store, batch=settings["FOLLOW_BATCH"]).follower,
     ]
 
 
