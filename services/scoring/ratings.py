@@ -61,24 +61,17 @@ class Outcome:
     seats: tuple[tuple[int, str, int], ...]  # (seat, player, rank)
 
 
-def outcome(
-    store: EventStore, record: dict[str, Any] | None, game_id: str, scored_at: int = 0
-) -> Outcome | None:
+def outcome(store: EventStore, record: dict[str, Any] | None, game_id: str) -> Outcome | None:
     """The game's outcome for rating, from its log and its secrets record (key, bot seats);
-    None when it is not rated (see the module's rules) or not finished. `scored_at`: where
-    the final score event is, if known (the feed entry's last seq): two one-event reads
-    instead of the whole score stream, on the worker's watch thread that scoring shares."""
+    None when it is not rated (see the module's rules) or not finished."""
     if record is None or record.get("imported") or not record.get("key_id"):
         return None
     started = store.read(game_id, MOVES, 0, 1)
     if not started or started[0].type != "GameStarted":
         return None
-    found = store.read(game_id, SCORES, scored_at - 1, 1) if scored_at > 0 else []
-    if not found or found[0].type != GAME_SCORED:
-        found = [e for e in store.read(game_id, SCORES) if e.type == GAME_SCORED][-1:]
-    if not found:
+    scored = next((e for e in reversed(store.read(game_id, SCORES)) if e.type == GAME_SCORED), None)
+    if scored is None:
         return None
-    scored = found[0]
     payload = started[0].payload
     bots = bot_seats(record)
     identities: list[str | None] = []
@@ -152,7 +145,7 @@ class RatingsConsumer:
             if change.stream != SCORES or GAME_SCORED not in change.types:
                 continue
             try:
-                self.rate_game(change.game_id, change.last)
+                self.rate_game(change.game_id)
             except redis.RedisError:
                 raise
             except Exception:
@@ -160,10 +153,9 @@ class RatingsConsumer:
                               extra={"game_id": change.game_id})  # fmt: skip
         return []
 
-    def rate_game(self, game_id: str, scored_at: int = 0) -> str:
-        """Rate one finished game (if it is rated at all): 'ok', 'dup' or 'unrated'.
-        `scored_at`: the seq of its final score event, if known."""
-        game = outcome(self.store, secrets_of(self.client, game_id), game_id, scored_at)
+    def rate_game(self, game_id: str) -> str:
+        """Rate one finished game (if it is rated at all): 'ok', 'dup' or 'unrated'."""
+        game = outcome(self.store, secrets_of(self.client, game_id), game_id)
         if game is None:
             UNRATED.inc()
             return "unrated"
