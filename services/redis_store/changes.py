@@ -163,8 +163,10 @@ class Follower:
         batch: int = 500,
         lease_ms: int | None = None,
         after: Callable[[int, list[Change]], None] | None = None,
+        appends: bool = False,
     ) -> None:
         self.client = client
+        self.appends = appends  # its `handle` appends to games: `follow` reads again after it
         self.consumer = consumer
         self.handle = handle
         self.after = after
@@ -177,50 +179,55 @@ class Follower:
     def positions(self, shards: Iterable[int] = range(SHARDS)) -> dict[int, str]:
         """This consumer's position in each shard; where it has none it is registered at
         `START` first, so `trim` keeps every entry for it from now on."""
-        wanted = list(shards)
-        pipe = self.client.pipeline(transaction=False)
-        for shard in wanted:
-            pipe.hget(positions_key(shard), self.consumer)
-        replies = dict(zip(wanted, pipe.execute(), strict=True))
-        new = [shard for shard, reply in replies.items() if reply is None]
-        if new:
-            pipe = self.client.pipeline(transaction=False)
-            for shard in new:
-                pipe.hsetnx(positions_key(shard), self.consumer, START)
-            pipe.execute()
-        return {s: START if r is None else text(r) for s, r in replies.items()}
+        found = read_positions(self.client, [(self.consumer, shard) for shard in shards])
+        return {shard: position for (_, shard), position in found.items()}
 
-    def catch_up(self, shards: Iterable[int] = range(SHARDS), max_rounds: int = 1_000) -> int:
-        """Handle every entry of the given shards' feeds past this consumer's positions;
-        returns how many this call applied. Bounded: at most `max_rounds` batches per shard
-        (a caller that stops short is called again: nothing is lost, only later)."""
+    def catch_up(
+        self,
+        shards: Iterable[int] = range(SHARDS),
+        max_rounds: int = 1_000,
+        at: dict[int, str] | None = None,
+    ) -> int:
+        """Handle every entry of the given shards' feeds past this consumer's positions (read
+        here unless the caller read them: `at`); returns how many this call applied.
+        Bounded: at most `max_rounds` batches per shard (a caller that stops short is called
+        again: nothing is lost, only later)."""
         handled = 0
-        at = self.positions(shards)
+        at = self.positions(shards) if at is None else dict(at)
         for _ in range(max_rounds):
             if not at:
                 break
             pipe = self.client.pipeline(transaction=False)
             for shard, position in at.items():
                 pipe.xrange(changes_key(shard), "(" + position, "+", count=self.batch)
-            replies = pipe.execute()
             more: dict[int, str] = {}
-            for (shard, position), entries in zip(at.items(), replies, strict=True):
-                if not entries or not self._lease(shard):
-                    continue  # done, or its holder handles these (and reads again after)
-                try:
-                    changes = [Change.parse(eid, fields) for eid, fields in entries]
-                    recorded = self._record(shard, position, changes)
-                finally:
-                    self._let_go(shard)
-                if recorded:
-                    handled += len(changes)
-                    more[shard] = changes[-1].id
-                    if self.after is not None:
-                        self.after(shard, changes)
-                else:  # another follower moved it: read from where it got to
-                    more[shard] = self.positions([shard])[shard]
+            for (shard, position), entries in zip(at.items(), pipe.execute(), strict=True):
+                changes = [Change.parse(eid, fields) for eid, fields in entries]
+                applied, after = self.take(shard, position, changes)
+                handled += applied
+                if after is not None:
+                    more[shard] = after
             at = more
         return handled
+
+    def take(self, shard: int, position: str, changes: list[Change]) -> tuple[int, str | None]:
+        """Handle `changes` (the shard's entries right after `position`, in order, at most
+        `batch`) and record them: how many were applied, and the position to read the shard
+        from again (None: nothing more to read now; the next append wakes the watchers)."""
+        if not changes or not self._lease(shard):
+            return 0, None  # done, or its holder handles these (and reads again after)
+        try:
+            recorded = self._record(shard, position, changes)
+        finally:
+            self._let_go(shard)
+        if not recorded:  # another follower moved it: read from where it got to
+            return 0, self.positions([shard])[shard]
+        if self.after is not None:
+            self.after(shard, changes)
+        # A full batch may have more behind it. A leased consumer reads once more after
+        # letting go: an entry appended while it held the lease was skipped by the others.
+        again = len(changes) >= self.batch or self.lease_ms is not None
+        return len(changes), changes[-1].id if again else None
 
     def _lease(self, shard: int) -> bool:
         """Take the shard's lease for this consumer (always True without leases)."""
@@ -246,6 +253,91 @@ class Follower:
                 slot[write.key] = len(keys)
             args += [write.op, slot[write.key], write.member, write.value]
         return bool(self._apply(keys=keys, args=args))
+
+
+def read_positions(
+    client: redis.Redis, wanted: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], str]:
+    """(consumer, shard) -> the consumer's position in the shard, in one round trip; a
+    consumer without one is registered at `START` first (see `Follower.positions`)."""
+    pipe = client.pipeline(transaction=False)
+    for consumer, shard in wanted:
+        pipe.hget(positions_key(shard), consumer)
+    replies = dict(zip(wanted, pipe.execute(), strict=True))
+    new = [where for where, reply in replies.items() if reply is None]
+    if new:
+        pipe = client.pipeline(transaction=False)
+        for consumer, shard in new:
+            pipe.hsetnx(positions_key(shard), consumer, START)
+        pipe.execute()
+    return {where: START if reply is None else text(reply) for where, reply in replies.items()}
+
+
+def _order(entry_id: str) -> tuple[int, int]:
+    ms, seq = entry_id.split("-", 1)
+    return int(ms), int(seq)
+
+
+def follow(followers: Sequence[Follower], shards: Iterable[int] = range(SHARDS)) -> int:
+    """Every follower over `shards`, in order, as each one's `catch_up` would, but with one
+    read of all their positions and one of the feeds, parsed once and shared (a watcher's
+    round: each reading for itself cost two round trips per follower per wake-up, and
+    bench_scoring's lag grew with each consumer added). After a follower that `appends`
+    applied something, the feeds are read again for the followers after it, so they see
+    its output (the score events) in the same round. A follower left with more to read (a
+    full batch, a lease it let go) reads the rest itself. Returns how many were applied.
+    The followers must share one Redis client."""
+    wanted = list(shards)
+    if not followers or not wanted:
+        return 0
+    client = followers[0].client
+    at = read_positions(client, [(f.consumer, shard) for f in followers for shard in wanted])
+    handled = 0
+    read: tuple[int, dict[int, list[Change]]] | None = None
+    for index, follower in enumerate(followers):
+        if read is None:
+            read = _read_feeds(client, at, followers[index:], wanted)
+        count, feeds = read
+        behind: dict[int, str] = {}
+        applied_here = 0
+        for shard in wanted:
+            position, changes = at[(follower.consumer, shard)], feeds[shard]
+            start = _order(position)
+            mine = [c for c in changes if _order(c.id) > start][: follower.batch]
+            applied, after = follower.take(shard, position, mine)
+            applied_here += applied
+            cut = len(changes) >= count and (not mine or mine[-1] is changes[-1])
+            if after is None and cut and (applied or not mine):
+                after = mine[-1].id if mine else position  # the read stopped short of the end
+            if after is not None:
+                behind[shard] = after
+        if behind:
+            applied_here += follower.catch_up(list(behind), at=behind)
+        if follower.appends and applied_here:
+            read = None  # what it appended is in the feeds now: the rest read them again
+        handled += applied_here
+    return handled
+
+
+def _read_feeds(
+    client: redis.Redis,
+    at: dict[tuple[str, int], str],
+    followers: Sequence[Follower],
+    shards: list[int],
+) -> tuple[int, dict[int, list[Change]]]:
+    """Each shard's entries past the lowest position of `followers` (at most the largest
+    batch of theirs: the count returned), parsed."""
+    count = max(f.batch for f in followers)
+    lows = {shard: min((at[(f.consumer, shard)] for f in followers), key=_order)
+            for shard in shards}  # fmt: skip
+    pipe = client.pipeline(transaction=False)
+    for shard, low in lows.items():
+        pipe.xrange(changes_key(shard), "(" + low, "+", count=count)
+    feeds = {
+        shard: [Change.parse(eid, fields) for eid, fields in entries]
+        for shard, entries in zip(lows, pipe.execute(), strict=True)
+    }
+    return count, feeds
 
 
 def trim(client: redis.Redis, shards: Iterable[int] = range(SHARDS)) -> int:

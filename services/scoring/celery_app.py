@@ -31,7 +31,7 @@ from services.archive.archiver import ArchiveDue
 from services.common.celery_conf import reliable, watch_step
 from services.common.observability import REQUEST_ID, setup_logging
 from services.redis_store import RedisEventStore
-from services.redis_store.changes import Change, Follower, Write, trim
+from services.redis_store.changes import Change, Follower, Write, follow, trim
 from services.redis_store.connect import broker_url, shared_client
 from services.redis_store.directory_index import DirectoryIndex
 
@@ -221,10 +221,18 @@ def followers() -> list[Follower]:
     """This process's consumers of the change feed, in the order a wake-up runs them."""
     client = scorer_client()
     return [
+        # First: the scoring lag is the figure players see (bench_scoring). Leased: two
+        # worker processes never score the same shard's batch at once.
+        Follower(
+            client,
+            "scoring",
+            score_changes,
+            batch=settings["FOLLOW_BATCH"],
+            lease_ms=30_000,
+            appends=True,
+        ),
         DirectoryIndex(client).follower,
         timer().index.follower,
-        # Leased: two worker processes never score the same shard's batch at once.
-        Follower(client, "scoring", score_changes, batch=settings["FOLLOW_BATCH"], lease_ms=30_000),
         subscriptions.due_follower(client),
         # Finished games due in the archive (only the due index: `archive.run` moves them).
         ArchiveDue(client, int(settings["ARCHIVE_AFTER"] * 1000)).follower,
@@ -240,7 +248,7 @@ def sweep() -> int:
     """Run every follower over every shard (what a watcher would have done had none been
     running), then trim the feed below every consumer's position; returns the changes
     applied."""
-    done = sum(f.catch_up() for f in followers())
+    done = follow(followers())
     trimmed = trim(scorer_client())
     if done or trimmed:
         log.info("sweep: %d changes followed, %d feed entries trimmed", done, trimmed)

@@ -27,6 +27,7 @@ from services.redis_store.changes import (
     Follower,
     Write,
     changes_key,
+    follow,
     positions_key,
     trim,
 )
@@ -42,10 +43,17 @@ def store(redis_client: redis.Redis) -> RedisEventStore:
     return RedisEventStore(redis_client)
 
 
-def play(store: RedisEventStore, seed: int, per_append: int = 3) -> tuple[str, int]:
-    """A whole random game appended a few events at a time, as the command service does;
-    (game id, appends)."""
-    game_id = new_game_id(random.Random(f"{seed}-{time.time_ns()}"))
+def play(
+    store: RedisEventStore, seed: int, per_append: int = 3, shard: int | None = None
+) -> tuple[str, int]:
+    """A whole random game appended a few events at a time, as the command service does
+    (in `shard`'s feed when given); (game id, appends)."""
+    ids = random.Random(f"{seed}-{time.time_ns()}")
+    game_id = new_game_id(ids)
+    for _ in range(10_000):  # 1 in 64 ids is in a given shard
+        if shard is None or shard_of(game_id) == shard:
+            break
+        game_id = new_game_id(ids)
     _, events = random_game(random.Random(seed), 2 + seed % 3, Ruleset())
     appends = 0
     for start in range(0, len(events), per_append):
@@ -141,6 +149,63 @@ def test_a_follower_that_fails_mid_batch_writes_nothing_and_redoes_it(redis_clie
     assert follower.positions([shard])[shard] == START
     follower.catch_up([shard])
     assert int(redis_client.hget(key, game_id) or 0) == store.last_seq(game_id, MOVES)
+
+
+def test_one_shared_read_serves_several_followers_as_their_own_catch_up_would(
+    redis_client, store
+) -> None:
+    """`follow` (a watcher's round) reads every follower's position and the feeds once for
+    all of them: followers at different positions, with batches smaller than the entries
+    waiting, each end up having applied every entry exactly once."""
+    shard = shard_of(play(store, 20)[0])
+    assert shard is not None
+    games = [play(store, seed, shard=shard)[0] for seed in range(21, 23)]
+    shards = [shard]
+    keys = [f"counts-{i}-{time.time_ns()}" for i in range(3)]
+    ahead, behind, small = (moves_counter(redis_client, k) for k in keys)
+    small.batch = 2  # below the shared read's count: it reads the rest itself
+    ahead.catch_up(shards)  # one consumer already up to date, the others from the start
+    more = [play(store, seed, shard=shard)[0] for seed in range(24, 26)]
+    assert follow([ahead, behind, small], shards) > 0
+    for key in keys:
+        assert {g: int(redis_client.hget(key, g) or 0) for g in games + more} == {
+            g: store.last_seq(g, MOVES) for g in games + more
+        }
+    assert follow([ahead, behind, small], shards) == 0  # nothing new: nothing applied again
+
+
+@pytest.mark.parametrize("appends", [True, False])
+def test_a_follower_after_one_that_appends_sees_its_output_in_the_same_round(
+    redis_client, store, appends: bool
+) -> None:
+    """A follower marked `appends` (scoring: its output is score events, with feed entries
+    of their own) makes `follow` read the feeds again for the followers after it, so they
+    see its output at once (the ratings consumer reads final scores); unmarked, they see it
+    only on the next round."""
+    game_id, _ = play(store, 27)
+    shard = shard_of(game_id)
+    assert shard is not None
+    follow_all_of = [moves_counter(redis_client, f"warm-{time.time_ns()}")]
+    follow(follow_all_of, [shard])  # nothing else waiting in the shard for the test's pair
+    name = time.time_ns()
+
+    def score(_: int, changes: list[Change]) -> list[Write]:
+        if any(c.game_id == game_id and c.stream == MOVES for c in changes):
+            store.append(game_id, SCORES, [], expected=0, command_id=f"s{name}", marker="1")
+        return []
+
+    seen: list[str] = []
+
+    def read_scores(_: int, changes: list[Change]) -> list[Write]:
+        seen.extend(c.game_id for c in changes if c.stream == SCORES)
+        return []
+
+    scorer = Follower(redis_client, f"appender-{name}", score, appends=appends)
+    reader = Follower(redis_client, f"reader-{name}", read_scores)
+    follow([scorer, reader], [shard])
+    assert (game_id in seen) is appends
+    follow([scorer, reader], [shard])
+    assert seen.count(game_id) == 1  # the next round, either way; and once
 
 
 def test_the_feed_is_trimmed_only_below_every_consumers_position() -> None:
