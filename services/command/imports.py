@@ -53,10 +53,15 @@ def import_game_id(key_id: str, idempotency_key: str) -> str:
     return derived_game_id(f"import\n{key_id}\n{idempotency_key}".encode())
 
 
-def import_fingerprint(key_id: str, replayed: Replayed, names: list[str]) -> str:
+def import_fingerprint(
+    key_id: str, replayed: Replayed, names: list[str], rated: bool = False
+) -> str:
     """What an import's Idempotency-Key is bound to: the record as read (the same game sent as
-    JSON or as notation is the same request) and the names."""
-    body = {"key": key_id, "record": replayed.record.to_dict(), "names": names}
+    JSON or as notation is the same request), the names and whether it is rated (only when
+    it is: an unrated import's fingerprint is what it was before `rated` existed)."""
+    body: dict[str, Any] = {"key": key_id, "record": replayed.record.to_dict(), "names": names}
+    if rated:
+        body["rated"] = True
     return fingerprint("POST", "/games/import", body)
 
 
@@ -94,9 +99,11 @@ def import_game(
     idempotency_key: str | None = None,
     player_ids: Sequence[str | None] | None = None,
     public: bool = False,
+    rated: bool = False,
 ) -> Imported:
     """Store a checked record as a new game in one conditional append (`public`: listed to
-    everyone, GET /games without a key; otherwise only to `key_id`).
+    everyone, GET /games without a key; otherwise only to `key_id`; `rated`: its players'
+    ratings count it, docs/ratings.md — an import is unrated unless the platform asks).
 
     Its `GameStarted` names the seats and carries the record's `player_ids` (the log says who
     played); the secrets record holds the same names and ids, which the append script indexes
@@ -111,9 +118,11 @@ def import_game(
     """
     events = with_seats(replayed.events, names, player_ids)
     check_stored_schemas(events)  # before anything is written
-    request = import_fingerprint(key_id, replayed, names) if idempotency_key else ""
+    request = import_fingerprint(key_id, replayed, names, rated) if idempotency_key else ""
     game_id = import_game_id(key_id, idempotency_key) if idempotency_key else new_game_id()
     imported: dict[str, Any] = {"key_id": key_id, "time_ms": int(time.time() * 1000)}
+    if rated:
+        imported["rated"] = True
     secrets: dict[str, Any] = {
         "names": names,
         "seed": None,  # the record came with its draws: there is no seed to reveal

@@ -234,7 +234,8 @@ class Import(MethodView):
         requestBody={
             **RECORD_BODY,
             "description": "a record, optionally with a top-level `names` list (seat order) "
-            "and, in JSON, `public: true` (listed to everyone; by default only to the key)",
+            "and, in JSON, `public: true` (listed to everyone; by default only to the key) and "
+            "`rated: true` (its players' ratings count it; by default an import is unrated)",
             "content": {
                 "application/json": {"schema": ImportIn},
                 "text/plain": {"schema": {"type": "string"}},
@@ -245,10 +246,13 @@ class Import(MethodView):
     @blp.response(201, ImportedGame())
     def post(self) -> Response:
         """Store a record as a game: scored by the worker, viewable, exportable; not playable."""
-        record, extra = read_record(_record_body(), request.mimetype, extra=("names", "public"))
-        public = extra.get("public", False)
-        if not isinstance(public, bool):
-            raise GameError("bad_record", "`public` is true or false")
+        record, extra = read_record(
+            _record_body(), request.mimetype, extra=("names", "public", "rated")
+        )
+        public, rated = extra.get("public", False), extra.get("rated", False)
+        for name, flag in (("public", public), ("rated", rated)):
+            if not isinstance(flag, bool):
+                raise GameError("bad_record", f"`{name}` is true or false")
         given = extra.get("names")  # JSON: a top-level key
         if given is None and record.names is not None:
             given = list(record.names)  # the notation: its header
@@ -256,7 +260,9 @@ class Import(MethodView):
         ids = record.player_ids
         replayed = replay_record(record)
         key = idempotency_key()
-        done = import_game(_parts().service, replayed, names, g.api_key["id"], key, ids, public)
+        done = import_game(
+            _parts().service, replayed, names, g.api_key["id"], key, ids, public, rated
+        )
         game_id, state = done.game_id, replayed.state
         response = _json(
             {

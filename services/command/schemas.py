@@ -556,6 +556,12 @@ class ImportIn(Record):
             "default false: listed only to the key that imports it"
         }
     )
+    rated = StrictBoolean(
+        metadata={
+            "description": "rate the game for its players (docs/ratings.md); default false: "
+            "an imported game's results were made elsewhere"
+        }
+    )
 
 
 class ImportedGame(Closed):

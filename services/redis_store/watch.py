@@ -6,8 +6,9 @@ services/common/celery_conf.py's `watch_step`).
 On a single Redis the thread blocks in one XREAD over the 64 shards' feeds, so a move is
 seen as soon as it is appended (no task, no broker hop); on a Redis Cluster it polls every
 feed's newest entry each `poll_ms`. Each wake-up runs every follower over the shards that
-changed, in their order, with one read of all their positions and feeds (`changes.follow`); every `full_seconds` (and at start, and after an error) over all shards, so a
-follower that failed on a batch tries it again. Several worker processes may watch at once:
+changed, in their order, with one read of all their positions and feeds (`changes.follow`);
+every `full_seconds` (and at start, and after an error) over all shards, so a follower that
+failed on a batch tries it again. Several worker processes may watch at once:
 followers record their output conditionally on their position, so no batch is applied
 twice; at worst two processes do the same idempotent work.
 """

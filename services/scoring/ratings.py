@@ -64,7 +64,13 @@ class Outcome:
 def outcome(store: EventStore, record: dict[str, Any] | None, game_id: str) -> Outcome | None:
     """The game's outcome for rating, from its log and its secrets record (key, bot seats);
     None when it is not rated (see the module's rules) or not finished."""
-    if record is None or record.get("imported") or not record.get("key_id"):
+    if record is None:
+        return None
+    imported = record.get("imported")
+    if imported and not imported.get("rated"):  # unless the platform asked (docs/ratings.md)
+        return None
+    key_id = imported["key_id"] if imported else record.get("key_id")
+    if not key_id:
         return None
     started = store.read(game_id, MOVES, 0, 1)
     if not started or started[0].type != "GameStarted":
@@ -87,7 +93,7 @@ def outcome(store: EventStore, record: dict[str, Any] | None, game_id: str) -> O
     if len(seats) < 2:
         return None
     pool = pool_of(payload["ruleset"])
-    return Outcome(str(record["key_id"]), game_id, pool, scored.time_ms, seats)
+    return Outcome(str(key_id), game_id, pool, scored.time_ms, seats)
 
 
 def updates(game: Outcome, current: Sequence[Rating | None]) -> list[Update]:

@@ -37,6 +37,7 @@ from services.command.app import create_app
 from services.common.notifications import owner_key
 from services.redis_store import RedisEventStore
 from services.redis_store.keys import game_subscriptions_key as hooks_key
+from services.redis_store.keys import secrets_key
 from tests.integration.openapi_client import PROBLEM_KEYS
 
 from .games import new_game, play
@@ -282,6 +283,22 @@ def test_an_imported_game_is_over_and_cannot_be_played(client, key) -> None:
     reply = client.post(f"/games/{game_id}/turns", json={"x": 1, "y": 0, "rotation": 0},
                         headers={"Authorization": "Bearer anything"})  # fmt: skip
     assert reply.status_code == 403 and reply.get_json()["code"] == "bad_token"
+
+
+def test_a_rated_import_says_so_in_its_record_and_a_bad_flag_is_refused(
+    client, key, redis_client
+) -> None:
+    """`rated: true` marks the import for the ratings consumer (docs/ratings.md); a flag
+    that is not a boolean is a 422 that stores nothing."""
+    record, _ = golden(GOLDEN[0])
+    status, created = post(client, "/games/import", key, json={**record, "rated": True})
+    assert status == 201
+    kept = json.loads(redis_client.get(secrets_key(created["game_id"])))
+    assert kept["imported"]["rated"] is True
+    before = key_snapshot(redis_client)
+    status, body = post(client, "/games/import", key, json={**record, "rated": "yes"})
+    assert (status, body["code"]) == (422, "bad_record") and "`rated`" in body["detail"]
+    assert_nothing_stored(redis_client, before)
 
 
 def test_bad_names_are_refused_before_anything_is_stored(client, key, redis_client) -> None:

@@ -102,6 +102,31 @@ def test_each_game_is_rated_once_even_when_its_batch_is_redone(client: redis.Red
     assert client.xlen("{k:k1}:ratings:log") == len(games)
 
 
+def test_an_imported_game_is_rated_only_when_the_platform_asks(client: redis.Redis) -> None:
+    """`POST /games/import` leaves a game unrated (its result was made elsewhere) unless the
+    body says `rated: true`; the same record imported both ways, the rated one counts once,
+    for the importing key."""
+    from carcassonne.record import record_from_events
+    from services.command.imports import import_game
+    from services.command.records import replay_record
+    from services.command.secrets_store import RedisSecrets
+    from services.command.service import GameService
+
+    store = RedisEventStore(client)
+    service = GameService(store, RedisSecrets(client))
+    _, events = random_game(random.Random(8), 2, Ruleset())
+    ids = ["ana", "ben"]
+    for rated in (False, True):
+        replayed = replay_record(record_from_events(events))
+        done = import_game(service, replayed, ["Ana", "Ben"], "k9", f"imp-{rated}", ids,
+                           rated=rated)  # fmt: skip
+        Scorer(store).catch_up(done.game_id)
+    assert RatingsConsumer(client, store).follower.catch_up() > 0
+    ratings = stored(client, "k9", "classic")
+    assert set(ratings) == {"ana", "ben"}
+    assert all(r.games == 1 for r in ratings.values())  # the unrated import counted nothing
+
+
 def test_two_games_of_one_player_rated_at_once_lose_no_update(client: redis.Redis) -> None:
     ratings = Ratings(client)
     games = [

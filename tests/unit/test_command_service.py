@@ -286,6 +286,8 @@ def test_import_with_a_key_makes_one_game_and_refuses_another_record() -> None:
         import_game(service, replay_record(records[1]), ["a", "b"], "k_1", "key-1")
     with pytest.raises(IdempotencyKeyReused):  # the same record, other names
         import_game(service, first_replay, ["a", "c"], "k_1", "key-1")
+    with pytest.raises(IdempotencyKeyReused):  # the same record, now asked to be rated
+        import_game(service, first_replay, ["a", "b"], "k_1", "key-1", rated=True)
     assert (service.secrets.get(made.game_id) or {})["names"] == ["a", "b"]
     other_key = import_game(service, first_replay, ["a", "b"], "k_2", "key-1")
     assert other_key.game_id != made.game_id and not other_key.replayed

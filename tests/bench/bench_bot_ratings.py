@@ -1,0 +1,175 @@
+"""Bot-level ratings benchmark (`make bench`, issue 30): do the ratings order the three bot
+levels after 300 games?
+
+Games: 2, 3 or 4 seats (a third of the games each), base set with the farmers, each seat a
+bot level: random, greedy, mcts thinking 200 ms of CPU a move (`time.process_time` as the
+budget's clock, as bench_bots: other processes on the machine do not shrink it). A 2- or
+3-player game seats distinct levels; a 4-player game has one level twice, and those two seats
+share an identity, so they are left unrated, as the ratings consumer leaves them (`outcome`
+in services/scoring/ratings.py; docs/ratings.md). Games are played by a pool of `--jobs`
+processes, then rated in game order by the consumer's own update (`updates`: openskill's
+Plackett-Luce on competition ranks, R7.5), each level one player (`bot:<level>`).
+
+Reported: each level's rating (mu) with its 95 % interval (mu ± 1.96 sigma) and the games
+it was rated in. Judged: random < greedy < mcts, each interval clear of the next.
+Baseline, in the same run: the same games rated with the levels' labels shuffled within each
+game (who played what forgotten): the order and the gaps must come from the play, and the
+shuffled intervals show what the rating alone would make of the same number of games.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import multiprocessing
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from carcassonne.bots import choose  # noqa: E402
+from carcassonne.bots.budget import Budget  # noqa: E402
+from carcassonne.bots.view import player_view  # noqa: E402
+from carcassonne.events import GameEnded, GameStarted, TileDrawn  # noqa: E402
+from carcassonne.game import action_events, actions  # noqa: E402
+from carcassonne.ruleset import Ruleset  # noqa: E402
+from carcassonne.scoring import ranks  # noqa: E402
+from carcassonne.simulate import bag_order, set_aside  # noqa: E402
+from carcassonne.state import OVER, GameState  # noqa: E402
+from services.redis_store.ratings import Rating  # noqa: E402
+from services.scoring.ratings import Outcome, updates  # noqa: E402
+from tests.bench.smoke import size  # noqa: E402
+from tests.bench.targets import check, exit_code  # noqa: E402
+
+LEVELS = ("random", "greedy", "mcts")  # weakest first: the order the ratings must show
+Z95 = 1.959963984540054
+Game = tuple[tuple[str, ...], tuple[int, ...]]  # each seat's level, each seat's rank
+
+
+def seating(rng: random.Random) -> tuple[str, ...]:
+    """A game's levels in seat order: 2-4 seats, distinct levels but for one in 4 seats."""
+    players = rng.choice((2, 3, 4))
+    levels = list(rng.sample(LEVELS, min(players, 3)))
+    if players == 4:
+        levels.append(rng.choice(LEVELS))
+    rng.shuffle(levels)
+    return tuple(levels)
+
+
+def play(args: tuple[int, int, tuple[str, ...], int]) -> Game:
+    """Game number `game` of the series: the seats' levels and their final ranks."""
+    seed, game, levels, think_ms = args
+    state = GameState()
+    state.apply(GameStarted(Ruleset(), len(levels)))
+    bag_rng = random.Random(f"ratings:{seed}:{game}")
+    order = bag_order(state, bag_rng)
+    while order and state.phase != OVER:
+        tile = order.pop()
+        state.apply(TileDrawn(tile))
+        if not actions(state):
+            set_aside(state, tile, order, bag_rng, state.apply)
+            continue
+        level = levels[state.current]
+        budget = Budget(think_ms=think_ms, clock=time.process_time) if level == "mcts" else Budget()
+        choice = choose(level, player_view(state), f"{seed}:{game}:{state.turn}", budget)
+        for event in action_events(state, choice.action):  # R9.2: a recall is two events
+            state.apply(event)
+    if state.phase != OVER:
+        state.apply(GameEnded("last tile placed"))
+    return levels, ranks(state.scores)[0]
+
+
+def rate(games: list[Game]) -> dict[str, Rating]:
+    """Each level's rating after `games`, rated in order as the consumer rates them."""
+    ratings: dict[str, Rating] = {}
+    for number, (levels, ranked) in enumerate(games):
+        seats = tuple(
+            (seat, f"bot:{level}", ranked[seat])
+            for seat, level in enumerate(levels)
+            if levels.count(level) == 1  # a shared identity is not rated (`outcome`)
+        )
+        if len(seats) < 2:
+            continue
+        game = Outcome("bench", str(number), "classic", number, seats)
+        for update in updates(game, [ratings.get(player) for _, player, _ in seats]):
+            ratings[update.player] = update.after
+    return ratings
+
+
+def shuffled(games: list[Game], seed: int) -> list[Game]:
+    """The same games with the levels' labels shuffled within each game."""
+    rng = random.Random(f"shuffle:{seed}")
+    return [(tuple(rng.sample(levels, len(levels))), ranked) for levels, ranked in games]
+
+
+def interval(rating: Rating) -> tuple[float, float]:
+    return rating.mu - Z95 * rating.sigma, rating.mu + Z95 * rating.sigma
+
+
+def show(title: str, ratings: dict[str, Rating]) -> None:
+    print(f"  {title}")
+    for level in LEVELS:
+        rating = ratings.get(f"bot:{level}")
+        if rating is None:
+            print(f"    {level:<7} unrated")
+            continue
+        low, high = interval(rating)
+        print(f"    {level:<7} mu {rating.mu:6.2f}  95 % [{low:6.2f}, {high:6.2f}]"
+              f"  over {rating.games} games")  # fmt: skip
+
+
+def separated(ratings: dict[str, Rating]) -> int:
+    """How many adjacent pairs of levels are in order with intervals clear of each other."""
+    rated = [ratings.get(f"bot:{level}") for level in LEVELS]
+    return sum(
+        1
+        for weak, strong in itertools.pairwise(rated)
+        if weak is not None and strong is not None and interval(weak)[1] < interval(strong)[0]
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", type=int, default=size(300, 6), help="games to play")
+    parser.add_argument("--think-ms", type=int, default=size(200, 5), help="CPU ms per mcts move")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="processes")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+
+    rng = random.Random(f"seating:{args.seed}")
+    work = [(args.seed, n, seating(rng), args.think_ms) for n in range(args.games)]
+    print(f"{args.games} bot games (2-4 seats; mcts at {args.think_ms} ms of CPU a move), "
+          f"{args.jobs} processes")  # fmt: skip
+    started = time.monotonic()
+    games: list[Game] = []
+    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+        for game in pool.imap(play, work):  # in game order: the rating order
+            games.append(game)
+            if len(games) % max(1, args.games // 10) == 0 or len(games) == args.games:
+                print(f"  played {len(games)}/{args.games} "
+                      f"({time.monotonic() - started:.0f} s)", flush=True)  # fmt: skip
+    played = rate(games)
+    baseline = rate(shuffled(games, args.seed))
+    show("rated as played:", played)
+    show("baseline, labels shuffled within each game:", baseline)
+    if args.json:
+        print(json.dumps({level: vars(played[f"bot:{level}"]) for level in LEVELS
+                          if f"bot:{level}" in played}))  # fmt: skip
+    check(
+        "bot levels in order, 95 % intervals clear (pairs of 2)",
+        separated(played),
+        at_least=len(LEVELS) - 1,
+        unit="pairs",
+    )
+    print(f"  baseline (shuffled labels): {separated(baseline)} of 2 pairs clear")
+    return exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
