@@ -34,13 +34,14 @@ sys.path.insert(0, str(ROOT))
 
 from carcassonne.bots import choose  # noqa: E402
 from carcassonne.bots.budget import Budget  # noqa: E402
+from carcassonne.bots.duel import play_out  # noqa: E402
 from carcassonne.bots.view import player_view  # noqa: E402
-from carcassonne.events import GameEnded, GameStarted, TileDrawn  # noqa: E402
-from carcassonne.game import action_events, actions  # noqa: E402
+from carcassonne.events import GameStarted  # noqa: E402
+from carcassonne.game import Action  # noqa: E402
 from carcassonne.ruleset import Ruleset  # noqa: E402
 from carcassonne.scoring import ranks  # noqa: E402
-from carcassonne.simulate import bag_order, set_aside  # noqa: E402
-from carcassonne.state import OVER, GameState  # noqa: E402
+from carcassonne.simulate import bag_order  # noqa: E402
+from carcassonne.state import GameState  # noqa: E402
 from services.redis_store.ratings import Rating  # noqa: E402
 from services.scoring.ratings import Outcome, updates  # noqa: E402
 from tests.bench.smoke import size  # noqa: E402
@@ -68,19 +69,14 @@ def play(args: tuple[int, int, tuple[str, ...], int]) -> Game:
     state.apply(GameStarted(Ruleset(), len(levels)))
     bag_rng = random.Random(f"ratings:{seed}:{game}")
     order = bag_order(state, bag_rng)
-    while order and state.phase != OVER:
-        tile = order.pop()
-        state.apply(TileDrawn(tile))
-        if not actions(state):
-            set_aside(state, tile, order, bag_rng, state.apply)
-            continue
+
+    def move(state: GameState) -> Action:
         level = levels[state.current]
-        budget = Budget(think_ms=think_ms, clock=time.process_time) if level == "mcts" else Budget()
-        choice = choose(level, player_view(state), f"{seed}:{game}:{state.turn}", budget)
-        for event in action_events(state, choice.action):  # R9.2: a recall is two events
-            state.apply(event)
-    if state.phase != OVER:
-        state.apply(GameEnded("last tile placed"))
+        timed = Budget(think_ms=think_ms, clock=time.process_time)
+        budget = timed if level == "mcts" else Budget()
+        return choose(level, player_view(state), f"{seed}:{game}:{state.turn}", budget).action
+
+    play_out(state, order, bag_rng, move)
     return levels, ranks(state.scores)[0]
 
 

@@ -19,7 +19,7 @@ from ..events import (
     GameStarted,
     TileDrawn,
 )
-from ..game import action_events, actions
+from ..game import Action, action_events, actions
 from ..ruleset import Ruleset
 from ..simulate import bag_order, set_aside
 from ..state import OVER, GameState
@@ -52,6 +52,23 @@ def seats_of_a(game: int, players: int) -> int:
     return 0 if game % 2 == 0 else players - 1
 
 
+def play_out(
+    state: GameState, order: list[str], bag_rng: random.Random, move: Callable[[GameState], Action]
+) -> None:
+    """Play a started game to its end from the bag `order` (drawn from its end): `move`
+    chooses the action of the seat to move; a tile that fits nowhere is set aside (R4.4)."""
+    while order and state.phase != OVER:
+        tile = order.pop()
+        state.apply(TileDrawn(tile))
+        if not actions(state):
+            set_aside(state, tile, order, bag_rng, state.apply)
+            continue
+        for event in action_events(state, move(state)):  # R9.2: a recall is two events
+            state.apply(event)
+    if state.phase != OVER:
+        state.apply(GameEnded("last tile placed"))
+
+
 def play_duel_game(
     game: int,
     seed: int,
@@ -69,12 +86,8 @@ def play_duel_game(
     bag_rng = random.Random(f"duel:{seed}:{game // 2}")
     order = bag_order(state, bag_rng)
     moves, seconds = [0, 0], [0.0, 0.0]
-    while order and state.phase != OVER:
-        tile = order.pop()
-        state.apply(TileDrawn(tile))
-        if not actions(state):
-            set_aside(state, tile, order, bag_rng, state.apply)
-            continue
+
+    def move(state: GameState) -> Action:
         side = 0 if state.current == seat_a else 1
         started = clock() if clock else 0.0
         choice = choose(
@@ -82,10 +95,9 @@ def play_duel_game(
         )
         seconds[side] += (clock() - started) if clock else 0.0
         moves[side] += 1
-        for event in action_events(state, choice.action):  # R9.2: a recall is two events
-            state.apply(event)
-    if state.phase != OVER:
-        state.apply(GameEnded("last tile placed"))
+        return choice.action
+
+    play_out(state, order, bag_rng, move)
     return GameResult(
         seat_a, tuple(state.scores), (moves[0], moves[1]), (seconds[0], seconds[1]), game
     )
