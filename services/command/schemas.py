@@ -146,6 +146,17 @@ class RulesetIn(Strict):
             "from the other players until the end (GET /games/{game_id}/hand)"
         },
     )
+    on_leave = fields.String(
+        load_default="skip",
+        validate=validate.Length(1, 40),
+        metadata={
+            "description": "what becomes of a seat that is out (resigned, or timed out "
+            'max_timeouts times): "skip" (skipped from then on, the default) or '
+            '"bot:<level>" (bot:random, bot:greedy, bot:mcts: a bot plays its turns; it still '
+            "ranks after the seats still in). Another level: 422 unknown_on_leave "
+            "(docs/takeover.md)"
+        },
+    )
     undo = fields.String(
         load_default="off",
         validate=validate.OneOf(["off", "consent", "free"]),
@@ -267,6 +278,14 @@ class TurnView(Closed):
         fields.String(allow_none=True, validate=validate.OneOf(["resigned", "timed_out"])),
         required=True,
         metadata={"description": "per seat: null while in the game, else why it is out"},
+    )
+    taken_over = fields.List(
+        fields.String(allow_none=True, validate=validate.OneOf(BOT_LEVELS)),
+        required=True,
+        metadata={
+            "description": "per seat: the level of the bot that plays it since it went out "
+            "(ruleset on_leave: docs/takeover.md), else null"
+        },
     )
     status = fields.String(
         required=True,
@@ -526,6 +545,14 @@ class ScoreResult(Closed):
         fields.String(allow_none=True, validate=validate.OneOf(["resigned", "timed_out"])),
         required=True,
         metadata={"description": "per seat: null while in, else why it is out (ranks after)"},
+    )
+    taken_over = fields.List(
+        fields.String(allow_none=True, validate=validate.OneOf(BOT_LEVELS)),
+        required=True,
+        metadata={
+            "description": "per seat: the level of the bot that plays it since it went out "
+            "(ruleset on_leave: docs/takeover.md), else null"
+        },
     )
     timeline = fields.List(fields.Nested(TimelineTurn), required=True)
     events = fields.List(fields.Nested(ScoredItem), required=True)
