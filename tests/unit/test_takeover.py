@@ -31,9 +31,13 @@ from carcassonne.game import command_for_action, decide, fold, is_unplaceable
 from carcassonne.ruleset import TAKEOVER_LEVELS, Ruleset
 from carcassonne.simulate import bag_order
 from carcassonne.state import OVER, RESIGNED, TIMED_OUT, GameState
-from eventstore.envelope import StoredEvent
+from eventstore.envelope import MOVES, SCORES, StoredEvent
+from eventstore.port import InMemoryEventStore
 from eventstore.schemas import to_engine, to_new, validate_payload
 from eventstore.score_stream import score_events
+from services.bots.player import GONE, OVER, PLAYED, BotPlayer
+from services.command.secrets_store import MemorySecrets
+from services.command.service import GameService
 
 NOW = 1_800_000_000_000
 
@@ -184,3 +188,88 @@ def test_takeover_events_round_trip_through_the_store_schemas_records_and_notati
     report = score_report(again)
     assert report["taken_over"] == [None, None, "random"]
     assert report["out"] == [None, None, "resigned"]
+
+
+# ------------------------------------------------------------------ command side and bot worker
+# (in-memory store; the real gunicorn, Redis and workers: tests/integration/test_takeover.py)
+
+
+def test_a_resignation_appends_the_takeover_and_the_bot_worker_plays_the_seat_to_the_end():
+    service, store, secrets = make()
+    game_id, seats = service.create_game(
+        ["ann", "bob"], Ruleset(tileset="demo", on_leave="bot:random"), [0, 1]
+    )
+    assert secrets.get(game_id)["on_leave"] == "bot:random"  # the feed follows such games
+    bots = BotPlayer(store, secrets.get)
+    assert bots.play(game_id).kind == GONE  # nobody has left: nothing for a bot to do yet
+    done = service.resign(game_id, seats[1]["token"])
+    assert [e.type for e in done.events][:2] == ["PlayerResigned", "SeatTakenOver"]
+    view = service.turn_view(game_id)
+    assert view["taken_over"] == [None, "random"] and view["out"] == [None, "resigned"]
+    assert not view["over"] and view["player"] == 0
+    while not (view := service.turn_view(game_id))["over"]:
+        if view["player"] == 0:
+            spot = view["placements"][0]
+            service.play_turn(
+                game_id, seats[0]["token"], spot["x"], spot["y"], spot["rotation"], None
+            )
+            continue
+        with pytest.raises(GameError) as refused:  # the old token may not play for the bot
+            service.play_turn(game_id, seats[1]["token"], 0, 0, 0, None)
+        assert refused.value.code == "player_out"
+        assert refused.value.details["taken_over"] == "random"
+        assert bots.play(game_id).kind == PLAYED
+    events = store.read(game_id, MOVES)
+    by_bot = [e for e in events if e.type == "TilePlaced" and e.payload["player"] == 1]
+    assert len(by_bot) >= 20  # 48 demo tiles: the bot played seat 1's turns
+    assert all(e.command_id == f"bot:{game_id}:{e.seq - 1}" for e in by_bot)
+    assert bots.play(game_id).kind == OVER
+
+
+def test_a_skip_game_is_not_followed_by_the_bot_worker():
+    service, store, secrets = make()
+    game_id, seats = service.create_game(["ann", "bob"], Ruleset(), [0, 1])
+    assert "on_leave" not in secrets.get(game_id)
+    done = service.resign(game_id, seats[1]["token"])
+    assert [e.type for e in done.events] == ["PlayerResigned", "GameEnded"]
+    assert BotPlayer(store, secrets.get).play(game_id).kind == GONE
+
+
+def make() -> tuple[GameService, InMemoryEventStore, MemorySecrets]:
+    store, secrets = InMemoryEventStore(), MemorySecrets()
+    return GameService(store, secrets), store, secrets
+
+
+def test_ratings_rank_the_seat_that_left_last_whatever_its_bot_scored():
+    """docs/ratings.md: a seat out by resignation ranks last; the bot that played on for it
+    earns the player who left nothing (here the greedy bot outscores the random player who
+    stayed, and still the one who left is rated as the loser)."""
+    from services.scoring.ratings import outcome, updates
+
+    state, log = started(on_leave="bot:greedy")
+    log += run(state, Resign(1))
+    bag = bag_order(state, random.Random(5))
+    while not state.over:
+        if state.drawn is None:
+            log += run(state, DrawTile(bag.pop(), NOW))
+        elif is_unplaceable(state):
+            log += run(state, DiscardTile(state.current))
+        else:
+            level = "greedy" if state.current == 1 else "random"
+            choice = choose(level, player_view(state), len(log))
+            log += run(state, command_for_action(state, choice.action))
+    assert state.scores[1] > state.scores[0]  # the bot played the better game
+    store, game_id = InMemoryEventStore(), "g1"
+    moves = [to_new(e) for e in log]
+    seats = [{"name": "Ana", "player_id": "ana"}, {"name": "Ben", "player_id": "ben"}]
+    moves[0] = type(moves[0])(
+        moves[0].type, moves[0].version, {**moves[0].payload, "players": seats}
+    )
+    store.append(game_id, MOVES, moves, expected=0, command_id="c")
+    scores = score_events(GameState(), store.read(game_id, MOVES))
+    store.append(game_id, SCORES, scores, expected=0, command_id="s")
+    game = outcome(store, {"key_id": "k1", "names": [], "on_leave": "bot:greedy"}, game_id)
+    assert game is not None and game.seats == ((0, "ana", 1), (1, "ben", 2))
+    ana, ben = updates(game, [None, None])
+    assert (ana.player, ben.player) == ("ana", "ben")
+    assert ana.after.mu > 25 > ben.after.mu  # the leaver loses rating, as without a bot
