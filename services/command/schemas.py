@@ -147,9 +147,12 @@ class RulesetIn(Strict):
         },
     )
     on_leave = fields.String(
+        # The document lists the values (generated clients get an enum); the engine's ruleset
+        # checks them itself so an unknown bot gets its own code, 422 unknown_on_leave.
         load_default="skip",
         validate=validate.Length(1, 40),
         metadata={
+            "enum": ["skip", *(f"bot:{level}" for level in BOT_LEVELS)],
             "description": "what becomes of a seat that is out (resigned, or timed out "
             'max_timeouts times): "skip" (skipped from then on, the default) or '
             '"bot:<level>" (bot:random, bot:greedy, bot:mcts: a bot plays its turns; it still '
