@@ -157,7 +157,7 @@ class RulesetIn(Strict):
             'max_timeouts times): "skip" (skipped from then on, the default) or '
             '"bot:<level>" (bot:random, bot:greedy, bot:mcts: a bot plays its turns; it still '
             "ranks after the seats still in). Another level: 422 unknown_on_leave "
-            "(docs/takeover.md)"
+            "(docs/takeover.md)",
         },
     )
     undo = fields.String(

@@ -35,7 +35,8 @@ from eventstore.envelope import MOVES, SCORES, StoredEvent
 from eventstore.port import InMemoryEventStore
 from eventstore.schemas import to_engine, to_new, validate_payload
 from eventstore.score_stream import score_events
-from services.bots.player import GONE, OVER, PLAYED, BotPlayer
+from services.bots.player import GONE, PLAYED, BotPlayer
+from services.bots.player import OVER as GAME_OVER
 from services.command.secrets_store import MemorySecrets
 from services.command.service import GameService
 
@@ -223,7 +224,7 @@ def test_a_resignation_appends_the_takeover_and_the_bot_worker_plays_the_seat_to
     by_bot = [e for e in events if e.type == "TilePlaced" and e.payload["player"] == 1]
     assert len(by_bot) >= 20  # 48 demo tiles: the bot played seat 1's turns
     assert all(e.command_id == f"bot:{game_id}:{e.seq - 1}" for e in by_bot)
-    assert bots.play(game_id).kind == OVER
+    assert bots.play(game_id).kind == GAME_OVER
 
 
 def test_a_skip_game_is_not_followed_by_the_bot_worker():
@@ -273,3 +274,38 @@ def test_ratings_rank_the_seat_that_left_last_whatever_its_bot_scored():
     ana, ben = updates(game, [None, None])
     assert (ana.player, ben.player) == ("ana", "ben")
     assert ana.after.mu > 25 > ben.after.mu  # the leaver loses rating, as without a bot
+
+
+def test_the_old_token_of_a_seat_taken_over_may_not_undo_its_bots_placement():
+    service, store, secrets = make()
+    rules = Ruleset(tileset="demo", undo="free", on_leave="bot:random")
+    game_id, seats = service.create_game(["ann", "bob"], rules, [0, 1])
+    service.resign(game_id, seats[1]["token"])
+    spot = service.turn_view(game_id)["placements"][0]
+    service.play_turn(game_id, seats[0]["token"], spot["x"], spot["y"], spot["rotation"], None)
+    assert BotPlayer(store, secrets.get).play(game_id).kind == PLAYED  # the bot's placement
+    with pytest.raises(GameError) as refused:
+        service.request_undo(game_id, seats[1]["token"])
+    assert refused.value.code == "player_out"
+    assert service.turn_view(game_id)["player"] == 0  # nothing undone
+
+
+def test_a_hand_game_seat_taken_over_is_played_from_its_own_hand_to_the_end():
+    """R10.3: the bot that took a seat over plays the seat's secret hand (the worker opens it
+    from the seed, as for a bot seat); the game ends once every hand that plays is empty."""
+    service, store, secrets = make()
+    rules = Ruleset(tileset="demo", hand=3, on_leave="bot:random")
+    game_id, seats = service.create_game(
+        ["robot", "bob"], rules, [0, 1], None, bots=[{"level": "greedy", "think_ms": 1}, None]
+    )
+    bots = BotPlayer(store, secrets.get)
+    assert bots.play(game_id).kind == PLAYED  # the bot seat moves first
+    done = service.resign(game_id, seats[1]["token"])
+    assert [e.type for e in done.events][:2] == ["PlayerResigned", "SeatTakenOver"]
+    while (outcome := bots.play(game_id)).kind == PLAYED:
+        pass
+    assert outcome.kind == GAME_OVER
+    state = fold(to_engine(e) for e in store.read(game_id, MOVES))
+    assert state.over and state.bag_size == 0 and state.taken_over == [None, "random"]
+    placed = [e for e in store.read(game_id, MOVES) if e.type == "TilePlaced"]
+    assert sum(e.payload["player"] == 1 for e in placed) >= 20
