@@ -43,6 +43,7 @@ TURN_MARGIN_MS = 5_000  # a waiting bot still plays this long before its turn li
 # How long an mcts bot that took over a seat thinks a move (docs/takeover.md): a bot seat's
 # default `think_ms` (docs/bots.md). Random and greedy take the move floor, as bot seats do.
 TAKEOVER_THINK_MS = 1_000
+TAKEN_OVER = "SeatTakenOver"
 
 
 @dataclass(frozen=True)
@@ -156,12 +157,14 @@ class BotPlayer:
         if not stored:
             return Outcome(GONE)
         seq = stored[-1].seq
+        if not any(bots) and not any(e.type == TAKEN_OVER for e in stored):
+            # Nobody has left yet (no fold needed to see it): the feed sends the task again
+            # with the takeover's append.
+            return Outcome(GONE, seq)
         state = fold_opened([to_engine(e) for e in stored], str(record["seed"]))
         if state.over:
             return Outcome(OVER, seq)
         bots = seats_played(bots, state)
-        if not any(bots):  # nobody has left yet: the feed sends the task again on the takeover
-            return Outcome(GONE, seq)
         seat = state.current
         bot = bots[seat] if seat < len(bots) else None
         if bot is None or state.phase != PLACE:
