@@ -309,3 +309,26 @@ def test_a_hand_game_seat_taken_over_is_played_from_its_own_hand_to_the_end():
     assert state.over and state.bag_size == 0 and state.taken_over == [None, "random"]
     placed = [e for e in store.read(game_id, MOVES) if e.type == "TilePlaced"]
     assert sum(e.payload["player"] == 1 for e in placed) >= 20
+
+
+def test_an_mcts_bot_that_took_over_thinks_a_bot_seats_default_within_the_workers_ceilings():
+    from services.bots.player import TAKEOVER_THINK_MS, seats_played
+
+    state, _ = started(players=3, on_leave="bot:mcts")
+    run(state, Resign(2))
+    played = seats_played([None, None, None], state)
+    assert played[:2] == [None, None] and played[2] is not None
+    assert played[2]["level"] == "mcts" and played[2]["think_ms"] == TAKEOVER_THINK_MS == 1000
+    worker = BotPlayer(InMemoryEventStore(), lambda _: None, max_think_ms=600)
+    assert worker.think_ms(state, played, played[2]) == 600  # the worker's MAX_THINK_MS
+    run(state, Resign(1))
+    played = seats_played([{"level": "greedy", "think_ms": 1}, None, None], state)
+    capped = BotPlayer(InMemoryEventStore(), lambda _: None, bot_only_max_think_ms=300)
+    assert capped.think_ms(state, played, played[2]) == 300  # no human seat still in
+
+
+def test_the_lobby_preset_classic_async_bots_has_a_greedy_bot_take_over():
+    from services.command.rulesets import preset
+
+    rules = preset("classic-async-bots")
+    assert rules.on_leave == "bot:greedy" and rules.turn_seconds == 86_400
