@@ -275,10 +275,11 @@ class GameService:
         return self._run(game_id, Taken(self.games, game_id, trust_cache, self.in_place), turn)
 
     def resign(self, game_id: str, token: str | None) -> TurnResult:
-        """The token's seat leaves the game (docs/lifecycle.md): `PlayerResigned`, then the next
-        player's draw if it was this seat's turn, or the end with final scoring when fewer
-        than two players are left. One conditional append; a seat resigns once, so its command
-        id is fixed and a retry answers the first result."""
+        """The token's seat leaves the game (docs/lifecycle.md): `PlayerResigned`, then (ruleset
+        `on_leave: "bot:<level>"`, docs/takeover.md) `SeatTakenOver`, then the next player's
+        draw if it was this seat's turn, or the end with final scoring when fewer than two
+        players are left (with a takeover: none still in). One conditional append; a seat
+        resigns once, so its command id is fixed and a retry answers the first result."""
         resignation = Resignation(Asked(self.store, game_id, token))
         return self._run(game_id, Taken(self.games, game_id, False, False), resignation)
 
