@@ -140,7 +140,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     409: (
         "Conflict",
         "the game moved on: stale_sequence (If-Match), game_over, "
-        "not_your_turn, undo_not_allowed, undo_pending, undo_expired, no_hand (R10.3: the "
+        "not_your_turn, player_out (the seat is out; a bot may play it: docs/takeover.md), "
+        "undo_not_allowed, undo_pending, undo_expired, no_hand (R10.3: the "
         "game has no hand), game_not_over (a rematch) and other refusals of the game's "
         "state; lobbies: already_joined, name_taken, lobby_full, lobby_started, "
         "lobby_expired, lobby_closed, not_in_lobby, lobby_too_small; tickets: "
@@ -161,7 +162,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "bad_idempotency_key for those headers, idempotency_key_reused; for webhooks and "
         "subscriptions bad_webhook_url, webhook_url_not_public, webhook_url_not_https, "
         "bad_webhook_secret, too_many_webhooks, bad_event_kinds, unknown_event_kind, "
-        "too_many_subscriptions; unknown_ruleset (lobbies: details.known)",
+        "too_many_subscriptions; unknown_ruleset (lobbies: details.known); unknown_on_leave "
+        "(a ruleset's on_leave naming no bot level: details.choices, docs/takeover.md)",
         (),
     ),
     429: (

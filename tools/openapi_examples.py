@@ -64,6 +64,7 @@ CREATED_GAME: dict[str, Any] = {
         "tiles_left": 70,
         "deadline_ms": 1_795_000_060_000,
         "out": [None, None],
+        "taken_over": [None, None],
         "status": "in_progress",
     },
 }
@@ -116,6 +117,7 @@ TURN_VIEW: dict[str, Any] = {
     "supply": [5, 6],
     "deadline_ms": 1_795_000_060_000,
     "out": [None, None],
+    "taken_over": [None, None],
     "status": "in_progress",
     "placements": [
         {
@@ -269,6 +271,7 @@ BOARD: dict[str, Any] = {
             "score": 0,
             "supply": 5,
             "out": None,
+            "taken_over": None,
             "timeouts": 0,
             "bot": None,
         },
@@ -279,6 +282,7 @@ BOARD: dict[str, Any] = {
             "score": 0,
             "supply": 6,
             "out": None,
+            "taken_over": None,
             "timeouts": 1,
             "bot": {"level": "greedy", "think_ms": 1000},
         },
@@ -386,6 +390,7 @@ SCORES: dict[str, Any] = {
             "points": {"roads": 0, "cities": 0, "monasteries": 0, "farms": 0},
             "rank": None,
             "out": None,
+            "taken_over": None,
         },
         {
             "seat": 1,
@@ -397,6 +402,7 @@ SCORES: dict[str, Any] = {
             "points": {"roads": 0, "cities": 0, "monasteries": 0, "farms": 0},
             "rank": None,
             "out": None,
+            "taken_over": None,
         },
     ],
     "events": [
@@ -455,6 +461,7 @@ SCORE_RESULT: dict[str, Any] = {
     "tiles_placed": 3,
     "ended": "record ended",
     "out": [None, None],
+    "taken_over": [None, None],
     "timeline": [
         {"index": 0, "player": 0, "tile": "U", "action": "placed", "scores": [0, 0]},
         {"index": 1, "player": 1, "tile": "H", "action": "placed", "scores": [0, 0]},

@@ -25,7 +25,7 @@ import redis
 from eventstore.envelope import MOVES
 from services.common.kept import Kept
 from services.redis_store.bot_budget import release
-from services.redis_store.bot_index import bot_seats
+from services.redis_store.bot_index import bot_seats, has_takeover
 from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.keys import bots_due_key, secrets_key
 
@@ -78,7 +78,9 @@ class BotFeed:
             self.send(game_id)
 
     def with_bots(self, games: list[str]) -> list[str]:
-        """Those of `games` that have a bot seat (their secrets records, read once each)."""
+        """Those of `games` that have a bot seat, or whose ruleset has a bot take over a seat
+        that leaves (docs/takeover.md: any append may be the takeover, or hand the turn to a
+        seat taken over); their secrets records are read once each."""
         unknown = [g for g in games if self._has_bots.get(g) is None]
         if unknown:
             pipe = self.client.pipeline(transaction=False)
@@ -87,7 +89,8 @@ class BotFeed:
             for game_id, raw in zip(unknown, pipe.execute(), strict=True):
                 record = json.loads(raw) if raw is not None else {}
                 owner = record.get("key_id") if isinstance(record.get("key_id"), str) else ""
-                self._has_bots.keep(game_id, (any(bot_seats(record)), owner or ""))
+                follow = any(bot_seats(record)) or has_takeover(record)
+                self._has_bots.keep(game_id, (follow, owner or ""))
         return [g for g in games if (self._has_bots.get(g) or (False, ""))[0]]
 
     def _owner(self, game_id: str) -> str:

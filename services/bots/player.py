@@ -34,12 +34,16 @@ from eventstore.schemas import to_engine
 from services.common.draws import fold_opened
 from services.common.moves import Committed, Decision, Fold, Once, run_command
 from services.common.pace import Paced, move_ms
-from services.redis_store.bot_index import bot_seats
+from services.redis_store.bot_index import bot_seats, has_takeover
 
 # What a call found or did (the task decides what happens to the game's sweep entry).
 PLAYED, HUMAN, OVER, GONE, RACED = "played", "human", "over", "gone", "raced"
 WAITING = "waiting"  # a human may still take back their last placement: play at `due_ms`
 TURN_MARGIN_MS = 5_000  # a waiting bot still plays this long before its turn limit, plus think
+# How long an mcts bot that took over a seat thinks a move (docs/takeover.md): a bot seat's
+# default `think_ms` (docs/bots.md). Random and greedy take the move floor, as bot seats do.
+TAKEOVER_THINK_MS = 1_000
+TAKEN_OVER = "SeatTakenOver"
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,21 @@ class Outcome:
     level: str = ""
     due_ms: int | None = None  # a human's turn limit runs out then; WAITING: play then
     late_ms: int = 0  # how far the work overran the move's fixed duration (0: on time)
+
+
+def seats_played(
+    bots: list[dict[str, Any] | None], state: GameState
+) -> list[dict[str, Any] | None]:
+    """Per seat, the bot that plays it now: its bot seat's (the secrets record), or the bot
+    that took it over when it went out (`SeatTakenOver` in the log, docs/takeover.md)."""
+    played: list[dict[str, Any] | None] = []
+    for seat in range(state.players):
+        bot = bots[seat] if seat < len(bots) else None
+        level = state.taken_over[seat] if seat < len(state.taken_over) else None
+        if bot is None and level is not None:
+            bot = {"level": level, "think_ms": TAKEOVER_THINK_MS, "takeover": True}
+        played.append(bot)
+    return played
 
 
 def command_id(game_id: str, seq: int) -> str:
@@ -132,15 +151,20 @@ class BotPlayer:
         started = self.clock()  # the move's duration counts from here (before the reads)
         record = self.secrets(game_id)
         bots = bot_seats(record) if record is not None else []
-        if record is None or not any(bots):  # unknown, imported, or no bot seat
-            return Outcome(GONE)
+        if record is None or not (any(bots) or has_takeover(record)):
+            return Outcome(GONE)  # unknown, imported, or no bot seat and no takeover
         stored = self.store.read(game_id, MOVES)
         if not stored:
             return Outcome(GONE)
         seq = stored[-1].seq
+        if not any(bots) and not any(e.type == TAKEN_OVER for e in stored):
+            # Nobody has left yet (no fold needed to see it): the feed sends the task again
+            # with the takeover's append.
+            return Outcome(GONE, seq)
         state = fold_opened([to_engine(e) for e in stored], str(record["seed"]))
         if state.over:
             return Outcome(OVER, seq)
+        bots = seats_played(bots, state)
         seat = state.current
         bot = bots[seat] if seat < len(bots) else None
         if bot is None or state.phase != PLACE:

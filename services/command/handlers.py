@@ -57,6 +57,18 @@ def seat_of(cached: Cached, token: str | None) -> int:
     return int(seat)
 
 
+def not_taken_over(state: GameState, seat: int) -> None:
+    """409 `player_out` for a seat a bot plays since it left (docs/takeover.md): its old
+    token may no longer move, nor ask to undo the bot's placements."""
+    if seat < len(state.taken_over) and state.taken_over[seat] is not None:
+        raise OutOfTurnError(
+            "player_out",
+            f"player {seat} is out of the game: a {state.taken_over[seat]} bot plays this seat",
+            None,
+            taken_over=state.taken_over[seat],
+        )
+
+
 def replayed(
     store: EventStore, game_id: str, cached: Cached, command_id: str, request: str
 ) -> TurnResult | None:
@@ -153,6 +165,7 @@ class Turn(SeatCommand):
                 expected=self.expected_seq,
                 actual=unit.seq,
             )
+        not_taken_over(unit.state, seat)
         x, y, rotation, meeple = self.move
         command = (
             RecallAbbot(seat, x, y, rotation)
@@ -198,6 +211,7 @@ class Command(SeatCommand):
         if self.key and (replay := self.replay(unit, seat)) is not None:
             return replay
         command_id, request = self.ids(seat)
+        not_taken_over(unit.state, seat)
         events = self.decided(unit.state, seat, unit.cached.secrets)
         return Decision(events, command_id, unit.cached.secrets["seed"], request)
 

@@ -158,6 +158,7 @@ def score_body(replayed: Replayed, names: Sequence[str] | None = None) -> dict[s
         "tiles_placed": state.turn,
         "ended": ended,
         "out": list(state.out),
+        "taken_over": list(state.taken_over),
         "timeline": replayed.timeline,
         "events": during,
         "final_scoring": final,

@@ -22,6 +22,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "demo": {"tileset": "demo"},  # the 48-tile print-and-play set (R1.2)
     "river": {"river": True},  # R9.1
     "abbot": {"tile_edition": "2nd", "abbot": True},  # R9.2
+    # a day per move, and a greedy bot plays on for a seat that leaves (docs/takeover.md)
+    "classic-async-bots": {"turn_seconds": 86_400, "on_leave": "bot:greedy"},
 }
 NAMES = tuple(PRESETS)
 

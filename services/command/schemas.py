@@ -146,6 +146,20 @@ class RulesetIn(Strict):
             "from the other players until the end (GET /games/{game_id}/hand)"
         },
     )
+    on_leave = fields.String(
+        # The document lists the values (generated clients get an enum); the engine's ruleset
+        # checks them itself so an unknown bot gets its own code, 422 unknown_on_leave.
+        load_default="skip",
+        validate=validate.Length(1, 40),
+        metadata={
+            "enum": ["skip", *(f"bot:{level}" for level in BOT_LEVELS)],
+            "description": "what becomes of a seat that is out (resigned, or timed out "
+            'max_timeouts times): "skip" (skipped from then on, the default) or '
+            '"bot:<level>" (bot:random, bot:greedy, bot:mcts: a bot plays its turns; it still '
+            "ranks after the seats still in). Another level: 422 unknown_on_leave "
+            "(docs/takeover.md)",
+        },
+    )
     undo = fields.String(
         load_default="off",
         validate=validate.OneOf(["off", "consent", "free"]),
@@ -267,6 +281,14 @@ class TurnView(Closed):
         fields.String(allow_none=True, validate=validate.OneOf(["resigned", "timed_out"])),
         required=True,
         metadata={"description": "per seat: null while in the game, else why it is out"},
+    )
+    taken_over = fields.List(
+        fields.String(allow_none=True, validate=validate.OneOf(BOT_LEVELS)),
+        required=True,
+        metadata={
+            "description": "per seat: the level of the bot that plays it since it went out "
+            "(ruleset on_leave: docs/takeover.md), else null"
+        },
     )
     status = fields.String(
         required=True,
@@ -526,6 +548,14 @@ class ScoreResult(Closed):
         fields.String(allow_none=True, validate=validate.OneOf(["resigned", "timed_out"])),
         required=True,
         metadata={"description": "per seat: null while in, else why it is out (ranks after)"},
+    )
+    taken_over = fields.List(
+        fields.String(allow_none=True, validate=validate.OneOf(BOT_LEVELS)),
+        required=True,
+        metadata={
+            "description": "per seat: the level of the bot that plays it since it went out "
+            "(ruleset on_leave: docs/takeover.md), else null"
+        },
     )
     timeline = fields.List(fields.Nested(TimelineTurn), required=True)
     events = fields.List(fields.Nested(ScoredItem), required=True)

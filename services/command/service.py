@@ -135,7 +135,9 @@ class GameService:
         seat_bots = [kinds[i] for i in order]
         # A bot seat has no token: nobody may play its turns but the bot worker.
         tokens = [None if b else secrets.token_urlsafe(24) for b in seat_bots]
-        record = secrets_record(seed, seats, tokens, seat_ids, key_id, seat_bots, public)
+        record = with_takeover(
+            secrets_record(seed, seats, tokens, seat_ids, key_id, seat_bots, public), ruleset
+        )
         self._reserve_bots(key_id, game_id, seat_bots, ruleset)
         # Before the first append: the bot worker reads the seats when the feed shows it.
         self.secrets.put(game_id, record)
@@ -167,7 +169,7 @@ class GameService:
         from the stored record. Idempotent: any number of calls, at once or after a crash
         between the two steps, make one game. Returns the stored record and whether this call
         stored it (only then are tokens it made the game's)."""
-        stored = self.secrets.put_new(game_id, record)
+        stored = self.secrets.put_new(game_id, with_takeover(record, ruleset))
         if not stored:
             record = self.secrets.get(game_id) or record
         self._append_start(game_id, record, ruleset)
@@ -273,10 +275,11 @@ class GameService:
         return self._run(game_id, Taken(self.games, game_id, trust_cache, self.in_place), turn)
 
     def resign(self, game_id: str, token: str | None) -> TurnResult:
-        """The token's seat leaves the game (docs/lifecycle.md): `PlayerResigned`, then the next
-        player's draw if it was this seat's turn, or the end with final scoring when fewer
-        than two players are left. One conditional append; a seat resigns once, so its command
-        id is fixed and a retry answers the first result."""
+        """The token's seat leaves the game (docs/lifecycle.md): `PlayerResigned`, then (ruleset
+        `on_leave: "bot:<level>"`, docs/takeover.md) `SeatTakenOver`, then the next player's
+        draw if it was this seat's turn, or the end with final scoring when fewer than two
+        players are left (with a takeover: none still in). One conditional append; a seat
+        resigns once, so its command id is fixed and a retry answers the first result."""
         resignation = Resignation(Asked(self.store, game_id, token))
         return self._run(game_id, Taken(self.games, game_id, False, False), resignation)
 
@@ -576,6 +579,15 @@ def secrets_record(
     if public:  # listed without a key (the games directory indexes it apart)
         record["public"] = True
     return record
+
+
+def with_takeover(record: dict[str, Any], ruleset: Ruleset) -> dict[str, Any]:
+    """The secrets `record` of a game whose ruleset has a bot take over a seat that leaves
+    (`on_leave`, docs/takeover.md), marked so: the bot worker's feed consumer then follows
+    the game as it follows a game with a bot seat (whose seats the log alone says)."""
+    if ruleset.takeover is None:
+        return record
+    return {**record, "on_leave": ruleset.on_leave}
 
 
 def seated_players(

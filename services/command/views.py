@@ -35,6 +35,7 @@ def turn_view(game_id: str, cached: Cached) -> dict[str, Any]:
         "placements": placements(state),
         "deadline_ms": state.deadline_ms,
         "out": list(state.out),
+        "taken_over": list(state.taken_over),
         "status": status_of(state),
     }
     if state.phase == OVER:

@@ -88,7 +88,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                "border_area_too_small", "border_without_area", "draws_short",
                "duplicate_player_name", "edition_not_in_tileset", "hand_with_abbot",
                "hand_with_river", "hand_with_turn_limit", "hand_with_undo", "tile_not_in_bag",
-               "tileset_not_found", "unknown_farm_scoring", "unknown_tile",
+               "tileset_not_found", "unknown_farm_scoring", "unknown_on_leave", "unknown_tile",
                "unknown_tile_edition", "unknown_tileset", "unknown_unplaceable"),
     "record": ("at_and_turn", "at_out_of_range", "bad_commitment", "bad_cursor", "bad_event",
                "bad_export", "bad_format", "bad_nonce", "bad_notation", "bad_record",

@@ -127,6 +127,13 @@ class Ruleset(Closed):
         validate=validate.OneOf([1, 3]),
         metadata={"description": "R10.3: 3 = the three-tile hand; left out when 1"},
     )
+    on_leave = fields.String(
+        validate=validate.OneOf(["bot:random", "bot:greedy", "bot:mcts"]),
+        metadata={
+            "description": "a bot of this level plays a seat that is out (docs/takeover.md); "
+            'left out when "skip"'
+        },
+    )
 
 
 # Which spot key a meeple's feature takes. One flat object with optional keys, not a oneOf
@@ -177,6 +184,7 @@ class Event(Closed):
                 "TurnTimedOut",
                 "PlayerTimedOut",
                 "PlayerResigned",
+                "SeatTakenOver",
                 "GameAbandoned",
                 "TokenReissued",
                 "UndoRequested",
@@ -202,7 +210,8 @@ class Event(Closed):
             "TilePlaced: player, tile, x, y, rotation, meeple; TileDiscarded and "
             "TileReturned: player, tile; AbbotRecalled: player, x, y; GameEnded: reason; "
             "TurnTimedOut: player, tile; "
-            "PlayerTimedOut: player, timeouts; PlayerResigned: player; GameAbandoned: "
+            "PlayerTimedOut: player, timeouts; PlayerResigned: player; SeatTakenOver: player, "
+            "level (a bot plays the seat from here on: docs/takeover.md); GameAbandoned: "
             "idle_ms; TokenReissued: player; FeatureScored: a ScoreEvent "
             "and `move`; GameScored: move, final_scores, scores_before_final, ranks, winners; "
             "UndoRequested: request, player, deadline_ms; UndoAccepted and UndoRefused: "

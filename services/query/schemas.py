@@ -90,6 +90,15 @@ class GamesArgs(Schema):
     limit = fields.Integer(validate=validate.Range(1, MAX_LIMIT))
 
 
+TAKEN_OVER = fields.String(
+    required=True,
+    allow_none=True,
+    validate=validate.OneOf(["random", "greedy", "mcts"]),
+    metadata={
+        "description": "the level of the bot that plays this seat since it went out (ruleset "
+        "on_leave, SeatTakenOver: docs/takeover.md); null: not taken over"
+    },
+)
 PLAYER_ID_OUT = {"description": "the app's user id given for this seat at creation, or null"}
 
 
@@ -107,6 +116,7 @@ class BoardSeat(Closed):
     score = fields.Integer(required=True)
     supply = fields.Integer(required=True, metadata={"description": "meeples in hand"})
     out = OUT
+    taken_over = TAKEN_OVER
     timeouts = fields.Integer(
         required=True,
         metadata={
@@ -271,6 +281,7 @@ class ScoreSeat(Closed):
         metadata={"description": "once over; seats out rank after every seat still in"},
     )
     out = OUT
+    taken_over = TAKEN_OVER
 
 
 class StoredScore(ExplainedScore):

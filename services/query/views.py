@@ -88,6 +88,7 @@ def board_view(pos: Position) -> dict[str, Any]:
                 "score": state.scores[p],
                 "supply": state.supply[p],
                 "out": state.out[p],
+                "taken_over": state.taken_over[p],
                 "timeouts": state.timeouts[p],
                 "bot": bot(pos, p),
             }
@@ -170,6 +171,7 @@ def scores_view(pos: Position) -> dict[str, Any]:
                 "points": points[p],
                 "rank": None if result is None else result["ranks"][p],
                 "out": state.out[p],
+                "taken_over": state.taken_over[p],
             }
             for p in range(players)
         ],

@@ -55,6 +55,13 @@ def bot_seats(record: dict[str, Any]) -> list[dict[str, Any] | None]:
     return [b if isinstance(b, dict) else None for b in bots]
 
 
+def has_takeover(record: dict[str, Any]) -> bool:
+    """Whether a bot takes over a seat of the game that leaves (its ruleset's `on_leave`,
+    marked in the secrets record by the command service: docs/takeover.md). Which seats it
+    plays is in the log (`SeatTakenOver`), not in the record."""
+    return not record.get("imported") and str(record.get("on_leave", "skip")).startswith("bot:")
+
+
 def is_bot(record: dict[str, Any], seat: int) -> bool:
     """Whether a seat of the game is played by a bot."""
     bots = bot_seats(record)

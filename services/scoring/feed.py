@@ -10,6 +10,8 @@ fold), so an item says who is to play after each move. For move seq M, in this o
 - ``score`` / ``game_over``: the score events the worker appended for M (`FeatureScored`,
   `ScoreReverted` after an undo, `GameScored`), each with its score seq;
 - ``player_out``: a seat left the game (the events in `OUT_EVENTS`);
+- ``seat_taken_over``: right after it, when the ruleset's `on_leave` has a bot play on for
+  the seat (`SeatTakenOver`, docs/takeover.md): the seat, its player id and the bot's level;
 - ``game_over`` also for a game the server ended as abandoned (`GameAbandoned`: no final
   scoring, so no `GameScored`): ``{"reason": "abandoned", "scores", "winners": []}``;
 - ``turn_started``: a tile was drawn for a seat (`TileDrawn`; with a three-tile hand, R10.3,
@@ -47,6 +49,7 @@ UNDONE = "TurnUndone"
 MOVES_MADE = ("TilePlaced", "TileDiscarded", UNDONE)
 # Events by which a seat leaves the game, with the reason the item gives.
 OUT_EVENTS = {"PlayerResigned": "resigned", "PlayerTimedOut": "timed_out"}
+TAKEN_OVER = "SeatTakenOver"  # a bot plays the seat that left from here on
 ABANDONED = "GameAbandoned"  # ended by the server with no final scoring: no GameScored
 SCORE_KINDS = {FEATURE_SCORED: "score", SCORE_REVERTED: "score", GAME_SCORED: "game_over"}
 
@@ -146,6 +149,10 @@ class Feed:
                     "player_out", seq, at, {**_seat(ids, player), "reason": OUT_EVENTS[stored.type]}
                 )
             )
+        if stored.type == TAKEN_OVER:
+            player = int(stored.payload["player"])
+            data = {**_seat(ids, player), "level": str(stored.payload["level"])}
+            items.append(Item("seat_taken_over", seq, at, data))
         if stored.type == ABANDONED:
             ended = {"reason": "abandoned", "scores": list(state.scores), "winners": []}
             items.append(Item("game_over", seq, at, ended))

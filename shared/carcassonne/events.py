@@ -157,6 +157,17 @@ class PlayerResigned:
 
 
 @dataclass(frozen=True)
+class SeatTakenOver:
+    """A bot of `level` plays `player`'s seat from here on (ruleset `on_leave: "bot:<level>"`):
+    logged in the same append as the `PlayerResigned` or `PlayerTimedOut` that put the seat
+    out. The seat stays out (it ranks after the seats still in, docs/lifecycle.md) but keeps
+    its turns: the bot places tiles and meeples for it and they score for it (R6, R7)."""
+
+    player: int
+    level: str
+
+
+@dataclass(frozen=True)
 class GameAbandoned:
     """Nobody moved for `idle_ms`: the server ended the game. No final scoring (R7 is for a
     game played out): the scores stay as completed features made them, and nobody wins."""
@@ -232,6 +243,7 @@ Event = (
     | TurnTimedOut
     | PlayerTimedOut
     | PlayerResigned
+    | SeatTakenOver
     | GameAbandoned
     | TokenReissued
     | UndoRequested
@@ -514,6 +526,7 @@ _SIMPLE: dict[str, type] = {
     "TileDrawn": TileDrawn, "TileDiscarded": TileDiscarded, "TileReturned": TileReturned,
     "AbbotRecalled": AbbotRecalled, "GameEnded": GameEnded, "TurnTimedOut": TurnTimedOut,
     "PlayerTimedOut": PlayerTimedOut, "PlayerResigned": PlayerResigned,
+    "SeatTakenOver": SeatTakenOver,
     "GameAbandoned": GameAbandoned,
     "TokenReissued": TokenReissued,
     "UndoRequested": UndoRequested, "UndoAccepted": UndoAccepted, "UndoRefused": UndoRefused,

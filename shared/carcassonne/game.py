@@ -32,6 +32,7 @@ from .events import (
     RecallAbbot,
     RequestUndo,
     Resign,
+    SeatTakenOver,
     StartGame,
     TileDiscarded,
     TileDrawn,
@@ -537,10 +538,11 @@ def _play_from_hand(state: GameState, cmd: PlayTurn) -> list[Event]:
 
 
 def _hand_end_after(state: GameState, player: int, held: HandTile) -> list[Event]:
-    """R10.3: the game ends when the bag and the hands of the seats still in are empty,
-    `held` taken out (a seat out of the game keeps its hand: revealed then)."""
+    """R10.3: the game ends when the bag and the hands of the seats that play (still in, or
+    taken over by a bot) are empty, `held` taken out (a seat out of the game keeps its hand:
+    revealed then)."""
     hands = [[h for h in hand if h is not held] for hand in state.hands]
-    if state.bag_size or any(hands[p] for p in state.still_in):
+    if state.bag_size or any(hands[p] for p in state.playing):
         return []
     return [HandsRevealed(_opened(hands)), GameEnded("last tile placed")]
 
@@ -696,11 +698,20 @@ def _end(state: GameState, cmd: EndGame) -> list[Event]:
 # bag and the next player still in draws; after `max_timeouts` timed-out turns, or on
 # resigning, a seat is out: skipped from then on, its meeples stay on the board and score
 # for it. With fewer than two players still in, the game ends with final scoring (R7).
+#
+# With the ruleset's `on_leave: "bot:<level>"` (docs/takeover.md) the seat going out is taken
+# over instead (`SeatTakenOver`, in the same append): a bot plays its turns from its next one,
+# so the others' game goes on. The game then ends early only when nobody is left in: the
+# last seat still in going out ends it (a game of bots alone is nobody's game).
 
 
 def _too_few_left(state: GameState, leaving: int) -> list[Event]:
-    """`GameEnded` if `leaving` going out leaves fewer than two players in the game."""
+    """What follows `leaving` going out: `SeatTakenOver` under `on_leave: "bot:<level>"` while
+    another seat is still in; else `GameEnded` if fewer than two players are left in."""
     left = [p for p in state.still_in if p != leaving]
+    level = state.ruleset.takeover
+    if level is not None and left:
+        return [SeatTakenOver(leaving, level)]
     return [*_reveal(state), GameEnded("fewer than two players left")] if len(left) < 2 else []
 
 
@@ -718,7 +729,8 @@ def _time_out(state: GameState, cmd: TimeOutTurn) -> list[Event]:
         )
     events: list[Event] = [TurnTimedOut(cmd.player, state.drawn)]
     timeouts = state.timeouts[cmd.player] + 1
-    if timeouts >= state.ruleset.max_timeouts:
+    if timeouts >= state.ruleset.max_timeouts and state.out[cmd.player] is None:
+        # (a seat taken over by a bot is out already: its bot's timeouts only skip turns)
         events.append(PlayerTimedOut(cmd.player, timeouts))
         events += _too_few_left(state, cmd.player)
     return events

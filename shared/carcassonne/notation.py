@@ -168,6 +168,8 @@ def format_record(record: Record, per_line: int = 10) -> str:
         head.append(f"edition={rules.tile_edition}")
     if rules.hand != 1:
         head.append(f"hand={rules.hand}")
+    if rules.on_leave != "skip":
+        head.append(f"leave={rules.on_leave}")
     if record.draws is not None:  # R10.3: [[tile, nonce]…], the hand game's draws in order
         head.append("draws=" + _json_list([list(pair) for pair in record.draws]))
     if record.names is not None:
@@ -285,6 +287,7 @@ def parse_record(text: str) -> Record:
             abbot=_ON_OFF[options.pop("abbot", "off")],
             tile_edition=options.pop("edition", "1st"),
             hand=int(options.pop("hand", "1")),
+            on_leave=options.pop("leave", "skip"),
         )
         abandoned = {"over": False, "abandoned": True}[options.pop("end", "over")]
         players = int(options.pop("players"))

@@ -463,6 +463,8 @@ def score_report(state: GameState, names: Sequence[str] | None = None) -> dict[s
     }
     if any(why is not None for why in state.out):  # docs/lifecycle.md: seats out rank last
         report["out"] = list(state.out)
+    if any(state.taken_over):  # docs/takeover.md: the seats out that a bot played on
+        report["taken_over"] = list(state.taken_over)
     if state.abandoned:  # ended by the server: no final scoring, no winner
         report["abandoned"] = True
         report["winners"] = []

@@ -15,6 +15,11 @@ UNDO_MODES = ("off", "consent", "free")  # R11-style table option: undoing one's
 HAND_SIZES = (1, 3)  # R10.3: 1 is the base game (the drawn tile), 3 the three-tile hand
 MIN_PLAYERS, MAX_PLAYERS = 2, 6  # R1.3
 MAX_TURN_SECONDS = 30 * 86_400  # a month: asynchronous play
+# `on_leave` (docs/takeover.md): what becomes of a seat that is out (resigned or timed out):
+# "skip" (skipped from then on) or "bot:<level>" (a bot of that level plays its turns). The
+# levels are `carcassonne.bots.LEVELS` (not imported: the bots import the engine's state).
+ON_LEAVE_SKIP, ON_LEAVE_BOT = "skip", "bot:"
+TAKEOVER_LEVELS = ("random", "greedy", "mcts")
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class Ruleset:
     abbot: bool = False  # R9.2 The Abbot: one abbot per player, monasteries and gardens
     tile_edition: str = "1st"  # "2nd": the tiles with gardens (R9.2, TILES.md §4)
     hand: int = 1  # R10.3: tiles each player holds (3: the three-tile hand, hidden)
+    on_leave: str = ON_LEAVE_SKIP  # "skip", or "bot:<level>": a bot plays a seat that is out
 
     def __post_init__(self) -> None:
         if self.tileset not in TILESETS:
@@ -79,6 +85,7 @@ class Ruleset:
                 "bad_turn_seconds", f"turn_seconds must be null or an integer 1-{MAX_TURN_SECONDS}"
             )
         self._check_hand()
+        self._check_on_leave()
         if not (type(self.max_timeouts) is int and 1 <= self.max_timeouts <= 99):
             raise MalformedError("bad_max_timeouts", "max_timeouts must be an integer 1-99")
         if self.tile_edition not in TILE_EDITIONS:
@@ -102,6 +109,27 @@ class Ruleset:
         ):
             if type(getattr(self, name)) is not bool:
                 raise MalformedError("bad_ruleset", f"{name} must be true or false")
+
+    def _check_on_leave(self) -> None:
+        """`on_leave` is "skip" or "bot:<level>" with a level the bot worker plays."""
+        if self.on_leave == ON_LEAVE_SKIP:
+            return
+        text = self.on_leave if isinstance(self.on_leave, str) else ""
+        if not (text.startswith(ON_LEAVE_BOT) and text[len(ON_LEAVE_BOT) :] in TAKEOVER_LEVELS):
+            choices = [ON_LEAVE_SKIP, *(ON_LEAVE_BOT + name for name in TAKEOVER_LEVELS)]
+            raise MalformedError(
+                "unknown_on_leave",
+                f"on_leave must be one of {', '.join(choices)}: {self.on_leave!r} names no bot",
+                None,
+                choices=choices,
+            )
+
+    @property
+    def takeover(self) -> str | None:
+        """The bot level that takes over a seat that is out, or None ("skip")."""
+        if self.on_leave == ON_LEAVE_SKIP:
+            return None
+        return self.on_leave[len(ON_LEAVE_BOT) :]
 
     def _check_hand(self) -> None:
         """R10.3 and the options it is not combined with (docs/rules.md, decisions)."""
@@ -180,6 +208,8 @@ class Ruleset:
             out["tile_edition"] = self.tile_edition
         if self.hand != 1:
             out["hand"] = self.hand
+        if self.on_leave != ON_LEAVE_SKIP:
+            out["on_leave"] = self.on_leave
         return out
 
     @classmethod
@@ -204,12 +234,13 @@ class Ruleset:
             "abbot",
             "tile_edition",
             "hand",
+            "on_leave",
         }
         extra = set(data) - known
         if extra:
             raise MalformedError("bad_ruleset", f"unknown ruleset keys: {sorted(extra)}")
         kwargs = {k: v for k, v in data.items() if k != "area"}
-        for key in ("tileset", "farm_scoring", "unplaceable", "undo", "tile_edition"):
+        for key in ("tileset", "farm_scoring", "unplaceable", "undo", "tile_edition", "on_leave"):
             if key in kwargs and not isinstance(kwargs[key], str):
                 raise MalformedError("bad_ruleset", f"{key} must be a string")
         area = data.get("area")

@@ -24,6 +24,7 @@ from .events import (
     HandsRevealed,
     PlayerResigned,
     PlayerTimedOut,
+    SeatTakenOver,
     TileDiscarded,
     TileDrawn,
     TilePlaced,
@@ -130,6 +131,7 @@ class GameState:
         "scores",
         "scores_before_final",
         "supply",
+        "taken_over",
         "tiles",
         "timeouts",
         "turn",
@@ -173,6 +175,9 @@ class GameState:
         self.deadline_ms: int | None = None
         self.timeouts: list[int] = []
         self.out: list[str | None] = []
+        # Ruleset `on_leave: "bot:<level>"`: per seat, the level of the bot that plays it since
+        # it went out (`SeatTakenOver`), or None. A seat taken over keeps its turns.
+        self.taken_over: list[str | None] = []
         self.abandoned = False
         # Undo (ruleset `undo` not "off"): the state right before the last placement while
         # that placement may still be undone (until the next one, a refusal or the end). It
@@ -210,6 +215,7 @@ class GameState:
         twin.meeples = dict(self.meeples)
         twin.timeouts = list(self.timeouts)
         twin.out = list(self.out)
+        twin.taken_over = list(self.taken_over)
         twin.hands = [list(hand) for hand in self.hands]
         return twin
 
@@ -223,11 +229,21 @@ class GameState:
         """The seats not out of the game (resigned or timed out), in seat order."""
         return [p for p, why in enumerate(self.out) if why is None]
 
+    @property
+    def playing(self) -> list[int]:
+        """The seats that have turns (still in, or taken over by a bot), in seat order."""
+        return [p for p in range(self.players) if self.plays(p)]
+
+    def plays(self, seat: int) -> bool:
+        """Whether `seat` has turns: still in, or out and played by a bot (`taken_over`)."""
+        return self.out[seat] is None or self.taken_over[seat] is not None
+
     def next_seat(self, seat: int) -> int:
-        """The seat after `seat` still in the game (clockwise, R2.2); `seat` if none is."""
+        """The seat after `seat` that has turns (clockwise, R2.2): still in the game, or taken
+        over by a bot; `seat` if none is."""
         for step in range(1, self.players + 1):
             candidate = (seat + step) % self.players
-            if self.out[candidate] is None:
+            if self.plays(candidate):
                 return candidate
         return seat
 
@@ -257,6 +273,7 @@ class GameState:
         self.scores = [0] * e.players
         self.timeouts = [0] * e.players
         self.out = [None] * e.players
+        self.taken_over = [None] * e.players
         self.phase = DRAW
         self.hands = [[] for _ in range(e.players)] if e.ruleset.hand > 1 else []
         self.refill_stopped = False
@@ -488,6 +505,11 @@ class GameState:
                 self.refill_stopped = False
                 self._settle_hand()
 
+    def _taken_over(self, e: SeatTakenOver) -> None:
+        """A bot plays the seat that just went out: it has turns again from its next one (the
+        turn in which it left was skipped as without a takeover)."""
+        self.taken_over[e.player] = e.level
+
     def _abandoned(self, e: GameAbandoned) -> None:
         """The server ended the game: no final scoring (docs/lifecycle.md)."""
         self.abandoned = True
@@ -570,6 +592,7 @@ class GameState:
             "deadline_ms": self.deadline_ms,
             "timeouts": list(self.timeouts),
             "out": list(self.out),
+            **({"taken_over": list(self.taken_over)} if any(self.taken_over) else {}),
             "abandoned": self.abandoned,
             "undo": None if self.undo is None else self.undo.to_dict(),
             **({"hands": self.hand_lists()} if self.hands else {}),
@@ -598,6 +621,7 @@ _APPLY: dict[type, Callable[[GameState, Any], None]] = {
     TurnTimedOut: GameState._timed_out,
     PlayerTimedOut: GameState._player_timed_out,
     PlayerResigned: GameState._resigned,
+    SeatTakenOver: GameState._taken_over,
     GameAbandoned: GameState._abandoned,
     TokenReissued: lambda state, event: None,  # not a game fact: secrets live outside
     UndoRequested: GameState._undo_requested,

@@ -57,6 +57,7 @@ class RulesetSchema(_Strict):
     abbot = fields.Boolean(truthy={True}, falsy={False})  # R9.2
     tile_edition = fields.String(validate=validate.OneOf(["1st", "2nd"]))  # R9.2
     hand = fields.Integer(strict=True, validate=validate.OneOf([1, 3]))  # R10.3
+    on_leave = fields.String(validate=validate.Length(1, 40))  # docs/takeover.md
 
 
 class MeepleSchema(_Strict):
@@ -161,6 +162,12 @@ class PlayerTimedOutV1(PlayerV1):
     timeouts = fields.Integer(required=True, strict=True, validate=validate.Range(1, 99))
 
 
+class SeatTakenOverV1(PlayerV1):
+    """A bot of `level` plays the seat that just went out (ruleset on_leave, docs/takeover.md)."""
+
+    level = fields.String(required=True, validate=validate.Length(1, 40))
+
+
 class GameAbandonedV1(_Strict):
     idle_ms = fields.Integer(required=True, strict=True, validate=validate.Range(0))
 
@@ -215,6 +222,7 @@ SCHEMAS: dict[tuple[str, int], Schema] = {
     ("TurnTimedOut", 1): PlayerTileV1(),
     ("PlayerTimedOut", 1): PlayerTimedOutV1(),
     ("PlayerResigned", 1): PlayerV1(),
+    ("SeatTakenOver", 1): SeatTakenOverV1(),
     ("GameAbandoned", 1): GameAbandonedV1(),
     ("TokenReissued", 1): PlayerV1(),
     ("UndoRequested", 1): UndoRequestedV1(),

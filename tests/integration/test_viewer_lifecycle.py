@@ -314,3 +314,51 @@ def test_a_followed_game_shows_a_resignation_and_its_abandonment_as_they_happen(
     assert page.text_content("#turn-info") == "game abandoned"
     shot(page, "viewer-live-abandoned-1280x900")
     page.close()
+
+
+def takeover_game() -> list[Any]:
+    """A 2-player demo game whose seat 1 resigns after the first placement, under `on_leave:
+    "bot:random"`: a random bot plays seat 1 to the end (docs/takeover.md); engine events."""
+    from carcassonne.bots import choose, player_view
+    from carcassonne.events import DiscardTile, DrawTile, Resign, StartGame
+    from carcassonne.game import command_for_action, decide, is_unplaceable
+    from carcassonne.ruleset import Ruleset
+    from carcassonne.simulate import bag_order
+    from carcassonne.state import GameState
+
+    state, log = GameState(), []
+
+    def run(command: Any) -> None:
+        for event in decide(state, command):
+            state.apply(event)
+            log.append(event)
+
+    run(StartGame(Ruleset(tileset="demo", on_leave="bot:random"), 2))
+    bag = bag_order(state, random.Random(4))
+    while not state.over:
+        if state.drawn is None:
+            run(DrawTile(bag.pop()))
+        elif is_unplaceable(state):
+            run(DiscardTile(state.current))
+        else:
+            run(command_for_action(state, choose("random", player_view(state), len(log)).action))
+            if state.turn == 1:
+                run(Resign(1))
+    return log
+
+
+def test_a_seat_a_bot_took_over_is_marked_from_the_takeover_on(browser, suite) -> None:  # noqa: F811
+    query = suite["query"]
+    game_id = imported(suite, takeover_game(), ["Ada", "Bo"])
+    last = call(query, "GET", f"/games/{game_id}/board")[1]["turns"]
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    page.goto(f"{query}/games/{game_id}/view?turn=0")
+    wait_turn(page, 0)
+    assert row_facts(page)[1]["tags"] == []  # before it left: a person's seat
+    page.keyboard.press("End")
+    wait_turn(page, last)
+    rows = row_facts(page)
+    assert rows[1]["tags"] == ["resigned", "bot · random plays on"]
+    assert "out" in rows[1]["classes"].split() and rows[1]["visibleTags"] == 2
+    context.close()

@@ -47,6 +47,7 @@ PUBLIC_STATE = frozenset(
         "scores",
         "scores_before_final",
         "supply",
+        "taken_over",  # which seats out a bot plays (SeatTakenOver is in the public log)
         "tiles",
         "timeouts",
         "turn",

@@ -125,6 +125,8 @@ function seatTags(seat, view, toPlay) {
   if (facts.out === "resigned") tags.push(el("span", { class: "tag out resigned" }, "resigned"));
   else if (facts.out === "timed_out") tags.push(el("span", { class: "tag out timed-out" }, `out: ${timedOut}`));
   else if (facts.timeouts > 0) tags.push(el("span", { class: "tag timeouts" }, timedOut));
+  // A bot plays on for the seat since it left (ruleset on_leave, docs/takeover.md).
+  if (facts.taken_over) tags.push(el("span", { class: "tag bot taken-over" }, `bot · ${facts.taken_over} plays on`));
   return tags;
 }
 

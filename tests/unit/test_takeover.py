@@ -1,0 +1,334 @@
+"""Bots take over a seat that is out (ruleset `on_leave: "bot:<level>"`, docs/takeover.md):
+the takeover is a fact of the log (`SeatTakenOver`, decided by the engine in the same
+append as the `PlayerResigned` or `PlayerTimedOut`), the seat keeps its turns and scores
+(R6, R7), and still ranks after the seats still in (docs/lifecycle.md; R7.5 for ties)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from carcassonne.bots import LEVELS, choose, player_view
+from carcassonne.errors import GameError
+from carcassonne.events import (
+    DiscardTile,
+    DrawTile,
+    Event,
+    GameEnded,
+    PlayerResigned,
+    PlayerTimedOut,
+    Resign,
+    SeatTakenOver,
+    StartGame,
+    TimeOutTurn,
+    TurnTimedOut,
+    event_from_dict,
+    event_to_dict,
+)
+from carcassonne.game import command_for_action, decide, fold, is_unplaceable
+from carcassonne.ruleset import TAKEOVER_LEVELS, Ruleset
+from carcassonne.simulate import bag_order
+from carcassonne.state import OVER, RESIGNED, TIMED_OUT, GameState
+from eventstore.envelope import MOVES, SCORES, StoredEvent
+from eventstore.port import InMemoryEventStore
+from eventstore.schemas import to_engine, to_new, validate_payload
+from eventstore.score_stream import score_events
+from services.bots.player import GONE, PLAYED, BotPlayer
+from services.bots.player import OVER as GAME_OVER
+from services.command.secrets_store import MemorySecrets
+from services.command.service import GameService
+
+NOW = 1_800_000_000_000
+
+
+def run(state: GameState, command: object) -> list[Event]:
+    events = decide(state, command)  # type: ignore[arg-type]
+    for event in events:
+        state.apply(event)
+    return events
+
+
+def started(players: int = 2, **rules: object) -> tuple[GameState, list[Event]]:
+    state = GameState()
+    log = run(state, StartGame(Ruleset(**rules), players))  # type: ignore[arg-type]
+    log += run(state, DrawTile("E", NOW))
+    return state, log
+
+
+def play_out(state: GameState, log: list[Event], seed: int = 7) -> list[int]:
+    """Play the game to its end with random bots for every seat that has turns (the draws
+    from one shuffled bag); the seats that moved, in order."""
+    bag = bag_order(state, random.Random(seed))
+    movers = []
+    while not state.over:
+        if state.drawn is None:
+            log += run(state, DrawTile(bag.pop(), NOW))
+            continue
+        if is_unplaceable(state):  # R4.4
+            log += run(state, DiscardTile(state.current))
+            continue
+        movers.append(state.current)
+        choice = choose("random", player_view(state), f"t:{len(log)}")
+        log += run(state, command_for_action(state, choice.action))
+    return movers
+
+
+def test_the_levels_on_leave_names_are_the_bots_levels():
+    assert TAKEOVER_LEVELS == LEVELS
+
+
+def test_on_leave_is_recorded_with_the_ruleset_and_unknown_bots_are_refused():
+    rules = Ruleset(on_leave="bot:greedy")
+    assert rules.takeover == "greedy" and rules.to_dict()["on_leave"] == "bot:greedy"
+    assert Ruleset.from_dict(rules.to_dict()) == rules
+    assert "on_leave" not in Ruleset().to_dict() and Ruleset().takeover is None  # skip
+    for bad in ("bot:grandmaster", "bot:", "zombie", "", "bot:Random", 3, None):
+        with pytest.raises(GameError) as refused:
+            Ruleset(on_leave=bad)
+        assert refused.value.code == "unknown_on_leave"
+        assert "bot:mcts" in refused.value.details["choices"]
+
+
+def test_skip_is_todays_behaviour_the_game_ends_when_one_player_is_left():
+    state, _ = started()
+    assert run(state, Resign(1)) == [PlayerResigned(1), GameEnded("fewer than two players left")]
+    assert state.phase == OVER and state.taken_over == [None, None]
+
+
+def test_a_resigned_seat_is_taken_over_and_plays_on_to_the_end():
+    state, log = started(on_leave="bot:random")
+    assert state.current == 0
+    log += run(state, Resign(1))  # out of turn: seat 0 keeps its tile
+    assert log[-2:] == [PlayerResigned(1), SeatTakenOver(1, "random")]
+    assert state.out == [None, RESIGNED] and state.taken_over == [None, "random"]
+    assert state.still_in == [0] and state.playing == [0, 1] and state.phase != OVER
+    movers = play_out(state, log)
+    assert state.over and movers[:4] == [0, 1, 0, 1]  # seat 1 keeps its turns
+    assert sum(m == 1 for m in movers) >= 30
+    assert isinstance(log[-1], GameEnded) and log[-1].reason == "last tile placed"  # R7.1
+    # replay is a fold: the log alone gives the same game
+    assert fold(log).snapshot() == state.snapshot()
+    assert state.snapshot()["taken_over"] == [None, "random"]
+
+
+def test_the_bot_scores_for_the_seat_but_the_seat_still_ranks_last():
+    state, log = started(on_leave="bot:random")
+    log += run(state, Resign(1))
+    play_out(state, log, seed=3)
+    stored = [
+        StoredEvent("g", "moves", seq, n.type, n.version, 0, "c", n.payload)
+        for seq, n in enumerate((to_new(e) for e in log), start=1)
+    ]
+    result = score_events(GameState(), stored)[-1].payload
+    assert result["final_scores"] == state.scores and state.scores[1] > 0  # its bot scored
+    assert result["ranks"][0] == 1 and result["ranks"][1] == 2 and result["winners"] == [0]
+
+
+def test_resigning_on_ones_turn_skips_that_turn_then_the_bot_plays_the_next():
+    state, _ = started(players=3, on_leave="bot:greedy")
+    bag = state.bag_size
+    assert run(state, Resign(0)) == [PlayerResigned(0), SeatTakenOver(0, "greedy")]
+    assert state.current == 1 and state.bag_size == bag + 1  # as without a takeover
+    for seat in (1, 2):
+        run(state, DrawTile("E", NOW))
+        assert state.current == seat
+        x, y, rotation, _ = choose("random", player_view(state), 1).action
+        run(state, command_for_action(state, (x, y, rotation, None)))
+    run(state, DrawTile("E", NOW))
+    assert state.current == 0  # the bot's turn
+
+
+def test_a_timed_out_seat_is_taken_over_and_its_bots_timeouts_only_skip_turns():
+    state, log = started(turn_seconds=10, max_timeouts=1, on_leave="bot:mcts")
+    events = run(state, TimeOutTurn(0, NOW + 10_000))
+    assert events == [TurnTimedOut(0, "E"), PlayerTimedOut(0, 1), SeatTakenOver(0, "mcts")]
+    assert state.out == [TIMED_OUT, None] and state.current == 1
+    log += events
+    log += run(state, DrawTile("E", NOW))
+    x, y, rotation, _ = choose("random", player_view(state), 1).action
+    log += run(state, command_for_action(state, (x, y, rotation, None)))
+    log += run(state, DrawTile("E", NOW))
+    assert state.current == 0  # the bot's turn; if it too runs out, it is only skipped
+    assert run(state, TimeOutTurn(0, NOW + 10_000)) == [TurnTimedOut(0, "E")]
+    assert state.current == 1 and state.out == [TIMED_OUT, None]
+
+
+def test_the_last_seat_still_in_leaving_ends_the_game():
+    state, _ = started(players=3, on_leave="bot:random")
+    assert run(state, Resign(2))[-1] == SeatTakenOver(2, "random")
+    assert run(state, Resign(1))[-1] == SeatTakenOver(1, "random")
+    ended = run(state, Resign(0))
+    assert ended == [PlayerResigned(0), GameEnded("fewer than two players left")]
+    assert state.over and state.taken_over == [None, "random", "random"]
+
+
+def test_takeover_events_round_trip_through_the_store_schemas_records_and_notation():
+    from carcassonne.notation import format_record, parse_record
+    from carcassonne.record import load_record, record_from_events, replay, score_report
+
+    state, log = started(players=3, turn_seconds=30, on_leave="bot:random")
+    log += run(state, TimeOutTurn(0, NOW + 30_000))
+    log += run(state, DrawTile("E", NOW + 30_000))
+    log += run(state, Resign(2))
+    for event in log:
+        new = to_new(event)
+        validate_payload(new.type, new.version, new.payload)
+        stored = StoredEvent("g", "moves", 1, new.type, new.version, 0, "c", new.payload)
+        assert to_engine(stored) == event
+        assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
+    play_out(state, log, seed=11)
+    record = record_from_events(log)
+    assert record.ruleset.on_leave == "bot:random"
+    assert load_record(json.loads(json.dumps(record.to_dict()))) == record
+    text = format_record(record)
+    assert "leave=bot:random" in text and parse_record(text) == record
+    again = replay(record)  # the record's turns replay with the seat taken over, exactly
+    assert again.snapshot() == state.snapshot()
+    report = score_report(again)
+    assert report["taken_over"] == [None, None, "random"]
+    assert report["out"] == [None, None, "resigned"]
+
+
+# ------------------------------------------------------------------ command side and bot worker
+# (in-memory store; the real gunicorn, Redis and workers: tests/integration/test_takeover.py)
+
+
+def test_a_resignation_appends_the_takeover_and_the_bot_worker_plays_the_seat_to_the_end():
+    service, store, secrets = make()
+    game_id, seats = service.create_game(
+        ["ann", "bob"], Ruleset(tileset="demo", on_leave="bot:random"), [0, 1]
+    )
+    assert secrets.get(game_id)["on_leave"] == "bot:random"  # the feed follows such games
+    bots = BotPlayer(store, secrets.get)
+    assert bots.play(game_id).kind == GONE  # nobody has left: nothing for a bot to do yet
+    done = service.resign(game_id, seats[1]["token"])
+    assert [e.type for e in done.events][:2] == ["PlayerResigned", "SeatTakenOver"]
+    view = service.turn_view(game_id)
+    assert view["taken_over"] == [None, "random"] and view["out"] == [None, "resigned"]
+    assert not view["over"] and view["player"] == 0
+    while not (view := service.turn_view(game_id))["over"]:
+        if view["player"] == 0:
+            spot = view["placements"][0]
+            service.play_turn(
+                game_id, seats[0]["token"], spot["x"], spot["y"], spot["rotation"], None
+            )
+            continue
+        with pytest.raises(GameError) as refused:  # the old token may not play for the bot
+            service.play_turn(game_id, seats[1]["token"], 0, 0, 0, None)
+        assert refused.value.code == "player_out"
+        assert refused.value.details["taken_over"] == "random"
+        assert bots.play(game_id).kind == PLAYED
+    events = store.read(game_id, MOVES)
+    by_bot = [e for e in events if e.type == "TilePlaced" and e.payload["player"] == 1]
+    assert len(by_bot) >= 20  # 48 demo tiles: the bot played seat 1's turns
+    assert all(e.command_id == f"bot:{game_id}:{e.seq - 1}" for e in by_bot)
+    assert bots.play(game_id).kind == GAME_OVER
+
+
+def test_a_skip_game_is_not_followed_by_the_bot_worker():
+    service, store, secrets = make()
+    game_id, seats = service.create_game(["ann", "bob"], Ruleset(), [0, 1])
+    assert "on_leave" not in secrets.get(game_id)
+    done = service.resign(game_id, seats[1]["token"])
+    assert [e.type for e in done.events] == ["PlayerResigned", "GameEnded"]
+    assert BotPlayer(store, secrets.get).play(game_id).kind == GONE
+
+
+def make() -> tuple[GameService, InMemoryEventStore, MemorySecrets]:
+    store, secrets = InMemoryEventStore(), MemorySecrets()
+    return GameService(store, secrets), store, secrets
+
+
+def test_ratings_rank_the_seat_that_left_last_whatever_its_bot_scored():
+    """docs/ratings.md: a seat out by resignation ranks last; the bot that played on for it
+    earns the player who left nothing (here the greedy bot outscores the random player who
+    stayed, and still the one who left is rated as the loser)."""
+    from services.scoring.ratings import outcome, updates
+
+    state, log = started(on_leave="bot:greedy")
+    log += run(state, Resign(1))
+    bag = bag_order(state, random.Random(5))
+    while not state.over:
+        if state.drawn is None:
+            log += run(state, DrawTile(bag.pop(), NOW))
+        elif is_unplaceable(state):
+            log += run(state, DiscardTile(state.current))
+        else:
+            level = "greedy" if state.current == 1 else "random"
+            choice = choose(level, player_view(state), len(log))
+            log += run(state, command_for_action(state, choice.action))
+    assert state.scores[1] > state.scores[0]  # the bot played the better game
+    store, game_id = InMemoryEventStore(), "g1"
+    moves = [to_new(e) for e in log]
+    seats = [{"name": "Ana", "player_id": "ana"}, {"name": "Ben", "player_id": "ben"}]
+    moves[0] = type(moves[0])(
+        moves[0].type, moves[0].version, {**moves[0].payload, "players": seats}
+    )
+    store.append(game_id, MOVES, moves, expected=0, command_id="c")
+    scores = score_events(GameState(), store.read(game_id, MOVES))
+    store.append(game_id, SCORES, scores, expected=0, command_id="s")
+    game = outcome(store, {"key_id": "k1", "names": [], "on_leave": "bot:greedy"}, game_id)
+    assert game is not None and game.seats == ((0, "ana", 1), (1, "ben", 2))
+    ana, ben = updates(game, [None, None])
+    assert (ana.player, ben.player) == ("ana", "ben")
+    assert ana.after.mu > 25 > ben.after.mu  # the leaver loses rating, as without a bot
+
+
+def test_the_old_token_of_a_seat_taken_over_may_not_undo_its_bots_placement():
+    service, store, secrets = make()
+    rules = Ruleset(tileset="demo", undo="free", on_leave="bot:random")
+    game_id, seats = service.create_game(["ann", "bob"], rules, [0, 1])
+    service.resign(game_id, seats[1]["token"])
+    spot = service.turn_view(game_id)["placements"][0]
+    service.play_turn(game_id, seats[0]["token"], spot["x"], spot["y"], spot["rotation"], None)
+    assert BotPlayer(store, secrets.get).play(game_id).kind == PLAYED  # the bot's placement
+    with pytest.raises(GameError) as refused:
+        service.request_undo(game_id, seats[1]["token"])
+    assert refused.value.code == "player_out"
+    assert service.turn_view(game_id)["player"] == 0  # nothing undone
+
+
+def test_a_hand_game_seat_taken_over_is_played_from_its_own_hand_to_the_end():
+    """R10.3: the bot that took a seat over plays the seat's secret hand (the worker opens it
+    from the seed, as for a bot seat); the game ends once every hand that plays is empty."""
+    service, store, secrets = make()
+    rules = Ruleset(tileset="demo", hand=3, on_leave="bot:random")
+    game_id, seats = service.create_game(
+        ["robot", "bob"], rules, [0, 1], None, bots=[{"level": "greedy", "think_ms": 1}, None]
+    )
+    bots = BotPlayer(store, secrets.get)
+    assert bots.play(game_id).kind == PLAYED  # the bot seat moves first
+    done = service.resign(game_id, seats[1]["token"])
+    assert [e.type for e in done.events][:2] == ["PlayerResigned", "SeatTakenOver"]
+    while (outcome := bots.play(game_id)).kind == PLAYED:
+        pass
+    assert outcome.kind == GAME_OVER
+    state = fold(to_engine(e) for e in store.read(game_id, MOVES))
+    assert state.over and state.bag_size == 0 and state.taken_over == [None, "random"]
+    placed = [e for e in store.read(game_id, MOVES) if e.type == "TilePlaced"]
+    assert sum(e.payload["player"] == 1 for e in placed) >= 20
+
+
+def test_an_mcts_bot_that_took_over_thinks_a_bot_seats_default_within_the_workers_ceilings():
+    from services.bots.player import TAKEOVER_THINK_MS, seats_played
+
+    state, _ = started(players=3, on_leave="bot:mcts")
+    run(state, Resign(2))
+    played = seats_played([None, None, None], state)
+    assert played[:2] == [None, None] and played[2] is not None
+    assert played[2]["level"] == "mcts" and played[2]["think_ms"] == TAKEOVER_THINK_MS == 1000
+    worker = BotPlayer(InMemoryEventStore(), lambda _: None, max_think_ms=600)
+    assert worker.think_ms(state, played, played[2]) == 600  # the worker's MAX_THINK_MS
+    run(state, Resign(1))
+    played = seats_played([{"level": "greedy", "think_ms": 1}, None, None], state)
+    capped = BotPlayer(InMemoryEventStore(), lambda _: None, bot_only_max_think_ms=300)
+    assert capped.think_ms(state, played, played[2]) == 300  # no human seat still in
+
+
+def test_the_lobby_preset_classic_async_bots_has_a_greedy_bot_take_over():
+    from services.command.rulesets import preset
+
+    rules = preset("classic-async-bots")
+    assert rules.on_leave == "bot:greedy" and rules.turn_seconds == 86_400
