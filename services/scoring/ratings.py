@@ -178,17 +178,30 @@ def rebuild(
     client: redis.Redis, store: EventStore, key_id: str, page: int = 1_000
 ) -> dict[tuple[str, str], Rating]:
     """Every rating of the key computed again from the rated games' logs, in the order its
-    ratings log applied them: (pool, player) -> rating. Bounded by the log's length."""
+    ratings log applied them: (pool, player) -> rating. Bounded by the log's length.
+    Archived games are read from the archive when `store` falls through to it
+    (services.archive.fallthrough.FallThroughStore: the query service's reads)."""
     ratings = Ratings(client)
     built: dict[tuple[str, str], Rating] = {}
     for game_id, pool in _rated_games(ratings, key_id, page):
-        game = outcome(store, secrets_of(client, game_id), game_id)
+        game = outcome(store, _record(client, store, game_id), game_id)
         if game is None or game.pool != pool:
             raise ValueError(f"game {game_id}: rated in {pool}, its log says otherwise")
         current = [built.get((pool, player)) for _, player, _ in game.seats]
         for update in updates(game, current):
             built[(pool, update.player)] = update.after
     return built
+
+
+def _record(client: redis.Redis, store: EventStore, game_id: str) -> dict[str, Any] | None:
+    """The game's secrets record; an archived game's (its keys gone from Redis) is the one
+    its copy keeps, when `store` reads the archive (its `record`)."""
+    found = secrets_of(client, game_id)
+    archived = getattr(store, "record", None)
+    if found is None and archived is not None:
+        store.last_seq(game_id, MOVES)  # an archived game's copy is read on its first read
+        found = archived(game_id)
+    return found
 
 
 def _rated_games(ratings: Ratings, key_id: str, page: int) -> Iterator[tuple[str, str]]:
