@@ -127,6 +127,28 @@ class RulesetIn(Strict):
             "(docs/lifecycle.md). Default: no limit"
         },
     )
+    initial_seconds = fields.Integer(
+        strict=True,
+        allow_none=True,
+        load_default=None,
+        metadata={
+            "description": "a Fischer time bank per seat, in seconds at the start (1-2592000; "
+            "e.g. 300 blitz, 259200 = 3 days correspondence): a turn's deadline is the mover's "
+            "bank after the draw, a move keeps what was left plus increment_seconds, an "
+            "exhausted bank times the turn out (docs/clocks.md). Not with turn_seconds, undo or "
+            "a hand: 422 bank_with_turn_limit, bank_with_undo, hand_with_bank; out of range: "
+            "422 bad_initial_seconds. Default: no bank"
+        },
+    )
+    increment_seconds = fields.Integer(
+        strict=True,
+        load_default=0,
+        metadata={
+            "description": "seconds each move adds to the mover's bank (0-2592000; e.g. 5 "
+            "blitz, 86400 correspondence); only with initial_seconds (422 "
+            "increment_without_bank; out of range: bad_increment_seconds)"
+        },
+    )
     max_timeouts = fields.Integer(
         strict=True,
         load_default=3,
@@ -267,6 +289,21 @@ class TurnView(Closed):
         fields.String(allow_none=True, validate=validate.OneOf(["resigned", "timed_out"])),
         required=True,
         metadata={"description": "per seat: null while in the game, else why it is out"},
+    )
+    banks_ms = ints(
+        metadata={
+            "description": "Fischer clock (docs/clocks.md): each seat's time bank (ms) as of "
+            "its last move; the running turn's remainder is deadline_ms minus now. Left out "
+            "without a bank"
+        }
+    )
+    away_until_ms = fields.List(
+        fields.Integer(allow_none=True),
+        metadata={
+            "description": "per seat: when its declared vacation ends (Unix ms; its clock "
+            "pauses until then), null if it declared none; left out until a seat declares "
+            "one (docs/clocks.md)"
+        },
     )
     status = fields.String(
         required=True,

@@ -47,7 +47,17 @@ from services.redis_store.keys import derived_game_id, new_game_id
 from . import hints, views
 from .cache import Cached, FoldCache, Taken
 from .errors import Forbidden, IdempotencyKeyReused, NotFound
-from .handlers import Asked, Command, Decide, Reissue, Resignation, Turn, TurnResult, seat_of
+from .handlers import (
+    Asked,
+    Command,
+    Decide,
+    Pause,
+    Reissue,
+    Resignation,
+    Turn,
+    TurnResult,
+    seat_of,
+)
 from .hints import HintDesk, HintReply
 from .secrets_store import Secrets, token_hash
 
@@ -298,6 +308,32 @@ class GameService:
         done = run_command(self.store, game_id, unit, Reissue(seat, uuid.uuid4().hex))
         seq = done.appended.result.last_seq if isinstance(done, Committed) else done.seq
         return {"game_id": game_id, "seat": seat, "token": token, "seq": seq}
+
+    def pause_clocks(
+        self, game_id: str, key_id: str, player_id: str, span: tuple[int, int], vacation_id: str
+    ) -> list[dict[str, Any]]:
+        """Pause the clocks of `player_id`'s seats in a game of `key_id` for a vacation
+        `span` (from, until: Unix ms; docs/clocks.md): one `ClockPaused` per seat still in, a
+        conditional append each under `vacation:<id>:<seat>`. A game not of this key, not
+        started or over, or without the player in, gets nothing (an empty list)."""
+        cached = self.load(game_id)
+        ids = cached.secrets.get("player_ids") or []
+        if cached.secrets.get("key_id") != key_id or cached.state.phase == OVER:
+            return []
+        paused = []
+        for seat, found in enumerate(ids):
+            if found != player_id:
+                continue
+            unit = Taken(self.games, game_id, False, False)
+            pause = Pause(seat, span[0], span[1], f"vacation:{vacation_id}:{seat}")
+            done = run_command(self.store, game_id, unit, pause)
+            if done is None:
+                continue
+            state = done.state
+            seq = done.appended.result.last_seq if isinstance(done, Committed) else done.seq
+            running = state.deadline_ms if state.current == seat and state.drawn else None
+            paused.append({"game_id": game_id, "seat": seat, "seq": seq, "deadline_ms": running})
+        return paused
 
     @staticmethod
     def _check_reissue(cached: Cached, seat: Any, key_id: str) -> None:

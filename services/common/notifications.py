@@ -23,7 +23,9 @@ from typing import Any
 # (GameScored); player_out: a seat left the game (resigned, or out after timeouts);
 # game_started: a game began (every seat: name, player_id): each player learns of a new game
 # made for them (a lobby that filled, a rematch) from one item; match_found: a game made by
-# matchmaking (every seat with its ticket), right after its game_started.
+# matchmaking (every seat with its ticket), right after its game_started; player_away: a
+# seat declared a vacation (its clock pauses: seat, player_id, from_ms, until_ms,
+# deadline_ms; docs/clocks.md).
 KINDS = (
     "turn_started",
     "move_made",
@@ -32,6 +34,7 @@ KINDS = (
     "player_out",
     "game_started",
     "match_found",
+    "player_away",
 )
 MAX_SUBSCRIPTIONS = 10  # per API key: every event of its games is sent to each
 RECENT_KEPT = 200  # attempts a subscription's delivery log keeps (newest first)

@@ -15,6 +15,9 @@ UNDO_MODES = ("off", "consent", "free")  # R11-style table option: undoing one's
 HAND_SIZES = (1, 3)  # R10.3: 1 is the base game (the drawn tile), 3 the three-tile hand
 MIN_PLAYERS, MAX_PLAYERS = 2, 6  # R1.3
 MAX_TURN_SECONDS = 30 * 86_400  # a month: asynchronous play
+# Fischer time banks (docs/clocks.md): a seat's initial bank and what each move adds, at most
+# 30 days each (blitz 300 + 5 and correspondence 3 days + 1 day both fit).
+MAX_BANK_SECONDS = 30 * 86_400
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,10 @@ class Ruleset:
     abbot: bool = False  # R9.2 The Abbot: one abbot per player, monasteries and gardens
     tile_edition: str = "1st"  # "2nd": the tiles with gardens (R9.2, TILES.md §4)
     hand: int = 1  # R10.3: tiles each player holds (3: the three-tile hand, hidden)
+    # Fischer clock (docs/clocks.md): each seat's time bank in seconds at the start (None: no
+    # bank), and the seconds each move played adds to the mover's bank.
+    initial_seconds: int | None = None
+    increment_seconds: int = 0
 
     def __post_init__(self) -> None:
         if self.tileset not in TILESETS:
@@ -79,6 +86,7 @@ class Ruleset:
                 "bad_turn_seconds", f"turn_seconds must be null or an integer 1-{MAX_TURN_SECONDS}"
             )
         self._check_hand()
+        self._check_bank()
         if not (type(self.max_timeouts) is int and 1 <= self.max_timeouts <= 99):
             raise MalformedError("bad_max_timeouts", "max_timeouts must be an integer 1-99")
         if self.tile_edition not in TILE_EDITIONS:
@@ -125,6 +133,46 @@ class Ruleset:
             raise MalformedError(
                 "hand_with_turn_limit", "a hand game has no turn limit (turn_seconds)", "R10.3"
             )
+        if self.initial_seconds is not None:
+            # Same reason as the turn limit: no draw would carry the bank's deadline.
+            raise MalformedError(
+                "hand_with_bank", "a hand game has no time bank (initial_seconds)", "R10.3"
+            )
+
+    def _check_bank(self) -> None:
+        """The Fischer bank's range and the options it is not combined with (docs/clocks.md)."""
+        bank, step = self.initial_seconds, self.increment_seconds
+        if bank is not None and not (type(bank) is int and 1 <= bank <= MAX_BANK_SECONDS):
+            raise MalformedError(
+                "bad_initial_seconds",
+                f"initial_seconds (a seat's time bank) must be null or an integer "
+                f"1-{MAX_BANK_SECONDS}",
+                None,
+                initial_seconds=bank if type(bank) is int else None,
+            )
+        if not (type(step) is int and 0 <= step <= MAX_BANK_SECONDS):
+            raise MalformedError(
+                "bad_increment_seconds",
+                f"increment_seconds must be an integer 0-{MAX_BANK_SECONDS}",
+                None,
+                increment_seconds=step if type(step) is int else None,
+            )
+        if bank is None:
+            if step:
+                raise MalformedError(
+                    "increment_without_bank",
+                    "increment_seconds needs a time bank (initial_seconds)",
+                )
+            return
+        if self.turn_seconds is not None:
+            raise MalformedError(
+                "bank_with_turn_limit",
+                "a game has a time bank (initial_seconds) or a fixed turn limit "
+                "(turn_seconds), not both",
+            )
+        if self.undo != "off":
+            # An undone placement would have to give back time already charged: not yet.
+            raise MalformedError("bank_with_undo", "a game with a time bank has no undo")
 
     @property
     def tiles(self) -> TileSet:
@@ -180,6 +228,9 @@ class Ruleset:
             out["tile_edition"] = self.tile_edition
         if self.hand != 1:
             out["hand"] = self.hand
+        if self.initial_seconds is not None:
+            out["initial_seconds"] = self.initial_seconds
+            out["increment_seconds"] = self.increment_seconds
         return out
 
     @classmethod
@@ -204,6 +255,8 @@ class Ruleset:
             "abbot",
             "tile_edition",
             "hand",
+            "initial_seconds",
+            "increment_seconds",
         }
         extra = set(data) - known
         if extra:

@@ -68,6 +68,8 @@ COMMAND_OPS = {
     "listTickets",
     "getTicket",
     "cancelTicket",
+    "declareVacation",
+    "listVacations",
 }
 QUERY_OPS = {
     "listGames",
