@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from carcassonne.errors import MalformedError, OutOfTurnError
+from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
     AnswerUndo,
     Event,
@@ -315,7 +315,17 @@ class GameService:
         """Pause the clocks of `player_id`'s seats in a game of `key_id` for a vacation
         `span` (from, until: Unix ms; docs/clocks.md): one `ClockPaused` per seat still in, a
         conditional append each under `vacation:<id>:<seat>`. A game not of this key, not
-        started or over, or without the player in, gets nothing (an empty list)."""
+        started or over (or gone to the archive), or without the player in, gets nothing
+        (an empty list): the vacation is recorded already, so one game's refusal must not
+        fail the others."""
+        try:
+            return self._pause_clocks(game_id, key_id, player_id, span, vacation_id)
+        except GameError:
+            return []
+
+    def _pause_clocks(
+        self, game_id: str, key_id: str, player_id: str, span: tuple[int, int], vacation_id: str
+    ) -> list[dict[str, Any]]:
         cached = self.load(game_id)
         ids = cached.secrets.get("player_ids") or []
         if cached.secrets.get("key_id") != key_id or cached.state.phase == OVER:

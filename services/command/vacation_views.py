@@ -58,12 +58,15 @@ def _player(player_id: str) -> str:
 
 
 class VacationIn(Strict):
+    # The range is in the document and checked by the service (422 bad_vacation).
     days = fields.Integer(
         strict=True,
         required=True,
         metadata={
+            "minimum": 1,
+            "maximum": MAX_DAYS,
             "description": f"days away from now (1-{MAX_DAYS}; 422 bad_vacation otherwise), "
-            "counted in this calendar year's allowance (UTC)"
+            "counted in this calendar year's allowance (UTC)",
         },
     )
 
@@ -110,7 +113,15 @@ class VacationDeclared(VacationBooks):
     )
 
 
-@blp.route("/v1/players/<player_id>/vacations")
+PLAYER_PARAM = {
+    "in": "path",
+    "name": "player_id",
+    "description": "the app's user id its games' seats were created with",
+    "schema": {"type": "string", "pattern": _PLAYER_ID.pattern},
+}
+
+
+@blp.route("/v1/players/<player_id>/vacations", parameters=[PLAYER_PARAM])
 class PlayerVacations(MethodView):
     @authenticated
     @blp.doc(security=SECURITY)

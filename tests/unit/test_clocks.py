@@ -296,3 +296,17 @@ def test_replaying_the_log_gives_the_live_banks_and_deadlines(seed):
     assert replayed.deadline_ms == live.deadline_ms
     assert replayed.clock_from_ms == live.clock_from_ms
     assert replayed.out == live.out and replayed.timeouts == live.timeouts
+
+
+def test_a_banked_record_round_trips_through_its_notation():
+    """The notation's header writes a bank as bank=INITIAL+INCREMENT (docs/clocks.md)."""
+    from carcassonne.notation import format_record, parse_record
+    from carcassonne.record import record_from_events
+
+    _, log, _ = _clocked_game(3)
+    record = record_from_events(log)
+    text = format_record(record)
+    assert " bank=" in text.splitlines()[0]
+    assert parse_record(text) == record
+    with pytest.raises(MalformedError):
+        parse_record(text.replace(" bank=", " bank=x", 1))
