@@ -110,11 +110,13 @@ def test_a_move_keeps_its_bank_and_an_exhausted_bank_times_the_seat_out(suite):
     assert drawn.type == "TileDrawn" and turn["deadline_ms"] == drawn.payload["deadline_ms"]
     # the bank after the draw (the service's clock; the append's time is the store's)
     assert abs(drawn.payload["deadline_ms"] - (drawn.time_ms + 2_000)) < SKEW_MS
-    # Ann plays at once: she keeps nearly all of her 2 s, plus the 1 s increment
+    # Ann plays: she keeps what was left of her 2 s at the placement, plus the 1 s increment
     play_one(base, store, game_id, tokens[0])
     log = moves(store, game_id)
     (charged,) = [e for e in log if e.type == "BankCharged"]
-    assert charged.payload["player"] == 0 and 2_000 < charged.payload["bank_ms"] <= 3_000
+    left = max(0, drawn.payload["deadline_ms"] - charged.time_ms)
+    assert charged.payload["player"] == 0 and charged.payload["bank_ms"] >= 1_000
+    assert abs(charged.payload["bank_ms"] - (left + 1_000)) < SKEW_MS
     assert log[-1].type == "TileDrawn"
     assert abs(log[-1].payload["deadline_ms"] - (log[-1].time_ms + 2_000)) < SKEW_MS  # Bob's
     status, turn = call(base, "GET", f"/games/{game_id}/turn")
@@ -237,6 +239,12 @@ def test_a_vacation_pauses_the_players_clocks_in_every_game_and_the_others_hear_
     # the turn timer follows the moved deadline (its index, caught up by the worker)
     shard = index_shard(a_id)
     wait_for(lambda: client.zscore(deadlines_key(shard), a_id) == moved, 10, "the moved deadline")
+    b_deadline = drawn.payload["deadline_ms"]
+    wait_for(
+        lambda: client.zscore(deadlines_key(index_shard(b_id)), b_id) == b_deadline,
+        10,
+        "B's deadline after Vic's draw",
+    )
     # one vacation at a time: a second one while away is refused, and changes nothing
     seq = moves(store, a_id)[-1].seq
     status, again = vacation(base, "u-vic", {"days": 1})

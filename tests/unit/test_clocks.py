@@ -310,3 +310,48 @@ def test_a_banked_record_round_trips_through_its_notation():
     assert parse_record(text) == record
     with pytest.raises(MalformedError):
         parse_record(text.replace(" bank=", " bank=x", 1))
+
+
+# ------------------------------------------------------- the turn timer's deadline index
+
+
+def test_the_timer_index_follows_a_pause_of_the_seat_to_move_and_ignores_the_others():
+    """A `ClockPaused` with a deadline (the away seat's running turn) moves the game's entry
+    in the deadline index; one without (another seat away) leaves it as the draw set it,
+    whether it comes in the same batch as the draw or in a later one."""
+    from eventstore.port import InMemoryEventStore
+    from services.redis_store.changes import Change, Write
+    from services.redis_store.keys import deadlines_key
+    from services.scoring.timer import TimerIndex
+
+    store = InMemoryEventStore()
+    index = TimerIndex.__new__(TimerIndex)
+    index.store = store
+    appended: list[Change] = []
+
+    def append(events: list[Event]) -> Change:
+        seq = len(store.read("g", "moves"))
+        result = store.append("g", "moves", [to_new(e) for e in events], expected=seq,
+                              command_id=f"c{seq}")  # fmt: skip
+        change = Change(f"{seq}-0", "g", "moves", result.first_seq, result.last_seq, NOW,
+                        tuple(to_new(e).type for e in events))  # fmt: skip
+        appended.append(change)
+        return change
+
+    state = GameState()
+    start = append(run(state, StartGame(Ruleset(initial_seconds=60), 2)))
+    draw = append(run(state, DrawTile("E", NOW)))
+    other = append(run(state, PauseClock(1, NOW, NOW + DAY * 1000)))
+    mine = append(run(state, PauseClock(0, NOW + 10_000, NOW + DAY * 1000)))
+    key = deadlines_key(0)
+
+    def deadline(changes: list[Change]) -> list[Write]:
+        return [w for w in index.writes(0, changes) if w.key == key]
+
+    assert deadline([start, draw]) == [Write("zadd", key, "g", NOW + 60_000)]
+    assert deadline([start, draw, other]) == [Write("zadd", key, "g", NOW + 60_000)]
+    assert deadline([other]) == []  # a later batch: the entry stays as it was
+    moved = NOW + DAY * 1000 + 50_000
+    assert state.deadline_ms == moved
+    assert deadline([other, mine]) == [Write("zadd", key, "g", moved)]
+    assert deadline([draw, mine, other]) == [Write("zadd", key, "g", moved)]
