@@ -32,6 +32,7 @@ from services.redis_store.hint_store import QUEUE as HINT_QUEUE
 from services.redis_store.hint_store import TASK as HINT_TASK
 from services.redis_store.hint_store import HintStore, Limits
 from services.redis_store.replication import NotReplicated
+from services.redis_store.vacations import VacationBook
 
 from . import (
     hints,
@@ -381,6 +382,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
                 client, app.config["BOT_SECONDS_IN_FLIGHT"], app.config["BOT_SECONDS_PER_DAY"]
             ),
             hint_desk=hint_desk(app.config, client, tasks),
+            # Players on vacation as a game starts (docs/clocks.md).
+            away=VacationBook(client).away_until,
             move_floor_ms=app.config["BOT_MOVE_FLOOR_MS"],
             # Archived games' whole logs (GET /games/{id}/record, imports), read only.
             archive_reads=FallThroughStore(

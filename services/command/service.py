@@ -22,6 +22,7 @@ from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
     AnswerUndo,
     Event,
+    PauseClock,
     RequestUndo,
     StartGame,
     TurnUndone,
@@ -61,6 +62,9 @@ from .handlers import (
 from .hints import HintDesk, HintReply
 from .secrets_store import Secrets, token_hash
 
+# Which of an API key's player ids are away at a time (Unix ms), and until when.
+Away = Callable[[str, list[str], int], dict[str, int]]
+
 
 class GameService:
     """Validates commands against the rules and appends their events."""
@@ -77,6 +81,7 @@ class GameService:
         move_floor_ms: int = 250,
         archive_reads: FallThroughStore | None = None,
         hint_desk: HintDesk | None = None,
+        away: Away | None = None,
     ) -> None:
         """`in_place`: a turn changes the cached state itself (no copy per turn), which is only
         safe when one thread serves this process's requests (gunicorn's sync worker, the
@@ -96,7 +101,12 @@ class GameService:
 
         `hint_desk`: where hints are asked of the bot worker (services/command/hints.py;
         None: every hint answers 503 hint_unavailable).
+
+        `away`: which of an API key's player ids are on vacation at a time, and until when
+        (services/redis_store/vacations.py; None: nobody): a game starting while a player is
+        away has their clock paused from its start (docs/clocks.md).
         """
+        self.away = away
         self.archive_reads = archive_reads
         self.bot_budget = bot_budget
         self.move_floor_ms = move_floor_ms
@@ -163,11 +173,29 @@ class GameService:
             state.apply(event)
         # The log itself says who sits where.
         events = with_seats(events, record["names"], record.get("player_ids"))
-        events += draw_until_placeable(state, record["seed"], now_ms())
+        now = now_ms()
+        events += self._away_at_start(state, record, now)
+        events += draw_until_placeable(state, record["seed"], now)
         # The worker learns of the game from the change feed, as of every move: a game with
         # an owner key's subscriptions hears of its first turn once the worker has passed it.
         with contextlib.suppress(ConcurrencyError):  # started already: the first draws stand
             append_moves(self.store, game_id, events, expected=0, command_id="create")
+
+    def _away_at_start(self, state: GameState, record: dict[str, Any], now: int) -> list[Event]:
+        """`ClockPaused` for each seat whose player is on vacation as the game starts (its
+        key's player ids, docs/clocks.md), applied to `state`: their first turns' clocks
+        start when they are back."""
+        key_id, ids = record.get("key_id"), record.get("player_ids") or []
+        if self.away is None or not key_id or not any(ids):
+            return []
+        until = self.away(key_id, sorted({i for i in ids if i}), now)
+        events: list[Event] = []
+        for seat, player_id in enumerate(ids):
+            if player_id in until:
+                for event in decide(state, PauseClock(seat, now, until[player_id])):
+                    state.apply(event)
+                    events.append(event)
+        return events
 
     def start_prepared(
         self, game_id: str, record: dict[str, Any], ruleset: Ruleset

@@ -7,7 +7,8 @@ in one script that refuses what does not fit and writes nothing then
 (services/redis_store/vacations.py). Then each game of the player (the games directory's
 index of the key's games by player id, caught up with the change feed first) gets a
 `ClockPaused` per seat of the player still in: a fact of that game's log, so its replay moves
-the same deadlines, and a ``player_away`` item for the other players' notifications.
+the same deadlines, and a ``player_away`` item for the other players' notifications. A game
+that starts while the player is away gets its pause with its start (`GameService`'s `away`).
 """
 
 from __future__ import annotations

@@ -79,22 +79,41 @@ class VacationBook:
         outcome, used, until = (_text(r) for r in reply)
         return Declared(outcome, int(used), int(until) if until else None)
 
+    def away_until(self, key_id: str, player_ids: list[str], now_ms: int) -> dict[str, int]:
+        """Which of the players are on vacation at `now_ms`, and until when (one round trip;
+        `GameService`'s `away`: a game starting while they are away)."""
+        if not player_ids:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for player_id in player_ids:
+            pipe.get(vacations_key(key_id, player_id))
+        out: dict[str, int] = {}
+        for player_id, raw in zip(player_ids, pipe.execute(), strict=True):
+            for vacation in _vacations(raw):
+                if vacation["from_ms"] <= now_ms < vacation["until_ms"]:
+                    out[player_id] = max(out.get(player_id, 0), vacation["until_ms"])
+        return out
+
     def listed(self, key_id: str, player_id: str) -> list[dict[str, Any]]:
         """The player's vacations, oldest first (ms and days as integers)."""
-        raw = self.client.get(vacations_key(key_id, player_id))
-        found = json.loads(raw) if raw else []
-        if not isinstance(found, list):  # cjson writes an empty list as {}
-            return []
-        return [
-            {
-                "vacation_id": str(v["id"]),
-                "from_ms": int(v["from_ms"]),
-                "until_ms": int(v["until_ms"]),
-                "days": int(v["days"]),
-                "year": int(v["year"]),
-            }
-            for v in found
-        ]
+        return _vacations(self.client.get(vacations_key(key_id, player_id)))
+
+
+def _vacations(raw: Any) -> list[dict[str, Any]]:
+    """A player's stored list, read (ms and days as integers)."""
+    found = json.loads(raw) if raw else []
+    if not isinstance(found, list):  # cjson writes an empty list as {}
+        return []
+    return [
+        {
+            "vacation_id": str(v["id"]),
+            "from_ms": int(v["from_ms"]),
+            "until_ms": int(v["until_ms"]),
+            "days": int(v["days"]),
+            "year": int(v["year"]),
+        }
+        for v in found
+    ]
 
 
 def _text(value: Any) -> str:

@@ -245,6 +245,13 @@ def test_a_vacation_pauses_the_players_clocks_in_every_game_and_the_others_hear_
         10,
         "B's deadline after Vic's draw",
     )
+    # a game that starts while Vic is away has Vic's clock paused from its start
+    status, c = create(base, [away, {"name": "Cy"}], initial_seconds=300)
+    assert status == 201, c
+    log = moves(store, c["game_id"])
+    assert [e.type for e in log[:3]] == ["GameStarted", "ClockPaused", "TileDrawn"]
+    assert log[1].payload["player"] == 0 and log[1].payload["until_ms"] == span["until_ms"]
+    assert log[2].payload["deadline_ms"] == span["until_ms"] + 300_000
     # one vacation at a time: a second one while away is refused, and changes nothing
     seq = moves(store, a_id)[-1].seq
     status, again = vacation(base, "u-vic", {"days": 1})
