@@ -509,7 +509,7 @@ class GameState:
         self.away_until_ms[e.player] = max(self.away_until_ms[e.player], e.until_ms)
         if e.deadline_ms is not None:  # their running turn: its clock resumes at the end
             self.deadline_ms = e.deadline_ms
-            self.clock_from_ms = e.until_ms
+            self.clock_from_ms = max(e.until_ms, self.clock_from_ms or e.until_ms)
 
     def _player_timed_out(self, e: PlayerTimedOut) -> None:
         self.undo_point = None

@@ -355,3 +355,18 @@ def test_the_timer_index_follows_a_pause_of_the_seat_to_move_and_ignores_the_oth
     assert state.deadline_ms == moved
     assert deadline([other, mine]) == [Write("zadd", key, "g", moved)]
     assert deadline([draw, mine, other]) == [Write("zadd", key, "g", moved)]
+
+
+def test_a_shorter_pause_inside_a_longer_one_changes_nothing():
+    """The engine takes overlapping pauses (the service allows one vacation at a time): the
+    clock resumes at the later end, and nothing of the absence is charged."""
+    state, _ = started(initial_seconds=300)
+    long_until, short_until = NOW + 5 * DAY * 1000, NOW + 2 * DAY * 1000
+    run(state, PauseClock(0, NOW + 100_000, long_until))
+    moved = state.deadline_ms
+    assert moved == long_until + 200_000
+    events = run(state, PauseClock(0, NOW + 200_000, short_until))
+    assert events == [ClockPaused(0, NOW + 200_000, short_until, moved)]
+    assert state.deadline_ms == moved and state.clock_from_ms == long_until
+    events = play(state, long_until + 50_000)
+    assert BankCharged(0, 150_000) in events
