@@ -145,7 +145,9 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "game has no hand), game_not_over (a rematch) and other refusals of the game's "
         "state; lobbies: already_joined, name_taken, lobby_full, lobby_started, "
         "lobby_expired, lobby_closed, not_in_lobby, lobby_too_small; tickets: "
-        "already_waiting (a second ticket of a waiting player), ticket_matched",
+        "already_waiting (a second ticket of a waiting player), ticket_matched; vacations "
+        "(docs/clocks.md): vacation_allowance_exceeded (details.allowance_days, used_days, "
+        "asked_days, year), vacation_overlaps (details.until_ms)",
         (),
     ),
     413: ("PayloadTooLarge", "body_too_large", ()),
@@ -163,7 +165,10 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "subscriptions bad_webhook_url, webhook_url_not_public, webhook_url_not_https, "
         "bad_webhook_secret, too_many_webhooks, bad_event_kinds, unknown_event_kind, "
         "too_many_subscriptions; unknown_ruleset (lobbies: details.known); unknown_on_leave "
-        "(a ruleset's on_leave naming no bot level: details.choices, docs/takeover.md)",
+        "(a ruleset's on_leave naming no bot level: details.choices, docs/takeover.md); clocks "
+        "(docs/clocks.md): bad_initial_seconds, bad_increment_seconds, "
+        "increment_without_bank, bank_with_turn_limit, bank_with_undo, hand_with_bank, "
+        "and for vacations bad_vacation, bad_player_id",
         (),
     ),
     429: (
@@ -379,6 +384,19 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         security="apiKey",
         request={JSON: {"player_id": "u-1"}},
     ),
+    ("post", "/v1/players/{player_id}/vacations"): Op(
+        "declareVacation",
+        (*BODY, 401, 403, 409, 429, 503),
+        security="apiKey",
+        request={JSON: {"days": 7}},
+        examples={201: ex.VACATION_DECLARED},
+    ),
+    ("get", "/v1/players/{player_id}/vacations"): Op(
+        "listVacations",
+        (401, 403, 422, 429, 503),
+        security="apiKey",
+        examples={200: ex.VACATIONS},
+    ),
     ("post", "/tickets"): Op(
         "takeTicket",
         (*BODY, 401, 403, 409, 429, 503),
@@ -512,6 +530,7 @@ def service_specs() -> list[dict[str, Any]]:
         subscription_views,
         ticket_views,
         undo_api,
+        vacation_views,
     )
     from services.query import app as query_app
     from services.query import pages, pictures, ratings
@@ -526,6 +545,7 @@ def service_specs() -> list[dict[str, Any]]:
                 undo_api.blp,
                 lobby_views.blp,
                 ticket_views.blp,
+                vacation_views.blp,
             ],
         ),
         _service_spec(

@@ -796,3 +796,35 @@ TILESET: dict[str, Any] = {
     **_base_catalog,
     "tiles": [t for t in _base_catalog["tiles"] if t["name"] == "D"],
 }
+
+
+# Vacations (docs/clocks.md): a week away, declared while it was the player's turn in one game.
+VACATION: dict[str, Any] = {
+    "vacation_id": "5d1c0b6f2a8e4f0c9b7a6d5e4c3b2a19",
+    "from_ms": 1795813911245,
+    "until_ms": 1796418711245,
+    "days": 7,
+    "year": 2026,
+}
+VACATION_DECLARED: dict[str, Any] = {
+    "player_id": "u-1",
+    "year": 2026,
+    "allowance_days": 30,
+    "used_days": 7,
+    "left_days": 23,
+    "vacation": VACATION,
+    "paused": [
+        {"game_id": "9f3c2a7b1e4d4c0a8b6f5e2d1c3b4a59", "seat": 0, "seq": 12,
+         "deadline_ms": 1796418771245},
+        {"game_id": "1a2b3c4d5e6f40718293a4b5c6d7e8f9", "seat": 1, "seq": 30,
+         "deadline_ms": None},
+    ],
+}  # fmt: skip
+VACATIONS: dict[str, Any] = {
+    "player_id": "u-1",
+    "year": 2026,
+    "allowance_days": 30,
+    "used_days": 7,
+    "left_days": 23,
+    "vacations": [VACATION],
+}

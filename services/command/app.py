@@ -32,8 +32,17 @@ from services.redis_store.hint_store import QUEUE as HINT_QUEUE
 from services.redis_store.hint_store import TASK as HINT_TASK
 from services.redis_store.hint_store import HintStore, Limits
 from services.redis_store.replication import NotReplicated
+from services.redis_store.vacations import VacationBook
 
-from . import hints, integration, lobby_views, subscription_views, ticket_views, undo_api
+from . import (
+    hints,
+    integration,
+    lobby_views,
+    subscription_views,
+    ticket_views,
+    undo_api,
+    vacation_views,
+)
 from .client import command_client
 from .config import from_env
 from .handlers import TurnResult
@@ -373,6 +382,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
                 client, app.config["BOT_SECONDS_IN_FLIGHT"], app.config["BOT_SECONDS_PER_DAY"]
             ),
             hint_desk=hint_desk(app.config, client, tasks),
+            # Players on vacation as a game starts (docs/clocks.md).
+            away=VacationBook(client).away_until,
             move_floor_ms=app.config["BOT_MOVE_FLOOR_MS"],
             # Archived games' whole logs (GET /games/{id}/record, imports), read only.
             archive_reads=FallThroughStore(
@@ -387,6 +398,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     undo_api.init_app(app, api)  # /games/{id}/undo…
     lobby_views.init_app(app, api, service)  # /lobbies…
     ticket_views.init_app(app, api, service)  # /tickets…
+    vacation_views.init_app(app, api, service)  # /v1/players/{id}/vacations
 
     def not_replicated(exc: redis.RedisError) -> Response | None:
         # An append is one script: it happened whole or not at all (the reply may be what

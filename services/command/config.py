@@ -72,6 +72,9 @@ DEFAULTS: dict[str, Any] = {
     "BOT_SECONDS_PER_DAY": 28_800.0,
     "BOT_MOVE_FLOOR_MS": 250,
     "UNDO_SECONDS": 120.0,  # how long the others have to answer an undo request (consent)
+    # Vacation days a player (by player id, per API key) may declare per calendar year (UTC):
+    # their clocks pause meanwhile (docs/clocks.md). 0: no vacations.
+    "VACATION_DAYS_PER_YEAR": 30,
     # The archive finished games move to (the scoring worker's setting; services/archive):
     # read only here, for GET /games/{id}/record and imports of an archived game.
     "ARCHIVE_URL": "",

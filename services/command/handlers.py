@@ -18,6 +18,7 @@ from typing import Any
 from carcassonne.errors import OutOfTurnError
 from carcassonne.events import (
     Event,
+    PauseClock,
     PlayTurn,
     RecallAbbot,
     Resign,
@@ -252,6 +253,33 @@ class Reissue(Handler[Taken, TurnResult]):
 
     def lost(self, unit: Taken, appended: Appended | None) -> TurnResult | None:
         """See `Handler.lost`: a duplicate is this very re-issue, appended already."""
+        if appended is not None:
+            return TurnResult(appended.stored, unit.state, appended.result.last_seq, True)
+        unit.catch_up()
+        return None
+
+
+class Pause(Handler[Taken, "TurnResult | None"]):
+    """Append `ClockPaused` for a seat away on vacation (docs/clocks.md), conditional like any
+    append; its command id names the vacation and the seat, so it lands once per game and
+    seat. A game over, or a seat out, by the time it is decided: nothing (None)."""
+
+    stale = "the game moved on; retry"
+
+    def __init__(self, seat: int, now_ms: int, until_ms: int, command_id: str) -> None:
+        self.seat, self.now_ms, self.until_ms = seat, now_ms, until_ms
+        self.command_id = command_id
+
+    def decide(self, unit: Taken) -> Decision | TurnResult | None:
+        """See `Handler.decide`."""
+        state = unit.state
+        if state.phase == OVER or state.out[self.seat] is not None:
+            return None
+        events = decide(state, PauseClock(self.seat, self.now_ms, self.until_ms))
+        return Decision(events, self.command_id, None)
+
+    def lost(self, unit: Taken, appended: Appended | None) -> TurnResult | None:
+        """See `Handler.lost`: a duplicate is this very pause, appended already."""
         if appended is not None:
             return TurnResult(appended.stored, unit.state, appended.result.last_seq, True)
         unit.catch_up()

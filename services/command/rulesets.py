@@ -19,6 +19,9 @@ from .schemas import RulesetIn
 PRESETS: dict[str, dict[str, Any]] = {
     "classic": {},  # the base game, 3rd edition farms (R7.3)
     "classic-async": {"turn_seconds": 86_400},  # a day per move (docs/lifecycle.md)
+    # Fischer time banks (docs/clocks.md): 5 minutes + 5 s a move; 3 days + a day a move
+    "blitz": {"initial_seconds": 300, "increment_seconds": 5},
+    "correspondence": {"initial_seconds": 3 * 86_400, "increment_seconds": 86_400},
     "demo": {"tileset": "demo"},  # the 48-tile print-and-play set (R1.2)
     "river": {"river": True},  # R9.1
     "abbot": {"tile_edition": "2nd", "abbot": True},  # R9.2

@@ -7,6 +7,7 @@ from typing import Any
 from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
 
 from carcassonne.geometry import EDGES, HALF_EDGES
+from carcassonne.ruleset import MAX_BANK_SECONDS
 from services.common.schemas import (
     EDGE,
     HALF_EDGE,
@@ -125,6 +126,34 @@ class RulesetIn(Strict):
             "description": "seconds a player has for a turn (e.g. 60 live, 86400 "
             "asynchronous); a turn not played in time is skipped by the server "
             "(docs/lifecycle.md). Default: no limit"
+        },
+    )
+    # The ranges are in the document (minimum, maximum) and checked by the engine's ruleset,
+    # which answers their own codes (422 bad_initial_seconds, bad_increment_seconds).
+    initial_seconds = fields.Integer(
+        strict=True,
+        allow_none=True,
+        load_default=None,
+        metadata={
+            "minimum": 1,
+            "maximum": MAX_BANK_SECONDS,
+            "description": "a Fischer time bank per seat, in seconds at the start (1-2592000; "
+            "e.g. 300 blitz, 259200 = 3 days correspondence): a turn's deadline is the mover's "
+            "bank after the draw, a move keeps what was left plus increment_seconds, an "
+            "exhausted bank times the turn out (docs/clocks.md). Not with turn_seconds, undo or "
+            "a hand: 422 bank_with_turn_limit, bank_with_undo, hand_with_bank; out of range: "
+            "422 bad_initial_seconds. Default: no bank",
+        },
+    )
+    increment_seconds = fields.Integer(
+        strict=True,
+        load_default=0,
+        metadata={
+            "minimum": 0,
+            "maximum": MAX_BANK_SECONDS,
+            "description": "seconds each move adds to the mover's bank (0-2592000; e.g. 5 "
+            "blitz, 86400 correspondence); only with initial_seconds (422 "
+            "increment_without_bank; out of range: bad_increment_seconds)",
         },
     )
     max_timeouts = fields.Integer(
@@ -288,6 +317,21 @@ class TurnView(Closed):
         metadata={
             "description": "per seat: the level of the bot that plays it since it went out "
             "(ruleset on_leave: docs/takeover.md), else null"
+        },
+    )
+    banks_ms = ints(
+        metadata={
+            "description": "Fischer clock (docs/clocks.md): each seat's time bank (ms) as of "
+            "its last move; the running turn's remainder is deadline_ms minus now. Left out "
+            "without a bank"
+        }
+    )
+    away_until_ms = fields.List(
+        fields.Integer(allow_none=True),
+        metadata={
+            "description": "per seat: when its declared vacation ends (Unix ms; its clock "
+            "pauses until then), null if it declared none; left out until a seat declares "
+            "one (docs/clocks.md)"
         },
     )
     status = fields.String(

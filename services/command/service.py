@@ -18,10 +18,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from carcassonne.errors import MalformedError, OutOfTurnError
+from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
     AnswerUndo,
     Event,
+    PauseClock,
     RequestUndo,
     StartGame,
     TurnUndone,
@@ -47,9 +48,22 @@ from services.redis_store.keys import derived_game_id, new_game_id
 from . import hints, views
 from .cache import Cached, FoldCache, Taken
 from .errors import Forbidden, IdempotencyKeyReused, NotFound
-from .handlers import Asked, Command, Decide, Reissue, Resignation, Turn, TurnResult, seat_of
+from .handlers import (
+    Asked,
+    Command,
+    Decide,
+    Pause,
+    Reissue,
+    Resignation,
+    Turn,
+    TurnResult,
+    seat_of,
+)
 from .hints import HintDesk, HintReply
 from .secrets_store import Secrets, token_hash
+
+# Which of an API key's player ids are away at a time (Unix ms), and until when.
+Away = Callable[[str, list[str], int], dict[str, int]]
 
 
 class GameService:
@@ -67,6 +81,7 @@ class GameService:
         move_floor_ms: int = 250,
         archive_reads: FallThroughStore | None = None,
         hint_desk: HintDesk | None = None,
+        away: Away | None = None,
     ) -> None:
         """`in_place`: a turn changes the cached state itself (no copy per turn), which is only
         safe when one thread serves this process's requests (gunicorn's sync worker, the
@@ -86,7 +101,12 @@ class GameService:
 
         `hint_desk`: where hints are asked of the bot worker (services/command/hints.py;
         None: every hint answers 503 hint_unavailable).
+
+        `away`: which of an API key's player ids are on vacation at a time, and until when
+        (services/redis_store/vacations.py; None: nobody): a game starting while a player is
+        away has their clock paused from its start (docs/clocks.md).
         """
+        self.away = away
         self.archive_reads = archive_reads
         self.bot_budget = bot_budget
         self.move_floor_ms = move_floor_ms
@@ -155,11 +175,29 @@ class GameService:
             state.apply(event)
         # The log itself says who sits where.
         events = with_seats(events, record["names"], record.get("player_ids"))
-        events += draw_until_placeable(state, record["seed"], now_ms())
+        now = now_ms()
+        events += self._away_at_start(state, record, now)
+        events += draw_until_placeable(state, record["seed"], now)
         # The worker learns of the game from the change feed, as of every move: a game with
         # an owner key's subscriptions hears of its first turn once the worker has passed it.
         with contextlib.suppress(ConcurrencyError):  # started already: the first draws stand
             append_moves(self.store, game_id, events, expected=0, command_id="create")
+
+    def _away_at_start(self, state: GameState, record: dict[str, Any], now: int) -> list[Event]:
+        """`ClockPaused` for each seat whose player is on vacation as the game starts (its
+        key's player ids, docs/clocks.md), applied to `state`: their first turns' clocks
+        start when they are back."""
+        key_id, ids = record.get("key_id"), record.get("player_ids") or []
+        if self.away is None or not key_id or not any(ids):
+            return []
+        until = self.away(key_id, sorted({i for i in ids if i}), now)
+        events: list[Event] = []
+        for seat, player_id in enumerate(ids):
+            if player_id in until:
+                for event in decide(state, PauseClock(seat, now, until[player_id])):
+                    state.apply(event)
+                    events.append(event)
+        return events
 
     def start_prepared(
         self, game_id: str, record: dict[str, Any], ruleset: Ruleset
@@ -301,6 +339,42 @@ class GameService:
         done = run_command(self.store, game_id, unit, Reissue(seat, uuid.uuid4().hex))
         seq = done.appended.result.last_seq if isinstance(done, Committed) else done.seq
         return {"game_id": game_id, "seat": seat, "token": token, "seq": seq}
+
+    def pause_clocks(
+        self, game_id: str, key_id: str, player_id: str, span: tuple[int, int], vacation_id: str
+    ) -> list[dict[str, Any]]:
+        """Pause the clocks of `player_id`'s seats in a game of `key_id` for a vacation
+        `span` (from, until: Unix ms; docs/clocks.md): one `ClockPaused` per seat still in, a
+        conditional append each under `vacation:<id>:<seat>`. A game not of this key, not
+        started or over (or gone to the archive), or without the player in, gets nothing
+        (an empty list): the vacation is recorded already, so one game's refusal must not
+        fail the others."""
+        try:
+            return self._pause_clocks(game_id, key_id, player_id, span, vacation_id)
+        except GameError:
+            return []
+
+    def _pause_clocks(
+        self, game_id: str, key_id: str, player_id: str, span: tuple[int, int], vacation_id: str
+    ) -> list[dict[str, Any]]:
+        cached = self.load(game_id)
+        ids = cached.secrets.get("player_ids") or []
+        if cached.secrets.get("key_id") != key_id or cached.state.phase == OVER:
+            return []
+        paused = []
+        for seat, found in enumerate(ids):
+            if found != player_id:
+                continue
+            unit = Taken(self.games, game_id, False, False)
+            pause = Pause(seat, span[0], span[1], f"vacation:{vacation_id}:{seat}")
+            done = run_command(self.store, game_id, unit, pause)
+            if done is None:
+                continue
+            state = done.state
+            seq = done.appended.result.last_seq if isinstance(done, Committed) else done.seq
+            running = state.deadline_ms if state.current == seat and state.drawn else None
+            paused.append({"game_id": game_id, "seat": seat, "seq": seq, "deadline_ms": running})
+        return paused
 
     @staticmethod
     def _check_reissue(cached: Cached, seat: Any, key_id: str) -> None:

@@ -38,6 +38,7 @@ def turn_view(game_id: str, cached: Cached) -> dict[str, Any]:
         "taken_over": list(state.taken_over),
         "status": status_of(state),
     }
+    view.update(clock_view(state))
     if state.phase == OVER:
         view["seed"] = cached.secrets["seed"]  # R2.1 Decision: revealed once the game ends
     if state.ruleset.undo != "off":
@@ -47,6 +48,18 @@ def turn_view(game_id: str, cached: Cached) -> dict[str, Any]:
         if state.phase == OVER:
             view["hands"] = state.hand_lists()
     return view
+
+
+def clock_view(state: GameState) -> dict[str, Any]:
+    """The clocks (docs/clocks.md): each seat's Fischer bank as of its last move (only with a
+    bank: the running turn's live remainder is `deadline_ms` minus now), and when each seat's
+    declared absence ends (only once a seat declared one; null: none or past ends alike)."""
+    out: dict[str, Any] = {}
+    if state.banks_ms:
+        out["banks_ms"] = list(state.banks_ms)
+    if any(state.away_until_ms):
+        out["away_until_ms"] = [at or None for at in state.away_until_ms]
+    return out
 
 
 def placements(state: GameState) -> list[dict[str, Any]]:

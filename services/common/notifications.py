@@ -25,7 +25,8 @@ from typing import Any
 # made for them (a lobby that filled, a rematch) from one item; match_found: a game made by
 # matchmaking (every seat with its ticket), right after its game_started; seat_taken_over: a
 # bot plays a seat that left from now on (seat, player_id, level; ruleset on_leave), right
-# after its player_out.
+# after its player_out; player_away: a seat declared a vacation (its clock pauses: seat,
+# player_id, from_ms, until_ms, deadline_ms; docs/clocks.md).
 KINDS = (
     "turn_started",
     "move_made",
@@ -35,6 +36,7 @@ KINDS = (
     "game_started",
     "match_found",
     "seat_taken_over",
+    "player_away",
 )
 MAX_SUBSCRIPTIONS = 10  # per API key: every event of its games is sent to each
 RECENT_KEPT = 200  # attempts a subscription's delivery log keeps (newest first)

@@ -53,6 +53,9 @@ HINTS: dict[str, str] = {
     "ratings": "Ratings count the finished games created with your API key whose seats have a "
     "player_id (or are bots), per pool: classic, hand, demo (docs/ratings.md). GET "
     "/v1/ratings/classic lists a pool's players.",
+    "vacation": "A player's vacation days per calendar year (UTC) are capped by the platform "
+    "(VACATION_DAYS_PER_YEAR); GET /v1/players/{player_id}/vacations shows the days used and "
+    "left, docs/clocks.md explains how a vacation pauses the player's clocks.",
     "budget": "Bot seats and hints cost CPU: details.budget names the budget used up and "
     "details.limit_seconds its size (in_flight: the API key's games in progress and hints "
     "being worked out; day: its bot seconds today, UTC; seat: this seat's hints in this "
@@ -83,6 +86,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "auth": ("bad_token", "missing_token", "seat_not_found"),
     "key": ("bad_api_key", "missing_api_key", "not_game_owner"),
     "create": ("bad_area", "bad_bots", "bad_draws", "bad_hand", "bad_idle", "bad_max_timeouts",
+               "bad_increment_seconds", "bad_initial_seconds", "bank_with_turn_limit",
+               "bank_with_undo", "hand_with_bank", "increment_without_bank",
                "bad_meeples", "bad_names", "bad_player", "bad_player_ids", "bad_players",
                "bad_ruleset", "bad_seat_order", "bad_start", "bad_turn_seconds",
                "border_area_too_small", "border_without_area", "draws_short",
@@ -108,6 +113,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "bots": ("bot_only_think_ms",),
     "budget": ("bot_budget_exceeded", "bot_day_budget_exceeded", "hint_budget_exceeded"),
     "ratings": ("player_not_rated", "pool_not_found"),
+    "vacation": ("bad_player_id", "bad_vacation", "vacation_allowance_exceeded",
+                 "vacation_overlaps"),
     "lobby": ("already_joined", "bad_invite_code", "lobby_closed", "lobby_expired",
               "lobby_full", "lobby_not_found", "lobby_started", "lobby_too_small", "name_taken",
               "not_in_lobby", "not_lobby_host", "unknown_ruleset", "already_waiting",

@@ -134,6 +134,19 @@ class Ruleset(Closed):
             'left out when "skip"'
         },
     )
+    initial_seconds = fields.Integer(
+        validate=validate.Range(1, 30 * 86_400),
+        metadata={
+            "description": "each seat's Fischer time bank at the start (docs/clocks.md); "
+            "left out without a bank"
+        },
+    )
+    increment_seconds = fields.Integer(
+        validate=validate.Range(0, 30 * 86_400),
+        metadata={
+            "description": "seconds each move adds to the mover's bank; with initial_seconds"
+        },
+    )
 
 
 # Which spot key a meeple's feature takes. One flat object with optional keys, not a oneOf
@@ -193,6 +206,8 @@ class Event(Closed):
                 "TurnUndone",
                 "HandDrawn",
                 "HandsRevealed",
+                "BankCharged",
+                "ClockPaused",
                 "FeatureScored",
                 "GameScored",
                 "ScoreReverted",
@@ -220,7 +235,9 @@ class Event(Closed):
             "totals (docs/undo.md); R10.3 hand games: HandDrawn: player, commitment (SHA-256 "
             'hex of "tile:nonce"; the tile stays secret), HandsRevealed: hands (per seat '
             "[tile, nonce] pairs, at the end), and TilePlaced, TileDiscarded, TileReturned "
-            "carry the played tile's nonce"
+            "carry the played tile's nonce; clocks (docs/clocks.md): BankCharged: player, "
+            "bank_ms (a seat's Fischer time bank after its placement), ClockPaused: player, "
+            "from_ms, until_ms, deadline_ms (a vacation; the running turn's moved deadline)"
         },
     )
 

@@ -130,6 +130,18 @@ class BoardSeat(Closed):
         allow_none=True,
         metadata={"description": "the computer plays this seat (docs/bots.md); null: a person"},
     )
+    bank_ms = fields.Integer(
+        metadata={
+            "description": "Fischer clock: this seat's time bank (ms) as of its last move; "
+            "left out without a bank (docs/clocks.md)"
+        }
+    )
+    away_until_ms = fields.Integer(
+        metadata={
+            "description": "when this seat's declared vacation ends (Unix ms; its clock "
+            "pauses until then); left out if it declared none (docs/clocks.md)"
+        }
+    )
 
 
 class BoardTurn(Closed):

@@ -6,7 +6,7 @@ from typing import Any
 
 from carcassonne.explain import explain, seat_name
 from carcassonne.projection import farms_if_ended, open_features, projected_scores
-from carcassonne.state import NEW, OVER
+from carcassonne.state import NEW, OVER, GameState
 from carcassonne.track import track_position
 from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, SCORE_REVERTED
 
@@ -59,6 +59,17 @@ def scores_etag(pos: Position) -> str:
     return f"m{pos.seq}.s{pos.score_seq}.p{pos.progress}"
 
 
+def clock_of(state: GameState, seat: int) -> dict[str, Any]:
+    """A seat's clock (docs/clocks.md): its Fischer bank as of its last move (only with a
+    bank), and when its declared vacation ends (only once it declared one)."""
+    out: dict[str, Any] = {}
+    if state.banks_ms:
+        out["bank_ms"] = state.banks_ms[seat]
+    if state.away_until_ms and state.away_until_ms[seat]:
+        out["away_until_ms"] = state.away_until_ms[seat]
+    return out
+
+
 def board_view(pos: Position) -> dict[str, Any]:
     """Tiles, meeples, the turn, tiles left, and every open feature with its score if the
     game ended now (R7.2; farms R7.3/R7.4), as computed by the engine."""
@@ -91,6 +102,7 @@ def board_view(pos: Position) -> dict[str, Any]:
                 "taken_over": state.taken_over[p],
                 "timeouts": state.timeouts[p],
                 "bot": bot(pos, p),
+                **clock_of(state, p),
             }
             for p in range(state.players)
         ],

@@ -281,6 +281,12 @@ def split_member(member: str) -> tuple[str, str]:
 # in one game lives under the game's tag.
 
 
+def vacations_key(key_id: str, player_id: str) -> str:
+    """A player's declared vacations under an API key (docs/clocks.md): a JSON list, written
+    and read by the command service only."""
+    return "{k:" + key_id + "}:vacations:" + player_id
+
+
 def subscriptions_key(key_id: str) -> str:
     """Hash: subscription id -> its configuration JSON (url, kinds, secrets), of one API key."""
     return "{k:" + key_id + "}:subs"

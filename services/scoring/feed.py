@@ -17,9 +17,14 @@ fold), so an item says who is to play after each move. For move seq M, in this o
 - ``turn_started``: a tile was drawn for a seat (`TileDrawn`; with a three-tile hand, R10.3,
   once the seat to move has its hand refilled, ``tile`` null: the hand is secret): the seat,
   its player id, the tile and the turn's deadline (`deadline_ms`, null when the game has no
-  turn limit). After a discard the same seat draws again: a new ``turn_started`` with the
-  new tile. After an undo (`TurnUndone`) the seat that placed has its turn again:
-  ``turn_started`` with its tile.
+  turn limit), and with a Fischer clock the seat's time bank at the draw (`bank_ms`,
+  docs/clocks.md; the key is left out without one). After a discard the same seat draws
+  again: a new ``turn_started`` with the new tile. After an undo (`TurnUndone`) the seat
+  that placed has its turn again: ``turn_started`` with its tile.
+
+- ``player_away``: a seat declared a vacation (`ClockPaused`, docs/clocks.md): the seat, its
+  player id, `from_ms`, `until_ms` and its running turn's moved deadline (`deadline_ms`, null
+  when it was not that seat's turn), so the other players know why nothing moves.
 
 - ``game_started`` (move 1, `GameStarted`, before the first ``turn_started``): every seat
   with its name and player id (``players``: seat order), so each player of a game made for
@@ -50,6 +55,7 @@ MOVES_MADE = ("TilePlaced", "TileDiscarded", UNDONE)
 # Events by which a seat leaves the game, with the reason the item gives.
 OUT_EVENTS = {"PlayerResigned": "resigned", "PlayerTimedOut": "timed_out"}
 TAKEN_OVER = "SeatTakenOver"  # a bot plays the seat that left from here on
+PAUSED = "ClockPaused"  # a seat away on vacation: player_away (docs/clocks.md)
 ABANDONED = "GameAbandoned"  # ended by the server with no final scoring: no GameScored
 SCORE_KINDS = {FEATURE_SCORED: "score", SCORE_REVERTED: "score", GAME_SCORED: "game_over"}
 
@@ -153,12 +159,18 @@ class Feed:
             player = int(stored.payload["player"])
             data = {**_seat(ids, player), "level": str(stored.payload["level"])}
             items.append(Item("seat_taken_over", seq, at, data))
+        if stored.type == PAUSED:
+            player = int(stored.payload["player"])
+            away = {k: stored.payload.get(k) for k in ("from_ms", "until_ms", "deadline_ms")}
+            items.append(Item("player_away", seq, at, {**_seat(ids, player), **away}))
         if stored.type == ABANDONED:
             ended = {"reason": "abandoned", "scores": list(state.scores), "winners": []}
             items.append(Item("game_over", seq, at, ended))
         if stored.type in ("TileDrawn", UNDONE) and not state.over:
             data = {**_seat(ids, state.current), "tile": state.drawn,
                     "deadline_ms": state.deadline_ms}  # fmt: skip
+            if state.banks_ms:  # Fischer clock: the seat's bank as its turn began
+                data["bank_ms"] = state.banks_ms[state.current]
             items.append(Item("turn_started", seq, at, data))
         elif _hand_turn_starts(state, was):
             # R10.3: its tiles are the seat's secret: `tile` is null (the seat's /hand says).

@@ -56,6 +56,10 @@ def idle_games(client: redis.Redis, idle_since_ms: int, page: int = 1_000) -> It
 
 ENDINGS = ("GameEnded", "GameAbandoned")
 TURNS = ("TileDrawn", "TurnUndone")  # the events that set a turn's deadline (docs/undo.md)
+# A vacation's pause moves the running turn's deadline when it is the away seat's turn
+# (its `deadline_ms` not null), and leaves it as it is otherwise (docs/clocks.md).
+PAUSED = "ClockPaused"
+_UNSET = -1  # `_deadline`: the change set no deadline (a pause of a seat not to move)
 
 
 class TimerIndex:
@@ -76,7 +80,7 @@ class TimerIndex:
         each game's last state in the batch is written (a catch-up over many turns of one
         game reads one event range, not one per turn)."""
         idle: dict[str, int] = {}
-        turn: dict[str, Change] = {}
+        turn: dict[str, list[Change]] = {}  # the last change with a draw, then later pauses
         ended: set[str] = set()
         for change in changes:
             if change.stream != MOVES or not change.types:  # no move appended (an announcement)
@@ -84,7 +88,9 @@ class TimerIndex:
             game = change.game_id
             idle[game] = change.time_ms
             if any(t in TURNS for t in change.types):
-                turn[game] = change
+                turn[game] = [change]
+            elif PAUSED in change.types:
+                turn.setdefault(game, []).append(change)
             if any(t in ENDINGS for t in change.types):
                 ended.add(game)
         out: list[Write] = []
@@ -94,8 +100,12 @@ class TimerIndex:
                         Write("zrem", idle_key(shard), game)]  # fmt: skip
                 continue
             out.append(Write("zadd", idle_key(shard), game, at))
-            if game in turn:
-                deadline = self._deadline(turn[game])
+            deadline: int | None = _UNSET
+            for change in reversed(turn.get(game, [])):
+                deadline = self._deadline(change)
+                if deadline != _UNSET:
+                    break
+            if deadline != _UNSET:
                 out.append(
                     Write("zrem", deadlines_key(shard), game)
                     if deadline is None
@@ -104,14 +114,17 @@ class TimerIndex:
         return out
 
     def _deadline(self, change: Change) -> int | None:
-        """The deadline (Unix ms) the change's last draw or undo gave its turn, if any."""
+        """The deadline (Unix ms) the change's last draw, undo or pause of the seat to move
+        gave its turn, None if that cleared it, `_UNSET` if the change set none."""
         events = self.store.read(change.game_id, MOVES, after=change.first - 1,
                                  limit=change.last - change.first + 1)  # fmt: skip
         for event in reversed(events):
+            deadline = event.payload.get("deadline_ms")
+            if event.type == PAUSED and deadline is not None:
+                return int(deadline)
             if event.type in TURNS:
-                deadline = event.payload.get("deadline_ms")
                 return None if deadline is None else int(deadline)
-        return None
+        return _UNSET
 
 
 @dataclass(frozen=True)

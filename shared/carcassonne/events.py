@@ -232,6 +232,33 @@ class TurnUndone:
 
 UNDO_EVENTS = (UndoRequested, UndoAccepted, UndoRefused, TurnUndone)
 
+
+@dataclass(frozen=True)
+class BankCharged:
+    """Fischer clock (ruleset `initial_seconds`, docs/clocks.md): `player`'s turn ended with a
+    placement, and their time bank is now `bank_ms` (what was left at the placement, plus the
+    ruleset's increment). The draw that follows the placement charges it, on the draw's clock
+    (the same append): the bank is a fact of the log, so a replay needs no clock."""
+
+    player: int
+    bank_ms: int
+
+
+@dataclass(frozen=True)
+class ClockPaused:
+    """`player` is away (a declared vacation, docs/clocks.md) from `from_ms` until `until_ms`
+    (Unix ms): their clock stands still meanwhile. A turn of theirs drawn while they are
+    away starts its clock at `until_ms`; `deadline_ms` is their running turn's deadline moved
+    by the pause (None: not their turn, or no clock), as the log's new deadline."""
+
+    player: int
+    from_ms: int
+    until_ms: int
+    deadline_ms: int | None = None
+
+
+CLOCK_EVENTS = (BankCharged, ClockPaused)
+
 Event = (
     GameStarted
     | TileDrawn
@@ -252,6 +279,8 @@ Event = (
     | TurnUndone
     | HandDrawn
     | HandsRevealed
+    | BankCharged
+    | ClockPaused
 )
 
 
@@ -371,6 +400,16 @@ class RequestUndo:
 
 
 @dataclass(frozen=True)
+class PauseClock:
+    """`player` is away from `now_ms` (the caller's clock) until `until_ms`: pause their
+    clock (a declared vacation, docs/clocks.md)."""
+
+    player: int
+    now_ms: int
+    until_ms: int
+
+
+@dataclass(frozen=True)
 class AnswerUndo:
     """Accept or refuse undo request `request` (consent), at `now_ms` on the caller's clock
     (None: no clock, as in a record's replay: no deadline is checked or set)."""
@@ -393,6 +432,7 @@ Command = (
     | AbandonGame
     | RequestUndo
     | AnswerUndo
+    | PauseClock
 )
 
 # ---------------------------------------------------------------------- JSON forms
@@ -531,6 +571,7 @@ _SIMPLE: dict[str, type] = {
     "TokenReissued": TokenReissued,
     "UndoRequested": UndoRequested, "UndoAccepted": UndoAccepted, "UndoRefused": UndoRefused,
     "TurnUndone": TurnUndone, "HandDrawn": HandDrawn,
+    "BankCharged": BankCharged, "ClockPaused": ClockPaused,
 }  # fmt: skip
 
 

@@ -16,6 +16,8 @@ from .events import (
     AbandonGame,
     AbbotRecalled,
     AnswerUndo,
+    BankCharged,
+    ClockPaused,
     Command,
     DiscardTile,
     DrawTile,
@@ -26,6 +28,7 @@ from .events import (
     GameStarted,
     HandDrawn,
     HandsRevealed,
+    PauseClock,
     PlayerResigned,
     PlayerTimedOut,
     PlayTurn,
@@ -384,6 +387,8 @@ def decide(state: GameState, command: Command) -> list[Event]:
             return request_undo(state, command)
         case AnswerUndo():
             return answer_undo(state, command)
+        case PauseClock():
+            return _pause(state, command)
     raise MalformedError("unknown_command", f"unknown command {command!r}")
 
 
@@ -440,10 +445,32 @@ def _draw(state: GameState, cmd: DrawTile) -> list[Event]:
         if not isinstance(cmd.nonce, str) or not cmd.nonce:
             raise MalformedError("bad_nonce", "a hand's draw needs a nonce (a string)", "R10.3")
         return [HandDrawn(state.current, commit(cmd.tile, cmd.nonce), cmd.tile, cmd.nonce)]
-    deadline = None
-    if state.ruleset.turn_seconds is not None and cmd.now_ms is not None:
-        deadline = cmd.now_ms + state.ruleset.turn_seconds * 1000
-    return [TileDrawn(cmd.tile, deadline)]
+    if cmd.now_ms is None:  # no clock (a caller without one): no deadline
+        return [TileDrawn(cmd.tile)]
+    return _clocked_draw(state, cmd.tile, cmd.now_ms)
+
+
+def _clocked_draw(state: GameState, tile: str, now_ms: int) -> list[Event]:
+    """The draw at `now_ms` with its deadline (docs/lifecycle.md, docs/clocks.md): a turn
+    limit's `turn_seconds`, or the mover's Fischer bank, after the draw, or after the mover's
+    absence if they are away. With a bank, the placement just made is charged first: the
+    placer keeps what was left of their bank at `now_ms`, plus the increment."""
+    events: list[Event] = []
+    banks = list(state.banks_ms)
+    if banks and state.charge is not None:
+        player, deadline, since = state.charge
+        left = max(0, deadline - max(now_ms, since))
+        banks[player] = left + state.ruleset.increment_seconds * 1000
+        events.append(BankCharged(player, banks[player]))
+    away = state.away_until_ms
+    start = max(now_ms, away[state.current]) if away else now_ms
+    if banks:
+        events.append(TileDrawn(tile, start + banks[state.current]))
+    elif state.ruleset.turn_seconds is not None:
+        events.append(TileDrawn(tile, start + state.ruleset.turn_seconds * 1000))
+    else:
+        events.append(TileDrawn(tile))
+    return events
 
 
 def _game_end_after(state: GameState, bag_size: int) -> list[Event]:
@@ -734,6 +761,28 @@ def _time_out(state: GameState, cmd: TimeOutTurn) -> list[Event]:
         events.append(PlayerTimedOut(cmd.player, timeouts))
         events += _too_few_left(state, cmd.player)
     return events
+
+
+def _pause(state: GameState, cmd: PauseClock) -> list[Event]:
+    """A seat away until `until_ms` (a vacation, docs/clocks.md): its clock stands still; a
+    turn of its own already running gets its deadline moved by the rest of the absence."""
+    if state.phase == OVER:
+        raise OutOfTurnError("game_over", "the game is over", "R7.1")
+    if state.phase == NEW:
+        raise OutOfTurnError("game_not_started", "the game has not started", "R2")
+    if type(cmd.player) is not int or not 0 <= cmd.player < state.players:
+        raise MalformedError("bad_player", f"player must be 0-{state.players - 1}")
+    if state.out[cmd.player] is not None:
+        raise OutOfTurnError("player_out", f"player {cmd.player} is out of the game")
+    if not (type(cmd.now_ms) is int and type(cmd.until_ms) is int and cmd.until_ms > cmd.now_ms):
+        raise MalformedError("bad_vacation", "a pause ends after it begins")
+    deadline = None
+    running = state.deadline_ms
+    if state.phase == PLACE and cmd.player == state.current and running is not None:
+        since = max(cmd.now_ms, state.clock_from_ms or cmd.now_ms)
+        resume = max(cmd.until_ms, since)
+        deadline = resume + max(0, running - since)
+    return [ClockPaused(cmd.player, cmd.now_ms, cmd.until_ms, deadline)]
 
 
 def _resign(state: GameState, cmd: Resign) -> list[Event]:

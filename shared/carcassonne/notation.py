@@ -156,6 +156,8 @@ def format_record(record: Record, per_line: int = 10) -> str:
         head.append("river=on")
     if rules.turn_seconds is not None:
         head.append(f"turn={rules.turn_seconds}")
+    if rules.initial_seconds is not None:  # a Fischer bank (docs/clocks.md): seconds+seconds
+        head.append(f"bank={rules.initial_seconds}+{rules.increment_seconds}")
     if rules.max_timeouts != 3:
         head.append(f"timeouts={rules.max_timeouts}")
     if record.abandoned:
@@ -269,6 +271,9 @@ def parse_record(text: str) -> Record:
             area = (int(w), int(h))
         meeples = options.pop("meeples", None)
         turn_seconds = options.pop("turn", None)
+        bank, plus, step = options.pop("bank", "").partition("+")
+        if bank and not plus:
+            raise ValueError("a bank is written bank=INITIAL+INCREMENT")
         ruleset = Ruleset(
             tileset=tileset,
             farmers=_ON_OFF[options.pop("farmers", "on")],
@@ -288,6 +293,8 @@ def parse_record(text: str) -> Record:
             tile_edition=options.pop("edition", "1st"),
             hand=int(options.pop("hand", "1")),
             on_leave=options.pop("leave", "skip"),
+            initial_seconds=int(bank) if bank else None,
+            increment_seconds=int(step) if bank else 0,
         )
         abandoned = {"over": False, "abandoned": True}[options.pop("end", "over")]
         players = int(options.pop("players"))

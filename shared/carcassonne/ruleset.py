@@ -20,6 +20,9 @@ MAX_TURN_SECONDS = 30 * 86_400  # a month: asynchronous play
 # levels are `carcassonne.bots.LEVELS` (not imported: the bots import the engine's state).
 ON_LEAVE_SKIP, ON_LEAVE_BOT = "skip", "bot:"
 TAKEOVER_LEVELS = ("random", "greedy", "mcts")
+# Fischer time banks (docs/clocks.md): a seat's initial bank and what each move adds, at most
+# 30 days each (blitz 300 + 5 and correspondence 3 days + 1 day both fit).
+MAX_BANK_SECONDS = 30 * 86_400
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,10 @@ class Ruleset:
     tile_edition: str = "1st"  # "2nd": the tiles with gardens (R9.2, TILES.md §4)
     hand: int = 1  # R10.3: tiles each player holds (3: the three-tile hand, hidden)
     on_leave: str = ON_LEAVE_SKIP  # "skip", or "bot:<level>": a bot plays a seat that is out
+    # Fischer clock (docs/clocks.md): each seat's time bank in seconds at the start (None: no
+    # bank), and the seconds each move played adds to the mover's bank.
+    initial_seconds: int | None = None
+    increment_seconds: int = 0
 
     def __post_init__(self) -> None:
         if self.tileset not in TILESETS:
@@ -86,6 +93,7 @@ class Ruleset:
             )
         self._check_hand()
         self._check_on_leave()
+        self._check_bank()
         if not (type(self.max_timeouts) is int and 1 <= self.max_timeouts <= 99):
             raise MalformedError("bad_max_timeouts", "max_timeouts must be an integer 1-99")
         if self.tile_edition not in TILE_EDITIONS:
@@ -153,6 +161,46 @@ class Ruleset:
             raise MalformedError(
                 "hand_with_turn_limit", "a hand game has no turn limit (turn_seconds)", "R10.3"
             )
+        if self.initial_seconds is not None:
+            # Same reason as the turn limit: no draw would carry the bank's deadline.
+            raise MalformedError(
+                "hand_with_bank", "a hand game has no time bank (initial_seconds)", "R10.3"
+            )
+
+    def _check_bank(self) -> None:
+        """The Fischer bank's range and the options it is not combined with (docs/clocks.md)."""
+        bank, step = self.initial_seconds, self.increment_seconds
+        if bank is not None and not (type(bank) is int and 1 <= bank <= MAX_BANK_SECONDS):
+            raise MalformedError(
+                "bad_initial_seconds",
+                f"initial_seconds (a seat's time bank) must be null or an integer "
+                f"1-{MAX_BANK_SECONDS}",
+                None,
+                initial_seconds=bank if type(bank) is int else None,
+            )
+        if not (type(step) is int and 0 <= step <= MAX_BANK_SECONDS):
+            raise MalformedError(
+                "bad_increment_seconds",
+                f"increment_seconds must be an integer 0-{MAX_BANK_SECONDS}",
+                None,
+                increment_seconds=step if type(step) is int else None,
+            )
+        if bank is None:
+            if step:
+                raise MalformedError(
+                    "increment_without_bank",
+                    "increment_seconds needs a time bank (initial_seconds)",
+                )
+            return
+        if self.turn_seconds is not None:
+            raise MalformedError(
+                "bank_with_turn_limit",
+                "a game has a time bank (initial_seconds) or a fixed turn limit "
+                "(turn_seconds), not both",
+            )
+        if self.undo != "off":
+            # An undone placement would have to give back time already charged: not yet.
+            raise MalformedError("bank_with_undo", "a game with a time bank has no undo")
 
     @property
     def tiles(self) -> TileSet:
@@ -210,6 +258,9 @@ class Ruleset:
             out["hand"] = self.hand
         if self.on_leave != ON_LEAVE_SKIP:
             out["on_leave"] = self.on_leave
+        if self.initial_seconds is not None:
+            out["initial_seconds"] = self.initial_seconds
+            out["increment_seconds"] = self.increment_seconds
         return out
 
     @classmethod
@@ -235,6 +286,8 @@ class Ruleset:
             "tile_edition",
             "hand",
             "on_leave",
+            "initial_seconds",
+            "increment_seconds",
         }
         extra = set(data) - known
         if extra:

@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 from .board import Board, Pos
 from .events import (
     AbbotRecalled,
+    BankCharged,
+    ClockPaused,
     Event,
     GameAbandoned,
     GameEnded,
@@ -107,9 +109,13 @@ class GameState:
     __slots__ = (
         "abandoned",
         "abbots",
+        "away_until_ms",
         "bag",
         "bag_size",
+        "banks_ms",
         "board",
+        "charge",
+        "clock_from_ms",
         "current",
         "deadline_ms",
         "discarded",
@@ -179,6 +185,14 @@ class GameState:
         # it went out (`SeatTakenOver`), or None. A seat taken over keeps its turns.
         self.taken_over: list[str | None] = []
         self.abandoned = False
+        # Clocks (docs/clocks.md): each seat's Fischer time bank in ms (empty: no bank) as of
+        # its last charge, each seat's declared absence (Unix ms it is away until; 0: never),
+        # when the current turn's clock started (its draw, or the end of the mover's absence),
+        # and the placement whose bank the next draw charges: (seat, deadline, clock start).
+        self.banks_ms: list[int] = []
+        self.away_until_ms: list[int] = []
+        self.clock_from_ms: int | None = None
+        self.charge: tuple[int, int, int] | None = None
         # Undo (ruleset `undo` not "off"): the state right before the last placement while
         # that placement may still be undone (until the next one, a refusal or the end). It
         # is never changed: `TurnUndone` puts a copy of it back. Its own `undo_point` is None,
@@ -217,6 +231,8 @@ class GameState:
         twin.out = list(self.out)
         twin.taken_over = list(self.taken_over)
         twin.hands = [list(hand) for hand in self.hands]
+        twin.banks_ms = list(self.banks_ms)
+        twin.away_until_ms = list(self.away_until_ms)
         return twin
 
     @property
@@ -277,6 +293,9 @@ class GameState:
         self.phase = DRAW
         self.hands = [[] for _ in range(e.players)] if e.ruleset.hand > 1 else []
         self.refill_stopped = False
+        bank = e.ruleset.initial_seconds
+        self.banks_ms = [bank * 1000] * e.players if bank is not None else []
+        self.away_until_ms = [0] * e.players
 
     def _drawn(self, e: TileDrawn) -> None:
         left = self.bag[e.tile] - 1
@@ -289,6 +308,12 @@ class GameState:
         self.drawn_count += 1
         self.deadline_ms = e.deadline_ms
         self.phase = PLACE
+        self.charge = None
+        self.clock_from_ms = None
+        if e.deadline_ms is not None:  # the turn's allotment counted back from its deadline
+            seconds = self.ruleset.turn_seconds
+            allotted = self.banks_ms[self.current] if self.banks_ms else (seconds or 0) * 1000
+            self.clock_from_ms = e.deadline_ms - allotted
 
     def _placed(self, e: TilePlaced) -> None:
         point = None
@@ -323,6 +348,8 @@ class GameState:
             self._river_placed(tile, pos, e.rotation)
         for root in board.completed_by(pos):
             self._score_completed(root)
+        if self.banks_ms and self.deadline_ms is not None and self.clock_from_ms is not None:
+            self.charge = (e.player, self.deadline_ms, self.clock_from_ms)
         self.drawn = None
         self.deadline_ms = None
         self.phase = DRAW
@@ -488,6 +515,18 @@ class GameState:
         self.extra_turn = False  # an R10.6 extra turn not played is gone
         self.timeouts[e.player] += 1
         self.current = self.next_seat(e.player)
+        if self.banks_ms:  # an exhausted bank: empty, then the turn's increment (clocks.md)
+            self.banks_ms[e.player] = self.ruleset.increment_seconds * 1000
+
+    def _bank_charged(self, e: BankCharged) -> None:
+        self.banks_ms[e.player] = e.bank_ms
+        self.charge = None
+
+    def _clock_paused(self, e: ClockPaused) -> None:
+        self.away_until_ms[e.player] = max(self.away_until_ms[e.player], e.until_ms)
+        if e.deadline_ms is not None:  # their running turn: its clock resumes at the end
+            self.deadline_ms = e.deadline_ms
+            self.clock_from_ms = max(e.until_ms, self.clock_from_ms or e.until_ms)
 
     def _player_timed_out(self, e: PlayerTimedOut) -> None:
         self.undo_point = None
@@ -630,4 +669,6 @@ _APPLY: dict[type, Callable[[GameState, Any], None]] = {
     TurnUndone: GameState._undone,
     HandDrawn: GameState._hand_drawn,
     HandsRevealed: GameState._hands_revealed,
+    BankCharged: GameState._bank_charged,
+    ClockPaused: GameState._clock_paused,
 }

@@ -58,6 +58,9 @@ class RulesetSchema(_Strict):
     tile_edition = fields.String(validate=validate.OneOf(["1st", "2nd"]))  # R9.2
     hand = fields.Integer(strict=True, validate=validate.OneOf([1, 3]))  # R10.3
     on_leave = fields.String(validate=validate.Length(1, 40))  # docs/takeover.md
+    # Fischer clock (docs/clocks.md): written together, only in a game with a time bank
+    initial_seconds = fields.Integer(strict=True, validate=validate.Range(1, 30 * 86_400))
+    increment_seconds = fields.Integer(strict=True, validate=validate.Range(0, 30 * 86_400))
 
 
 class MeepleSchema(_Strict):
@@ -209,6 +212,23 @@ class AbbotRecalledV1(_Strict):
     y = fields.Integer(required=True, strict=True, validate=COORD)
 
 
+class BankChargedV1(_Strict):
+    """Fischer clock (docs/clocks.md): the seat's time bank after its placement (ms)."""
+
+    player = fields.Integer(required=True, strict=True, validate=_SEAT)
+    bank_ms = fields.Integer(required=True, strict=True, validate=validate.Range(0))
+
+
+class ClockPausedV1(_Strict):
+    """A seat away from `from_ms` until `until_ms` (Unix ms; a vacation, docs/clocks.md), and
+    its running turn's moved deadline (null: not its turn, or no clock)."""
+
+    player = fields.Integer(required=True, strict=True, validate=_SEAT)
+    from_ms = fields.Integer(required=True, strict=True, validate=validate.Range(0))
+    until_ms = fields.Integer(required=True, strict=True, validate=validate.Range(0))
+    deadline_ms = fields.Integer(required=True, strict=True, allow_none=True)
+
+
 SCHEMAS: dict[tuple[str, int], Schema] = {
     ("GameStarted", 1): GameStartedV1(),
     ("GameStarted", 2): GameStartedV2(),
@@ -231,6 +251,8 @@ SCHEMAS: dict[tuple[str, int], Schema] = {
     ("TurnUndone", 1): TurnUndoneV1(),
     ("HandDrawn", 1): HandDrawnV1(),
     ("HandsRevealed", 1): HandsRevealedV1(),
+    ("BankCharged", 1): BankChargedV1(),
+    ("ClockPaused", 1): ClockPausedV1(),
 }
 
 CURRENT: dict[str, int] = {}

@@ -68,6 +68,8 @@ COMMAND_OPS = {
     "listTickets",
     "getTicket",
     "cancelTicket",
+    "declareVacation",
+    "listVacations",
 }
 QUERY_OPS = {
     "listGames",
@@ -312,6 +314,14 @@ SEMANTIC = {
     "lobby_closed",
     "already_waiting",  # the player waits on another ticket
     "ticket_matched",  # cancelling a ticket whose game exists
+    # Clocks (docs/clocks.md): ruleset options not combined (each valid alone), and a
+    # player's vacations so far (the year's allowance, one vacation at a time).
+    "bank_with_turn_limit",
+    "bank_with_undo",
+    "hand_with_bank",
+    "increment_without_bank",
+    "vacation_allowance_exceeded",
+    "vacation_overlaps",
 }
 
 

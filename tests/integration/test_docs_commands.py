@@ -181,6 +181,7 @@ def test_every_shell_block_is_run_or_marked() -> None:
 # `imported` README's 3-turn record imported (docs/integration.md), `key` a key made with the
 # key CLI (docs/integration.md, "API keys").
 DOC_VARIABLES = {
+    "docs/clocks.md": {"KEY": "key"},
     "docs/lifecycle.md": {"KEY": "key"},
     "docs/lobby.md": {"KEY": "key"},
     "docs/pictures.md": {"GAME": "quick start"},

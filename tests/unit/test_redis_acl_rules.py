@@ -32,6 +32,7 @@ from services.redis_store.keys import (
     secrets_key,
     subscription_keys,
     subscriptions_key,
+    vacations_key,
 )
 from services.redis_store.ratings import board_key, history_key
 from services.redis_store.ratings import pool_key as ratings_pool_key
@@ -64,6 +65,9 @@ def test_the_query_reads_its_keys_and_no_secret_of_any_game() -> None:
               board_key("k_1", "hand"), history_key("k_1", "classic", "bot:greedy")]  # fmt: skip
     assert all(matched(k, query) for k in shared)
     assert not matched(subscriptions_key("k_1"), query) and not matched(key_hooks_key("k_1"), query)
+    # a player's vacations (docs/clocks.md) are the command service's: the query reads none
+    assert not matched(vacations_key("k_1", "u-1"), query)
+    assert not matched(vacations_key("k_1", "u-1"), patterns(BROKER_KEYS))
 
 
 def test_the_broker_touches_no_key_of_the_event_store() -> None:

@@ -58,6 +58,11 @@ PUBLIC_STATE = frozenset(
         "undo_requests",
         "undos",  # how many undos the log shows (the draws' generation, not their order)
         "undone_turn",
+        # Clocks (docs/clocks.md): banks, absences and the turn's clock start are in the log.
+        "away_until_ms",
+        "banks_ms",
+        "charge",
+        "clock_from_ms",
     }
 )
 # R10.3: a hand is its holder's alone. `player_view` never copies `hands`: the view's state is

@@ -1,0 +1,141 @@
+"""Vacations over HTTP (docs/clocks.md; every request needs `X-Api-Key`, and a key sees only
+its own players):
+
+- `POST /v1/players/{player_id}/vacations` `{"days"}`: declare days away from now; the
+  player's clocks in the key's games in progress pause until then;
+- `GET /v1/players/{player_id}/vacations`: the player's vacations and this year's allowance.
+
+The logic is services/command/vacations.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, cast
+
+from flask import Flask, Response, current_app, g
+from flask.views import MethodView
+from flask_smorest import Api
+from marshmallow import fields
+
+from carcassonne.errors import MalformedError
+from services.common.schemas import Closed
+from services.common.webapp import Blueprint
+
+from .client import command_client
+from .integration import SECURITY, authenticated
+from .schemas import Strict
+from .service import GameService
+from .vacations import MAX_DAYS, Vacations
+
+blp = Blueprint("vacations", __name__, description="Vacations: a player's clocks pause")
+_PLAYER_ID = re.compile(r"^[!-~]{1,128}$")
+
+
+def init_app(app: Flask, api: Api, service: GameService) -> None:
+    """Build the vacations' parts and register the blueprint."""
+    app.extensions["vacations"] = Vacations(
+        command_client(app.config), service, int(app.config["VACATION_DAYS_PER_YEAR"])
+    )
+    api.register_blueprint(blp)
+
+
+def _vacations() -> Vacations:
+    return cast(Vacations, current_app.extensions["vacations"])
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body, separators=(",", ":")), status, mimetype="application/json")
+
+
+def _player(player_id: str) -> str:
+    if not _PLAYER_ID.match(player_id):
+        raise MalformedError(
+            "bad_player_id", "a player_id is 1-128 visible ASCII characters (no spaces)"
+        )
+    return player_id
+
+
+class VacationIn(Strict):
+    # The range is in the document and checked by the service (422 bad_vacation).
+    days = fields.Integer(
+        strict=True,
+        required=True,
+        metadata={
+            "minimum": 1,
+            "maximum": MAX_DAYS,
+            "description": f"days away from now (1-{MAX_DAYS}; 422 bad_vacation otherwise), "
+            "counted in this calendar year's allowance (UTC)",
+        },
+    )
+
+
+class Vacation(Closed):
+    vacation_id = fields.String(required=True)
+    from_ms = fields.Integer(required=True, metadata={"description": "Unix ms it began"})
+    until_ms = fields.Integer(required=True, metadata={"description": "Unix ms it ends"})
+    days = fields.Integer(required=True)
+    year = fields.Integer(required=True, metadata={"description": "the allowance's year (UTC)"})
+
+
+class PausedSeat(Closed):
+    game_id = fields.String(required=True)
+    seat = fields.Integer(required=True)
+    seq = fields.Integer(required=True, metadata={"description": "its ClockPaused event"})
+    deadline_ms = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "the seat's running turn's moved deadline; null: not its turn"},
+    )
+
+
+class VacationBooks(Closed):
+    player_id = fields.String(required=True)
+    year = fields.Integer(required=True, metadata={"description": "this calendar year (UTC)"})
+    allowance_days = fields.Integer(
+        required=True, metadata={"description": "the platform's VACATION_DAYS_PER_YEAR"}
+    )
+    used_days = fields.Integer(required=True)
+    left_days = fields.Integer(required=True)
+
+
+class VacationList(VacationBooks):
+    vacations = fields.List(fields.Nested(Vacation), required=True)
+
+
+class VacationDeclared(VacationBooks):
+    vacation = fields.Nested(Vacation, required=True)
+    paused = fields.List(
+        fields.Nested(PausedSeat),
+        required=True,
+        metadata={"description": "each seat of the player whose clock this pauses"},
+    )
+
+
+PLAYER_PARAM = {
+    "in": "path",
+    "name": "player_id",
+    "description": "the app's user id its games' seats were created with",
+    "schema": {"type": "string", "pattern": _PLAYER_ID.pattern},
+}
+
+
+@blp.route("/v1/players/<player_id>/vacations", parameters=[PLAYER_PARAM])
+class PlayerVacations(MethodView):
+    @authenticated
+    @blp.doc(security=SECURITY)
+    @blp.arguments(VacationIn())
+    @blp.response(201, VacationDeclared())
+    def post(self, body: dict[str, Any], player_id: str) -> Response:
+        """Declare days away from now: the player's clocks in this key's games in progress
+        pause until then (each game's log gets `ClockPaused`, its players `player_away`)."""
+        declared = _vacations().declare(g.api_key["id"], _player(player_id), body["days"])
+        return _json(declared, 201)
+
+    @authenticated
+    @blp.doc(security=SECURITY)
+    @blp.response(200, VacationList())
+    def get(self, player_id: str) -> Response:
+        """The player's vacations under this key and this year's allowance."""
+        return _json(_vacations().listed(g.api_key["id"], _player(player_id)))

@@ -1,0 +1,120 @@
+"""Players' declared vacations per API key (docs/clocks.md): the yearly allowance's books.
+
+A player's vacations are one JSON list under the API key's hash tag
+(``{k:<key id>}:vacations:<player id>``, `keys.vacations_key`): ``[{"id", "from_ms",
+"until_ms", "days", "year"}…]``, oldest first. `declare` checks and records one vacation in a
+single script, so two declarations at once never both fit in the allowance, and a refused
+one writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from .keys import vacations_key
+from .scripts import script
+
+# KEYS[1] the player's list; ARGV: from_ms, until_ms, days, year, allowance, id. Refused when
+# a vacation of the player is still running at from_ms ('overlaps', with its end) or when
+# the year's days would pass the allowance ('allowance', with the days used).
+DECLARE_LUA = """
+local raw = redis.call('GET', KEYS[1])
+local list = {}
+if raw then list = cjson.decode(raw) end
+local from_ms, until_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
+local days, year, allowance = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local used = 0
+for _, v in ipairs(list) do
+  if tonumber(v.year) == year then used = used + tonumber(v.days) end
+  if tonumber(v.until_ms) > from_ms then
+    return {'overlaps', used, tostring(v.until_ms)}
+  end
+end
+if used + days > allowance then return {'allowance', used, ''} end
+list[#list + 1] = {id = ARGV[6], from_ms = ARGV[1], until_ms = ARGV[2], days = days,
+                   year = year}
+redis.call('SET', KEYS[1], cjson.encode(list))
+return {'ok', used + days, ''}
+"""
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A declaration's outcome: 'ok', 'overlaps' or 'allowance'; the year's days used (with
+    this one if recorded); the end of the running vacation it overlaps (ms, or None)."""
+
+    outcome: str
+    used_days: int
+    running_until_ms: int | None
+
+
+class VacationBook:
+    """Declared vacations in Redis (the command service's; the query service never reads
+    them)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._declare = script(client, DECLARE_LUA)
+
+    def declare(
+        self,
+        key_id: str,
+        player_id: str,
+        vacation_id: str,
+        from_ms: int,
+        until_ms: int,
+        days: int,
+        year: int,
+        allowance: int,
+    ) -> Declared:
+        """Record the vacation if it fits (see the module docstring)."""
+        reply = self._declare(
+            keys=[vacations_key(key_id, player_id)],
+            args=[str(from_ms), str(until_ms), days, year, allowance, vacation_id],
+        )
+        outcome, used, until = (_text(r) for r in reply)
+        return Declared(outcome, int(used), int(until) if until else None)
+
+    def away_until(self, key_id: str, player_ids: list[str], now_ms: int) -> dict[str, int]:
+        """Which of the players are on vacation at `now_ms`, and until when (one round trip;
+        `GameService`'s `away`: a game starting while they are away)."""
+        if not player_ids:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for player_id in player_ids:
+            pipe.get(vacations_key(key_id, player_id))
+        out: dict[str, int] = {}
+        for player_id, raw in zip(player_ids, pipe.execute(), strict=True):
+            for vacation in _vacations(raw):
+                if vacation["from_ms"] <= now_ms < vacation["until_ms"]:
+                    out[player_id] = max(out.get(player_id, 0), vacation["until_ms"])
+        return out
+
+    def listed(self, key_id: str, player_id: str) -> list[dict[str, Any]]:
+        """The player's vacations, oldest first (ms and days as integers)."""
+        return _vacations(self.client.get(vacations_key(key_id, player_id)))
+
+
+def _vacations(raw: Any) -> list[dict[str, Any]]:
+    """A player's stored list, read (ms and days as integers)."""
+    found = json.loads(raw) if raw else []
+    if not isinstance(found, list):  # cjson writes an empty list as {}
+        return []
+    return [
+        {
+            "vacation_id": str(v["id"]),
+            "from_ms": int(v["from_ms"]),
+            "until_ms": int(v["until_ms"]),
+            "days": int(v["days"]),
+            "year": int(v["year"]),
+        }
+        for v in found
+    ]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

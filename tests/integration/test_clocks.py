@@ -1,0 +1,302 @@
+"""Clocks end to end (docs/clocks.md) on real parts: a private Redis, the command service under
+gunicorn, a Celery worker with beat running the turn timer, and the query service.
+
+A Fischer bank of 2 s + 1 s: a move keeps what was left plus the increment (`BankCharged`),
+the next draw's deadline is the mover's bank; an exhausted bank is a timeout
+(`TurnTimedOut`, then `PlayerTimedOut` at `max_timeouts`), never before its deadline; the
+banks are in `/turn`, the board view and the `turn_started` items, and a fold of the log
+gives the same banks. Bad banks are refused with their codes and create nothing.
+
+A vacation (`POST /v1/players/{id}/vacations`) appends `ClockPaused` to each game of the
+player: a running turn's deadline moves (in the log, the views, the timer's index), a turn
+drawn while away starts its clock at the vacation's end, the others get `player_away`; a
+vacation beyond the yearly allowance, a second one while away and bad days are refused and
+change nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from carcassonne.game import actions, fold
+from eventstore.envelope import MOVES, SCORES, StoredEvent
+from eventstore.schemas import to_engine
+from services.query.app import create_app as create_query_app
+from services.redis_store import RedisEventStore
+from services.redis_store.keys import deadlines_key, index_shard
+from services.scoring.feed import feed_items
+from tests.redis_server import private_redis
+
+from .http_client import api_key, call, gunicorn
+from .workers import beat, celery_env, running, worker
+
+pytestmark = pytest.mark.slow  # banks run out in real time (1-2 s)
+
+COMMAND = ("services.command.wsgi:app", "deploy/gunicorn/command.py")
+SKEW_MS = 250  # a deadline is on the service's clock, an append's time on the store's
+
+
+@pytest.fixture(scope="module")
+def suite() -> Iterator[dict[str, Any]]:
+    """A private Redis, one worker process with beat ticking every 0.25 s, the command
+    service (vacation allowance: 10 days a year) and the query service in process."""
+    with private_redis() as url:
+        env = celery_env(url, TIMER_SECONDS="0.25")
+        with (
+            running(worker(env, "clocks", concurrency=2), beat(env)),
+            gunicorn(
+                *COMMAND, {**env, "NOTIFY_MS": "0", "VACATION_DAYS_PER_YEAR": "10"}, workers=2
+            ) as base,  # fmt: skip
+        ):
+            client = redis.Redis.from_url(url)
+            yield {
+                "base": base,
+                "client": client,
+                "store": RedisEventStore(client),
+                "query": create_query_app({"REDIS_URL": url}).test_client(),
+                "url": url,
+            }
+
+
+def create(base: str, players: list[dict[str, Any]], **rules: Any) -> tuple[int, Any]:
+    body = {"players": players, "seat_order": list(range(len(players))), "ruleset": rules}
+    return call(base, "POST", "/games", body, api_key(base))
+
+
+def moves(store: RedisEventStore, game_id: str) -> list[StoredEvent]:
+    return store.read(game_id, MOVES)
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def play_one(base: str, store: RedisEventStore, game_id: str, token: str) -> dict[str, Any]:
+    state = fold(to_engine(e) for e in moves(store, game_id))
+    x, y, rotation, _ = actions(state)[0]
+    turn = {"x": x, "y": y, "rotation": rotation, "meeple": None}
+    status, body = call(base, "POST", f"/games/{game_id}/turns", turn, bearer(token))
+    assert status == 200, body
+    return body
+
+
+def test_a_move_keeps_its_bank_and_an_exhausted_bank_times_the_seat_out(suite):
+    base, store = suite["base"], suite["store"]
+    players = [{"name": "Ann", "player_id": "u-ann"}, {"name": "Bob", "player_id": "u-bob"}]
+    status, created = create(base, players, initial_seconds=2, increment_seconds=1,
+                             max_timeouts=1)  # fmt: skip
+    assert status == 201, created
+    game_id = created["game_id"]
+    tokens = {p["seat"]: p["token"] for p in created["players"]}
+    status, turn = call(base, "GET", f"/games/{game_id}/turn")
+    assert status == 200 and turn["banks_ms"] == [2_000, 2_000]
+    drawn = moves(store, game_id)[-1]
+    assert drawn.type == "TileDrawn" and turn["deadline_ms"] == drawn.payload["deadline_ms"]
+    # the bank after the draw (the service's clock; the append's time is the store's)
+    assert abs(drawn.payload["deadline_ms"] - (drawn.time_ms + 2_000)) < SKEW_MS
+    # Ann plays: she keeps what was left of her 2 s at the placement, plus the 1 s increment
+    play_one(base, store, game_id, tokens[0])
+    log = moves(store, game_id)
+    (charged,) = [e for e in log if e.type == "BankCharged"]
+    left = max(0, drawn.payload["deadline_ms"] - charged.time_ms)
+    assert charged.payload["player"] == 0 and charged.payload["bank_ms"] >= 1_000
+    assert abs(charged.payload["bank_ms"] - (left + 1_000)) < SKEW_MS
+    assert log[-1].type == "TileDrawn"
+    assert abs(log[-1].payload["deadline_ms"] - (log[-1].time_ms + 2_000)) < SKEW_MS  # Bob's
+    status, turn = call(base, "GET", f"/games/{game_id}/turn")
+    assert turn["banks_ms"] == [charged.payload["bank_ms"], 2_000] and turn["player"] == 1
+    # Bob does nothing: his bank runs out, the timer times the turn out, and with
+    # max_timeouts 1 he is out and the game ends with final scoring
+    wait_for(
+        lambda: any(e.type == "GameScored" for e in store.read(game_id, SCORES)),
+        20,
+        "Bob's exhausted bank to end the game",
+    )
+    log = moves(store, game_id)
+    kinds = [e.type for e in log]
+    assert kinds[-3:] == ["TurnTimedOut", "PlayerTimedOut", "GameEnded"]
+    timed_out = log[kinds.index("TurnTimedOut")]
+    assert timed_out.time_ms >= log[-4].payload["deadline_ms"]  # never before the deadline
+    status, turn = call(base, "GET", f"/games/{game_id}/turn")
+    assert turn["out"] == [None, "timed_out"] and turn["status"] == "over"
+    # the banks: a fold of the log gives what the views show
+    replayed = fold(to_engine(e) for e in log)
+    # Bob's bank: spent, then the timed-out turn's increment (docs/clocks.md)
+    assert turn["banks_ms"] == replayed.banks_ms == [charged.payload["bank_ms"], 1_000]
+    board = suite["query"].get(f"/games/{game_id}/board").get_json()
+    assert [p["bank_ms"] for p in board["players"]] == replayed.banks_ms
+    started = [i for i in feed_items(log, []) if i.kind == "turn_started"]
+    assert [(i.data["seat"], i.data["bank_ms"]) for i in started] == [
+        (0, 2_000),
+        (1, 2_000),
+    ]
+    assert started[0].data["player_id"] == "u-ann"
+
+
+@pytest.mark.parametrize(
+    ("rules", "code"),
+    [
+        ({"initial_seconds": 0}, "bad_initial_seconds"),
+        ({"initial_seconds": -60}, "bad_initial_seconds"),
+        ({"initial_seconds": 10**9}, "bad_initial_seconds"),
+        ({"initial_seconds": 300, "increment_seconds": -5}, "bad_increment_seconds"),
+        ({"increment_seconds": 5}, "increment_without_bank"),
+        ({"initial_seconds": 300, "turn_seconds": 60}, "bank_with_turn_limit"),
+        ({"initial_seconds": 300, "undo": "consent"}, "bank_with_undo"),
+        ({"initial_seconds": 300, "hand": 3}, "hand_with_bank"),
+    ],
+)
+def test_a_bad_bank_is_a_422_with_its_code_and_creates_nothing(suite, rules, code):
+    base, client = suite["base"], suite["client"]
+    before = sorted(client.scan_iter("{g:*}:moves"))
+    status, body = create(base, [{"name": "Ann"}, {"name": "Bob"}], **rules)
+    assert status == 422 and body["code"] == code, body
+    assert sorted(client.scan_iter("{g:*}:moves")) == before
+
+
+def test_blitz_and_correspondence_banks_both_start(suite):
+    base, store = suite["base"], suite["store"]
+    for bank, step in ((300, 5), (3 * 86_400, 86_400)):
+        status, created = create(base, [{"name": "Ann"}, {"name": "Bob"}],
+                                 initial_seconds=bank, increment_seconds=step)  # fmt: skip
+        assert status == 201, created
+        log = moves(store, created["game_id"])
+        assert abs(log[-1].payload["deadline_ms"] - (log[-1].time_ms + bank * 1000)) < SKEW_MS
+        recorded = log[0].payload["ruleset"]  # GameStarted: the ruleset is in the log
+        assert (recorded["initial_seconds"], recorded["increment_seconds"]) == (bank, step)
+
+
+# ---------------------------------------------------------------------------- vacations
+
+DAY_MS = 86_400_000
+
+
+def vacation(base: str, player_id: str, body: Any, headers: Any = None) -> tuple[int, Any]:
+    path = f"/v1/players/{player_id}/vacations"
+    return call(base, "POST", path, body, api_key(base) if headers is None else headers)
+
+
+def test_a_vacation_pauses_the_players_clocks_in_every_game_and_the_others_hear_of_it(suite):
+    base, store, client = suite["base"], suite["store"], suite["client"]
+    away = {"name": "Vic", "player_id": "u-vic"}
+    # game A: Vic's turn (seat 0), a 300 s bank; game B: Vic waits (seat 1), a day per move
+    status, a = create(base, [away, {"name": "Ann"}], initial_seconds=300)
+    assert status == 201, a
+    status, b = create(base, [{"name": "Bob"}, away], turn_seconds=86_400)
+    assert status == 201, b
+    a_id, b_id = a["game_id"], b["game_id"]
+    before = moves(store, a_id)[-1].payload["deadline_ms"]
+    status, declared = vacation(base, "u-vic", {"days": 3})
+    assert status == 201, declared
+    span = declared["vacation"]
+    assert span["until_ms"] - span["from_ms"] == 3 * DAY_MS and span["days"] == 3
+    assert (declared["allowance_days"], declared["used_days"], declared["left_days"]) == (10, 3, 7)
+    paused = {p["game_id"]: p for p in declared["paused"]}
+    assert set(paused) == {a_id, b_id}
+    assert (paused[a_id]["seat"], paused[b_id]["seat"]) == (0, 1)
+    # A: the running turn's deadline moved by the rest of the absence (remainder kept)
+    moved = paused[a_id]["deadline_ms"]
+    assert moved == span["until_ms"] + (before - span["from_ms"])
+    assert paused[b_id]["deadline_ms"] is None  # not Vic's turn: nothing to move now
+    for game_id, seat in ((a_id, 0), (b_id, 1)):
+        last = moves(store, game_id)[-1]
+        assert last.type == "ClockPaused" and last.payload["player"] == seat
+        sent = (last.payload["from_ms"], last.payload["until_ms"])
+        assert sent == (span["from_ms"], span["until_ms"])
+        status, turn = call(base, "GET", f"/games/{game_id}/turn")
+        assert turn["away_until_ms"][seat] == span["until_ms"]
+        # the others are told: a player_away item, from the log alone
+        (item,) = [i for i in feed_items(moves(store, game_id), []) if i.kind == "player_away"]
+        assert item.data["player_id"] == "u-vic" and item.data["until_ms"] == span["until_ms"]
+    status, turn = call(base, "GET", f"/games/{a_id}/turn")
+    assert turn["deadline_ms"] == moved
+    assert fold(to_engine(e) for e in moves(store, a_id)).deadline_ms == moved  # replay
+    board = suite["query"].get(f"/games/{a_id}/board").get_json()
+    assert board["turn"]["deadline_ms"] == moved
+    assert board["players"][0]["away_until_ms"] == span["until_ms"]
+    # B: Bob plays; Vic's turn, drawn while away, starts its day when the vacation ends
+    tokens = {p["seat"]: p["token"] for p in b["players"]}
+    play_one(base, store, b_id, tokens[0])
+    drawn = moves(store, b_id)[-1]
+    assert drawn.type == "TileDrawn"
+    assert drawn.payload["deadline_ms"] == span["until_ms"] + DAY_MS
+    # the turn timer follows the moved deadline (its index, caught up by the worker)
+    shard = index_shard(a_id)
+    wait_for(lambda: client.zscore(deadlines_key(shard), a_id) == moved, 10, "the moved deadline")
+    b_deadline = drawn.payload["deadline_ms"]
+    wait_for(
+        lambda: client.zscore(deadlines_key(index_shard(b_id)), b_id) == b_deadline,
+        10,
+        "B's deadline after Vic's draw",
+    )
+    # a game that starts while Vic is away has Vic's clock paused from its start
+    status, c = create(base, [away, {"name": "Cy"}], initial_seconds=300)
+    assert status == 201, c
+    log = moves(store, c["game_id"])
+    assert [e.type for e in log[:3]] == ["GameStarted", "ClockPaused", "TileDrawn"]
+    assert log[1].payload["player"] == 0 and log[1].payload["until_ms"] == span["until_ms"]
+    assert log[2].payload["deadline_ms"] == span["until_ms"] + 300_000
+    # one vacation at a time: a second one while away is refused, and changes nothing
+    seq = moves(store, a_id)[-1].seq
+    status, again = vacation(base, "u-vic", {"days": 1})
+    assert status == 409 and again["code"] == "vacation_overlaps", again
+    assert again["details"]["until_ms"] == span["until_ms"]
+    assert moves(store, a_id)[-1].seq == seq
+    status, listed = call(base, "GET", "/v1/players/u-vic/vacations", None, api_key(base))
+    assert status == 200 and listed["used_days"] == 3 and listed["vacations"] == [span]
+
+
+def test_a_vacation_beyond_the_allowance_is_a_409_that_changes_nothing(suite):
+    base, store = suite["base"], suite["store"]
+    status, game = create(base, [{"name": "Pat", "player_id": "u-pat"}, {"name": "Ann"}],
+                          initial_seconds=60)  # fmt: skip
+    assert status == 201, game
+    log = moves(store, game["game_id"])
+    status, refused = vacation(base, "u-pat", {"days": 11})  # the allowance is 10
+    assert status == 409 and refused["code"] == "vacation_allowance_exceeded", refused
+    details = refused["details"]
+    assert (details["allowance_days"], details["used_days"], details["asked_days"]) == (10, 0, 11)
+    assert moves(store, game["game_id"]) == log
+    status, listed = call(base, "GET", "/v1/players/u-pat/vacations", None, api_key(base))
+    assert listed["used_days"] == 0 and listed["left_days"] == 10 and listed["vacations"] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"days": 0}, "bad_vacation"),
+        ({"days": -3}, "bad_vacation"),
+        ({"days": 367}, "bad_vacation"),
+        ({"days": "7"}, "invalid_body"),
+        ({}, "invalid_body"),
+    ],
+)
+def test_bad_vacation_days_are_a_422_that_changes_nothing(suite, body, code):
+    base = suite["base"]
+    status, refused = vacation(base, "u-bad", body)
+    assert status == 422 and refused["code"] == code, refused
+    status, listed = call(base, "GET", "/v1/players/u-bad/vacations", None, api_key(base))
+    assert listed["vacations"] == []
+
+
+def test_vacations_need_the_platforms_api_key(suite):
+    status, refused = vacation(suite["base"], "u-vic", {"days": 1}, headers={})
+    assert status == 401 and refused["code"] == "missing_api_key"
+    status, refused = vacation(suite["base"], "u-vic", {"days": 1}, {"X-Api-Key": "nope"})
+    assert status == 403 and refused["code"] == "bad_api_key"

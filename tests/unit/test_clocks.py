@@ -1,0 +1,372 @@
+"""Clocks in the engine (docs/clocks.md): Fischer time banks and vacations as facts of the
+log. The engine reads no clock: the caller's time comes in as data (`DrawTile.now_ms`,
+`PauseClock.now_ms`), and what it decides — each deadline, each bank, each pause — is an
+event, so a replay of the log alone gives the same banks and deadlines."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carcassonne.errors import GameError, MalformedError
+from carcassonne.events import (
+    BankCharged,
+    ClockPaused,
+    DrawTile,
+    Event,
+    PauseClock,
+    PlayTurn,
+    Resign,
+    StartGame,
+    TileDrawn,
+    TimeOutTurn,
+    TurnTimedOut,
+    event_from_dict,
+    event_to_dict,
+)
+from carcassonne.game import actions, decide, fold
+from carcassonne.ruleset import MAX_BANK_SECONDS, Ruleset
+from carcassonne.state import DRAW, OVER, PLACE, GameState
+from eventstore.envelope import StoredEvent
+from eventstore.schemas import to_engine, to_new, validate_payload
+
+NOW = 1_800_000_000_000
+DAY = 86_400
+
+
+def run(state: GameState, command: object) -> list[Event]:
+    events = decide(state, command)  # type: ignore[arg-type]
+    for event in events:
+        state.apply(event)
+    return events
+
+
+def started(players: int = 2, **rules: object) -> tuple[GameState, list[Event]]:
+    state = GameState()
+    log = run(state, StartGame(Ruleset(**rules), players))  # type: ignore[arg-type]
+    log += run(state, DrawTile("E", NOW))
+    return state, log
+
+
+def play(state: GameState, at_ms: int, tile: str = "E") -> list[Event]:
+    """The player to move places the drawn tile (first legal action), then the next draw at
+    `at_ms` (as the services do: the placement and the draw in one append, one clock)."""
+    x, y, rotation, _ = actions(state)[0]
+    events = run(state, PlayTurn(state.current, x, y, rotation))
+    return events + run(state, DrawTile(tile, at_ms))
+
+
+# --------------------------------------------------------------------------- the ruleset
+
+
+@pytest.mark.parametrize(
+    ("rules", "code"),
+    [
+        ({"initial_seconds": 0}, "bad_initial_seconds"),
+        ({"initial_seconds": -5}, "bad_initial_seconds"),
+        ({"initial_seconds": MAX_BANK_SECONDS + 1}, "bad_initial_seconds"),
+        ({"initial_seconds": 1.5}, "bad_initial_seconds"),
+        ({"initial_seconds": True}, "bad_initial_seconds"),
+        ({"initial_seconds": 300, "increment_seconds": -1}, "bad_increment_seconds"),
+        ({"initial_seconds": 300, "increment_seconds": 10**12}, "bad_increment_seconds"),
+        ({"increment_seconds": 5}, "increment_without_bank"),
+        ({"initial_seconds": 300, "turn_seconds": 60}, "bank_with_turn_limit"),
+        ({"initial_seconds": 300, "undo": "free"}, "bank_with_undo"),
+        ({"initial_seconds": 300, "hand": 3}, "hand_with_bank"),
+    ],
+)
+def test_a_bad_or_incompatible_bank_is_refused_with_its_code(rules, code):
+    with pytest.raises(MalformedError) as refused:
+        Ruleset(**rules)
+    assert refused.value.code == code
+
+
+@pytest.mark.parametrize(("bank", "step"), [(300, 5), (3 * DAY, DAY), (1, 0)])
+def test_blitz_and_correspondence_banks_round_trip_through_the_record(bank, step):
+    rules = Ruleset(initial_seconds=bank, increment_seconds=step)
+    recorded = rules.to_dict()
+    assert recorded["initial_seconds"] == bank and recorded["increment_seconds"] == step
+    assert Ruleset.from_dict(recorded) == rules
+    assert "initial_seconds" not in Ruleset().to_dict()  # a game without a bank: as before
+
+
+# ------------------------------------------------------------------------------ banks
+
+
+def test_each_seat_starts_with_its_bank_and_the_first_draw_carries_it_as_deadline():
+    state, log = started(players=3, initial_seconds=300, increment_seconds=5)
+    assert state.banks_ms == [300_000] * 3
+    assert log[-1] == TileDrawn("E", NOW + 300_000)
+    assert state.clock_from_ms == NOW
+
+
+def test_a_move_charges_the_time_used_and_adds_the_increment():
+    state, _ = started(initial_seconds=300, increment_seconds=5)
+    events = play(state, NOW + 40_000)  # seat 0 used 40 s
+    assert BankCharged(0, 300_000 - 40_000 + 5_000) in events
+    assert events[-1] == TileDrawn("E", NOW + 40_000 + 300_000)  # seat 1's full bank
+    events = play(state, NOW + 40_000 + 100_000)  # seat 1 used 100 s
+    assert BankCharged(1, 205_000) in events
+    assert events[-1] == TileDrawn("E", NOW + 140_000 + 265_000)  # seat 0's bank now
+    assert state.banks_ms == [265_000, 205_000]
+
+
+def test_a_move_after_the_deadline_leaves_only_the_increment():
+    """A move that races the timer and wins is played (docs/lifecycle.md); its bank is spent."""
+    state, _ = started(initial_seconds=10, increment_seconds=2)
+    events = play(state, NOW + 60_000)
+    assert BankCharged(0, 2_000) in events
+
+
+def test_an_exhausted_bank_is_a_timeout_with_the_max_timeouts_consequence():
+    state, _ = started(players=3, initial_seconds=2, increment_seconds=0, max_timeouts=2)
+    with pytest.raises(GameError) as early:
+        decide(state, TimeOutTurn(0, NOW + 1_999))
+    assert early.value.code == "turn_not_expired"
+    assert run(state, TimeOutTurn(0, NOW + 2_000)) == [TurnTimedOut(0, "E")]
+    assert state.banks_ms == [0, 2_000, 2_000]  # spent; no increment in this game
+    play_seat = run(state, DrawTile("E", NOW + 2_000))
+    assert play_seat == [TileDrawn("E", NOW + 4_000)]  # seat 1's own bank
+    play(state, NOW + 2_500)
+    play(state, NOW + 3_000)  # seat 2, then seat 0 draws with an empty bank
+    assert state.current == 0 and state.deadline_ms == NOW + 3_000
+    events = run(state, TimeOutTurn(0, NOW + 3_000))
+    assert [type(e).__name__ for e in events] == ["TurnTimedOut", "PlayerTimedOut"]
+    assert state.out[0] == "timed_out"
+
+
+def test_a_timed_out_turn_gives_back_the_increment_only():
+    state, _ = started(initial_seconds=60, increment_seconds=30)
+    run(state, TimeOutTurn(0, NOW + 60_000))
+    assert state.banks_ms == [30_000, 60_000]
+
+
+def test_a_resignation_on_ones_turn_charges_nothing():
+    state, _ = started(players=3, initial_seconds=60)
+    run(state, Resign(0))
+    events = run(state, DrawTile("E", NOW + 10_000))
+    assert events == [TileDrawn("E", NOW + 70_000)] and state.banks_ms == [60_000] * 3
+
+
+def test_banks_are_kept_in_the_state_copy_not_shared():
+    state, _ = started(initial_seconds=60)
+    twin = state.copy()
+    play(twin, NOW + 1_000)
+    assert state.banks_ms == [60_000, 60_000] and twin.banks_ms != state.banks_ms
+
+
+def test_a_game_without_a_clock_logs_what_it_always_did():
+    state, log = started()
+    assert log[-1] == TileDrawn("E") and state.banks_ms == []
+    events = play(state, NOW + 5_000)
+    assert not any(isinstance(e, BankCharged) for e in events)
+
+
+def test_a_turn_limit_game_keeps_its_fixed_deadline():
+    state, _ = started(turn_seconds=60)
+    events = play(state, NOW + 5_000)
+    assert events[-1] == TileDrawn("E", NOW + 65_000)
+
+
+# ---------------------------------------------------------------------------- vacation
+
+
+def test_a_pause_on_ones_running_turn_moves_the_deadline_by_the_absence():
+    state, _ = started(initial_seconds=300)
+    # 100 s into the turn seat 0 goes away for a day: 200 s are left after it
+    events = run(state, PauseClock(0, NOW + 100_000, NOW + 100_000 + DAY * 1000))
+    assert events == [ClockPaused(0, NOW + 100_000, NOW + 100_000 + DAY * 1000,
+                                  NOW + 300_000 + DAY * 1000)]  # fmt: skip
+    assert state.deadline_ms == NOW + 300_000 + DAY * 1000
+    with pytest.raises(GameError):
+        decide(state, TimeOutTurn(0, NOW + 300_000))  # no longer due
+    # back early, seat 0 plays an hour after leaving: none of the absence is charged
+    events = play(state, NOW + 100_000 + 3_600_000)
+    assert BankCharged(0, 200_000) in events
+
+
+def test_a_turn_drawn_while_away_starts_its_clock_when_the_absence_ends():
+    state, _ = started(initial_seconds=300)
+    until = NOW + 5 * DAY * 1000
+    assert run(state, PauseClock(1, NOW, until)) == [ClockPaused(1, NOW, until, None)]
+    assert state.deadline_ms == NOW + 300_000  # seat 0's turn is not paused
+    events = play(state, NOW + 10_000)
+    assert events[-1] == TileDrawn("E", until + 300_000)
+
+
+def test_a_pause_pauses_a_fixed_turn_limit_too():
+    state, _ = started(turn_seconds=DAY)
+    until = NOW + 2 * DAY * 1000
+    events = run(state, PauseClock(0, NOW + 1_000, until))
+    assert events == [ClockPaused(0, NOW + 1_000, until, until + DAY * 1000 - 1_000)]
+
+
+def test_a_pause_is_refused_for_a_seat_out_a_game_over_or_an_empty_interval():
+    state, _ = started(players=3, initial_seconds=60)
+    run(state, Resign(2))
+    for command, code in [
+        (PauseClock(2, NOW, NOW + 1), "player_out"),
+        (PauseClock(0, NOW, NOW), "bad_vacation"),
+        (PauseClock(7, NOW, NOW + 1), "bad_player"),
+    ]:
+        with pytest.raises(GameError) as refused:
+            decide(state, command)
+        assert refused.value.code == code
+    run(state, Resign(1))
+    assert state.phase == OVER
+    with pytest.raises(GameError) as over:
+        decide(state, PauseClock(0, NOW, NOW + 1))
+    assert over.value.code == "game_over"
+
+
+def test_clock_events_round_trip_and_fit_their_stored_schemas():
+    for event in (BankCharged(1, 5_000), ClockPaused(0, NOW, NOW + 1, None),
+                  ClockPaused(1, NOW, NOW + 9, NOW + 20)):  # fmt: skip
+        assert event_from_dict(event_to_dict(event)) == event
+        new = to_new(event)
+        validate_payload(new.type, new.version, new.payload)
+        stored = StoredEvent("g", "moves", 1, new.type, new.version, 0, "c", new.payload)
+        assert to_engine(stored) == event
+    (game_started,) = decide(GameState(), StartGame(Ruleset(initial_seconds=3), 2))
+    stored_start = to_new(game_started)
+    validate_payload(stored_start.type, stored_start.version, stored_start.payload)
+
+
+# ------------------------------------------------------------------ replay is a fold
+
+
+def _clocked_game(seed: int) -> tuple[GameState, list[Event], list[int]]:
+    """A random game of a banked ruleset played on a random clock: moves after random
+    delays, timeouts when a bank runs out, and random vacations. Returns the live state,
+    the log and the banks a reference model kept beside the engine."""
+    rng = random.Random(seed)
+    players = rng.randint(2, 4)
+    bank, step = rng.choice([(2, 0), (300, 5), (3 * DAY, DAY)])
+    rules = Ruleset(initial_seconds=bank, increment_seconds=step, max_timeouts=3)
+    state = GameState()
+    log = run(state, StartGame(rules, players))
+    model = [bank * 1000] * players
+    now = NOW
+    from services.common.draws import draw_until_placeable
+
+    log += draw_until_placeable(state, "seed", now)
+    for _ in range(40):
+        if state.phase == OVER:
+            break
+        assert state.phase == PLACE and state.deadline_ms is not None
+        seat = state.current
+        if rng.random() < 0.15:  # someone declares a few days away
+            away = rng.choice(state.still_in)
+            until = now + rng.randint(1, 3) * DAY * 1000
+            log += run(state, PauseClock(away, now, until))
+        deadline, since = state.deadline_ms, state.clock_from_ms
+        assert since is not None
+        now += rng.randint(0, 2 * (deadline - now) if deadline > now else 1_000)
+        if now >= deadline and rng.random() < 0.7:
+            log += run(state, TimeOutTurn(seat, now))
+            model[seat] = step * 1000
+        else:
+            x, y, rotation, meeple = rng.choice(actions(state))
+            log += run(state, PlayTurn(seat, x, y, rotation, meeple))
+            if state.phase == DRAW:
+                model[seat] = max(0, deadline - max(now, since)) + step * 1000
+        if state.phase != OVER:
+            log += draw_until_placeable(state, "seed", now)
+    return state, log, model
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**6))
+def test_replaying_the_log_gives_the_live_banks_and_deadlines(seed):
+    live, log, model = _clocked_game(seed)
+    assert live.banks_ms == model
+    stored = [to_new(e) for e in log]
+    for new in stored:
+        validate_payload(new.type, new.version, new.payload)
+    read = [
+        to_engine(StoredEvent("g", "moves", i, n.type, n.version, 0, "c", n.payload))
+        for i, n in enumerate(stored, start=1)
+    ]
+    replayed = fold(read)
+    assert replayed.banks_ms == live.banks_ms
+    assert replayed.away_until_ms == live.away_until_ms
+    assert replayed.deadline_ms == live.deadline_ms
+    assert replayed.clock_from_ms == live.clock_from_ms
+    assert replayed.out == live.out and replayed.timeouts == live.timeouts
+
+
+def test_a_banked_record_round_trips_through_its_notation():
+    """The notation's header writes a bank as bank=INITIAL+INCREMENT (docs/clocks.md)."""
+    from carcassonne.notation import format_record, parse_record
+    from carcassonne.record import record_from_events
+
+    _, log, _ = _clocked_game(3)
+    record = record_from_events(log)
+    text = format_record(record)
+    assert " bank=" in text.splitlines()[0]
+    assert parse_record(text) == record
+    with pytest.raises(MalformedError):
+        parse_record(text.replace(" bank=", " bank=x", 1))
+
+
+# ------------------------------------------------------- the turn timer's deadline index
+
+
+def test_the_timer_index_follows_a_pause_of_the_seat_to_move_and_ignores_the_others():
+    """A `ClockPaused` with a deadline (the away seat's running turn) moves the game's entry
+    in the deadline index; one without (another seat away) leaves it as the draw set it,
+    whether it comes in the same batch as the draw or in a later one."""
+    from eventstore.port import InMemoryEventStore
+    from services.redis_store.changes import Change, Write
+    from services.redis_store.keys import deadlines_key
+    from services.scoring.timer import TimerIndex
+
+    store = InMemoryEventStore()
+    index = TimerIndex.__new__(TimerIndex)
+    index.store = store
+    appended: list[Change] = []
+
+    def append(events: list[Event]) -> Change:
+        seq = len(store.read("g", "moves"))
+        result = store.append("g", "moves", [to_new(e) for e in events], expected=seq,
+                              command_id=f"c{seq}")  # fmt: skip
+        change = Change(f"{seq}-0", "g", "moves", result.first_seq, result.last_seq, NOW,
+                        tuple(to_new(e).type for e in events))  # fmt: skip
+        appended.append(change)
+        return change
+
+    state = GameState()
+    start = append(run(state, StartGame(Ruleset(initial_seconds=60), 2)))
+    draw = append(run(state, DrawTile("E", NOW)))
+    other = append(run(state, PauseClock(1, NOW, NOW + DAY * 1000)))
+    mine = append(run(state, PauseClock(0, NOW + 10_000, NOW + DAY * 1000)))
+    key = deadlines_key(0)
+
+    def deadline(changes: list[Change]) -> list[Write]:
+        return [w for w in index.writes(0, changes) if w.key == key]
+
+    assert deadline([start, draw]) == [Write("zadd", key, "g", NOW + 60_000)]
+    assert deadline([start, draw, other]) == [Write("zadd", key, "g", NOW + 60_000)]
+    assert deadline([other]) == []  # a later batch: the entry stays as it was
+    moved = NOW + DAY * 1000 + 50_000
+    assert state.deadline_ms == moved
+    assert deadline([other, mine]) == [Write("zadd", key, "g", moved)]
+    assert deadline([draw, mine, other]) == [Write("zadd", key, "g", moved)]
+
+
+def test_a_shorter_pause_inside_a_longer_one_changes_nothing():
+    """The engine takes overlapping pauses (the service allows one vacation at a time): the
+    clock resumes at the later end, and nothing of the absence is charged."""
+    state, _ = started(initial_seconds=300)
+    long_until, short_until = NOW + 5 * DAY * 1000, NOW + 2 * DAY * 1000
+    run(state, PauseClock(0, NOW + 100_000, long_until))
+    moved = state.deadline_ms
+    assert moved == long_until + 200_000
+    events = run(state, PauseClock(0, NOW + 200_000, short_until))
+    assert events == [ClockPaused(0, NOW + 200_000, short_until, moved)]
+    assert state.deadline_ms == moved and state.clock_from_ms == long_until
+    events = play(state, long_until + 50_000)
+    assert BankCharged(0, 150_000) in events
