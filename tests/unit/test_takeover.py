@@ -332,3 +332,17 @@ def test_the_lobby_preset_classic_async_bots_has_a_greedy_bot_take_over():
 
     rules = preset("classic-async-bots")
     assert rules.on_leave == "bot:greedy" and rules.turn_seconds == 86_400
+
+
+def test_a_seat_taken_over_in_a_banked_game_plays_on_its_own_bank():
+    """Clocks (docs/clocks.md) and takeovers together: the bot's moves for the seat that
+    left are charged to that seat's Fischer bank like any move, and the log replays."""
+    from carcassonne.events import BankCharged
+
+    state, log = started(on_leave="bot:random", initial_seconds=300, increment_seconds=5)
+    log += run(state, Resign(1))
+    taken = len(log)
+    play_out(state, log)
+    charged = [e for e in log[taken:] if isinstance(e, BankCharged)]
+    assert {e.player for e in charged} == {0, 1}  # the bot's moves are charged to seat 1
+    assert fold(log).snapshot() == state.snapshot()
