@@ -66,6 +66,10 @@ class Vacations:
             key_id, player_id, vacation_id, now, until, days, year, self.allowance
         )
         if found.outcome == "overlaps":
+            # A retry of a declaration that failed after its record (Redis down mid-way, a
+            # 503): the running vacation's pauses are made first, each under its own
+            # command id, so what the failure left undone is done and nothing twice.
+            self._pause_running(key_id, player_id, now)
             raise OutOfTurnError(
                 "vacation_overlaps",
                 "this player is on vacation already; declare the next one once back",
@@ -99,6 +103,17 @@ class Vacations:
             },
             "paused": paused,
         }
+
+    def _pause_running(self, key_id: str, player_id: str, now: int) -> None:
+        """Pause the player's clocks for the vacation running at `now` in each of their
+        games that lacks its pause (an append already made is a duplicate: nothing)."""
+        for vacation in self.book.listed(key_id, player_id):
+            if vacation["from_ms"] <= now < vacation["until_ms"]:
+                span = (vacation["from_ms"], vacation["until_ms"])
+                for game_id in self.games_of(key_id, player_id):
+                    self.service.pause_clocks(
+                        game_id, key_id, player_id, span, vacation["vacation_id"]
+                    )
 
     def listed(self, key_id: str, player_id: str) -> dict[str, Any]:
         """The player's vacations and this year's allowance: GET's body."""

@@ -262,6 +262,35 @@ def test_a_vacation_pauses_the_players_clocks_in_every_game_and_the_others_hear_
     assert status == 200 and listed["used_days"] == 3 and listed["vacations"] == [span]
 
 
+def test_a_declaration_that_failed_after_its_record_is_completed_by_the_retry(suite):
+    """Redis lost mid-way (the request's 503): the vacation was recorded, no game paused.
+    The retry is refused as overlapping, and first pauses every game the record missed,
+    each once (its command id is the vacation's)."""
+    from services.command.vacations import DAY_MS as DAY
+    from services.command.vacations import year_of
+    from services.redis_store.apikeys import ApiKeys
+    from services.redis_store.vacations import VacationBook
+
+    base, store, client = suite["base"], suite["store"], suite["client"]
+    status, game = create(base, [{"name": "Rae", "player_id": "u-rae"}, {"name": "Ann"}],
+                          initial_seconds=300)  # fmt: skip
+    assert status == 201, game
+    key = ApiKeys(client).get(api_key(base)["X-Api-Key"])
+    assert key is not None
+    now = int(time.time() * 1000)
+    book = VacationBook(client)  # the record the failed request made, and nothing else
+    done = book.declare(key["id"], "u-rae", "v-lost", now, now + 2 * DAY, 2, year_of(now), 10)
+    assert done.outcome == "ok"
+    assert moves(store, game["game_id"])[-1].type != "ClockPaused"
+    for _ in range(2):  # a second retry appends nothing more
+        status, again = vacation(base, "u-rae", {"days": 2})
+        assert status == 409 and again["code"] == "vacation_overlaps", again
+        paused = [e for e in moves(store, game["game_id"]) if e.type == "ClockPaused"]
+        assert [(e.payload["from_ms"], e.payload["until_ms"]) for e in paused] == [
+            (now, now + 2 * DAY)
+        ]
+
+
 def test_a_vacation_beyond_the_allowance_is_a_409_that_changes_nothing(suite):
     base, store = suite["base"], suite["store"]
     status, game = create(base, [{"name": "Pat", "player_id": "u-pat"}, {"name": "Ann"}],
