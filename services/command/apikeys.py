@@ -2,7 +2,9 @@
 services/redis_store/apikeys.py, shared by both services).
 
 ``python -m services.command.apikeys create --name acme`` prints a new key once (only its
-SHA-256 is stored); ``list`` shows ids and names, ``revoke <id>`` deletes a key at once.
+SHA-256 is stored); ``list`` shows ids and names, ``revoke <id>`` deletes a key at once;
+``set <id> --vacation-days 20`` gives its players their own yearly vacation allowance
+(docs/clocks.md; ``--vacation-days default``: the service's ``VACATION_DAYS_PER_YEAR`` again).
 """
 
 from __future__ import annotations
@@ -42,6 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="print one JSON line")
     revoke = sub.add_parser("revoke", help="revoke a key by its id (it stops working at once)")
     revoke.add_argument("key_id", help="the id printed by create or list, e.g. k_1a2b3c4d5e6f")
+    settings = sub.add_parser("set", help="set a key's own settings")
+    settings.add_argument("key_id", help="the id printed by create or list")
+    settings.add_argument(
+        "--vacation-days",
+        required=True,
+        help="its players' vacation days a year (0-366), or 'default' for the service's",
+    )
     return parser
 
 
@@ -67,6 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["created_ms"] / 1000))
                 print(f"{r['id']}  {created} UTC  {r['name']}")
             return 0
+        if args.command == "set":
+            days = None if args.vacation_days == "default" else _days(args.vacation_days)
+            if keys.set_vacation_days(args.key_id, days):
+                print(f"{args.key_id}: vacation days a year {args.vacation_days}")
+                return 0
+            print(f"no key {args.key_id}", file=sys.stderr)
+            return 1
         if keys.revoke(args.key_id):
             print(f"revoked {args.key_id}")
             return 0
@@ -78,6 +94,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except redis.RedisError as exc:
         print(f"apikeys: cannot reach Redis at {url}: {exc}", file=sys.stderr)
         return 2
+
+
+def _days(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"vacation days are 0-366 or 'default', not {text!r}") from None
 
 
 if __name__ == "__main__":

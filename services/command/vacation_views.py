@@ -94,7 +94,11 @@ class VacationBooks(Closed):
     player_id = fields.String(required=True)
     year = fields.Integer(required=True, metadata={"description": "this calendar year (UTC)"})
     allowance_days = fields.Integer(
-        required=True, metadata={"description": "the platform's VACATION_DAYS_PER_YEAR"}
+        required=True,
+        metadata={
+            "description": "the key's own yearly days if its operator set them (the keys "
+            "CLI's `set --vacation-days`), else the service's VACATION_DAYS_PER_YEAR"
+        },
     )
     used_days = fields.Integer(required=True)
     left_days = fields.Integer(required=True)
@@ -130,7 +134,7 @@ class PlayerVacations(MethodView):
     def post(self, body: dict[str, Any], player_id: str) -> Response:
         """Declare days away from now: the player's clocks in this key's games in progress
         pause until then (each game's log gets `ClockPaused`, its players `player_away`)."""
-        declared = _vacations().declare(g.api_key["id"], _player(player_id), body["days"])
+        declared = _vacations().declare(g.api_key, _player(player_id), body["days"])
         return _json(declared, 201)
 
     @authenticated
@@ -138,4 +142,4 @@ class PlayerVacations(MethodView):
     @blp.response(200, VacationList())
     def get(self, player_id: str) -> Response:
         """The player's vacations under this key and this year's allowance."""
-        return _json(_vacations().listed(g.api_key["id"], _player(player_id)))
+        return _json(_vacations().listed(g.api_key, _player(player_id)))

@@ -54,17 +54,24 @@ class Vacations:
         self.allowance = allowance_days
         self.clock = clock
 
-    def declare(self, key_id: str, player_id: str, days: Any) -> dict[str, Any]:
-        """Record `days` of vacation from now and pause the player's clocks: 201's body;
-        422 `bad_vacation`, 409 `vacation_allowance_exceeded` / `vacation_overlaps`."""
+    def allowance_of(self, key: dict[str, Any]) -> int:
+        """The yearly days of an API key's players: its own `vacation_days` when its
+        platform has one set (`python -m services.command.apikeys set`), else the
+        service's `VACATION_DAYS_PER_YEAR`."""
+        own = key.get("vacation_days")
+        return own if isinstance(own, int) and not isinstance(own, bool) else self.allowance
+
+    def declare(self, key: dict[str, Any], player_id: str, days: Any) -> dict[str, Any]:
+        """Record `days` of vacation from now for a player of API `key` (its record) and
+        pause the player's clocks: 201's body; 422 `bad_vacation`, 409
+        `vacation_allowance_exceeded` / `vacation_overlaps`."""
+        key_id, allowance = str(key["id"]), self.allowance_of(key)
         if type(days) is not int or not 1 <= days <= MAX_DAYS:
             raise MalformedError("bad_vacation", f"days must be an integer 1-{MAX_DAYS}")
         now = int(self.clock() * 1000)
         until, year = now + days * DAY_MS, year_of(now)
         vacation_id = uuid.uuid4().hex
-        found = self.book.declare(
-            key_id, player_id, vacation_id, now, until, days, year, self.allowance
-        )
+        found = self.book.declare(key_id, player_id, vacation_id, now, until, days, year, allowance)
         if found.outcome == "overlaps":
             # A retry of a declaration that failed after its record (Redis down mid-way, a
             # 503): the running vacation's pauses are made first, each under its own
@@ -79,10 +86,10 @@ class Vacations:
         if found.outcome != "ok":
             raise OutOfTurnError(
                 "vacation_allowance_exceeded",
-                f"{days} more days would pass this player's {self.allowance} vacation days "
+                f"{days} more days would pass this player's {allowance} vacation days "
                 f"in {year} ({found.used_days} used)",
                 None,
-                allowance_days=self.allowance,
+                allowance_days=allowance,
                 used_days=found.used_days,
                 asked_days=days,
                 year=year,
@@ -93,7 +100,7 @@ class Vacations:
                 game_id, key_id, player_id, (now, until), vacation_id
             )
         return {
-            **self._books(player_id, year, found.used_days),
+            **self._books(player_id, year, found.used_days, allowance),
             "vacation": {
                 "vacation_id": vacation_id,
                 "from_ms": now,
@@ -115,20 +122,22 @@ class Vacations:
                         game_id, key_id, player_id, span, vacation["vacation_id"]
                     )
 
-    def listed(self, key_id: str, player_id: str) -> dict[str, Any]:
+    def listed(self, key: dict[str, Any], player_id: str) -> dict[str, Any]:
         """The player's vacations and this year's allowance: GET's body."""
         year = year_of(int(self.clock() * 1000))
-        vacations = self.book.listed(key_id, player_id)
+        vacations = self.book.listed(str(key["id"]), player_id)
         used = sum(v["days"] for v in vacations if v["year"] == year)
-        return {**self._books(player_id, year, used), "vacations": vacations}
+        books = self._books(player_id, year, used, self.allowance_of(key))
+        return {**books, "vacations": vacations}
 
-    def _books(self, player_id: str, year: int, used: int) -> dict[str, Any]:
+    @staticmethod
+    def _books(player_id: str, year: int, used: int, allowance: int) -> dict[str, Any]:
         return {
             "player_id": player_id,
             "year": year,
-            "allowance_days": self.allowance,
+            "allowance_days": allowance,
             "used_days": used,
-            "left_days": max(0, self.allowance - used),
+            "left_days": max(0, allowance - used),
         }
 
     def games_of(self, key_id: str, player_id: str) -> list[str]:

@@ -4,7 +4,7 @@ games); the CLI that manages them is ``python -m services.command.apikeys``.
 
 Only a key's SHA-256 is stored (a key is 32 random bytes, so a fast hash is as good as a slow
 one), in the hash ``{apikeys}:keys`` (field: the key's hash; value: JSON ``{"id", "name",
-"created_ms"}``).
+"created_ms"}``, and ``vacation_days`` once its operator set the key's own allowance).
 """
 
 from __future__ import annotations
@@ -53,6 +53,23 @@ class ApiKeys:
         raw: dict[Any, Any] = self.client.hgetall(KEYS)
         records = [json.loads(v) for v in raw.values()]
         return sorted(records, key=lambda r: (r["created_ms"], r["id"]))
+
+    def set_vacation_days(self, key_id: str, days: int | None) -> bool:
+        """Give the key's players their own yearly vacation allowance (0-366 days; None:
+        the service's default again); False if there is no such key."""
+        if days is not None and (type(days) is not int or not 0 <= days <= 366):
+            raise ValueError("vacation days are 0-366 a year")
+        raw: dict[Any, Any] = self.client.hgetall(KEYS)
+        for hashed, value in raw.items():
+            record = json.loads(value)
+            if record["id"] == key_id:
+                if days is None:
+                    record.pop("vacation_days", None)
+                else:
+                    record["vacation_days"] = days
+                self.client.hset(KEYS, hashed, json.dumps(record))
+                return True
+        return False
 
     def revoke(self, key_id: str) -> bool:
         """Delete the key with this id; False if there is none."""

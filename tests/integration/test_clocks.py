@@ -16,6 +16,7 @@ change nothing.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -304,6 +305,30 @@ def test_a_vacation_beyond_the_allowance_is_a_409_that_changes_nothing(suite):
     assert moves(store, game["game_id"]) == log
     status, listed = call(base, "GET", "/v1/players/u-pat/vacations", None, api_key(base))
     assert listed["used_days"] == 0 and listed["left_days"] == 10 and listed["vacations"] == []
+
+
+def test_a_platform_gets_its_own_allowance_from_the_keys_cli(suite, capsys):
+    """The operator sets one key's yearly vacation days (`apikeys set --vacation-days`):
+    that key's players get it, other keys keep the service's; `default` gives it back."""
+    from services.command import apikeys
+
+    url, base = suite["url"], suite["base"]
+    assert apikeys.main(["--redis-url", url, "create", "--name", "short-breaks", "--json"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    own = {"X-Api-Key": made["key"]}
+    assert apikeys.main(["--redis-url", url, "set", made["id"], "--vacation-days", "2"]) == 0
+    status, refused = vacation(base, "u-kai", {"days": 3}, headers=own)
+    assert status == 409 and refused["code"] == "vacation_allowance_exceeded", refused
+    assert refused["details"]["allowance_days"] == 2
+    status, listed = call(base, "GET", "/v1/players/u-kai/vacations", None, own)
+    assert (listed["allowance_days"], listed["vacations"]) == (2, [])
+    status, other = call(base, "GET", "/v1/players/u-kai/vacations", None, api_key(base))
+    assert other["allowance_days"] == 10  # another platform's players: the service's days
+    assert apikeys.main(["--redis-url", url, "set", made["id"], "--vacation-days", "x"]) == 2
+    assert apikeys.main(["--redis-url", url, "set", "k_nobody", "--vacation-days", "3"]) == 1
+    assert apikeys.main(["--redis-url", url, "set", made["id"], "--vacation-days", "default"]) == 0
+    status, listed = call(base, "GET", "/v1/players/u-kai/vacations", None, own)
+    assert listed["allowance_days"] == 10
 
 
 @pytest.mark.parametrize(
