@@ -15,6 +15,11 @@ it was rated in. Judged: random < greedy < mcts, each interval clear of the next
 Baseline, in the same run: the same games rated with the levels' labels shuffled within each
 game (who played what forgotten): the order and the gaps must come from the play, and the
 shuffled intervals show what the rating alone would make of the same number of games.
+
+First full run (300 games, 2 processes on a loaded 2-core machine, 29 min): random mu -5.3
+[-14.3, 3.6], greedy 36.1 [31.6, 40.6], mcts 39.5 [35.0, 44.0], each rated in 230-236 games:
+in order, random clear of both, greedy and mcts overlapping (mcts at 200 ms is only a little
+stronger than greedy: bench_bots); shuffled labels: 25.8, 25.6, 23.0, all overlapping.
 """
 
 from __future__ import annotations
