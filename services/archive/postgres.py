@@ -4,7 +4,7 @@ The rows are services/archive/sql.py's, compact: ``seats`` one JSON text (names 
 ids in seat order, for lists to show); players in the row itself: ``who``, the keys
 (`who_key`, 8 bytes each) of the game's casefolded names (``n:…``) and player ids (``i:…``),
 under a GIN index (a player's games are one posting list, a few bytes a game). The packed
-log is stored `EXTERNAL` (out of line, not compressed again: it is zlib already). One
+log is stored `EXTERNAL` (out of line, not compressed again: it is compressed already). One
 connection behind a lock, opened lazily and again after the server went away: an archive
 that is down makes `put` and `summary` raise `ArchiveUnavailable`, and the archiver leaves
 the game in Redis for a later run.
