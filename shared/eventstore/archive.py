@@ -6,10 +6,10 @@ exactly as stored (envelope and payload text untouched: no upcasting, no re-enco
 read gives back the same bytes an export gave before), what a restore needs to put the game
 back (the stream markers, and the command records that the events alone do not imply), and
 `GameMeta`, the secrets-free facts lists need (status, creation, end, names, player ids, the
-owner API key). Its canonical serialisation (`canonical`) is one JSON document laid out by
-column; its digest (`digest`, sha256) and event counts are what `verify` compares after
-reading a copy back. A stored copy is `pack`ed: those bytes, zlib-compressed with a preset
-dictionary; `unpack` gives the game back.
+owner API key). Its canonical serialisation (`canonical`) is laid out by column; its digest
+(`digest`, sha256) and event counts are what `verify` compares after reading a copy back. A
+stored copy is `pack`ed: those bytes, compressed with a dictionary; `unpack` gives the game
+back.
 
 Two stored formats, both read for ever: **format 2** (written since issue 28's rate work) is
 the byte 0x02, then a Zstandard frame (level 4, checksummed, the raw-content dictionary
