@@ -410,15 +410,19 @@ class Archiver:
         return self.archive_batch([(shard, game_id)], now_ms)[game_id]
 
     def _remove_many(self, games: list[tuple[int, Snapshot]], now: int) -> list[int]:
-        """The removal of each game, each its own atomic step (REMOVE_LUA), pipelined; what
-        each returned (1, 0 or 2)."""
+        """The removal of each game, each its own atomic step (REMOVE_LUA), pipelined (on a
+        Redis Cluster one call each); what each returned (1, 0 or 2)."""
         if not games:
             return []
-        pipe = self.client.pipeline(transaction=False)
-        for shard, snap in games:
-            keys, args = self._removal(shard, snap, now)
-            self._remove_script(keys=keys, args=args, client=pipe)
-        done = [int(r) for r in pipe.execute()]
+        if is_cluster(self.client):  # a cluster pipeline refuses scripts: one call each
+            done = [int(self._remove_script(*self._removal(shard, snap, now)))
+                    for shard, snap in games]  # fmt: skip
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for shard, snap in games:
+                keys, args = self._removal(shard, snap, now)
+                self._remove_script(keys=keys, args=args, client=pipe)
+            done = [int(r) for r in pipe.execute()]
         pipe = self.client.pipeline(transaction=False)
         for (shard, snap), result in zip(games, done, strict=True):
             if result and shard_of(snap.game.game_id) != shard:  # another slot's indexes
