@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import psycopg
 
@@ -113,9 +114,18 @@ def start_postgres() -> PrivatePostgres:
                          "-A", "trust", "-E", "UTF8", "--no-locale"),
         check=True, capture_output=True,
     )  # fmt: skip
-    server.url = f"postgresql://postgres@127.0.0.1:{server.port}/postgres"
-    server.start()
-    return server
+    for attempt in range(3):  # a free port can be taken by another process before the bind
+        server.url = f"postgresql://postgres@127.0.0.1:{server.port}/postgres"
+        try:
+            server.start()
+            return server
+        except subprocess.CalledProcessError:
+            log = Path(workdir, "log")
+            taken = log.exists() and "Address already in use" in log.read_text(errors="replace")
+            if not taken or attempt == 2:
+                raise
+            server.port = free_port()
+    raise AssertionError("unreachable")
 
 
 @contextmanager

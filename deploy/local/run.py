@@ -277,6 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("BIND", "PORT")}
     env.update(REDIS_URL=a.store, SWEEP_SECONDS=str(a.sweep_seconds), PYTHONUNBUFFERED="1")
     env.update({"WEB_CONCURRENCY": str(a.web_concurrency)} if a.web_concurrency else {})
+    # One archive of finished games for every part: a SQLite file in this run's var (the
+    # worker's beat moves games there ARCHIVE_AFTER after their end; ARCHIVE_URL overrides).
+    env.setdefault("ARCHIVE_URL", f"sqlite:///{a.var / 'archive.sqlite3'}")
     # Development: every request logged, any browser origin, webhooks to this machine, games
     # without an API key.
     for key, value in (("ACCESS_LOG", "-"), ("CORS_ORIGINS", "*"), ("WEBHOOK_ALLOW_PRIVATE", "1"),

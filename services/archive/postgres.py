@@ -4,10 +4,11 @@ The rows are services/archive/sql.py's, compact: ``seats`` one JSON text (names 
 ids in seat order, for lists to show); players in the row itself: ``who``, the keys
 (`who_key`, 8 bytes each) of the game's casefolded names (``n:…``) and player ids (``i:…``),
 under a GIN index (a player's games are one posting list, a few bytes a game). The packed
-log is stored `EXTERNAL` (out of line, not compressed again: it is zlib already). One
-connection behind a lock, opened lazily and again after the server went away: an archive
-that is down makes `put` and `summary` raise `ArchiveUnavailable`, and the archiver leaves
-the game in Redis for a later run.
+log is stored `EXTERNAL` (out of line, not compressed again: it is compressed already). One
+connection behind a lock, opened lazily and again after the server went away (a kept
+connection that fails is replaced at once, the statement tried again on the new one): an
+archive that is down makes `put` and `summary` raise `ArchiveUnavailable`, and the archiver
+leaves the game in Redis for a later run.
 """
 
 from __future__ import annotations
@@ -119,19 +120,26 @@ class PostgresArchive:
             self.put_many([unpack(bytes(r[0])) for r in old])
 
     def _run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """`work` in one transaction, committed; the connection dropped on any failure."""
+        """`work` in one transaction, committed; the connection dropped on any failure. A
+        connection kept from before that fails to reach the server (it restarted, or went
+        away while idle) is replaced and `work` tried once more on the new one (each `work`
+        is one transaction that may run twice: upserts and reads)."""
         with self._lock:
-            try:
-                if self._db is None or self._db.closed:
-                    self._db = psycopg.connect(self.url, connect_timeout=self.connect_timeout)
-                with self._db.transaction():
-                    return work(self._db)
-            except psycopg.OperationalError as e:
-                self._drop()
-                raise ArchiveUnavailable(str(e)) from e
-            except psycopg.Error:
-                self._drop()
-                raise
+            while True:
+                fresh = self._db is None or self._db.closed
+                try:
+                    if self._db is None or self._db.closed:
+                        self._db = psycopg.connect(self.url, connect_timeout=self.connect_timeout)
+                    with self._db.transaction():
+                        return work(self._db)
+                except psycopg.OperationalError as e:
+                    self._drop()
+                    if not fresh:
+                        continue  # a stale connection: once more, on a new one
+                    raise ArchiveUnavailable(str(e)) from e
+                except psycopg.Error:
+                    self._drop()
+                    raise
 
     def _drop(self) -> None:
         if self._db is not None:

@@ -27,7 +27,7 @@ from celery.signals import worker_init, worker_process_init
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from eventstore.envelope import MOVES
-from services.archive.archiver import ArchiveDue
+from services.archive.archiver import ArchiveDue, Archiver
 from services.common.celery_conf import reliable, watch_step
 from services.common.observability import REQUEST_ID, setup_logging
 from services.redis_store import RedisEventStore
@@ -324,25 +324,49 @@ ARCHIVE_WAITING = Gauge(
 ARCHIVE_DUE = Gauge("carcassonne_archive_due_games", "Of those, due by now (late if it grows)")
 
 
+_archiver: Archiver | None = None
+_archiver_lock = threading.Lock()  # guards `_archiver`
+_archive_running = threading.Lock()  # held by this process's `archive.run` while it runs
+
+
+def archiver() -> Archiver:
+    """This process's archiver, its archive opened on first use and kept (a tick does not
+    open a connection); opened again on a later tick when opening failed (the database
+    down). A PostgreSQL archive reconnects by itself once its server is back
+    (services/archive/postgres.py)."""
+    global _archiver
+    with _archiver_lock:
+        if _archiver is None:
+            from services.archive import open_archive  # psycopg only where it is used
+
+            _archiver = Archiver(
+                scorer_client(),
+                open_archive(settings["ARCHIVE_URL"]),
+                after_ms=int(settings["ARCHIVE_AFTER"] * 1000),
+                retry_ms=int(settings["ARCHIVE_RETRY"] * 1000),
+            )
+        return _archiver
+
+
 @app.task(name="archive.run")
 def archive_run() -> dict[str, int]:
     """Move the finished games that are due from Redis to the archive (services/archive/
-    archiver.py); safe on several workers at once (each step is conditional)."""
-    from services.archive import open_archive
-    from services.archive.archiver import Archiver
-
-    archive = open_archive(settings["ARCHIVE_URL"])
+    archiver.py); safe on several workers at once (each step is conditional); a tick that
+    finds this process's previous run still going, or the archive not reachable, does
+    nothing (logged)."""
+    if not _archive_running.acquire(blocking=False):
+        log.info("archive: the previous run of this process is still going")
+        return {}
     try:
-        archiver = Archiver(
-            scorer_client(),
-            archive,
-            after_ms=int(settings["ARCHIVE_AFTER"] * 1000),
-            retry_ms=int(settings["ARCHIVE_RETRY"] * 1000),
-        )
-        outcomes = archiver.run(limit=settings["ARCHIVE_BATCH"])
-        waiting, due = archiver.waiting(int(time.time() * 1000))
+        try:
+            mover = archiver()
+        except Exception as e:  # the database down: opened again next tick
+            log.warning("archive: cannot open the archive (%s); tried again next tick", e)
+            return {}
+        outcomes = mover.run(limit=settings["ARCHIVE_BATCH"])
+        waiting, due = mover.waiting(int(time.time() * 1000))
     finally:
-        archive.close()
+        _archive_running.release()
     for outcome, n in outcomes.items():
         ARCHIVED.labels(outcome).inc(n)
     ARCHIVE_WAITING.set(waiting)

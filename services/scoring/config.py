@@ -56,11 +56,12 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_BATCH": 500,  # score events turned into deliveries per atomic step
     # The archive (services/archive, deploy/README.md "The archive"): a finished game is due
     # ARCHIVE_AFTER seconds after its final score event; beat's `archive.run` (every
-    # ARCHIVE_SECONDS, at most ARCHIVE_BATCH games) moves due games when ARCHIVE_RUN is on.
-    # Off by default until the whole-suite tests run with it on (deploy/README.md).
+    # ARCHIVE_SECONDS, at most ARCHIVE_BATCH games) moves due games when ARCHIVE_RUN is on
+    # (the default; each worker process opens the archive once, on its first run). Every
+    # part must read the same ARCHIVE_URL ("" is right for `make run` only: one machine).
     "ARCHIVE_URL": "",  # postgresql://… or sqlite:///path ("" = var/archive.sqlite3)
     "ARCHIVE_AFTER": 3_600.0,
-    "ARCHIVE_RUN": False,
+    "ARCHIVE_RUN": True,  # 0: games stay in Redis (still listed as due: moved once it is on)
     "ARCHIVE_SECONDS": 60.0,
     "ARCHIVE_BATCH": 1_000,
     "ARCHIVE_RETRY": 60.0,  # seconds before a game that could not move is tried again

@@ -332,3 +332,34 @@ def test_postgres_keeps_whole_toast_chunks_out_of_line_and_the_rest_in_the_row(
         }
     finally:
         archive.close()
+
+
+def test_a_format_1_copy_stored_before_format_2_reads_back(archive: Archive) -> None:
+    """A row whose copy an archiver packed before format 2 (zlib, no prefix byte; from
+    tests/unit/archive_format1_copies.json) reads back as its game and verifies against the
+    digest it was verified with then; the game's format 2 digest differs (a copy of a game
+    still in Redis is made again), and the new copy verifies."""
+    import base64
+    import json
+
+    from tests.unit.test_archive_format import _commanded
+
+    stored = Path(__file__).parents[1] / "unit" / "archive_format1_copies.json"
+    item = json.loads(stored.read_text())["copies"][0]
+    old, game = base64.b64decode(item["copy"]), _commanded(item["seed"])
+    archive.put(game)
+    if isinstance(archive, SqliteArchive):
+        with sqlite3.connect(archive.path) as db:
+            db.execute("UPDATE archived_games SET log = ?", (old,))
+    elif isinstance(archive, PostgresArchive):
+        with psycopg.connect(archive.url, autocommit=True) as db:
+            db.execute("UPDATE archived_games SET head = '', log = %s", (old,))
+    else:
+        assert isinstance(archive, InMemoryArchive)
+        archive._blobs[game.game_id] = old
+    assert archive.read(game.game_id) == game
+    held = archive.summary(game.game_id)
+    assert held is not None and held.digest.hex() == item["digest"]
+    assert not verify(archive, Summary.of(game), game.game_id)
+    archive.put(game)
+    assert verify(archive, Summary.of(game), game.game_id)

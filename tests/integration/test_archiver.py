@@ -247,6 +247,51 @@ def test_an_archive_database_down_leaves_games_in_redis_for_later(client, store)
         archive.close()
 
 
+@pytest.mark.slow
+def test_the_workers_archive_run_opens_its_archive_once_and_again_after_an_outage(
+    client, store, monkeypatch
+) -> None:
+    """The scoring worker's `archive.run` (ARCHIVE_RUN's beat task): the archive is opened on
+    the first tick that reaches it and kept; a tick while the database is down opens nothing
+    and moves nothing (tried again next tick); after the server restarts, the kept
+    connection is replaced within the same tick, which archives as usual."""
+    why = postgres_missing()
+    if why:
+        pytest.skip(f"no PostgreSQL server: {why}")
+    import services.archive
+    from services.scoring import celery_app
+
+    opened: list[str] = []
+    real_open = services.archive.open_archive
+
+    def counting_open(url: str) -> Any:
+        opened.append(url)
+        return real_open(url)
+
+    monkeypatch.setattr(services.archive, "open_archive", counting_open)
+    monkeypatch.setattr(celery_app, "scorer_client", lambda: client)
+    monkeypatch.setattr(celery_app, "_archiver", None)
+    monkeypatch.setitem(celery_app.settings, "ARCHIVE_AFTER", 0.0)
+    with private_postgres() as pg:
+        monkeypatch.setitem(celery_app.settings, "ARCHIVE_URL", pg.url)
+        first = play(store, 60)
+        pg.stop("immediate")
+        assert celery_app.archive_run() == {}  # cannot open: logged, the game stays
+        assert celery_app._archiver is None and client.exists(game_keys(first, MOVES)[0])
+        pg.start()
+        assert celery_app.archive_run() == {"archived": 1}
+        assert celery_app.archive_run() == {}
+        assert len(opened) == 2  # the failed opening, then one kept
+        pg.stop("immediate")
+        pg.start()  # the kept connection is stale now
+        second = play(store, 61)
+        assert celery_app.archive_run() == {"archived": 1}
+        assert len(opened) == 2
+        archive = celery_app.archiver().archive
+        assert {g for g in (first, second) if archive.read(g) is not None} == {first, second}
+        archive.close()
+
+
 class _Down:
     """An archive seen while down: holds nothing anyone can read."""
 

@@ -68,9 +68,12 @@ class Process:
 
 
 def celery_env(redis_url: str, **extra: str) -> dict[str, str]:
-    """The worker's environment: the event store on db 0 of `redis_url`, the broker on db 1."""
+    """The worker's environment: the event store on db 0 of `redis_url`, the broker on db 1,
+    an archive of its own (a SQLite file in a temporary directory: beat runs `archive.run`,
+    ARCHIVE_RUN being on by default, though no test game is due within ARCHIVE_AFTER)."""
     broker = redis_url.rsplit("/", 1)[0] + "/1"
-    return {"REDIS_URL": redis_url, "BROKER_URL": broker, **extra}
+    archive = f"sqlite:///{tempfile.mkdtemp(prefix='cc-archive-')}/archive.sqlite3"
+    return {"REDIS_URL": redis_url, "BROKER_URL": broker, "ARCHIVE_URL": archive, **extra}
 
 
 def worker(

@@ -1,11 +1,15 @@
 """The archive's stored format (eventstore/archive.py): a copy unpacks to the very game it
 was packed from, whatever its ids and payload texts; its digest is read back from the copy;
-a damaged copy is refused."""
+a damaged copy is refused; copies of format 1 (archive_format1_copies.json, packed before
+format 2) still read back."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
+import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -82,13 +86,64 @@ def test_a_log_with_a_hole_or_out_of_order_is_refused() -> None:
             pack(dataclasses.replace(game, events=events))
 
 
-def test_format_1s_canonical_bytes_never_change() -> None:
-    """The digest of canonical bytes made before the column-wise rewrite of `canonical`
-    (copies made then verify, and are not copied again, only if these stay the same)."""
+def _commanded(i: int) -> ArchivedGame:
+    """Test game `i` with two command records its events do not imply."""
+    game = archived(f"{i:032x}", i)
+    cmd = next(e.command_id for e in game.events if e.command_id != "create")
+    return dataclasses.replace(game, commands={MOVES: {cmd: "x", "ab" * 16: "8:7"}})
+
+
+def _odd() -> ArchivedGame:
+    """A game with what the column layouts must not trip on: a payload with a newline, an
+    empty one, non-ASCII, odd command ids and records, an abandoned game's meta."""
+    events = (RawEvent(MOVES, 1, "A", 1, 5, "create", '{"a": 1,  "b":[2]}'),
+              RawEvent(MOVES, 2, "Ω", 2, 9, "ab" * 16, "x\ny"),
+              RawEvent(MOVES, 3, "A", 1, 3, "cmd é", ""),
+              RawEvent(SCORES, 1, "B", 3, 11, "score:1-3", "ü"))  # fmt: skip
+    meta = GameMeta("abandoned", 5, 11, {"names": ["Ådá", "b"], "public": True})
+    records = {"ab" * 16: "2:2:" + "cd" * 32, "empty": "4:3", "odd": "04:3"}
+    return ArchivedGame("odd-é", meta, events, {MOVES: "3"}, {MOVES: records})
+
+
+def test_format_2s_canonical_bytes_never_change() -> None:
+    """The digest of format 2's canonical bytes (copies made verify, and are not copied
+    again, only if these stay the same)."""
     made = hashlib.sha256()
     for i in range(12):
-        game = archived(f"{i:032x}", i)
-        cmd = next(e.command_id for e in game.events if e.command_id != "create")
-        game = dataclasses.replace(game, commands={MOVES: {cmd: "x", "ab" * 16: "8:7"}})
-        made.update(canonical(game))
-    assert made.hexdigest() == "d17755e98bed9a353f3bf4a987ce87eab2bbc657f86e48124a970c4bdc103665"
+        made.update(canonical(_commanded(i)))
+    assert made.hexdigest() == "4dfbd4a922fcd7abe50a0dcaefa4ba056855692dbce936a3c0e4b3116fcd8820"
+
+
+def test_format_1_copies_still_read_back() -> None:
+    """Copies packed in format 1 (zlib 9, archive_v1.zdict, no prefix byte) by the code
+    before format 2: each unpacks to its game, and its digest is the one verified then; the
+    same game packed now (format 2) unpacks the same, with another digest (a format 1 copy
+    of a game still in Redis is copied again, in format 2)."""
+    stored = json.loads((Path(__file__).with_name("archive_format1_copies.json")).read_text())
+    for item in stored["copies"]:
+        game = _odd() if item["seed"] is None else _commanded(item["seed"])
+        old = base64.b64decode(item["copy"])
+        assert old[:1] == b"x"  # a bare zlib stream
+        assert unpack(old) == game
+        assert copy_digest(old).hex() == item["digest"]
+        new = pack(game)
+        assert new[:1] == b"\x02"
+        assert unpack(new) == game
+        assert copy_digest(new) == digest(game) != copy_digest(old)
+
+
+def test_a_format_2_copy_is_small_and_refused_when_damaged() -> None:
+    game = _commanded(3)
+    copy = pack(game)
+    assert len(copy) < len(canonical(game)) / 5
+    for damaged in (copy[:-10], b"\x03" + copy[1:], copy[1:], b"\x02"):
+        with pytest.raises(ValueError):
+            unpack(damaged)
+        with pytest.raises(ValueError):
+            copy_digest(damaged)
+
+
+def test_more_event_types_than_letters_round_trip() -> None:
+    events = tuple(RawEvent(MOVES, i + 1, f"T{i % 30}", 1, i, "create", "{}") for i in range(40))
+    game = ArchivedGame("many", GameMeta("over", 0, 39), events, {MOVES: "40"})
+    assert unpack(pack(game)) == game

@@ -29,6 +29,7 @@ import yaml
 
 from deploy.local import run
 from deploy.local.supervise import render
+from services.scoring.config import from_env as scoring_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -342,6 +343,10 @@ def test_every_part_that_reads_the_archive_reads_the_same_one() -> None:
     assert all(host in (s.get("depends_on") or {}) for s in readers.values())
     configmap = yaml.safe_load((K8S / "configmap.yaml").read_text())
     assert configmap["data"]["ARCHIVE_URL"].startswith("postgresql://")
+    # With one archive for all, games are archived (ARCHIVE_RUN on, as by default).
+    assert scoring_settings({})["ARCHIVE_RUN"] is True
+    for where, env in (("compose", services["beat"]["environment"]), ("k8s", configmap["data"])):
+        assert scoring_settings({"ARCHIVE_RUN": str(env["ARCHIVE_RUN"])})["ARCHIVE_RUN"], where
     for part in ("command", "query", "worker"):
         doc = next(
             d
