@@ -45,7 +45,7 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def why_unavailable() -> str:
-    """"" when namespaces and nft can be used here, else why not (a skip reason)."""
+    """Why namespaces and nft cannot be used here (a skip reason); "" when they can."""
     if os.geteuid() != 0:
         return "network namespaces need root (tests/hosts run as root, as CI does)"
     if shutil.which("ip") is None:

@@ -7,11 +7,11 @@ and the tester host the test process joins to play and check.
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import redis
 
 from deploy.local.cluster import redis_argv
 from deploy.local.host import redis_cli_binary, redis_server_binary
+from services.redis_store.keys import key_slot
 from tests.hosts.netns import Network
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,15 +44,15 @@ class Suite:
     net: Network
     redis: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     services: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # The games being played now (set by the test): faults aim at the primaries serving them.
+    playing: Callable[[], list[str]] = list
 
     def address(self, host: str) -> str:
         return self.net.hosts[host].address
 
     @property
     def cluster_url(self) -> str:
-        return "redis+cluster://" + ",".join(
-            f"{self.address(h)}:{REDIS_PORT}" for h in REDIS_HOSTS
-        )
+        return "redis+cluster://" + ",".join(f"{self.address(h)}:{REDIS_PORT}" for h in REDIS_HOSTS)
 
     def command_bases(self, wait: bool) -> list[str]:
         """The base URLs of the command instances with WAIT on (or off), one per host."""
@@ -68,39 +69,46 @@ class Suite:
     # -- the cluster's shape, as its nodes see it ---------------------------------------------
 
     def topology(self) -> dict[str, list[str]]:
-        """Each primary host serving slots -> its replica hosts, from CLUSTER NODES of the
-        first node that answers and sees no node failed; {} while none does."""
+        """Each primary host serving slots -> its replica hosts, as the first node that
+        answers sees it; {} while none does."""
         for host in REDIS_HOSTS:
-            if not self.redis_alive(host):
-                continue
-            with contextlib.suppress(redis.RedisError):
-                raw = node_client(self.address(host)).execute_command("CLUSTER", "NODES")
-                text = raw.decode() if isinstance(raw, bytes) else str(raw)
-                rows = [line.split() for line in text.strip().splitlines()]
-                ids = {r[0]: self.host_of(r[1].split(":")[0]) for r in rows}
-                shape: dict[str, list[str]] = {}
-                for r in rows:
-                    if "master" in r[2] and len(r) > 8:  # serves slots
-                        shape.setdefault(ids[r[0]], [])
-                for r in rows:
-                    if "slave" in r[2] and ids.get(r[3]) in shape:
-                        shape[ids[r[3]]].append(ids[r[0]])
+            if shape := self.topology_from(host):
                 return shape
         return {}
 
-    def primary_of(self, slot: int) -> str:
-        """The host whose node serves `slot`, as the first answering node says."""
+    def topology_from(self, observer: str) -> dict[str, list[str]]:
+        """The same, as the node of host `observer` sees it ({} when it does not answer)."""
+        if not self.redis_alive(observer):
+            return {}
+        try:
+            raw = node_client(self.address(observer)).execute_command("CLUSTER", "NODES")
+        except redis.RedisError:
+            return {}
+        rows = [line.split() for line in _text(raw).strip().splitlines()]
+        ids = {r[0]: self.host_of(r[1].split(":")[0]) for r in rows}
+        shape: dict[str, list[str]] = {}
+        for r in rows:  # a primary that serves slots has slot ranges after its 8 fields
+            if "master" in r[2] and len(r) > 8:
+                shape.setdefault(ids[r[0]], [])
+        for r in rows:
+            if "slave" in r[2] and ids.get(r[3]) in shape:
+                shape[ids[r[3]]].append(ids[r[0]])
+        return shape
+
+    def owner_of(self, game: str) -> str:
+        """The host whose node serves the game's slot now ("" when no node answers)."""
+        slot = key_slot("g:" + game)
         for host in REDIS_HOSTS:
             if not self.redis_alive(host):
                 continue
-            with contextlib.suppress(redis.RedisError):
-                for first, last, owner, *_ in node_client(self.address(host)).execute_command(
-                    "CLUSTER", "SLOTS"
-                ):
-                    if int(first) <= slot <= int(last):
-                        address = owner[0].decode() if isinstance(owner[0], bytes) else owner[0]
-                        return self.host_of(address)
-        raise RuntimeError(f"no node answers for slot {slot}")
+            try:
+                ranges = node_client(self.address(host)).execute_command("CLUSTER", "SLOTS")
+            except redis.RedisError:
+                continue
+            for first, last, owner, *_ in ranges:
+                if int(first) <= slot <= int(last):
+                    return self.host_of(_text(owner[0]))
+        return ""
 
     def healthy(self) -> bool:
         """Every node up, all agree on the slot owners, each of the 3 primaries has an online

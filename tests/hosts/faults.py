@@ -1,0 +1,128 @@
+"""The faults, each done to a running suite while the clients play, then healed: each returns
+its `Window` (when it began, when it was healed, when the cluster was whole again).
+
+- `partition_primary`: a primary cut (both ways) from every other Redis node, its replica
+  and the majority, while the command hosts still reach it: the majority promotes its
+  replica; clients on the old primary's side may still write to it until it sees it is in
+  the minority (cluster-node-timeout).
+- `cut_command`: a command host cut from every Redis node (both ways) while it appends.
+- `kill_primary`: SIGKILL of a primary; started again once its replica is promoted (it comes
+  back as a replica).
+- `pause_primary`: SIGSTOP of a primary for longer than cluster-node-timeout, then SIGCONT.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tests.hosts.suite import COMMAND_HOSTS, NODE_TIMEOUT_MS, REDIS_HOSTS, Suite
+
+PROMOTION_TIMEOUT = 20.0  # seconds a replica may take to be promoted (node timeout + vote)
+CUT_SECONDS = 3.0  # how long a command host stays cut from Redis
+
+
+@dataclass
+class Window:
+    """One fault: its kind, the host it hit, and its times (time.monotonic())."""
+
+    kind: str
+    target: str
+    start: float
+    heal: float
+    whole: float  # the cluster healthy again (every primary with an online replica)
+    promoted: bool = False  # a replica took over
+
+
+def _promoted(suite: Suite, old: str, observer: str) -> bool:
+    """Whether the node on `observer` sees `old` serve no slots any more."""
+    shape = suite.topology_from(observer)
+    return bool(shape) and old not in shape
+
+
+def _wait_promoted(suite: Suite, old: str, observers: list[str]) -> bool:
+    deadline = time.monotonic() + PROMOTION_TIMEOUT
+    while time.monotonic() < deadline:
+        if any(_promoted(suite, old, o) for o in observers):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def pick_primary(suite: Suite, turn: int) -> str:
+    """The primary serving most of the games played now (a fault nobody's game meets
+    measures nothing); among equals, one per `turn` in rotation."""
+    primaries = sorted(suite.topology())
+    served = Counter(suite.owner_of(game) for game in suite.playing())
+    most = max(served[p] for p in primaries)
+    busiest = [p for p in primaries if served[p] == most]
+    return busiest[turn % len(busiest)]
+
+
+def partition_primary(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    old = pick_primary(suite, turn)
+    others = [h for h in REDIS_HOSTS if h != old]
+    start = time.monotonic()
+    suite.net.block([old], others, both=True)
+    promoted = _wait_promoted(suite, old, others)
+    # Past the promotion, the old primary must also have seen itself in the minority: hold
+    # the partition one more node timeout, as a real cut would last.
+    time.sleep(NODE_TIMEOUT_MS / 1000)
+    heal = time.monotonic()
+    suite.net.heal()
+    whole = heal + suite.wait_healthy()
+    return Window("partition primary", old, start, heal, whole, promoted)
+
+
+def cut_command(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    host = COMMAND_HOSTS[turn % len(COMMAND_HOSTS)]
+    start = time.monotonic()
+    suite.net.block([host], REDIS_HOSTS, both=True)
+    time.sleep(CUT_SECONDS)  # the fault's duration is the thing being done, not awaited
+    heal = time.monotonic()
+    suite.net.heal()
+    whole = heal + suite.wait_healthy()
+    return Window("cut command from redis", host, start, heal, whole)
+
+
+def kill_primary(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    old = pick_primary(suite, turn)
+    start = time.monotonic()
+    proc = suite.redis[old]
+    proc.kill()
+    proc.wait(timeout=10)
+    promoted = _wait_promoted(suite, old, [h for h in REDIS_HOSTS if h != old])
+    heal = time.monotonic()
+    suite.start_redis(old)
+    whole = heal + suite.wait_healthy()
+    return Window("kill primary", old, start, heal, whole, promoted)
+
+
+def pause_primary(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    old = pick_primary(suite, turn)
+    pid = suite.redis[old].pid
+    start = time.monotonic()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        promoted = _wait_promoted(suite, old, [h for h in REDIS_HOSTS if h != old])
+    finally:
+        heal = time.monotonic()
+        os.kill(pid, signal.SIGCONT)
+    whole = heal + suite.wait_healthy()
+    return Window("pause primary", old, start, heal, whole, promoted)
+
+
+FAULTS: list[Callable[[Suite, int], Window]] = [
+    partition_primary,
+    cut_command,
+    kill_primary,
+    pause_primary,
+]
