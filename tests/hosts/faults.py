@@ -9,6 +9,11 @@ its `Window` (when it began, when it was healed, when the cluster was whole agai
 - `kill_primary`: SIGKILL of a primary; started again once its replica is promoted (it comes
   back as a replica).
 - `pause_primary`: SIGSTOP of a primary for longer than cluster-node-timeout, then SIGCONT.
+- `split_brain`: a primary and one command host on one side, everything else on the other:
+  the majority promotes the replica and the other command host writes there, while the
+  first still writes to the old primary (until it sees it is in the minority).
+- `cut_broker`: the scoring worker cut from the broker (both ways): scoring follows the
+  change feed on the cluster, so the scores must come out right all the same.
 """
 
 from __future__ import annotations
@@ -120,9 +125,38 @@ def pause_primary(suite: Suite, turn: int) -> Window:
     return Window("pause primary", old, start, heal, whole, promoted)
 
 
+def split_brain(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    old = pick_primary(suite, turn)
+    client = COMMAND_HOSTS[turn % len(COMMAND_HOSTS)]
+    minority = [old, client]
+    majority = [h for h in [*REDIS_HOSTS, *COMMAND_HOSTS] if h not in minority]
+    start = time.monotonic()
+    suite.net.block(minority, majority, both=True)
+    promoted = _wait_promoted(suite, old, [h for h in REDIS_HOSTS if h != old])
+    time.sleep(NODE_TIMEOUT_MS / 1000)  # as in partition_primary: a cut that lasts
+    heal = time.monotonic()
+    suite.net.heal()
+    whole = heal + suite.wait_healthy()
+    return Window("split brain", f"{old}+{client}", start, heal, whole, promoted)
+
+
+def cut_broker(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    start = time.monotonic()
+    suite.net.block(["w1"], ["broker"], both=True)
+    time.sleep(CUT_SECONDS)  # the fault's duration is the thing being done, not awaited
+    heal = time.monotonic()
+    suite.net.heal()
+    whole = heal + suite.wait_healthy()
+    return Window("cut broker from worker", "w1", start, heal, whole)
+
+
 FAULTS: list[Callable[[Suite, int], Window]] = [
     partition_primary,
     cut_command,
     kill_primary,
     pause_primary,
+    split_brain,
+    cut_broker,
 ]
