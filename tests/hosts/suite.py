@@ -1,8 +1,9 @@
 """The suite spread over hosts (tests/hosts/netns.py): a Redis Cluster of 3 primaries and 3
 replicas, one node per host, announcing its host's address; the broker; 2 command hosts, each
 running one instance with WAIT on (`REDIS_WAIT_REPLICAS=1`) and one with it off, so a run
-compares both on the same cluster and the same faults; a query instance; a scoring worker;
-and the tester host the test process joins to play and check.
+compares both on the same cluster and the same faults; a query instance; a scoring worker and
+its beat on one host; and the tester host the test process joins to play and check. Not
+here yet: the bot worker, a second query instance, nginx.
 """
 
 from __future__ import annotations
@@ -225,6 +226,16 @@ def start_suite(net: Network) -> Suite:
          "-n", "w1@%h", "--without-gossip", "--without-mingle", "--without-heartbeat"],
         "worker",
         {**env, "LOG_LEVEL": "info"},  # its "ready." line is an info log
+        ROOT,
+    )  # fmt: skip
+    # beat, as every deployment runs it: its sweep follows every shard's feed every
+    # SWEEP_SECONDS (10), the backstop of the worker's own watch.
+    suite.services["beat"] = net.start(
+        "w1",
+        [sys.executable, "-m", "celery", "-A", "services.scoring.celery_app", "beat",
+         "-s", str(net.workdir / "beat-schedule"), "-l", "info"],
+        "beat",
+        env,
         ROOT,
     )  # fmt: skip
     bases = [*suite.command_bases(True), *suite.command_bases(False), suite.query_base]

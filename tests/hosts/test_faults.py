@@ -92,13 +92,15 @@ def test_acknowledged_turns_through_partitions_kills_and_pauses(hosts_possible: 
         summary = (
             f"{len(history.ops)} turn requests, {verdict.games} games ({verdict.finished} "
             f"finished and scored), {REPS} repetitions of each fault; logs in {workdir}\n"
-            f"games left unscored after losing acknowledged turns: "
-            f"{len(verdict.unscored_after_loss)}; other broken invariants: "
-            f"{len(verdict.problems())}"
+            f"games left unscored a minute after the load: {len(verdict.late())} "
+            f"({len(verdict.unscored_after_loss)} of them lost acknowledged turns); other "
+            f"broken invariants: {len(verdict.problems())}"
         )
         print(f"\n{text}\n{summary}")
         if report := os.environ.get("HOSTS_REPORT"):
             Path(report).write_text(f"{text}\n{summary}\n")
+        for late in verdict.late():
+            print(f"unscored: {late}")
         for op in {op.key: op for op in verdict.lost}.values():
             print(f"lost: {op.client} WAIT={int(op.wait)} {op.game} key {op.key} "
                   f"seqs {[e['seq'] for e in op.events]}")  # fmt: skip
