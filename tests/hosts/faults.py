@@ -25,7 +25,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tests.hosts.suite import COMMAND_HOSTS, NODE_TIMEOUT_MS, REDIS_HOSTS, Suite
+import redis
+
+from tests.hosts.suite import COMMAND_HOSTS, REDIS_HOSTS, Suite, node_client
 
 PROMOTION_TIMEOUT = 20.0  # seconds a replica may take to be promoted (node timeout + vote)
 CUT_SECONDS = 3.0  # how long a command host stays cut from Redis
@@ -58,6 +60,21 @@ def _wait_promoted(suite: Suite, old: str, observers: list[str]) -> bool:
     return False
 
 
+def _wait_minority(suite: Suite, old: str) -> None:
+    """Until the cut-off primary itself says cluster_state:fail (it saw it is in the
+    minority and refuses writes); bounded, as a node that never says so shows in the lost
+    turns."""
+    deadline = time.monotonic() + PROMOTION_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            info = node_client(suite.address(old)).execute_command("CLUSTER", "INFO")
+        except redis.RedisError:
+            info = b""
+        if b"cluster_state:fail" in (info if isinstance(info, bytes) else str(info).encode()):
+            return
+        time.sleep(0.05)
+
+
 def pick_primary(suite: Suite, turn: int) -> str:
     """The primary serving most of the games played now (a fault nobody's game meets
     measures nothing); among equals, one per `turn` in rotation."""
@@ -75,9 +92,7 @@ def partition_primary(suite: Suite, turn: int) -> Window:
     start = time.monotonic()
     suite.net.block([old], others, both=True)
     promoted = _wait_promoted(suite, old, others)
-    # Past the promotion, the old primary must also have seen itself in the minority: hold
-    # the partition one more node timeout, as a real cut would last.
-    time.sleep(NODE_TIMEOUT_MS / 1000)
+    _wait_minority(suite, old)  # the cut lasts until the old primary stops taking writes
     heal = time.monotonic()
     suite.net.heal()
     whole = heal + suite.wait_healthy()
@@ -134,7 +149,7 @@ def split_brain(suite: Suite, turn: int) -> Window:
     start = time.monotonic()
     suite.net.block(minority, majority, both=True)
     promoted = _wait_promoted(suite, old, [h for h in REDIS_HOSTS if h != old])
-    time.sleep(NODE_TIMEOUT_MS / 1000)  # as in partition_primary: a cut that lasts
+    _wait_minority(suite, old)  # as in partition_primary
     heal = time.monotonic()
     suite.net.heal()
     whole = heal + suite.wait_healthy()

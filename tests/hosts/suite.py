@@ -65,7 +65,8 @@ class Suite:
         return f"http://{self.address('q1')}:{QUERY_PORT}"
 
     def host_of(self, address: str) -> str:
-        return next(name for name, h in self.net.hosts.items() if h.address == address)
+        """The host of `address` ("" for none: a node not yet known by its address)."""
+        return next((name for name, h in self.net.hosts.items() if h.address == address), "")
 
     # -- the cluster's shape, as its nodes see it ---------------------------------------------
 
