@@ -210,14 +210,25 @@ def start_suite(net: Network) -> Suite:
                 host,
                 [*gunicorn, "deploy/gunicorn/command.py", "services.command.wsgi:app"],
                 f"command-{host}-{port}",
-                {**env, "BIND": bind, "REDIS_WAIT_REPLICAS": wait, "REDIS_WAIT_MS": str(WAIT_MS)},
+                {
+                    **env,
+                    "BIND": bind,
+                    "REDIS_WAIT_REPLICAS": wait,
+                    "REDIS_WAIT_MS": str(WAIT_MS),
+                    "PROMETHEUS_MULTIPROC_DIR": str(net.workdir / f"metrics-{host}-{port}"),
+                },
                 ROOT,
             )
     suite.services["q1"] = net.start(
         "q1",
         [*gunicorn, "deploy/gunicorn/query.py", "services.query.wsgi:app"],
         "query",
-        {**env, "BIND": f"{suite.address('q1')}:{QUERY_PORT}", "WEB_CONCURRENCY": "2"},
+        {
+            **env,
+            "BIND": f"{suite.address('q1')}:{QUERY_PORT}",
+            "WEB_CONCURRENCY": "2",
+            "PROMETHEUS_MULTIPROC_DIR": str(net.workdir / "metrics-query"),
+        },
         ROOT,
     )
     suite.services["w1"] = net.start(
