@@ -12,6 +12,8 @@ its `Window` (when it began, when it was healed, when the cluster was whole agai
 - `split_brain`: a primary and one command host on one side, everything else on the other:
   the majority promotes the replica and the other command host writes there, while the
   first still writes to the old primary (until it sees it is in the minority).
+- `cut_query`: the query instance cut from every Redis node for 3 s while it serves `/live`
+  (tests/hosts/live.py watches every game in play).
 - `cut_broker`: the scoring worker cut from the broker (both ways): scoring follows the
   change feed on the cluster, so the scores must come out right all the same.
 """
@@ -156,6 +158,17 @@ def split_brain(suite: Suite, turn: int) -> Window:
     return Window("split brain", f"{old}+{client}", start, heal, whole, promoted)
 
 
+def cut_query(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    start = time.monotonic()
+    suite.net.block(["q1"], REDIS_HOSTS, both=True)
+    time.sleep(CUT_SECONDS)  # the fault's duration is the thing being done, not awaited
+    heal = time.monotonic()
+    suite.net.heal()
+    whole = heal + suite.wait_healthy()
+    return Window("cut query from redis", "q1", start, heal, whole)
+
+
 def cut_broker(suite: Suite, turn: int) -> Window:
     """See the module's docstring."""
     start = time.monotonic()
@@ -173,5 +186,6 @@ FAULTS: list[Callable[[Suite, int], Window]] = [
     kill_primary,
     pause_primary,
     split_brain,
+    cut_query,
     cut_broker,
 ]

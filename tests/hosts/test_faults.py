@@ -16,15 +16,18 @@ import os
 import tempfile
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from eventstore.envelope import MOVES, SCORES
 from services.redis_store import RedisEventStore
 from services.redis_store.connect import connect
 from tests.hosts.checker import check
 from tests.hosts.faults import FAULTS, Window
 from tests.hosts.history import Client, History, start_clients, stop_clients
+from tests.hosts.live import READ_TIMEOUT, Watcher, check_live
 from tests.hosts.netns import Network, leftover_namespaces
 from tests.hosts.report import render, rows
 from tests.hosts.suite import Suite, start_suite
@@ -55,11 +58,20 @@ def _wait_for_turns(
         time.sleep(0.1)
 
 
-def _play_through_faults(suite: Suite, history: History) -> tuple[list[Window], float]:
+def _game_of(client: Client) -> str:
+    return client.game
+
+
+def _play_through_faults(
+    suite: Suite, history: History, watchers: list[Watcher]
+) -> tuple[list[Window], float]:
     clients = start_clients(CLIENTS, suite.command_bases(True), True, history, 100)
     clients += start_clients(CLIENTS, suite.command_bases(False), False, history, 200)
     windows: list[Window] = []
     suite.playing = lambda: [c.game for c in clients if c.game]
+    for client in clients:  # each client's game followed live, as its player's app would
+        watchers.append(Watcher(suite.query_base, partial(_game_of, client)))
+        watchers[-1].thread.start()
     try:
         _wait_for_turns(history, clients, 0.0, 2 * SETTLE_TURNS)
         for rep in range(REPS):
@@ -70,6 +82,10 @@ def _play_through_faults(suite: Suite, history: History) -> tuple[list[Window], 
         end = time.monotonic()
     finally:
         stop_clients(clients)
+        for watcher in watchers:
+            watcher.stop.set()
+        for watcher in watchers:
+            watcher.thread.join(timeout=2 * READ_TIMEOUT)
     return windows, end
 
 
@@ -80,25 +96,40 @@ def test_acknowledged_turns_through_partitions_kills_and_pauses(hosts_possible: 
         net.add_host("t")  # the tester: this thread plays and checks from here
         with net.enter("t"):
             suite = start_suite(net)
-            history = History()
-            windows, end = _play_through_faults(suite, history)
+            history, watchers = History(), list[Watcher]()
+            windows, end = _play_through_faults(suite, history, watchers)
             client = connect(suite.cluster_url, role="hosts-check", max_connections=4)
-            verdict = check(RedisEventStore(client), history, suite.query_base)
+            store = RedisEventStore(client)
+            verdict = check(store, history, suite.query_base)
+            watched = {g for w in watchers for g in w.seen.events}
+            logs = {(g, s): store.read(g, s) for g in watched for s in (MOVES, SCORES)}
+            live = check_live(watchers, logs)
             client.close()
         history.dump(workdir / "history.jsonl")
         (workdir / "faults.json").write_text(json.dumps([asdict(w) for w in windows]))
         table = rows(windows, history.ops, verdict.lost, end)
         text = render(table)
+        lost_games = {op.game for op in verdict.lost}
+        unlike_lost = [u for u in live.unlike_log if u.split()[0] in lost_games]
         summary = (
             f"{len(history.ops)} turn requests, {verdict.games} games ({verdict.finished} "
             f"finished and scored), {REPS} repetitions of each fault; logs in {workdir}\n"
             f"games left unscored a minute after the load: {len(verdict.late())} "
             f"({len(verdict.unscored_after_loss)} of them lost acknowledged turns); other "
-            f"broken invariants: {len(verdict.problems())}"
+            f"broken invariants: {len(verdict.problems())}\n"
+            f"/live: {live.events} events sent to {len(watchers)} watchers "
+            f"({sum(w.seen.reconnects for w in watchers)} resumptions, "
+            f"{sum(len(w.seen.refused) for w in watchers)} refused); sent twice or out of "
+            f"order: {len(live.repeated)}; skipped: {len(live.skipped)}; unlike the final log: "
+            f"{len(live.unlike_log)} ({len(unlike_lost)} in games that lost acknowledged turns)"
         )
         print(f"\n{text}\n{summary}")
         if report := os.environ.get("HOSTS_REPORT"):
             Path(report).write_text(f"{text}\n{summary}\n")
+        for line in [*live.repeated, *live.skipped, *live.unlike_log][:20]:
+            print(f"live: {line}")
+        for refusal in [r for w in watchers for r in w.seen.refused][:10]:
+            print(f"live refused: {refusal}")
         for late in verdict.late():
             print(f"unscored: {late}")
         for op in {op.key: op for op in verdict.lost}.values():
