@@ -62,6 +62,16 @@ def redis_client(redis_url: str) -> redis.Redis:
     return redis.Redis.from_url(redis_url)
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/hosts (root, namespaces, minutes) is collected only when named on the command
+    line (`make test-hosts`), never by a whole-suite run."""
+    hosts = TESTS / "hosts"
+    if collection_path != hosts:
+        return None
+    named = [Path(a.split("::")[0]).resolve() for a in config.args]
+    return not any(p == hosts or hosts in p.parents for p in named)
+
+
 # Session fixtures that start several processes: the modules using one share a group.
 SHARED = {"redis_cluster": "cluster", "running_suite": "suite"}
 

@@ -1,0 +1,191 @@
+"""The faults, each done to a running suite while the clients play, then healed: each returns
+its `Window` (when it began, when it was healed, when the cluster was whole again).
+
+- `partition_primary`: a primary cut (both ways) from every other Redis node, its replica
+  and the majority, while the command hosts still reach it: the majority promotes its
+  replica; clients on the old primary's side may still write to it until it sees it is in
+  the minority (cluster-node-timeout).
+- `cut_command`: a command host cut from every Redis node (both ways) while it appends.
+- `kill_primary`: SIGKILL of a primary; started again once its replica is promoted (it comes
+  back as a replica).
+- `pause_primary`: SIGSTOP of a primary for longer than cluster-node-timeout, then SIGCONT.
+- `split_brain`: a primary and one command host on one side, everything else on the other:
+  the majority promotes the replica and the other command host writes there, while the
+  first still writes to the old primary (until it sees it is in the minority).
+- `cut_query`: the query instance cut from every Redis node for 3 s while it serves `/live`
+  (tests/hosts/live.py watches every game in play).
+- `cut_broker`: the scoring worker cut from the broker (both ways): scoring follows the
+  change feed on the cluster, so the scores must come out right all the same.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+
+from tests.hosts.suite import COMMAND_HOSTS, REDIS_HOSTS, Suite, node_client
+
+PROMOTION_TIMEOUT = 20.0  # seconds a replica may take to be promoted (node timeout + vote)
+CUT_SECONDS = 3.0  # how long a command host stays cut from Redis
+
+
+@dataclass
+class Window:
+    """One fault: its kind, the host it hit, and its times (time.monotonic())."""
+
+    kind: str
+    target: str
+    start: float
+    heal: float
+    whole: float  # the cluster healthy again (every primary with an online replica)
+    promoted: bool = False  # a replica took over
+
+
+def _promoted(suite: Suite, old: str, observer: str) -> bool:
+    """Whether the node on `observer` sees `old` serve no slots any more."""
+    shape = suite.topology_from(observer)
+    return bool(shape) and old not in shape
+
+
+def _wait_promoted(suite: Suite, old: str, observers: list[str]) -> bool:
+    deadline = time.monotonic() + PROMOTION_TIMEOUT
+    while time.monotonic() < deadline:
+        if any(_promoted(suite, old, o) for o in observers):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _wait_minority(suite: Suite, old: str) -> None:
+    """Until the cut-off primary itself says cluster_state:fail (it saw it is in the
+    minority and refuses writes); bounded, as a node that never says so shows in the lost
+    turns."""
+    deadline = time.monotonic() + PROMOTION_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            info = node_client(suite.address(old)).execute_command("CLUSTER", "INFO")
+        except redis.RedisError:
+            info = b""
+        if b"cluster_state:fail" in (info if isinstance(info, bytes) else str(info).encode()):
+            return
+        time.sleep(0.05)
+
+
+def pick_primary(suite: Suite, turn: int) -> str:
+    """The primary serving most of the games played now (a fault nobody's game meets
+    measures nothing); among equals, one per `turn` in rotation."""
+    primaries = sorted(suite.topology())
+    served = Counter(suite.owner_of(game) for game in suite.playing())
+    most = max(served[p] for p in primaries)
+    busiest = [p for p in primaries if served[p] == most]
+    return busiest[turn % len(busiest)]
+
+
+def partition_primary(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    old = pick_primary(suite, turn)
+    others = [h for h in REDIS_HOSTS if h != old]
+    start = time.monotonic()
+    suite.net.block([old], others, both=True)
+    promoted = _wait_promoted(suite, old, others)
+    _wait_minority(suite, old)  # the cut lasts until the old primary stops taking writes
+    heal = time.monotonic()
+    suite.net.heal()
+    whole = heal + suite.wait_healthy()
+    return Window("partition primary", old, start, heal, whole, promoted)
+
+
+def cut_command(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    host = COMMAND_HOSTS[turn % len(COMMAND_HOSTS)]
+    start = time.monotonic()
+    suite.net.block([host], REDIS_HOSTS, both=True)
+    time.sleep(CUT_SECONDS)  # the fault's duration is the thing being done, not awaited
+    heal = time.monotonic()
+    suite.net.heal()
+    whole = heal + suite.wait_healthy()
+    return Window("cut command from redis", host, start, heal, whole)
+
+
+def kill_primary(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    old = pick_primary(suite, turn)
+    start = time.monotonic()
+    proc = suite.redis[old]
+    proc.kill()
+    proc.wait(timeout=10)
+    promoted = _wait_promoted(suite, old, [h for h in REDIS_HOSTS if h != old])
+    heal = time.monotonic()
+    suite.start_redis(old)
+    whole = heal + suite.wait_healthy()
+    return Window("kill primary", old, start, heal, whole, promoted)
+
+
+def pause_primary(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    old = pick_primary(suite, turn)
+    pid = suite.redis[old].pid
+    start = time.monotonic()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        promoted = _wait_promoted(suite, old, [h for h in REDIS_HOSTS if h != old])
+    finally:
+        heal = time.monotonic()
+        os.kill(pid, signal.SIGCONT)
+    whole = heal + suite.wait_healthy()
+    return Window("pause primary", old, start, heal, whole, promoted)
+
+
+def split_brain(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    old = pick_primary(suite, turn)
+    client = COMMAND_HOSTS[turn % len(COMMAND_HOSTS)]
+    minority = [old, client]
+    majority = [h for h in [*REDIS_HOSTS, *COMMAND_HOSTS] if h not in minority]
+    start = time.monotonic()
+    suite.net.block(minority, majority, both=True)
+    promoted = _wait_promoted(suite, old, [h for h in REDIS_HOSTS if h != old])
+    _wait_minority(suite, old)  # as in partition_primary
+    heal = time.monotonic()
+    suite.net.heal()
+    whole = heal + suite.wait_healthy()
+    return Window("split brain", f"{old}+{client}", start, heal, whole, promoted)
+
+
+def cut_query(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    start = time.monotonic()
+    suite.net.block(["q1"], REDIS_HOSTS, both=True)
+    time.sleep(CUT_SECONDS)  # the fault's duration is the thing being done, not awaited
+    heal = time.monotonic()
+    suite.net.heal()
+    whole = heal + suite.wait_healthy()
+    return Window("cut query from redis", "q1", start, heal, whole)
+
+
+def cut_broker(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    start = time.monotonic()
+    suite.net.block(["w1"], ["broker"], both=True)
+    time.sleep(CUT_SECONDS)  # the fault's duration is the thing being done, not awaited
+    heal = time.monotonic()
+    suite.net.heal()
+    whole = heal + suite.wait_healthy()
+    return Window("cut broker from worker", "w1", start, heal, whole)
+
+
+FAULTS: list[Callable[[Suite, int], Window]] = [
+    partition_primary,
+    cut_command,
+    kill_primary,
+    pause_primary,
+    split_brain,
+    cut_query,
+    cut_broker,
+]
