@@ -35,6 +35,13 @@ EVENTS_READ = Counter(
     "Move events read from the stream to catch a cached game state up (XRANGE entries)",
 )
 
+# Games folded again from their first move because their stream no longer held what the
+# cached state had folded: moves lost to a failover (tests/hosts showed games stuck on it).
+FOLDED_AGAIN = Counter(
+    "carcassonne_cache_folded_again_total",
+    "Cached game states dropped because the move stream lost events they reflected",
+)
+
 # Events a cached game keeps since its last checkpoint before it takes a new one (a copy of
 # the state): a turn's events are applied to the cached state in place, and a refused append
 # rebuilds the state at the cached sequence from the checkpoint and these events. A copy per
@@ -58,17 +65,22 @@ class Cached:
     base: GameState | None = None
     base_seq: int = 0
     since: list[Event] = field(default_factory=list)
+    command: str = ""  # the command id of the event at `seq` ("": not known)
 
     def checkpoint(self) -> None:
         """Make sure `state` can be rewound to `seq` after it is changed in place."""
         if self.base is None or len(self.since) >= CHECKPOINT_EVENTS:
             self.base, self.base_seq, self.since = self.state.copy(), self.seq, []
 
-    def advanced(self, state: GameState, seq: int, events: list[Event]) -> Cached:
-        """The cache entry for `state` at `seq`: this one's with `events` applied."""
+    def advanced(
+        self, state: GameState, seq: int, events: list[Event], command: str = ""
+    ) -> Cached:
+        """The cache entry for `state` at `seq` (the last event appended by `command`):
+        this one's with `events` applied."""
         if self.base is None:
-            return Cached(state, seq, self.secrets)
-        return Cached(state, seq, self.secrets, self.base, self.base_seq, self.since + events)
+            return Cached(state, seq, self.secrets, command=command)
+        since = self.since + events
+        return Cached(state, seq, self.secrets, self.base, self.base_seq, since, command)
 
     def rewound(self) -> Cached:
         """The state at `seq` again, rebuilt from the checkpoint (the state ran ahead)."""
@@ -77,7 +89,9 @@ class Cached:
         state = self.base.copy()
         for event in self.since:
             state.apply(event)
-        return Cached(state, self.seq, self.secrets, self.base, self.base_seq, self.since)
+        return Cached(
+            state, self.seq, self.secrets, self.base, self.base_seq, self.since, self.command
+        )
 
     def before(self, state: GameState) -> Cached:
         """This entry as it was before a command ran ahead on `state` (rebuilt if in place)."""
@@ -132,8 +146,24 @@ class FoldCache:
 
     def caught_up(self, game_id: str, cached: Cached, own: bool | None = None) -> Cached:
         """`cached` with the moves appended since its sequence applied (in place if `own`,
-        by default when states change in place)."""
-        fresh = self.store.read(game_id, MOVES, after=cached.seq)
+        by default when states change in place).
+
+        The read starts at the cached sequence's own event: if the stream no longer holds
+        it, or holds another command's there, a failover lost moves this state folded (Redis
+        replication is asynchronous: deploy/README, tests/hosts), and the game is folded
+        again from its first move, so nothing lost is believed or played on."""
+        fresh = self.store.read(game_id, MOVES, after=max(0, cached.seq - 1))
+        if cached.seq:
+            head = fresh[0] if fresh else None
+            if (
+                head is None
+                or head.seq != cached.seq
+                or (cached.command and head.command_id != cached.command)
+            ):
+                FOLDED_AGAIN.inc()
+                secrets = self.secrets.get(game_id) or cached.secrets
+                return self.caught_up(game_id, Cached(GameState(), 0, secrets), own=True)
+            fresh = fresh[1:]
         if not fresh:
             return cached
         EVENTS_READ.inc(len(fresh))
@@ -145,7 +175,7 @@ class FoldCache:
             event = opened(cached.state, to_engine(stored), seed)  # R10.3: hands known here
             cached.state.apply(event)
             events.append(event)
-        advanced = cached.advanced(cached.state, fresh[-1].seq, events)
+        advanced = cached.advanced(cached.state, fresh[-1].seq, events, fresh[-1].command_id)
         if any(isinstance(e, TokenReissued) for e in events):
             # A seat's token was replaced: the cached token hashes are stale from here on.
             advanced.secrets = self.secrets.get(game_id) or advanced.secrets
@@ -204,7 +234,9 @@ class Taken:
         self.ran_ahead = None
         if state.over:
             return
-        advanced = self.cached.advanced(state, appended.result.last_seq, appended.events)
+        advanced = self.cached.advanced(
+            state, appended.result.last_seq, appended.events, appended.command_id
+        )
         if any(isinstance(e, TokenReissued) for e in appended.events):
             advanced.secrets = self.games.secrets.get(self.game_id) or advanced.secrets
         self.games.keep(self.game_id, advanced)

@@ -54,9 +54,12 @@ class Scorer:
         moves = events = conflicts = 0
         lags: list[int] = []
         while True:
-            cached = self._cache.take(game_id) or self._load(game_id)
+            taken = self._cache.take(game_id)
+            cached = taken or self._load(game_id)
             batch = self.store.read(game_id, MOVES, after=cached.progress, limit=self.batch)
             if not batch:
+                if taken is not None and self._behind(game_id, cached):
+                    continue  # dropped from the cache: folded again from the saved progress
                 self._cache.keep(game_id, cached)
                 break
             state = cached.state
@@ -86,6 +89,17 @@ class Scorer:
                 break
         kept = self._cache.peek(game_id)
         return CatchUp(game_id, moves, events, conflicts, kept.progress if kept else 0, tuple(lags))
+
+    def _behind(self, game_id: str, cached: _Cached) -> bool:
+        """Whether the saved progress is no longer where the cached state stands: a failover
+        lost moves or score events this state reflected (the game would otherwise wait,
+        unscored, until its moves grew past the cached progress: tests/hosts)."""
+        raw = self.store.marker(game_id, SCORES)
+        if (int(raw) if raw else 0) == cached.progress:
+            return False
+        log.warning("game %s: its saved progress moved back from move %d; folding again",
+                    game_id, cached.progress, extra={"game_id": game_id})  # fmt: skip
+        return True
 
     def folded(self, game_id: str) -> tuple[GameState, int] | None:
         """A copy of the game's folded state and the move it stands after, if this scorer

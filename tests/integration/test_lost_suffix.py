@@ -1,0 +1,116 @@
+"""What a failover that lost the newest writes leaves behind, on a real Redis: a game's streams
+cut back to a prefix of what they held (Redis replicates asynchronously; tests/hosts found
+games stuck on it), while a process still caches the state it folded before the loss.
+
+- The command service's fold cache: a turn lost this way and sent again (its Idempotency-Key,
+  as a client retries after a failover) is played, not refused for ever as stale.
+- The scoring worker's cache: a game whose moves and scores were lost and then played again
+  is scored again, to the end, exactly as a fresh scorer would score it.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+import redis
+
+from carcassonne.game import actions
+from carcassonne.ruleset import Ruleset
+from carcassonne.simulate import random_game
+from carcassonne.state import GameState
+from eventstore.envelope import MOVES, SCORES
+from eventstore.schemas import to_engine, to_new
+from eventstore.score_stream import score_events
+from services.command.cache import FOLDED_AGAIN
+from services.command.secrets_store import RedisSecrets
+from services.command.service import GameService
+from services.redis_store import RedisEventStore
+from services.redis_store.keys import game_keys, new_game_id
+from services.scoring.scorer import Scorer
+from tests.redis_server import private_redis
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def client() -> Any:
+    with private_redis() as url:
+        yield redis.Redis.from_url(url)
+
+
+def lose_suffix(client: redis.Redis, game_id: str, stream: str, keep: int) -> None:
+    """Cut the stream back to its first `keep` events, with its command records and marker,
+    as a replica promoted before it had the rest holds it."""
+    key, commands, marker = game_keys(game_id, stream)
+    entries: Any = client.xrange(key)
+    lost = {fields[b"cmd"] for _, fields in entries[keep:]}
+    pipe = client.pipeline(transaction=True)
+    pipe.delete(key)
+    for entry_id, fields in entries[:keep]:
+        pipe.xadd(key, fields, id=entry_id)
+    for command in lost:
+        pipe.hdel(commands, command)
+    if stream == MOVES:
+        pipe.set(marker, keep)
+    pipe.execute()
+
+
+def first_move(service: GameService, game_id: str) -> tuple[int, int, int]:
+    state = service.load(game_id).state
+    x, y, rotation, _ = actions(state)[0]
+    return x, y, rotation
+
+
+def test_a_turn_lost_to_a_failover_is_played_again_when_retried(client) -> None:
+    store = RedisEventStore(client)
+    service = GameService(store, RedisSecrets(client))
+    game_id, seats = service.create_game(["a", "b"], Ruleset())
+    tokens = [seat["token"] for seat in seats]
+    for n in range(2):  # two turns, the second then lost
+        state = service.load(game_id).state
+        x, y, rotation = first_move(service, game_id)
+        service.play_turn(game_id, tokens[state.current], x, y, rotation, None,
+                          idempotency_key=f"turn-{n}", trust_cache=True)  # fmt: skip
+    moves = store.read(game_id, MOVES)
+    kept = max(e.seq for e in moves if e.command_id != moves[-1].command_id)
+    lose_suffix(client, game_id, MOVES, kept)
+    folded_again = FOLDED_AGAIN._value.get()
+    # The client retries its lost turn with the same key: played on the game as it is now.
+    state = GameState()
+    for stored in store.read(game_id, MOVES):
+        state.apply(to_engine(stored))
+    x, y, rotation, _ = actions(state)[0]
+    service.play_turn(game_id, tokens[state.current], x, y, rotation, None,
+                      idempotency_key="turn-1", trust_cache=True)  # fmt: skip
+    assert FOLDED_AGAIN._value.get() > folded_again  # the cached state was let go
+    replayed = store.read(game_id, MOVES, after=kept)
+    assert replayed[0].type == "TilePlaced" and replayed[0].payload["x"] == x
+    # The cache and the stream agree again: the next turn is played at once.
+    state = service.load(game_id).state
+    x, y, rotation = first_move(service, game_id)
+    service.play_turn(game_id, tokens[state.current], x, y, rotation, None,
+                      idempotency_key="turn-2", trust_cache=True)  # fmt: skip
+
+
+def test_a_game_whose_scoring_was_lost_is_scored_again_to_its_end(client) -> None:
+    store = RedisEventStore(client)
+    game_id = new_game_id(random.Random(3))
+    _, events = random_game(random.Random(3), 2, Ruleset())
+    new = [to_new(e) for e in events]
+    store.append(game_id, MOVES, new, expected=0, command_id="all", marker="$seq")
+    scorer = Scorer(store)
+    scorer.catch_up(game_id)  # scored to the end; its state stays cached
+    keep = len(new) // 2
+    lose_suffix(client, game_id, MOVES, keep)  # the moves after `keep` lost, and their scores
+    scores = store.read(game_id, SCORES)
+    kept_scores = sum(1 for e in scores if int(e.payload["move"]) <= keep)
+    lose_suffix(client, game_id, SCORES, kept_scores)
+    client.set(game_keys(game_id, SCORES)[2], keep)  # the score marker as it was then
+    # The same moves are played again (the clients retry), in one append.
+    store.append(game_id, MOVES, new[keep:], expected=keep, command_id="again", marker="$seq")
+    scorer.catch_up(game_id)
+    rescored = [(e.type, e.payload) for e in score_events(GameState(), store.read(game_id, MOVES))]
+    assert [(e.type, e.payload) for e in store.read(game_id, SCORES)] == rescored
+    assert store.marker(game_id, SCORES) == str(len(new))
