@@ -142,6 +142,10 @@ def test_acknowledged_turns_through_partitions_kills_and_pauses(hosts_possible: 
         # event later lost in a failover may have been sent: measured above, not asserted).
         assert not live.repeated and not live.skipped, (live.repeated[:5], live.skipped[:5])
         assert all(w.promoted for w in windows if "primary" in w.kind or w.kind == "split brain")
+        # Since the command and scoring caches fold a game again when a failover rewound
+        # its log (tests/integration/test_lost_suffix.py), no game is stuck or left unscored.
+        assert not [r for r in table if r.stuck], f"games stuck after a failover:\n{text}"
+        assert not verdict.late(), f"games left unscored: {verdict.late()[:5]}"
         lost_with_wait = [r for r in table if r.wait and r.lost]
         assert not lost_with_wait, f"acknowledged turns lost with WAIT 1:\n{text}"
     finally:

@@ -94,7 +94,8 @@ def test_a_refused_append_of_a_stale_instance_reads_exactly_the_missing_events()
 def test_a_stale_instance_whose_append_was_refused_lands_its_turn_after_reading_the_gap() -> None:
     """Two turns went through the other instance; a turn legal on both states is decided on
     the stale one, refused by the append, decided again on the caught-up state and appended.
-    Events read: exactly the gap (and the cached sequence's own event). The stale instance's state equals a fold of the stream."""
+    Events read: exactly the gap (and the cached sequence's own event). The stale instance's
+    state equals a fold of the stream."""
     # About 1 game in 13 draws the same tile again two turns later (measured): 400 tries
     # fail by chance with a probability below 1e-13, and take about 3 s.
     for seed in range(400):
