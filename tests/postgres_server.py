@@ -11,7 +11,6 @@ visible skip.
 
 from __future__ import annotations
 
-import glob
 import os
 import pwd
 import shutil
@@ -26,21 +25,15 @@ from pathlib import Path
 import psycopg
 
 from deploy.local.host import free_port, installed
+from deploy.local.postgres import bin_dir
 
 _TRIED: list[str] = []
 HINT = "apt-get install postgresql (or put initdb and pg_ctl in PATH)"
 
 
 def _bin_dir() -> str | None:
-    """The directory of initdb, pg_ctl and postgres: PATH's, else Debian's newest."""
-    found = shutil.which("initdb")
-    if found and shutil.which("pg_ctl"):
-        return os.path.dirname(os.path.realpath(found))
-    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda d: int(d.split("/")[-2]))
-    for d in reversed(dirs):
-        if os.access(os.path.join(d, "initdb"), os.X_OK):
-            return d
-    return None
+    """The directory of initdb, pg_ctl and postgres (deploy/local/postgres.py's search)."""
+    return bin_dir()
 
 
 def postgres_missing() -> str:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
+from deploy.local import postgres
 from deploy.local.cluster import form_cluster, redis_argv
 from deploy.local.host import (
     BUS,
@@ -277,8 +279,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("BIND", "PORT")}
     env.update(REDIS_URL=a.store, SWEEP_SECONDS=str(a.sweep_seconds), PYTHONUNBUFFERED="1")
     env.update({"WEB_CONCURRENCY": str(a.web_concurrency)} if a.web_concurrency else {})
-    # One archive of finished games for every part: a SQLite file in this run's var (the
-    # worker's beat moves games there ARCHIVE_AFTER after their end; ARCHIVE_URL overrides).
+    # One archive of finished games for every part (the worker's beat moves games there
+    # ARCHIVE_AFTER after their end; ARCHIVE_URL overrides): with --cluster a PostgreSQL
+    # server of the run's own when one is installed (deploy/local/postgres.py), else a
+    # SQLite file in this run's var.
+    archive: list[Stage] = []
+    no_postgres = "" if not a.cluster or "ARCHIVE_URL" in env else postgres.missing()
+    if a.cluster and "ARCHIVE_URL" not in env and not no_postgres:
+        a.var.mkdir(parents=True, exist_ok=True)
+        no_postgres = postgres.unreachable(a.var)
+    if a.cluster and "ARCHIVE_URL" not in env and not no_postgres:
+        try:
+            stage, env["ARCHIVE_URL"] = postgres.archive_stage(a.var, free_port())
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            no_postgres = f"its cluster could not be made: {exc}"
+        else:
+            archive.append(stage)
     env.setdefault("ARCHIVE_URL", f"sqlite:///{a.var / 'archive.sqlite3'}")
     # Development: every request logged, any browser origin, webhooks to this machine, games
     # without an API key.
@@ -291,9 +307,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         check(a, nginx)
         if nginx:  # it reaches the services from this machine: its X-Forwarded-For counts
             env.setdefault("TRUSTED_PROXIES", "127.0.0.1,::1")
-        stages = [store_stage(a), app_stage(a, nginx)]
+        store = store_stage(a)  # first: it makes the Redis users the app's parts use
+        app = app_stage(a, nginx)
+        stages = [store, *archive, app]
         env.update({"BROKER_URL": a.broker} if a.broker else {})  # its user's, once made
-        stages += [proxy_stage(a, nginx, stages[1])] if nginx else []
+        stages += [proxy_stage(a, nginx, app)] if nginx else []
     except (RuntimeError, OSError) as exc:
         print(f"make run: {exc}")
         return 1
@@ -306,6 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"  event store {safe(a.store)}, Celery broker {safe(a.broker or a.store)}")
     if not a.redis_url:
         say(f"  Redis users {', '.join(ROLES)} (default user off); passwords in {a.users}")
+    say(f"  archive of finished games {safe(env['ARCHIVE_URL'])}"
+        + (f" (no PostgreSQL: {no_postgres})" if no_postgres else ""))  # fmt: skip
     say(f"  logs in {a.var}/log/<part>.log; supervisorctl -c {a.var}/supervisord.conf status")
     say(f"  CORS_ORIGINS={env['CORS_ORIGINS']}: the browser origins allowed (set it to narrow)")
     urls = served_at(a, nginx, why, say)

@@ -7,13 +7,18 @@ plays a game against it, scored and shown by the query service; SIGTERM stops ev
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from deploy.local import postgres
 from deploy.local.host import free_ports
 from tests.nginx import find_nginx
 
@@ -28,7 +33,11 @@ def test_run_cluster_starts_plays_a_demo_game_and_stops(tmp_path: Path) -> None:
     # REDIS_PORT, +1, +2 (the primaries, their bus ports 10000 higher) and +3 (the broker).
     redis_port = free_ports(4, bus=True, consecutive=True)[0]
     command_port, query_port = free_ports(2)
-    var = tmp_path / "var"
+    # A var the server's user can enter (as root PostgreSQL runs as postgres; pytest's own
+    # directories are private to root): removed after.
+    home = Path(tempfile.mkdtemp(prefix="cc-run-cluster-"))
+    home.chmod(0o755)
+    var = home / "var"
     run = suite_runner(var, (redis_port, command_port, query_port), "--cluster",
                        "--web-concurrency", "1", "--sweep-seconds", "1")  # fmt: skip
     family = set[int]()
@@ -37,8 +46,18 @@ def test_run_cluster_starts_plays_a_demo_game_and_stops(tmp_path: Path) -> None:
         out = run.text()
         # A command instance per core, at least as many as of the query service (run.py).
         commands = ", ".join(f"command-{i}" for i in range(1, max(2, os.cpu_count() or 1) + 1))
-        parts = f"redis-1, redis-2, redis-3, broker, {commands}, query-1, query-2, "
+        # The archive: a PostgreSQL server of the run's own where one is installed.
+        pg = "" if postgres.missing() else "postgres, "
+        parts = f"redis-1, redis-2, redis-3, broker, {pg}{commands}, query-1, query-2, "
         assert parts + "worker-1, worker-2, bots, beat, bots-beat, nginx" in out, out
+        archive = re.search(r"archive of finished games (\S+)", out)
+        assert archive is not None, out
+        if pg:
+            assert archive[1].startswith("postgresql://"), out
+            with psycopg.connect(archive[1], connect_timeout=10) as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+        else:
+            assert archive[1].startswith("sqlite:///") and "no PostgreSQL" in out, out
         assert "redis+cluster://" in out and "store: cluster created" in out, out
         # nginx started after every instance behind it was ready: it never found one refusing
         # connections (which marks it failed for 5 s: 502 "no live upstreams").
@@ -68,3 +87,4 @@ def test_run_cluster_starts_plays_a_demo_game_and_stops(tmp_path: Path) -> None:
         assert not [pid for pid in family if alive(pid)]
     finally:
         run.clean_up(family)
+        shutil.rmtree(home, ignore_errors=True)
