@@ -32,23 +32,9 @@ from carcassonne.ruleset import MAX_BANK_SECONDS, Ruleset
 from carcassonne.state import DRAW, OVER, PLACE, GameState
 from eventstore.envelope import StoredEvent
 from eventstore.schemas import to_engine, to_new, validate_payload
+from tests.unit.engine_steps import NOW, run, started
 
-NOW = 1_800_000_000_000
 DAY = 86_400
-
-
-def run(state: GameState, command: object) -> list[Event]:
-    events = decide(state, command)  # type: ignore[arg-type]
-    for event in events:
-        state.apply(event)
-    return events
-
-
-def started(players: int = 2, **rules: object) -> tuple[GameState, list[Event]]:
-    state = GameState()
-    log = run(state, StartGame(Ruleset(**rules), players))  # type: ignore[arg-type]
-    log += run(state, DrawTile("E", NOW))
-    return state, log
 
 
 def play(state: GameState, at_ms: int, tile: str = "E") -> list[Event]:

@@ -18,7 +18,6 @@ from carcassonne.events import (
     PlayerTimedOut,
     PlayTurn,
     Resign,
-    StartGame,
     TileDrawn,
     TimeOutTurn,
     TurnTimedOut,
@@ -32,22 +31,12 @@ from carcassonne.state import OVER, RESIGNED, TIMED_OUT, GameState
 from eventstore.envelope import StoredEvent
 from eventstore.schemas import to_engine, to_new, validate_payload
 from eventstore.score_stream import score_events
-
-NOW = 1_800_000_000_000
-
-
-def run(state: GameState, command: object) -> list[Event]:
-    events = decide(state, command)  # type: ignore[arg-type]
-    for event in events:
-        state.apply(event)
-    return events
+from tests.unit import engine_steps as steps
+from tests.unit.engine_steps import NOW, run
 
 
 def started(players: int = 3, **rules: object) -> tuple[GameState, list[Event]]:
-    state = GameState()
-    log = run(state, StartGame(Ruleset(**rules), players))  # type: ignore[arg-type]
-    log += run(state, DrawTile("E", NOW))
-    return state, log
+    return steps.started(players, **rules)
 
 
 def test_a_draw_carries_its_deadline_only_with_a_turn_limit():

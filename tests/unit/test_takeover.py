@@ -21,13 +21,12 @@ from carcassonne.events import (
     PlayerTimedOut,
     Resign,
     SeatTakenOver,
-    StartGame,
     TimeOutTurn,
     TurnTimedOut,
     event_from_dict,
     event_to_dict,
 )
-from carcassonne.game import command_for_action, decide, fold, is_unplaceable
+from carcassonne.game import command_for_action, fold, is_unplaceable
 from carcassonne.ruleset import TAKEOVER_LEVELS, Ruleset
 from carcassonne.simulate import bag_order
 from carcassonne.state import OVER, RESIGNED, TIMED_OUT, GameState
@@ -39,22 +38,7 @@ from services.bots.player import GONE, PLAYED, BotPlayer
 from services.bots.player import OVER as GAME_OVER
 from services.command.secrets_store import MemorySecrets
 from services.command.service import GameService
-
-NOW = 1_800_000_000_000
-
-
-def run(state: GameState, command: object) -> list[Event]:
-    events = decide(state, command)  # type: ignore[arg-type]
-    for event in events:
-        state.apply(event)
-    return events
-
-
-def started(players: int = 2, **rules: object) -> tuple[GameState, list[Event]]:
-    state = GameState()
-    log = run(state, StartGame(Ruleset(**rules), players))  # type: ignore[arg-type]
-    log += run(state, DrawTile("E", NOW))
-    return state, log
+from tests.unit.engine_steps import NOW, run, started
 
 
 def play_out(state: GameState, log: list[Event], seed: int = 7) -> list[int]:
