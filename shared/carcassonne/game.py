@@ -766,14 +766,7 @@ def _time_out(state: GameState, cmd: TimeOutTurn) -> list[Event]:
 def _pause(state: GameState, cmd: PauseClock) -> list[Event]:
     """A seat away until `until_ms` (a vacation, docs/clocks.md): its clock stands still; a
     turn of its own already running gets its deadline moved by the rest of the absence."""
-    if state.phase == OVER:
-        raise OutOfTurnError("game_over", "the game is over", "R7.1")
-    if state.phase == NEW:
-        raise OutOfTurnError("game_not_started", "the game has not started", "R2")
-    if type(cmd.player) is not int or not 0 <= cmd.player < state.players:
-        raise MalformedError("bad_player", f"player must be 0-{state.players - 1}")
-    if state.out[cmd.player] is not None:
-        raise OutOfTurnError("player_out", f"player {cmd.player} is out of the game")
+    _seat_in_game(state, cmd.player, f"player {cmd.player} is out of the game")
     if not (type(cmd.now_ms) is int and type(cmd.until_ms) is int and cmd.until_ms > cmd.now_ms):
         raise MalformedError("bad_vacation", "a pause ends after it begins")
     deadline = None
@@ -785,15 +778,21 @@ def _pause(state: GameState, cmd: PauseClock) -> list[Event]:
     return [ClockPaused(cmd.player, cmd.now_ms, cmd.until_ms, deadline)]
 
 
-def _resign(state: GameState, cmd: Resign) -> list[Event]:
+def _seat_in_game(state: GameState, player: object, out: str) -> None:
+    """Refuse a command for a seat unless the game runs and the seat is in it (`out`: the
+    message when it has left)."""
     if state.phase == OVER:
         raise OutOfTurnError("game_over", "the game is over", "R7.1")
     if state.phase == NEW:
         raise OutOfTurnError("game_not_started", "the game has not started", "R2")
-    if type(cmd.player) is not int or not 0 <= cmd.player < state.players:
+    if type(player) is not int or not 0 <= player < state.players:
         raise MalformedError("bad_player", f"player must be 0-{state.players - 1}")
-    if state.out[cmd.player] is not None:
-        raise OutOfTurnError("player_out", f"player {cmd.player} is already out of the game")
+    if state.out[player] is not None:
+        raise OutOfTurnError("player_out", out)
+
+
+def _resign(state: GameState, cmd: Resign) -> list[Event]:
+    _seat_in_game(state, cmd.player, f"player {cmd.player} is already out of the game")
     return [PlayerResigned(cmd.player), *_too_few_left(state, cmd.player)]
 
 
