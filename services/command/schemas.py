@@ -23,6 +23,16 @@ from services.common.schemas import (
 
 COORD = validate.Range(-10_000, 10_000)
 BOT_LEVELS = ["random", "greedy", "mcts"]  # carcassonne.bots.LEVELS
+# Per seat, the level of the bot playing it since it went out: the turn view's and the score
+# report's (one field: marshmallow copies it into each schema).
+TAKEN_OVER = fields.List(
+    fields.String(allow_none=True, validate=validate.OneOf(BOT_LEVELS)),
+    required=True,
+    metadata={
+        "description": "per seat: the level of the bot that plays it since it went out "
+        "(ruleset on_leave: docs/takeover.md), else null"
+    },
+)
 MAX_THINK_MS, DEFAULT_THINK_MS = 10_000, 1_000
 
 
@@ -311,14 +321,7 @@ class TurnView(Closed):
         required=True,
         metadata={"description": "per seat: null while in the game, else why it is out"},
     )
-    taken_over = fields.List(
-        fields.String(allow_none=True, validate=validate.OneOf(BOT_LEVELS)),
-        required=True,
-        metadata={
-            "description": "per seat: the level of the bot that plays it since it went out "
-            "(ruleset on_leave: docs/takeover.md), else null"
-        },
-    )
+    taken_over = TAKEN_OVER
     banks_ms = ints(
         metadata={
             "description": "Fischer clock (docs/clocks.md): each seat's time bank (ms) as of "
@@ -593,14 +596,7 @@ class ScoreResult(Closed):
         required=True,
         metadata={"description": "per seat: null while in, else why it is out (ranks after)"},
     )
-    taken_over = fields.List(
-        fields.String(allow_none=True, validate=validate.OneOf(BOT_LEVELS)),
-        required=True,
-        metadata={
-            "description": "per seat: the level of the bot that plays it since it went out "
-            "(ruleset on_leave: docs/takeover.md), else null"
-        },
-    )
+    taken_over = TAKEN_OVER
     timeline = fields.List(fields.Nested(TimelineTurn), required=True)
     events = fields.List(fields.Nested(ScoredItem), required=True)
     final_scoring = fields.List(fields.Nested(ScoredItem), required=True)
