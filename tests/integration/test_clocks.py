@@ -25,7 +25,7 @@ import pytest
 import redis
 
 from carcassonne.game import actions, fold
-from eventstore.envelope import MOVES, SCORES, StoredEvent
+from eventstore.envelope import SCORES
 from eventstore.schemas import to_engine
 from services.query.app import create_app as create_query_app
 from services.redis_store import RedisEventStore
@@ -34,6 +34,7 @@ from services.scoring.feed import feed_items
 from tests.redis_server import private_redis
 
 from .http_client import api_key, call, gunicorn
+from .test_lifecycle import bearer, moves, wait_for
 from .workers import beat, celery_env, running, worker
 
 pytestmark = pytest.mark.slow  # banks run out in real time (1-2 s)
@@ -67,25 +68,6 @@ def suite() -> Iterator[dict[str, Any]]:
 def create(base: str, players: list[dict[str, Any]], **rules: Any) -> tuple[int, Any]:
     body = {"players": players, "seat_order": list(range(len(players))), "ruleset": rules}
     return call(base, "POST", "/games", body, api_key(base))
-
-
-def moves(store: RedisEventStore, game_id: str) -> list[StoredEvent]:
-    return store.read(game_id, MOVES)
-
-
-def wait_for(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def play_one(base: str, store: RedisEventStore, game_id: str, token: str) -> dict[str, Any]:

@@ -11,7 +11,6 @@ before; an unknown bot is a 422 that creates nothing.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +25,7 @@ from services.scoring.feed import feed_items
 from tests.redis_server import private_redis
 
 from .http_client import api_key, call, gunicorn
+from .test_lifecycle import bearer, wait_for
 from .workers import BOTS_APP, beat, celery_env, running, worker
 
 pytestmark = pytest.mark.slow  # whole games against a real bot worker, a turn limit's wait
@@ -59,19 +59,6 @@ def suite() -> Iterator[dict[str, Any]]:
         ):
             client = redis.Redis.from_url(url)
             yield {"base": base, "client": client, "store": RedisEventStore(client), "url": url}
-
-
-def wait_for(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return value
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def create(base: str, ruleset: dict[str, Any]) -> tuple[str, dict[int, str]]:
