@@ -349,10 +349,8 @@ def trim(client: redis.Redis, shards: Iterable[int] = range(SHARDS)) -> int:
         pipe.hvals(positions_key(shard))
     lows: dict[int, str] = {}
     for shard, values in zip(wanted, pipe.execute(), strict=True):
-        ids = [tuple(int(p) for p in text(v).split("-", 1)) for v in values]
-        if ids:
-            ms, seq = min(ids)
-            lows[shard] = f"{ms}-{seq}"
+        if values:
+            lows[shard] = min((text(v) for v in values), key=_order)
     if not lows:
         return 0
     pipe = client.pipeline(transaction=False)
