@@ -306,6 +306,10 @@ def test_a_platform_gets_its_own_allowance_from_the_keys_cli(suite, capsys):
     assert (listed["allowance_days"], listed["vacations"]) == (2, [])
     status, other = call(base, "GET", "/v1/players/u-kai/vacations", None, api_key(base))
     assert other["allowance_days"] == 10  # another platform's players: the service's days
+    # A player id is the platform's own: another key's player of the same id is another one.
+    assert vacation(base, "u-kai", {"days": 1})[0] == 201  # under the suite's key
+    status, listed = call(base, "GET", "/v1/players/u-kai/vacations", None, own)
+    assert status == 200 and listed["vacations"] == [] and listed["used_days"] == 0
     assert apikeys.main(["--redis-url", url, "set", made["id"], "--vacation-days", "x"]) == 2
     assert apikeys.main(["--redis-url", url, "set", "k_nobody", "--vacation-days", "3"]) == 1
     assert apikeys.main(["--redis-url", url, "set", made["id"], "--vacation-days", "default"]) == 0
