@@ -169,10 +169,10 @@ def catch_up(game_id: str, request_id: str = "") -> dict[str, Any]:
     return {"moves": done.moves, "events": done.events, "progress": done.progress}
 
 
-def _score_game(game_id: str, request_id: str = "") -> CatchUp:
+def _score_game(game_id: str, request_id: str = "", until: int | None = None) -> CatchUp:
     token = REQUEST_ID.set(request_id)
     try:
-        done = scorer().catch_up(game_id)
+        done = scorer().catch_up(game_id, until)
     finally:
         REQUEST_ID.reset(token)
     # The feed of the game's subscriptions: its owner key's, and webhooks filtered to it.
@@ -201,14 +201,21 @@ def score_changes(shard: int, changes: list[Change]) -> list[Write]:
     nothing beside the feed position. A game that cannot be scored (a bug, data written
     around the command service) is logged and counted, and does not hold up its shard: it is
     tried again with its next move, or by `scoring.catch_up`. A Redis failure stops the
-    batch (it is redone)."""
-    games: dict[str, str] = {}  # game -> the request id of its latest move in the batch
+    batch (it is redone).
+
+    Each game is scored up to the batch's last move of it, no further: the moves appended
+    since are scored with their own entries, so each score line names the request of the
+    moves it scored (a move appended between the feed's read and the scoring would
+    otherwise be scored under an earlier request's id)."""
+    games: dict[str, tuple[str, int]] = {}  # game -> its latest move's request id and seq
     for change in changes:
         if change.stream == MOVES:
-            games[change.game_id] = change.trace or games.get(change.game_id, "")
-    for game_id, trace in games.items():
+            trace = change.trace or games.get(change.game_id, ("", 0))[0]
+            last = max(change.last, games.get(change.game_id, ("", 0))[1])
+            games[change.game_id] = (trace, last)
+    for game_id, (trace, last) in games.items():
         try:
-            _score_game(game_id, trace)
+            _score_game(game_id, trace, last)
         except redis.RedisError:
             raise
         except Exception:

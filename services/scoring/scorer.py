@@ -49,14 +49,20 @@ class Scorer:
         self.batch = max(1, batch)
         self._cache: Kept[str, _Cached] = Kept(cache_size, lambda cached: cached.progress)
 
-    def catch_up(self, game_id: str) -> CatchUp:
-        """Score every move of the game not scored yet, a batch per atomic append."""
+    def catch_up(self, game_id: str, until: int | None = None) -> CatchUp:
+        """Score every move of the game not scored yet (up to move `until`, if given), a
+        batch per atomic append."""
         moves = events = conflicts = 0
         lags: list[int] = []
         while True:
             taken = self._cache.take(game_id)
             cached = taken or self._load(game_id)
-            batch = self.store.read(game_id, MOVES, after=cached.progress, limit=self.batch)
+            want = self.batch if until is None else min(self.batch, until - cached.progress)
+            batch = (
+                self.store.read(game_id, MOVES, after=cached.progress, limit=want)
+                if want > 0
+                else []
+            )
             if not batch:
                 if taken is not None and self._behind(game_id, cached):
                     continue  # dropped from the cache: folded again from the saved progress
@@ -85,7 +91,7 @@ class Scorer:
             if scored and not result.duplicate:
                 moved = {e.seq: e.time_ms for e in batch}
                 lags += [result.time_ms - moved[e.payload["move"]] for e in scored]
-            if len(batch) < self.batch:
+            if len(batch) < want:
                 break
         kept = self._cache.peek(game_id)
         return CatchUp(game_id, moves, events, conflicts, kept.progress if kept else 0, tuple(lags))

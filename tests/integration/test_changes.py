@@ -308,3 +308,17 @@ def test_scoring_progress_makes_hooks_and_subscriptions_due_from_the_feed(
     subscriptions.due_follower(redis_client).catch_up([shard])
     assert redis_client.zscore(subs_due_key(shard), f"{game_id}:hook1") is not None
     assert redis_client.zscore(subs_due_key(shard), f"{game_id}:sub1") is not None
+
+
+def test_a_feed_entry_is_scored_up_to_its_own_last_move(redis_client, store) -> None:
+    """Scoring a feed entry's moves stops at its last move, so a move appended meanwhile is
+    scored with its own entry (and under its own request's id in the logs), nothing twice."""
+    from services.scoring.scorer import Scorer
+
+    game_id, _ = play(store, 28)
+    scorer, half = Scorer(store), store.last_seq(game_id, MOVES) // 2
+    assert scorer.catch_up(game_id, until=half).progress == half
+    assert store.marker(game_id, SCORES) == str(half)
+    rest = scorer.catch_up(game_id)
+    assert rest.progress == store.last_seq(game_id, MOVES) and rest.moves > 0
+    assert [(e.type, e.payload) for e in store.read(game_id, SCORES)] == rescored(store, game_id)
