@@ -190,7 +190,8 @@ class BotPlayer:
         raced = Once(
             decision, lambda appended: Outcome(RACED, appended.result.last_seq if appended else seq)
         )
-        done = run_command(self.store, game_id, Fold(state, seq), raced, attempts=1)
+        unit = Fold(state, seq, command=stored[-1].command_id)
+        done = run_command(self.store, game_id, unit, raced, attempts=1)
         if not isinstance(done, Committed):
             return done
         result = done.appended.result

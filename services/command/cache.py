@@ -208,6 +208,11 @@ class Taken:
         return self.cached.seq
 
     @property
+    def command(self) -> str:
+        """See `Unit.command`."""
+        return self.cached.command
+
+    @property
     def state(self) -> GameState:
         """The state at `seq`, to decide on (never to change)."""
         return self.cached.state

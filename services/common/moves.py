@@ -70,9 +70,12 @@ def append_moves(
     expected: int,
     command_id: str,
     fingerprint: str = "",
+    after_command: str = "",
 ) -> Appended:
-    """Append the engine's `events` to the game's move stream if it is at `expected`,
-    idempotent by `command_id` (bound to the request's `fingerprint` in the same script).
+    """Append the engine's `events` to the game's move stream if it is at `expected` (and,
+    with `after_command`, its event there is that command's: the same history, not only the
+    same length), idempotent by `command_id` (bound to the request's `fingerprint` in the
+    same script).
 
     The marker is the new last sequence ("moves up to here exist"): the scoring worker
     compares its progress with it. `ConcurrencyError` and `CommandReused` are the caller's."""
@@ -86,6 +89,7 @@ def append_moves(
         marker="$seq",
         fingerprint=fingerprint,
         trace=REQUEST_ID.get(),  # the worker's logs of this move name the request
+        after_command=after_command,
     )
     return Appended(game_id, command_id, list(events), new_events, result)
 
@@ -120,6 +124,12 @@ class Unit(Protocol):
     @property
     def seq(self) -> int:
         """The sequence the state stands at: the append's condition."""
+
+    @property
+    def command(self) -> str:
+        """The command id of the event at `seq` ("": not known): the append's condition too,
+        so a state folded before a failover lost moves is not played on a log that grew
+        back to the same length with others (tests/integration/test_lost_suffix.py)."""
 
     @property
     def checked(self) -> bool:
@@ -194,6 +204,7 @@ def run_command(
                 expected=unit.seq,
                 command_id=decision.command_id,
                 fingerprint=decision.fingerprint,
+                after_command=unit.command,
             )
         except CommandReused:
             unit.release()
@@ -236,6 +247,7 @@ class Fold:
     state: GameState
     seq: int
     checked: bool = True
+    command: str = ""  # the command id of the event at `seq` ("": not known)
 
     def work(self) -> GameState:
         """See `Unit.work`: the state itself (the caller's own)."""

@@ -32,8 +32,9 @@ from .wire import Wire
 #       only for a game off the shard slots on a Redis Cluster: that feed is another slot's).
 # ARGV: expected seq (-1 = any), command id, time ms, marker ("" = none, "$seq" = last seq),
 #       expected marker ("" = no check, else "=" .. value), request fingerprint ("" = none),
-#       game id, stream name, trace (the causing request's id, "" = none), then (type,
-#       version, payload JSON) per event.
+#       game id, stream name, trace (the causing request's id, "" = none), the command id
+#       the event at the expected seq must have ("" = no check), then (type, version,
+#       payload JSON) per event.
 # The command hash maps a command id to "first:last" or "first:last:fingerprint"; a duplicate
 # returns it whole and the caller compares fingerprints (a duplicate appends nothing either way).
 # An append that adds events or saves a marker (a consumer's progress: scoring that found
@@ -51,13 +52,21 @@ end
 local seq = redis.call('XLEN', KEYS[1])  -- never trimmed: the length is the last seq
 local expected = tonumber(ARGV[1])
 if expected >= 0 and expected ~= seq then return {'conflict', tostring(seq)} end
+if ARGV[10] ~= '' and expected > 0 then  -- the same history, not only the same length
+  local last = redis.call('XRANGE', KEYS[1], expected .. '-0', expected .. '-0')
+  local fields, by = last[1] and last[1][2] or {}, nil
+  for j = 1, #fields, 2 do
+    if fields[j] == 'cmd' then by = fields[j + 1] end
+  end
+  if by ~= ARGV[10] then return {'conflict', tostring(seq)} end
+end
 if ARGV[5] ~= '' then
   local current = redis.call('GET', KEYS[3]) or ''
   if '=' .. current ~= ARGV[5] then return {'marker', current} end
 end
 local first = seq + 1
 local types = {}
-for i = 10, #ARGV, 3 do
+for i = 11, #ARGV, 3 do
   seq = seq + 1
   redis.call('XADD', KEYS[1], seq .. '-0', 'type', ARGV[i], 'v', ARGV[i + 1],
              'cmd', ARGV[2], 't', ARGV[3], 'data', ARGV[i + 2])
@@ -144,6 +153,7 @@ class RedisEventStore:
         expected_marker: str | None = None,
         fingerprint: str = "",
         trace: str = "",
+        after_command: str = "",
     ) -> AppendResult:
         """See `EventStore.append`: one Lua script, all or nothing (the change feed's entry,
         which carries `trace`, included)."""
@@ -159,6 +169,7 @@ class RedisEventStore:
             game_id,
             stream,
             trace,
+            after_command,
         ]
         keys = list(game_keys(game_id, stream)[:3])
         feed = self._feed_key(game_id)

@@ -138,6 +138,7 @@ class Handled:
 
 
 Warm = Callable[[str], "tuple[GameState, int] | None"]
+Folded = tuple[GameState, int, str]  # a state, its sequence, the command id of its last event
 
 
 class Timer:
@@ -160,11 +161,11 @@ class Timer:
         self.client = client
         self.warm = warm
         self.index = TimerIndex(store, client)
-        self._cache: Kept[str, tuple[GameState, int]] = Kept(cache_size, lambda kept: kept[1])
+        self._cache: Kept[str, Folded] = Kept(cache_size, lambda kept: kept[1])
 
     def expire(self, game_id: str, now_ms: int) -> bool:
         """Skip the game's current turn if its deadline has passed; True if this call did."""
-        state, seq = self._fold(game_id)
+        state, seq, command = self._fold(game_id)
         if state is None or state.phase != PLACE or state.deadline_ms is None:
             return False  # ended, or handled already (the index entry went with that append)
         if state.deadline_ms > now_ms:
@@ -175,7 +176,7 @@ class Timer:
         events = _decided(state, TimeOutTurn(state.current, now_ms))
         # The next player's turn starts now: its deadline is counted from the timeout.
         decision = Decision(events, f"timeout:{seq}", seed, now=now_ms)
-        return bool(events) and self._append(game_id, state, seq, decision)
+        return bool(events) and self._append(game_id, Fold(state, seq, command=command), decision)
 
     def abandon(self, game_id: str, now_ms: int, after_ms: int) -> bool:
         """End the game as abandoned if its last move is `after_ms` old; True if this call did."""
@@ -193,7 +194,8 @@ class Timer:
         seq = stored[-1].seq
         events = _decided(state, AbandonGame(idle))
         decision = Decision(events, f"abandon:{seq}", None)  # the game ends: nothing to draw
-        return bool(events) and self._append(game_id, state, seq, decision)
+        unit = Fold(state, seq, command=stored[-1].command_id)
+        return bool(events) and self._append(game_id, unit, decision)
 
     def tick(
         self,
@@ -239,22 +241,37 @@ class Timer:
             log.exception("game %s: lifecycle handling failed", game_id, extra={"game_id": game_id})
             return False
 
-    def _fold(self, game_id: str) -> tuple[GameState | None, int]:
-        """The game's state at the end of its move stream, for the caller to change: from
-        this timer's cache, else the warm state offered, else from the first move."""
+    def _fold(self, game_id: str) -> tuple[GameState | None, int, str]:
+        """The game's state at the end of its move stream and the command id of its last
+        event, for the caller to change: from this timer's cache, else the warm state
+        offered, else from the first move.
+
+        The read starts at the cached sequence's own event: if the stream no longer holds
+        it (or holds another command's there), a failover lost moves the state reflects,
+        and the game is folded again from its first move (as the command service's cache
+        does, services/command/cache.py)."""
         hit = self._cache.take(game_id)
         if hit is None and self.warm is not None:
-            hit = self.warm(game_id)
-        state, seq = hit if hit is not None else (GameState(), 0)
-        fresh = self.store.read(game_id, MOVES, after=seq)
+            warm = self.warm(game_id)
+            hit = None if warm is None else (*warm, "")
+        state, seq, command = hit if hit is not None else (GameState(), 0, "")
+        fresh = self.store.read(game_id, MOVES, after=max(0, seq - 1))
+        if seq:
+            head = fresh[0] if fresh else None
+            if head is None or head.seq != seq or (command and head.command_id != command):
+                state, seq, command = GameState(), 0, ""
+                fresh = self.store.read(game_id, MOVES)
+            else:
+                command, fresh = head.command_id, fresh[1:]
         for event in fresh:
             state.apply(to_engine(event))
-        seq = fresh[-1].seq if fresh else seq
+        if fresh:
+            seq, command = fresh[-1].seq, fresh[-1].command_id
         if seq == 0:
-            return None, 0
+            return None, 0, ""
         if state.phase != OVER:  # kept as it is now; the caller changes its own copy
-            self._cache.keep(game_id, (state.copy(), seq))
-        return state, seq
+            self._cache.keep(game_id, (state.copy(), seq, command))
+        return state, seq, command
 
     def _seed(self, game_id: str) -> str | None:
         raw = self.client.get(secrets_key(game_id))
@@ -267,11 +284,11 @@ class Timer:
             return None
         return seed
 
-    def _append(self, game_id: str, state: GameState, seq: int, decision: Decision) -> bool:
-        """Append on the condition that the game is still at `seq`: False if another process
-        or a player got there first (nothing appended)."""
+    def _append(self, game_id: str, unit: Fold, decision: Decision) -> bool:
+        """Append on the condition that the game is still at the unit's sequence and
+        command: False if another process or a player got there first (nothing appended)."""
         once: Once[bool] = Once(decision, lambda _appended: False)
-        return run_command(self.store, game_id, Fold(state, seq), once, attempts=1) is not False
+        return run_command(self.store, game_id, unit, once, attempts=1) is not False
 
 
 def _decided(state: GameState, command: TimeOutTurn | AbandonGame) -> list[Event]:

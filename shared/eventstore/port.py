@@ -42,8 +42,15 @@ class EventStore(Protocol):
         expected_marker: str | None = None,
         fingerprint: str = "",
         trace: str = "",
+        after_command: str = "",
     ) -> AppendResult:
         """Append `events` if the stream is at `expected` (or `ANY`); idempotent by command id.
+
+        `after_command` (with `expected` ≥ 1): the append also requires the event at
+        `expected` to be that command's, else `ConcurrencyError`. A stream that lost its
+        newest events to a failover and grew back to the same length with other commands'
+        holds another history at that sequence; a state folded before the loss must not
+        be played on (tests/integration/test_lost_suffix.py).
 
         `trace` (the id of the request that caused the append, or "") is passed on to whoever
         follows the appends, so their logs name it; it is not stored with the events.
@@ -127,6 +134,7 @@ class InMemoryEventStore:
         expected_marker: str | None = None,
         fingerprint: str = "",
         trace: str = "",
+        after_command: str = "",
     ) -> AppendResult:
         """See `EventStore.append` (nobody follows this store: `trace` is dropped)."""
         check_append(stream, events, command_id, marker)
@@ -139,6 +147,8 @@ class InMemoryEventStore:
                 )
             log = self._streams.setdefault((game_id, stream), [])
             if expected != ANY and expected != len(log):
+                raise ConcurrencyError(expected, len(log))
+            if after_command and expected > 0 and log[expected - 1].command_id != after_command:
                 raise ConcurrencyError(expected, len(log))
             current_marker = self._markers.get((game_id, stream), "")
             if expected_marker is not None and expected_marker != current_marker:

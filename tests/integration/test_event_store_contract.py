@@ -78,6 +78,19 @@ def test_stale_expected_sequence_is_rejected_and_appends_nothing(store) -> None:
     assert store.last_seq(game, MOVES) == 1
 
 
+def test_the_expected_sequence_can_also_name_the_command_of_its_event(store) -> None:
+    """`after_command`: the same length is not enough, the event there must be that command's
+    (a log that lost events and grew back holds another history)."""
+    game = new_game()
+    store.append(game, MOVES, [drawn(), drawn()], expected=0, command_id="c1")
+    with pytest.raises(ConcurrencyError):
+        store.append(game, MOVES, [drawn()], expected=2, command_id="c2", after_command="c0")
+    assert store.last_seq(game, MOVES) == 2  # nothing appended
+    store.append(game, MOVES, [drawn()], expected=2, command_id="c2", after_command="c1")
+    store.append(game, MOVES, [drawn()], expected=3, command_id="c3", after_command="c2")
+    assert [e.command_id for e in store.read(game, MOVES)] == ["c1", "c1", "c2", "c3"]
+
+
 def test_a_repeated_command_id_returns_the_first_result_and_appends_nothing(store) -> None:
     game = new_game()
     first = store.append(game, MOVES, [drawn(), drawn()], expected=0, command_id="same")

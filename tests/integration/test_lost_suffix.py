@@ -6,6 +6,9 @@ games stuck on it), while a process still caches the state it folded before the 
   as a client retries after a failover) is played, not refused for ever as stale.
 - The scoring worker's cache: a game whose moves and scores were lost and then played again
   is scored again, to the end, exactly as a fresh scorer would score it.
+- A log that grew back to the very length a cached state stands at, with another command's
+  events at that sequence: the append's condition names the command too, so neither the
+  command service nor the turn timer plays on the state folded before the loss.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from services.command.service import GameService
 from services.redis_store import RedisEventStore
 from services.redis_store.keys import game_keys, new_game_id
 from services.scoring.scorer import Scorer
+from services.scoring.timer import Timer
 from tests.redis_server import private_redis
 
 pytestmark = pytest.mark.integration
@@ -55,6 +59,29 @@ def lose_suffix(client: redis.Redis, game_id: str, stream: str, keep: int) -> No
     if stream == MOVES:
         pipe.set(marker, keep)
     pipe.execute()
+
+
+def regrow_under_another_command(
+    client: redis.Redis, game_id: str, keep: int, later_ms: int = 0
+) -> None:
+    """Lose the events after `keep`, then append them again under another command id (their
+    deadlines `later_ms` later): the stream is as long as before, its newest events another
+    command's, its turn's deadline another (a fact in the log, R11)."""
+    store = RedisEventStore(client)
+    lost = [to_new(to_engine(e)) for e in store.read(game_id, MOVES, after=keep)]
+    for event in lost:
+        if event.payload.get("deadline_ms") is not None:
+            event.payload["deadline_ms"] += later_ms
+    lose_suffix(client, game_id, MOVES, keep)
+    store.append(game_id, MOVES, lost, expected=keep, command_id="another", marker="$seq")
+
+
+def folded(store: RedisEventStore, game_id: str) -> GameState:
+    """The game's state folded from its first move (no cache)."""
+    state = GameState()
+    for stored in store.read(game_id, MOVES):
+        state.apply(to_engine(stored))
+    return state
 
 
 def first_move(service: GameService, game_id: str) -> tuple[int, int, int]:
@@ -114,3 +141,57 @@ def test_a_game_whose_scoring_was_lost_is_scored_again_to_its_end(client) -> Non
     rescored = [(e.type, e.payload) for e in score_events(GameState(), store.read(game_id, MOVES))]
     assert [(e.type, e.payload) for e in store.read(game_id, SCORES)] == rescored
     assert store.marker(game_id, SCORES) == str(len(new))
+
+
+def test_a_cached_state_is_not_played_on_a_log_that_grew_back_to_its_length(client) -> None:
+    store = RedisEventStore(client)
+    service = GameService(store, RedisSecrets(client))
+    game_id, seats = service.create_game(["a", "b"], Ruleset())
+    tokens = [seat["token"] for seat in seats]
+    for n in range(2):
+        state = service.load(game_id).state
+        x, y, rotation = first_move(service, game_id)
+        service.play_turn(game_id, tokens[state.current], x, y, rotation, None,
+                          idempotency_key=f"turn-{n}", trust_cache=True)  # fmt: skip
+    moves = store.read(game_id, MOVES)
+    kept = max(e.seq for e in moves if e.command_id != moves[-1].command_id)
+    regrow_under_another_command(client, game_id, kept)
+    assert store.last_seq(game_id, MOVES) == moves[-1].seq  # the same length as cached
+    folded_again = FOLDED_AGAIN._value.get()
+    # The next turn, on trust (the move chosen without the service's cache): refused by the
+    # append's condition, then folded again and played.
+    state = folded(store, game_id)
+    x, y, rotation, _ = actions(state)[0]
+    service.play_turn(game_id, tokens[state.current], x, y, rotation, None,
+                      idempotency_key="turn-2", trust_cache=True)  # fmt: skip
+    assert FOLDED_AGAIN._value.get() > folded_again
+    after = store.read(game_id, MOVES, after=moves[-1].seq)
+    assert after and all(e.command_id.endswith(":turn-2") for e in after)
+
+
+def test_the_turn_timer_folds_again_a_log_that_grew_back_to_its_length(client) -> None:
+    store = RedisEventStore(client)
+    service = GameService(store, RedisSecrets(client))
+    game_id, seats = service.create_game(["a", "b"], Ruleset(turn_seconds=60))
+    tokens = [seat["token"] for seat in seats]
+    timer = Timer(store, client)
+    for n in range(2):
+        state = service.load(game_id).state
+        x, y, rotation = first_move(service, game_id)
+        service.play_turn(game_id, tokens[state.current], x, y, rotation, None,
+                          idempotency_key=f"turn-{n}")  # fmt: skip
+        assert not timer.expire(game_id, 0)  # folded and cached by the timer, not expired
+    moves = store.read(game_id, MOVES)
+    deadline = folded(store, game_id).deadline_ms
+    assert deadline is not None
+    kept = max(e.seq for e in moves if e.command_id != moves[-1].command_id)
+    hour = 3_600_000
+    regrow_under_another_command(client, game_id, kept, later_ms=hour)
+    assert folded(store, game_id).deadline_ms == deadline + hour
+    # Past the lost deadline, before the one in the log: nothing to time out.
+    assert not timer.expire(game_id, deadline + 1)
+    assert store.last_seq(game_id, MOVES) == moves[-1].seq
+    # Past the deadline in the log: the turn times out, on the log as it is now.
+    assert timer.expire(game_id, deadline + hour + 1)
+    timed_out = store.read(game_id, MOVES, after=moves[-1].seq)
+    assert timed_out[0].type == "TurnTimedOut" and timed_out[0].command_id.startswith("timeout:")
