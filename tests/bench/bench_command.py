@@ -74,8 +74,14 @@ def routed(bases: Bases, path: str) -> str:
     return bases[zlib.crc32(path.split("/")[2].encode()) % len(bases)]
 
 
-def prepare_games(base: str, redis_url: str, rng: random.Random, games: int) -> list[list[Turn]]:
+def prepare_games(
+    base: str, redis_url: str, rng: random.Random, games: int, ahead: int = 0
+) -> list[list[Turn]]:
     """Create `games` games and work out every turn of each before the clock starts.
+
+    With `ahead` > 0 only each game's last `ahead` turns are left to send: the moves before
+    them are appended to the game's stream here, in one append (as an import would), so a
+    timed phase sees many games end (bench_scoring's rating lag).
 
     The load generator shares the machine with the server it measures, so it does its
     thinking up front: for each new game it reads the draw seed the server keeps in Redis
@@ -111,7 +117,9 @@ def prepare_games(base: str, redis_url: str, rng: random.Random, games: int) -> 
         game = GameService(copy, copy_secrets)
         state = game.load(game_id).state
         turns: list[Turn] = []
+        seqs: list[int] = []  # the copy's last seq before each turn
         while not state.over:
+            seqs.append(copy.last_seq(game_id, MOVES))
             x, y, rotation = rng.choice(placements(state))
             spots = meeple_spots(state, x, y, rotation)
             meeple = rng.choice(spots) if spots and rng.random() < 0.5 else None
@@ -119,6 +127,13 @@ def prepare_games(base: str, redis_url: str, rng: random.Random, games: int) -> 
             body = {"x": x, "y": y, "rotation": rotation, "meeple": meeple_to_dict(meeple)}
             state = game.play_turn(game_id, token, x, y, rotation, meeple).state
             turns.append((f"/games/{game_id}/turns", f"Bearer {token}", json.dumps(body).encode()))
+        if ahead and len(turns) > ahead:
+            played, turns = seqs[-ahead], turns[-ahead:]
+            first = len(start)
+            events = copy.read(game_id, MOVES, after=first, limit=played - first)
+            before = [NewEvent(e.type, e.version, e.payload) for e in events]
+            store.append(game_id, MOVES, before, expected=first, command_id="bench-ahead",
+                         marker="$seq")  # fmt: skip
         prepared.append(turns)
     return prepared
 
@@ -140,10 +155,13 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def _prepare(args: tuple[Bases, str, int, int]) -> list[list[Turn]]:
-    bases, redis_url, seed, games = args
+def _prepare(
+    args: tuple[Bases, str, int, int] | tuple[Bases, str, int, int, int],
+) -> list[list[Turn]]:
+    bases, redis_url, seed, games, *rest = args
+    ahead = rest[0] if rest else 0
     base = bases if isinstance(bases, str) else bases[seed % len(bases)]  # POST /games: any
-    return prepare_games(base, redis_url, random.Random(seed), games)
+    return prepare_games(base, redis_url, random.Random(seed), games, ahead)
 
 
 def _client(
@@ -213,11 +231,13 @@ def run_load(
     server_pids: tuple[int, ...] = (),
     max_rate: float = MAX_TURNS_PER_S,
     on_start: Callable[[], None] | None = None,
+    ahead: int = 0,
 ) -> dict[str, Any]:
     """Run `clients` processes for `seconds`; returns throughput, latency percentiles and
     the CPU milliseconds per request spent by the clients and by `server_pids` (with their
     children). `on_start` is called once the games are prepared, just before the clock starts
-    (a caller's own counters then leave the preparation out)."""
+    (a caller's own counters then leave the preparation out). `ahead` > 0: only the last
+    `ahead` turns of each game are sent (`prepare_games`)."""
     per_client = rate_total / clients if rate_total else 0.0
     with multiprocessing.Pool(clients) as pool:
         games: list[list[list[Turn]]] = [[] for _ in range(clients)]
@@ -226,8 +246,8 @@ def run_load(
             # smoke mode two a client, which may run out and end its phase early (preparing
             # them is most of the phase's CPU, and no figure of a smoke run counts).
             rate = per_client or max_rate / clients
-            count = size(int(rate * seconds / TURNS_PER_GAME * 1.5) + 2, 2)
-            games = pool.map(_prepare, [(base, redis_url, next(SEEDS), count)
+            count = size(int(rate * seconds / (ahead or TURNS_PER_GAME) * 1.5) + 2, 2)
+            games = pool.map(_prepare, [(base, redis_url, next(SEEDS), count, ahead)
                                         for _ in range(clients)])  # fmt: skip
         if on_start is not None:
             on_start()
