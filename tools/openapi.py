@@ -133,7 +133,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     404: (
         "NotFound",
         "game_not_found, hook_not_found, subscription_not_found, tileset_not_found, "
-        "no_such_request, lobby_not_found, ticket_not_found (also another API key's)",
+        "no_such_request, lobby_not_found, ticket_not_found, vacation_not_found (also "
+        "another API key's)",
         (),
     ),
     406: ("NotAcceptable", "no representation matches the Accept header", ()),
@@ -147,7 +148,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "lobby_expired, lobby_closed, not_in_lobby, lobby_too_small; tickets: "
         "already_waiting (a second ticket of a waiting player), ticket_matched; vacations "
         "(docs/clocks.md): vacation_allowance_exceeded (details.allowance_days, used_days, "
-        "asked_days, year), vacation_overlaps (details.until_ms)",
+        "asked_days, year), vacation_overlaps (details.until_ms), vacation_over (ended "
+        "already: details.until_ms)",
         (),
     ),
     413: ("PayloadTooLarge", "body_too_large", ()),
@@ -396,6 +398,12 @@ OPERATIONS: dict[tuple[str, str], Op] = {
         (401, 403, 422, 429, 503),
         security="apiKey",
         examples={200: ex.VACATIONS},
+    ),
+    ("delete", "/v1/players/{player_id}/vacations/{vacation_id}"): Op(
+        "endVacation",
+        (401, 403, 404, 409, 422, 429, 503),
+        security="apiKey",
+        examples={200: ex.VACATION_ENDED},
     ),
     ("post", "/tickets"): Op(
         "takeTicket",

@@ -805,6 +805,7 @@ VACATION: dict[str, Any] = {
     "until_ms": 1796418711245,
     "days": 7,
     "year": 2026,
+    "ended_ms": None,
 }
 VACATION_DECLARED: dict[str, Any] = {
     "player_id": "u-1",
@@ -818,6 +819,20 @@ VACATION_DECLARED: dict[str, Any] = {
          "deadline_ms": 1796418771245},
         {"game_id": "1a2b3c4d5e6f40718293a4b5c6d7e8f9", "seat": 1, "seq": 30,
          "deadline_ms": None},
+    ],
+}  # fmt: skip
+# Back after two days of the week: 5 days go back to the allowance; the player's turn in one
+# game runs again with what was left of it.
+VACATION_ENDED: dict[str, Any] = {
+    "player_id": "u-1",
+    "year": 2026,
+    "allowance_days": 30,
+    "used_days": 2,
+    "left_days": 28,
+    "vacation": {**VACATION, "until_ms": 1795986711245, "days": 2, "ended_ms": 1795986711245},
+    "resumed": [
+        {"game_id": "9f3c2a7b1e4d4c0a8b6f5e2d1c3b4a59", "seat": 0, "seq": 14,
+         "deadline_ms": 1795986771245},
     ],
 }  # fmt: skip
 VACATIONS: dict[str, Any] = {

@@ -22,6 +22,7 @@ from carcassonne.events import (
     PlayTurn,
     RecallAbbot,
     Resign,
+    ResumeClock,
     TokenReissued,
     meeple_to_dict,
 )
@@ -260,23 +261,23 @@ class Reissue(Handler[Taken, TurnResult]):
 
 
 class Pause(Handler[Taken, "TurnResult | None"]):
-    """Append `ClockPaused` for a seat away on vacation (docs/clocks.md), conditional like any
-    append; its command id names the vacation and the seat, so it lands once per game and
-    seat. A game over, or a seat out, by the time it is decided: nothing (None)."""
+    """Append `ClockPaused` for a seat away on vacation, or `ClockResumed` for a seat back
+    early (docs/clocks.md), conditional like any append; its command id names the vacation
+    and the seat, so it lands once per game and seat. A game over, a seat out, or (back) a
+    seat not away by the time it is decided: nothing (None)."""
 
     stale = "the game moved on; retry"
 
-    def __init__(self, seat: int, now_ms: int, until_ms: int, command_id: str) -> None:
-        self.seat, self.now_ms, self.until_ms = seat, now_ms, until_ms
-        self.command_id = command_id
+    def __init__(self, command: PauseClock | ResumeClock, command_id: str) -> None:
+        self.command, self.command_id = command, command_id
 
     def decide(self, unit: Taken) -> Decision | TurnResult | None:
         """See `Handler.decide`."""
         state = unit.state
-        if state.phase == OVER or state.out[self.seat] is not None:
+        if state.phase == OVER or state.out[self.command.player] is not None:
             return None
-        events = decide(state, PauseClock(self.seat, self.now_ms, self.until_ms))
-        return Decision(events, self.command_id, None)
+        events = decide(state, self.command)
+        return Decision(events, self.command_id, None) if events else None
 
     def lost(self, unit: Taken, appended: Appended | None) -> TurnResult | None:
         """See `Handler.lost`: a duplicate is this very pause, appended already."""

@@ -24,6 +24,7 @@ from carcassonne.events import (
     Event,
     PauseClock,
     RequestUndo,
+    ResumeClock,
     StartGame,
     TurnUndone,
     UndoRequested,
@@ -349,13 +350,37 @@ class GameService:
         started or over (or gone to the archive), or without the player in, gets nothing
         (an empty list): the vacation is recorded already, so one game's refusal must not
         fail the others."""
+
+        def pause(seat: int) -> Pause:
+            return Pause(PauseClock(seat, *span), f"vacation:{vacation_id}:{seat}")
+
+        return self._clock_change(game_id, key_id, player_id, pause)
+
+    def resume_clocks(
+        self, game_id: str, key_id: str, player_id: str, now_ms: int, vacation_id: str
+    ) -> list[dict[str, Any]]:
+        """Resume the clocks of `player_id`'s seats in a game of `key_id`, back at `now_ms`
+        from vacation `vacation_id` ended early: one `ClockResumed` per seat still in and
+        away, under `vacation-end:<id>:<seat>` (as `pause_clocks`; a seat back already gets
+        nothing)."""
+
+        def resume(seat: int) -> Pause:
+            return Pause(ResumeClock(seat, now_ms), f"vacation-end:{vacation_id}:{seat}")
+
+        return self._clock_change(game_id, key_id, player_id, resume)
+
+    def _clock_change(
+        self, game_id: str, key_id: str, player_id: str, handler: Callable[[int], Pause]
+    ) -> list[dict[str, Any]]:
+        """Each seat of `player_id` in the game of `key_id`: `handler(seat)` run; what it
+        appended (a game refusing it, e.g. over or archived, gives nothing)."""
         try:
-            return self._pause_clocks(game_id, key_id, player_id, span, vacation_id)
+            return self._clock_changes(game_id, key_id, player_id, handler)
         except GameError:
             return []
 
-    def _pause_clocks(
-        self, game_id: str, key_id: str, player_id: str, span: tuple[int, int], vacation_id: str
+    def _clock_changes(
+        self, game_id: str, key_id: str, player_id: str, handler: Callable[[int], Pause]
     ) -> list[dict[str, Any]]:
         cached = self.load(game_id)
         ids = cached.secrets.get("player_ids") or []
@@ -366,8 +391,7 @@ class GameService:
             if found != player_id:
                 continue
             unit = Taken(self.games, game_id, False, False)
-            pause = Pause(seat, span[0], span[1], f"vacation:{vacation_id}:{seat}")
-            done = run_command(self.store, game_id, unit, pause)
+            done = run_command(self.store, game_id, unit, handler(seat))
             if done is None:
                 continue
             state = done.state

@@ -3,7 +3,9 @@ its own players):
 
 - `POST /v1/players/{player_id}/vacations` `{"days"}`: declare days away from now; the
   player's clocks in the key's games in progress pause until then;
-- `GET /v1/players/{player_id}/vacations`: the player's vacations and this year's allowance.
+- `GET /v1/players/{player_id}/vacations`: the player's vacations and this year's allowance;
+- `DELETE /v1/players/{player_id}/vacations/{vacation_id}`: back early: the running vacation
+  ends now, its days not begun go back to the allowance, and the player's clocks run again.
 
 The logic is services/command/vacations.py.
 """
@@ -24,6 +26,7 @@ from services.common.schemas import Closed
 from services.common.webapp import Blueprint
 
 from .client import command_client
+from .errors import NotFound
 from .integration import SECURITY, authenticated
 from .schemas import Strict
 from .service import GameService
@@ -31,6 +34,7 @@ from .vacations import MAX_DAYS, Vacations
 
 blp = Blueprint("vacations", __name__, description="Vacations: a player's clocks pause")
 _PLAYER_ID = re.compile(r"^[!-~]{1,128}$")
+_VACATION_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def init_app(app: Flask, api: Api, service: GameService) -> None:
@@ -75,8 +79,15 @@ class Vacation(Closed):
     vacation_id = fields.String(required=True)
     from_ms = fields.Integer(required=True, metadata={"description": "Unix ms it began"})
     until_ms = fields.Integer(required=True, metadata={"description": "Unix ms it ends"})
-    days = fields.Integer(required=True)
+    days = fields.Integer(
+        required=True, metadata={"description": "the days it counts (ended early: those begun)"}
+    )
     year = fields.Integer(required=True, metadata={"description": "the allowance's year (UTC)"})
+    ended_ms = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "Unix ms it was ended early (DELETE); null: not ended early"},
+    )
 
 
 class PausedSeat(Closed):
@@ -87,6 +98,15 @@ class PausedSeat(Closed):
         required=True,
         allow_none=True,
         metadata={"description": "the seat's running turn's moved deadline; null: not its turn"},
+    )
+
+
+class ResumedSeat(PausedSeat):
+    seq = fields.Integer(required=True, metadata={"description": "its ClockResumed event"})
+    deadline_ms = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "the seat's running turn's new deadline; null: not its turn"},
     )
 
 
@@ -117,6 +137,15 @@ class VacationDeclared(VacationBooks):
     )
 
 
+class VacationEnded(VacationBooks):
+    vacation = fields.Nested(Vacation, required=True)
+    resumed = fields.List(
+        fields.Nested(ResumedSeat),
+        required=True,
+        metadata={"description": "each seat of the player whose clock runs again"},
+    )
+
+
 PLAYER_PARAM = {
     "in": "path",
     "name": "player_id",
@@ -143,3 +172,28 @@ class PlayerVacations(MethodView):
     def get(self, player_id: str) -> Response:
         """The player's vacations under this key and this year's allowance."""
         return _json(_vacations().listed(g.api_key, _player(player_id)))
+
+
+VACATION_PARAM = {
+    "in": "path",
+    "name": "vacation_id",
+    "description": "the vacation's id, as its declaration answered it",
+    "schema": {"type": "string", "pattern": _VACATION_ID.pattern},
+}
+
+
+@blp.route(
+    "/v1/players/<player_id>/vacations/<vacation_id>", parameters=[PLAYER_PARAM, VACATION_PARAM]
+)
+class PlayerVacation(MethodView):
+    @authenticated
+    @blp.doc(security=SECURITY)
+    @blp.response(200, VacationEnded())
+    def delete(self, player_id: str, vacation_id: str) -> Response:
+        """Back early: the running vacation ends now; its days not begun go back to the
+        year's allowance, and the player's clocks run again (each game's log gets
+        `ClockResumed`, its players `player_back`). Retried: 200 again, nothing appended twice."""
+        player = _player(player_id)
+        if not _VACATION_ID.match(vacation_id):
+            raise NotFound("vacation_not_found", f"this player has no vacation {vacation_id}")
+        return _json(_vacations().end(g.api_key, player, vacation_id))

@@ -24,11 +24,11 @@ import redis
 from carcassonne.errors import MalformedError, OutOfTurnError
 from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.keys import IN_PROGRESS, SHARDS, key_player_id_key, status_key
-from services.redis_store.vacations import VacationBook
+from services.redis_store.vacations import DAY_MS, VacationBook
 
+from .errors import NotFound
 from .service import GameService
 
-DAY_MS = 86_400_000
 MAX_DAYS = 366  # a declaration's days: 1 to a year
 
 
@@ -107,9 +107,38 @@ class Vacations:
                 "until_ms": until,
                 "days": days,
                 "year": year,
+                "ended_ms": None,
             },
             "paused": paused,
         }
+
+    def end(self, key: dict[str, Any], player_id: str, vacation_id: str) -> dict[str, Any]:
+        """End a player's running vacation now (back early): its days not begun go back to
+        the year's allowance and the player's clocks run again in every game of the key
+        (`ClockResumed`; the other players get ``player_back``). 200's body; 404
+        `vacation_not_found`, 409 `vacation_over` (it ran to its end). A retry answers
+        200 with the vacation as ended (`resumed` empty: nothing appended again), after
+        resuming what a failure mid-way left paused."""
+        key_id = str(key["id"])
+        now = int(self.clock() * 1000)
+        ended = self.book.end(key_id, player_id, vacation_id, now)
+        if ended.vacation is None:
+            raise NotFound("vacation_not_found", f"this player has no vacation {vacation_id}")
+        vacation = ended.vacation
+        if ended.outcome == "over":
+            raise OutOfTurnError(
+                "vacation_over",
+                "this vacation has ended already; the player's clocks run",
+                None,
+                until_ms=vacation["until_ms"],
+            )
+        back = vacation["ended_ms"]  # a retry resumes at the first end's time
+        resumed: list[dict[str, Any]] = []
+        for game_id in self.games_of(key_id, player_id):
+            resumed += self.service.resume_clocks(game_id, key_id, player_id, back, vacation_id)
+        listed = self.listed(key, player_id)
+        books = {k: v for k, v in listed.items() if k != "vacations"}
+        return {**books, "vacation": vacation, "resumed": resumed}
 
     def _pause_running(self, key_id: str, player_id: str, now: int) -> None:
         """Pause the player's clocks for the vacation running at `now` in each of their

@@ -26,7 +26,8 @@ from typing import Any
 # matchmaking (every seat with its ticket), right after its game_started; seat_taken_over: a
 # bot plays a seat that left from now on (seat, player_id, level; ruleset on_leave), right
 # after its player_out; player_away: a seat declared a vacation (its clock pauses: seat,
-# player_id, from_ms, until_ms, deadline_ms; docs/clocks.md).
+# player_id, from_ms, until_ms, deadline_ms; docs/clocks.md); player_back: that vacation
+# ended early (the clock runs again: seat, player_id, at_ms, deadline_ms).
 KINDS = (
     "turn_started",
     "move_made",
@@ -37,6 +38,7 @@ KINDS = (
     "match_found",
     "seat_taken_over",
     "player_away",
+    "player_back",
 )
 MAX_SUBSCRIPTIONS = 10  # per API key: every event of its games is sent to each
 RECENT_KEPT = 200  # attempts a subscription's delivery log keeps (newest first)

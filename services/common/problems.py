@@ -55,7 +55,8 @@ HINTS: dict[str, str] = {
     "/v1/ratings/classic lists a pool's players.",
     "vacation": "A player's vacation days per calendar year (UTC) are capped by the platform "
     "(VACATION_DAYS_PER_YEAR); GET /v1/players/{player_id}/vacations shows the days used and "
-    "left, docs/clocks.md explains how a vacation pauses the player's clocks.",
+    "left, docs/clocks.md explains how a vacation pauses the player's clocks; DELETE "
+    "/v1/players/{player_id}/vacations/{vacation_id} ends a running one early.",
     "budget": "Bot seats and hints cost CPU: details.budget names the budget used up and "
     "details.limit_seconds its size (in_flight: the API key's games in progress and hints "
     "being worked out; day: its bot seconds today, UTC; seat: this seat's hints in this "
@@ -114,7 +115,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "budget": ("bot_budget_exceeded", "bot_day_budget_exceeded", "hint_budget_exceeded"),
     "ratings": ("player_not_rated", "pool_not_found"),
     "vacation": ("bad_player_id", "bad_vacation", "vacation_allowance_exceeded",
-                 "vacation_overlaps"),
+                 "vacation_overlaps", "vacation_not_found", "vacation_over"),
     "lobby": ("already_joined", "bad_invite_code", "lobby_closed", "lobby_expired",
               "lobby_full", "lobby_not_found", "lobby_started", "lobby_too_small", "name_taken",
               "not_in_lobby", "not_lobby_host", "unknown_ruleset", "already_waiting",

@@ -208,6 +208,7 @@ class Event(Closed):
                 "HandsRevealed",
                 "BankCharged",
                 "ClockPaused",
+                "ClockResumed",
                 "FeatureScored",
                 "GameScored",
                 "ScoreReverted",
@@ -237,7 +238,9 @@ class Event(Closed):
             "[tile, nonce] pairs, at the end), and TilePlaced, TileDiscarded, TileReturned "
             "carry the played tile's nonce; clocks (docs/clocks.md): BankCharged: player, "
             "bank_ms (a seat's Fischer time bank after its placement), ClockPaused: player, "
-            "from_ms, until_ms, deadline_ms (a vacation; the running turn's moved deadline)"
+            "from_ms, until_ms, deadline_ms (a vacation; the running turn's moved deadline), "
+            "ClockResumed: player, at_ms, deadline_ms (a vacation ended early; the running "
+            "turn's deadline brought forward)"
         },
     )
 

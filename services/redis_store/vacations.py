@@ -2,9 +2,10 @@
 
 A player's vacations are one JSON list under the API key's hash tag
 (``{k:<key id>}:vacations:<player id>``, `keys.vacations_key`): ``[{"id", "from_ms",
-"until_ms", "days", "year"}…]``, oldest first. `declare` checks and records one vacation in a
-single script, so two declarations at once never both fit in the allowance, and a refused
-one writes nothing.
+"until_ms", "days", "year", "ended_ms"?}…]``, oldest first. `declare` checks and records one
+vacation in a single script, so two declarations at once never both fit in the allowance, and
+a refused one writes nothing. `end` ends a running vacation early in one script too: it ends
+then, and counts the days begun (the rest go back to the allowance).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import redis
 
 from .keys import vacations_key
 from .scripts import script
+
+DAY_MS = 86_400_000
 
 # KEYS[1] the player's list; ARGV: from_ms, until_ms, days, year, allowance, id. Refused when
 # a vacation of the player is still running at from_ms ('overlaps', with its end) or when
@@ -42,6 +45,38 @@ return {'ok', used + days, ''}
 """
 
 
+# KEYS[1] the player's list; ARGV: vacation id, now ms, a day in ms. 'ok' with the vacation
+# as it now stands (until and ended at now, its days those begun); 'ended' with it if it was
+# ended early before (a retry); 'over' if it ran to its end; 'missing'.
+END_LUA = """
+local raw = redis.call('GET', KEYS[1])
+if not raw then return {'missing', ''} end
+local list = cjson.decode(raw)
+local now, day = tonumber(ARGV[2]), tonumber(ARGV[3])
+for _, v in ipairs(list) do
+  if v.id == ARGV[1] then
+    if v.ended_ms then return {'ended', cjson.encode(v)} end
+    if tonumber(v.until_ms) <= now then return {'over', cjson.encode(v)} end
+    local begun = math.max(1, math.ceil((now - tonumber(v.from_ms)) / day))
+    v.days = math.min(begun, tonumber(v.days))
+    v.until_ms, v.ended_ms = ARGV[2], ARGV[2]
+    redis.call('SET', KEYS[1], cjson.encode(list))
+    return {'ok', cjson.encode(v)}
+  end
+end
+return {'missing', ''}
+"""
+
+
+@dataclass(frozen=True)
+class Ended:
+    """An early end's outcome: 'ok', 'ended' (before), 'over' or 'missing', and the
+    vacation as it stands (None when missing)."""
+
+    outcome: str
+    vacation: dict[str, Any] | None
+
+
 @dataclass(frozen=True)
 class Declared:
     """A declaration's outcome: 'ok', 'overlaps' or 'allowance'; the year's days used (with
@@ -59,6 +94,7 @@ class VacationBook:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._declare = script(client, DECLARE_LUA)
+        self._end = script(client, END_LUA)
 
     def declare(
         self,
@@ -78,6 +114,14 @@ class VacationBook:
         )
         outcome, used, until = (_text(r) for r in reply)
         return Declared(outcome, int(used), int(until) if until else None)
+
+    def end(self, key_id: str, player_id: str, vacation_id: str, now_ms: int) -> Ended:
+        """End a running vacation at `now_ms` (see the module docstring)."""
+        reply = self._end(
+            keys=[vacations_key(key_id, player_id)], args=[vacation_id, str(now_ms), DAY_MS]
+        )
+        outcome, raw = (_text(r) for r in reply)
+        return Ended(outcome, _vacation(json.loads(raw)) if raw else None)
 
     def away_until(self, key_id: str, player_ids: list[str], now_ms: int) -> dict[str, int]:
         """Which of the players are on vacation at `now_ms`, and until when (one round trip;
@@ -104,16 +148,21 @@ def _vacations(raw: Any) -> list[dict[str, Any]]:
     found = json.loads(raw) if raw else []
     if not isinstance(found, list):  # cjson writes an empty list as {}
         return []
-    return [
-        {
-            "vacation_id": str(v["id"]),
-            "from_ms": int(v["from_ms"]),
-            "until_ms": int(v["until_ms"]),
-            "days": int(v["days"]),
-            "year": int(v["year"]),
-        }
-        for v in found
-    ]
+    return [_vacation(v) for v in found]
+
+
+def _vacation(v: dict[str, Any]) -> dict[str, Any]:
+    """One stored vacation, read (ms and days as integers; `ended_ms` null unless it was
+    ended early)."""
+    ended = v.get("ended_ms")
+    return {
+        "vacation_id": str(v["id"]),
+        "from_ms": int(v["from_ms"]),
+        "until_ms": int(v["until_ms"]),
+        "days": int(v["days"]),
+        "year": int(v["year"]),
+        "ended_ms": None if ended is None else int(ended),
+    }
 
 
 def _text(value: Any) -> str:

@@ -25,6 +25,9 @@ fold), so an item says who is to play after each move. For move seq M, in this o
 - ``player_away``: a seat declared a vacation (`ClockPaused`, docs/clocks.md): the seat, its
   player id, `from_ms`, `until_ms` and its running turn's moved deadline (`deadline_ms`, null
   when it was not that seat's turn), so the other players know why nothing moves.
+- ``player_back``: that seat's vacation ended early (`ClockResumed`): the seat, its player
+  id, `at_ms` and its running turn's new deadline (`deadline_ms`, null when it was not that
+  seat's turn or its clock ran already).
 
 - ``game_started`` (move 1, `GameStarted`, before the first ``turn_started``): every seat
   with its name and player id (``players``: seat order), so each player of a game made for
@@ -56,6 +59,7 @@ MOVES_MADE = ("TilePlaced", "TileDiscarded", UNDONE)
 OUT_EVENTS = {"PlayerResigned": "resigned", "PlayerTimedOut": "timed_out"}
 TAKEN_OVER = "SeatTakenOver"  # a bot plays the seat that left from here on
 PAUSED = "ClockPaused"  # a seat away on vacation: player_away (docs/clocks.md)
+RESUMED = "ClockResumed"  # back early from it: player_back
 ABANDONED = "GameAbandoned"  # ended by the server with no final scoring: no GameScored
 SCORE_KINDS = {FEATURE_SCORED: "score", SCORE_REVERTED: "score", GAME_SCORED: "game_over"}
 
@@ -163,6 +167,10 @@ class Feed:
             player = int(stored.payload["player"])
             away = {k: stored.payload.get(k) for k in ("from_ms", "until_ms", "deadline_ms")}
             items.append(Item("player_away", seq, at, {**_seat(ids, player), **away}))
+        if stored.type == RESUMED:
+            player = int(stored.payload["player"])
+            back = {k: stored.payload.get(k) for k in ("at_ms", "deadline_ms")}
+            items.append(Item("player_back", seq, at, {**_seat(ids, player), **back}))
         if stored.type == ABANDONED:
             ended = {"reason": "abandoned", "scores": list(state.scores), "winners": []}
             items.append(Item("game_over", seq, at, ended))

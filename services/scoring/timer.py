@@ -59,6 +59,7 @@ TURNS = ("TileDrawn", "TurnUndone")  # the events that set a turn's deadline (do
 # A vacation's pause moves the running turn's deadline when it is the away seat's turn
 # (its `deadline_ms` not null), and leaves it as it is otherwise (docs/clocks.md).
 PAUSED = "ClockPaused"
+CLOCK_MOVES = {PAUSED, "ClockResumed"}  # a vacation's start or early end: a moved deadline
 _UNSET = -1  # `_deadline`: the change set no deadline (a pause of a seat not to move)
 
 
@@ -89,7 +90,7 @@ class TimerIndex:
             idle[game] = change.time_ms
             if any(t in TURNS for t in change.types):
                 turn[game] = [change]
-            elif PAUSED in change.types:
+            elif CLOCK_MOVES.intersection(change.types):
                 turn.setdefault(game, []).append(change)
             if any(t in ENDINGS for t in change.types):
                 ended.add(game)
@@ -114,13 +115,13 @@ class TimerIndex:
         return out
 
     def _deadline(self, change: Change) -> int | None:
-        """The deadline (Unix ms) the change's last draw, undo or pause of the seat to move
-        gave its turn, None if that cleared it, `_UNSET` if the change set none."""
+        """The deadline (Unix ms) the change's last draw, undo, pause or early return of the
+        seat to move gave its turn, None if that cleared it, `_UNSET` if the change set none."""
         events = self.store.read(change.game_id, MOVES, after=change.first - 1,
                                  limit=change.last - change.first + 1)  # fmt: skip
         for event in reversed(events):
             deadline = event.payload.get("deadline_ms")
-            if event.type == PAUSED and deadline is not None:
+            if event.type in CLOCK_MOVES and deadline is not None:
                 return int(deadline)
             if event.type in TURNS:
                 return None if deadline is None else int(deadline)

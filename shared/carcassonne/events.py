@@ -257,7 +257,19 @@ class ClockPaused:
     deadline_ms: int | None = None
 
 
-CLOCK_EVENTS = (BankCharged, ClockPaused)
+@dataclass(frozen=True)
+class ClockResumed:
+    """`player`, away until later, is back at `at_ms` (a vacation ended early, docs/
+    clocks.md): their clock runs again from then; `deadline_ms` is their running turn's
+    deadline brought forward by the absence not taken (None: not their turn, no clock, or
+    its clock was running already), as the log's new deadline."""
+
+    player: int
+    at_ms: int
+    deadline_ms: int | None = None
+
+
+CLOCK_EVENTS = (BankCharged, ClockPaused, ClockResumed)
 
 Event = (
     GameStarted
@@ -281,6 +293,7 @@ Event = (
     | HandsRevealed
     | BankCharged
     | ClockPaused
+    | ClockResumed
 )
 
 
@@ -410,6 +423,15 @@ class PauseClock:
 
 
 @dataclass(frozen=True)
+class ResumeClock:
+    """`player`, away, is back at `now_ms` (the caller's clock): their clock runs again (a
+    vacation ended early, docs/clocks.md)."""
+
+    player: int
+    now_ms: int
+
+
+@dataclass(frozen=True)
 class AnswerUndo:
     """Accept or refuse undo request `request` (consent), at `now_ms` on the caller's clock
     (None: no clock, as in a record's replay: no deadline is checked or set)."""
@@ -433,6 +455,7 @@ Command = (
     | RequestUndo
     | AnswerUndo
     | PauseClock
+    | ResumeClock
 )
 
 # ---------------------------------------------------------------------- JSON forms
@@ -571,7 +594,7 @@ _SIMPLE: dict[str, type] = {
     "TokenReissued": TokenReissued,
     "UndoRequested": UndoRequested, "UndoAccepted": UndoAccepted, "UndoRefused": UndoRefused,
     "TurnUndone": TurnUndone, "HandDrawn": HandDrawn,
-    "BankCharged": BankCharged, "ClockPaused": ClockPaused,
+    "BankCharged": BankCharged, "ClockPaused": ClockPaused, "ClockResumed": ClockResumed,
 }  # fmt: skip
 
 

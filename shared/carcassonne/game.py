@@ -18,6 +18,7 @@ from .events import (
     AnswerUndo,
     BankCharged,
     ClockPaused,
+    ClockResumed,
     Command,
     DiscardTile,
     DrawTile,
@@ -35,6 +36,7 @@ from .events import (
     RecallAbbot,
     RequestUndo,
     Resign,
+    ResumeClock,
     SeatTakenOver,
     StartGame,
     TileDiscarded,
@@ -389,6 +391,8 @@ def decide(state: GameState, command: Command) -> list[Event]:
             return answer_undo(state, command)
         case PauseClock():
             return _pause(state, command)
+        case ResumeClock():
+            return _resume(state, command)
     raise MalformedError("unknown_command", f"unknown command {command!r}")
 
 
@@ -776,6 +780,29 @@ def _pause(state: GameState, cmd: PauseClock) -> list[Event]:
         resume = max(cmd.until_ms, since)
         deadline = resume + max(0, running - since)
     return [ClockPaused(cmd.player, cmd.now_ms, cmd.until_ms, deadline)]
+
+
+def _resume(state: GameState, cmd: ResumeClock) -> list[Event]:
+    """A seat back at `now_ms` from an absence declared to last longer (a vacation ended
+    early, docs/clocks.md): its clock runs again from then; a turn of its own whose clock
+    had not started yet gets the deadline it would have had, started at `now_ms`. A seat
+    not away (back already): nothing."""
+    _seat_in_game(state, cmd.player, f"player {cmd.player} is out of the game")
+    if type(cmd.now_ms) is not int:
+        raise MalformedError("bad_vacation", "a clock resumes at a time (Unix ms)")
+    if state.away_until_ms[cmd.player] <= cmd.now_ms:
+        return []
+    deadline = None
+    running, since = state.deadline_ms, state.clock_from_ms
+    if (
+        state.phase == PLACE
+        and cmd.player == state.current
+        and running is not None
+        and since is not None
+        and since > cmd.now_ms
+    ):
+        deadline = running - (since - cmd.now_ms)
+    return [ClockResumed(cmd.player, cmd.now_ms, deadline)]
 
 
 def _seat_in_game(state: GameState, player: object, out: str) -> None:

@@ -18,6 +18,7 @@ from .events import (
     AbbotRecalled,
     BankCharged,
     ClockPaused,
+    ClockResumed,
     Event,
     GameAbandoned,
     GameEnded,
@@ -528,6 +529,12 @@ class GameState:
             self.deadline_ms = e.deadline_ms
             self.clock_from_ms = max(e.until_ms, self.clock_from_ms or e.until_ms)
 
+    def _clock_resumed(self, e: ClockResumed) -> None:
+        self.away_until_ms[e.player] = min(self.away_until_ms[e.player], e.at_ms)
+        if e.deadline_ms is not None:  # their running turn: its clock runs from `at_ms`
+            self.deadline_ms = e.deadline_ms
+            self.clock_from_ms = e.at_ms
+
     def _player_timed_out(self, e: PlayerTimedOut) -> None:
         self.undo_point = None
         self.out[e.player] = TIMED_OUT
@@ -671,4 +678,5 @@ _APPLY: dict[type, Callable[[GameState, Any], None]] = {
     HandsRevealed: GameState._hands_revealed,
     BankCharged: GameState._bank_charged,
     ClockPaused: GameState._clock_paused,
+    ClockResumed: GameState._clock_resumed,
 }

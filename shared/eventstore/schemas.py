@@ -229,6 +229,15 @@ class ClockPausedV1(_Strict):
     deadline_ms = fields.Integer(required=True, strict=True, allow_none=True)
 
 
+class ClockResumedV1(_Strict):
+    """A seat back at `at_ms` from a vacation ended early (docs/clocks.md), and its running
+    turn's deadline brought forward (null: not its turn, no clock, or its clock ran)."""
+
+    player = fields.Integer(required=True, strict=True, validate=_SEAT)
+    at_ms = fields.Integer(required=True, strict=True, validate=validate.Range(0))
+    deadline_ms = fields.Integer(required=True, strict=True, allow_none=True)
+
+
 SCHEMAS: dict[tuple[str, int], Schema] = {
     ("GameStarted", 1): GameStartedV1(),
     ("GameStarted", 2): GameStartedV2(),
@@ -253,6 +262,7 @@ SCHEMAS: dict[tuple[str, int], Schema] = {
     ("HandsRevealed", 1): HandsRevealedV1(),
     ("BankCharged", 1): BankChargedV1(),
     ("ClockPaused", 1): ClockPausedV1(),
+    ("ClockResumed", 1): ClockResumedV1(),
 }
 
 CURRENT: dict[str, int] = {}

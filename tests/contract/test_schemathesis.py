@@ -70,6 +70,7 @@ COMMAND_OPS = {
     "cancelTicket",
     "declareVacation",
     "listVacations",
+    "endVacation",
 }
 QUERY_OPS = {
     "listGames",
@@ -322,6 +323,7 @@ SEMANTIC = {
     "increment_without_bank",
     "vacation_allowance_exceeded",
     "vacation_overlaps",
+    "vacation_over",  # ending a vacation that ran to its end
 }
 
 

@@ -245,6 +245,84 @@ def test_a_vacation_pauses_the_players_clocks_in_every_game_and_the_others_hear_
     assert status == 200 and listed["used_days"] == 3 and listed["vacations"] == [span]
 
 
+def end_vacation(base: str, player_id: str, vacation_id: str, key: Any = None) -> tuple[int, Any]:
+    path = f"/v1/players/{player_id}/vacations/{vacation_id}"
+    return call(base, "DELETE", path, None, api_key(base) if key is None else key)
+
+
+def test_back_early_the_clocks_run_again_and_the_days_not_begun_go_back(suite):
+    base, store, client = suite["base"], suite["store"], suite["client"]
+    away = {"name": "Val", "player_id": "u-val"}
+    status, a = create(base, [away, {"name": "Ann"}], initial_seconds=300)
+    assert status == 201, a
+    a_id = a["game_id"]
+    before = moves(store, a_id)[-1].payload["deadline_ms"]
+    status, declared = vacation(base, "u-val", {"days": 5})
+    assert status == 201, declared
+    span = declared["vacation"]
+    left = before - span["from_ms"]  # what was left of Val's turn when she left
+    status, ended = end_vacation(base, "u-val", span["vacation_id"])
+    assert status == 200, ended
+    back = ended["vacation"]["ended_ms"]
+    assert span["from_ms"] <= back < span["until_ms"]
+    assert ended["vacation"] == {**span, "until_ms": back, "days": 1, "ended_ms": back}
+    assert (ended["used_days"], ended["left_days"]) == (1, 9)  # a day begun counts
+    (resumed,) = ended["resumed"]
+    assert (resumed["game_id"], resumed["seat"]) == (a_id, 0)
+    assert resumed["deadline_ms"] == back + left  # the turn's clock runs from the return
+    last = moves(store, a_id)[-1]
+    assert last.type == "ClockResumed" and last.seq == resumed["seq"]
+    assert last.payload == {"player": 0, "at_ms": back, "deadline_ms": back + left}
+    status, turn = call(base, "GET", f"/games/{a_id}/turn")
+    assert turn["deadline_ms"] == back + left and turn["away_until_ms"][0] == back
+    assert fold(to_engine(e) for e in moves(store, a_id)).deadline_ms == back + left  # replay
+    (item,) = [i for i in feed_items(moves(store, a_id), []) if i.kind == "player_back"]
+    assert item.data["player_id"] == "u-val" and item.data["deadline_ms"] == back + left
+    wait_for(
+        lambda: client.zscore(deadlines_key(index_shard(a_id)), a_id) == back + left,
+        10,
+        "the timer's index brought forward",
+    )
+    # a retry answers the end again and appends nothing more
+    seq = last.seq
+    status, again = end_vacation(base, "u-val", span["vacation_id"])
+    assert status == 200 and again["vacation"] == ended["vacation"] and again["resumed"] == []
+    assert moves(store, a_id)[-1].seq == seq
+    # the next vacation may start at once: the ended one no longer overlaps
+    status, next_one = vacation(base, "u-val", {"days": 2})
+    assert status == 201 and next_one["used_days"] == 3, next_one
+    status, listed = call(base, "GET", "/v1/players/u-val/vacations", None, api_key(base))
+    assert [v["ended_ms"] for v in listed["vacations"]] == [back, None]
+
+
+def test_ending_a_vacation_that_is_over_unknown_or_another_keys_changes_nothing(suite):
+    from services.redis_store.apikeys import ApiKeys
+
+    base, client = suite["base"], suite["client"]
+    other_key = {"X-Api-Key": ApiKeys(client).create("another-platform")[1]}
+    status, declared = vacation(base, "u-wes", {"days": 1})
+    assert status == 201, declared
+    vacation_id = declared["vacation"]["vacation_id"]
+    for player, wanted, key in [
+        ("u-wes", "0" * 32, None),  # no such vacation
+        ("u-wes", "not-an-id", None),
+        ("u-other", vacation_id, None),  # another player's
+        ("u-wes", vacation_id, other_key),  # another platform's player of that id
+    ]:
+        status, refused = end_vacation(base, player, wanted, key)
+        assert status == 404 and refused["code"] == "vacation_not_found", refused
+    # one that ran to its end (its record moved into the past, as time would)
+    stored = [k for k in client.scan_iter(match="*vacations:u-wes")]
+    (record_key,) = stored
+    (record,) = json.loads(client.get(record_key))
+    record["from_ms"], record["until_ms"] = "1000", "2000"
+    client.set(record_key, json.dumps([record]))
+    status, refused = end_vacation(base, "u-wes", vacation_id)
+    assert status == 409 and refused["code"] == "vacation_over", refused
+    assert refused["details"]["until_ms"] == 2000
+    assert json.loads(client.get(record_key)) == [record]  # unchanged
+
+
 def test_a_declaration_that_failed_after_its_record_is_completed_by_the_retry(suite):
     """Redis lost mid-way (the request's 503): the vacation was recorded, no game paused.
     The retry is refused as overlapping, and first pauses every game the record missed,

@@ -35,7 +35,7 @@ QUERY = ("services.query.wsgi:app", "deploy/gunicorn/query.py")
 # service that has the route, with its own code), real files for the file routes.
 SAMPLES = {"game_id": "g-none", "seat": "0", "request": "1", "hook_id": "h-none",
            "sub_id": "s-none", "name": "base", "pool": "classic", "lobby_id": "l-none",
-           "ticket_id": "t-none", "player_id": "u-none"}  # fmt: skip
+           "ticket_id": "t-none", "player_id": "u-none", "vacation_id": "0" * 32}  # fmt: skip
 FILES = {"/viewer/": "list.js", "/static/": "viewer/list.js", "/docs/swagger-ui/": "swagger-ui.css"}
 MISSES = {(404, "not_found"), (405, "method_not_allowed")}  # a route the service does not have
 OPERATORS_ONLY = {"/metrics", "/readyz"}  # not through the public URL (issue 32, finding 9)

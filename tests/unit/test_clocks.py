@@ -15,11 +15,13 @@ from carcassonne.errors import GameError, MalformedError
 from carcassonne.events import (
     BankCharged,
     ClockPaused,
+    ClockResumed,
     DrawTile,
     Event,
     PauseClock,
     PlayTurn,
     Resign,
+    ResumeClock,
     StartGame,
     TileDrawn,
     TimeOutTurn,
@@ -208,9 +210,47 @@ def test_a_pause_is_refused_for_a_seat_out_a_game_over_or_an_empty_interval():
     assert over.value.code == "game_over"
 
 
+def test_back_early_the_running_turns_clock_runs_again_from_the_return():
+    state, _ = started(initial_seconds=300)
+    away_at, until = NOW + 100_000, NOW + 100_000 + 5 * DAY * 1000
+    run(state, PauseClock(0, away_at, until))
+    back = away_at + 3_600_000  # an hour later: 200 s of the turn left, counted from now
+    events = run(state, ResumeClock(0, back))
+    assert events == [ClockResumed(0, back, back + 200_000)]
+    assert state.deadline_ms == back + 200_000 and state.away_until_ms[0] == back
+    (timed_out, *_) = decide(state, TimeOutTurn(0, back + 200_000))
+    assert timed_out == TurnTimedOut(0, "E")
+    events = play(state, back + 50_000)  # 50 s of it used: 150 s + no increment left
+    assert BankCharged(0, 150_000) in events
+
+
+def test_back_early_on_anothers_turn_the_next_own_turn_starts_at_once():
+    state, _ = started(initial_seconds=300)
+    until = NOW + 5 * DAY * 1000
+    run(state, PauseClock(1, NOW, until))
+    assert run(state, ResumeClock(1, NOW + 1_000)) == [ClockResumed(1, NOW + 1_000, None)]
+    assert state.deadline_ms == NOW + 300_000  # seat 0's turn never paused
+    events = play(state, NOW + 10_000)
+    assert events[-1] == TileDrawn("E", NOW + 10_000 + 300_000)  # not after `until`
+
+
+def test_back_early_from_a_turn_limit_pause_and_a_seat_not_away_changes_nothing():
+    state, _ = started(turn_seconds=DAY)
+    until = NOW + 3 * DAY * 1000
+    run(state, PauseClock(0, NOW + 1_000, until))
+    back = NOW + 2_000
+    assert run(state, ResumeClock(0, back)) == [ClockResumed(0, back, back + DAY * 1000 - 1_000)]
+    assert decide(state, ResumeClock(0, back + 1)) == []  # back already: nothing
+    assert decide(state, ResumeClock(1, back)) == []  # never away
+    with pytest.raises(GameError) as refused:
+        decide(state, ResumeClock(5, back))
+    assert refused.value.code == "bad_player"
+
+
 def test_clock_events_round_trip_and_fit_their_stored_schemas():
     for event in (BankCharged(1, 5_000), ClockPaused(0, NOW, NOW + 1, None),
-                  ClockPaused(1, NOW, NOW + 9, NOW + 20)):  # fmt: skip
+                  ClockPaused(1, NOW, NOW + 9, NOW + 20), ClockResumed(0, NOW, None),
+                  ClockResumed(1, NOW + 5, NOW + 30)):  # fmt: skip
         assert event_from_dict(event_to_dict(event)) == event
         new = to_new(event)
         validate_payload(new.type, new.version, new.payload)
@@ -341,6 +381,10 @@ def test_the_timer_index_follows_a_pause_of_the_seat_to_move_and_ignores_the_oth
     assert state.deadline_ms == moved
     assert deadline([other, mine]) == [Write("zadd", key, "g", moved)]
     assert deadline([draw, mine, other]) == [Write("zadd", key, "g", moved)]
+    back = append(run(state, ResumeClock(0, NOW + 20_000)))  # back early: brought forward
+    assert state.deadline_ms == NOW + 70_000
+    assert deadline([back]) == [Write("zadd", key, "g", NOW + 70_000)]
+    assert deadline([mine, back]) == [Write("zadd", key, "g", NOW + 70_000)]
 
 
 def test_a_shorter_pause_inside_a_longer_one_changes_nothing():
