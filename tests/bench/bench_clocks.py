@@ -9,11 +9,25 @@ it. The two kinds are played in alternating rounds (one turn in every game of on
 of the other, the order swapped each round), so a machine that slows down mid-run slows
 both alike. Printed beside them, for information: games with a fixed turn limit
 (`turn_seconds`, today's clock). Target: banked turns/s ≥ 0.95 × turns/s without a clock.
+
+Python's full (generation 2) garbage collection is settled between the timed rounds, untimed:
+the bench's heap holds every kind's games (~300k tracked objects, ~0.3 s a full collection),
+and a full collection falls wherever the objects kept since the last one pass a quarter of
+it — a handful of such pauses a run, each ~8 % of a kind's time, charged to whichever kind's
+round was running. With the kinds' rounds in a fixed pattern (banked and turn_limit at the
+ends, no_clock always in the middle), 6 of a run's 7 landed in the clocked kinds' rounds in
+each of three runs measured (issue 30): that, not the clocks, made the banked ratio
+0.77-0.89 and turn_limit's 0.51-0.70. So before each timed round the heap is collected and
+frozen (`gc.freeze`): a round's collections then scan only what its own kind made, and its
+young-generation collections stay in its time. What a kind's turns keep alive (what brings
+full collections sooner in a long-running worker) is printed beside the rates, as objects
+kept per turn.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import sys
@@ -52,8 +66,19 @@ def create_games(service: GameService, count: int, ruleset: Ruleset) -> Games:
     return games
 
 
-def one_round(service: GameService, games: Games, rng: random.Random) -> tuple[int, float]:
-    """One turn in every game not over: (turns played, seconds spent playing them)."""
+def settled() -> int:
+    """Collect the garbage and freeze what is left (`gc.freeze`: never scanned again), so that
+    no full collection of the whole heap falls into the next timed round; returns how many
+    tracked objects were left unfrozen, i.e. made and kept since the last call."""
+    gc.collect()
+    kept = len(gc.get_objects())
+    gc.freeze()
+    return kept
+
+
+def one_round(service: GameService, games: Games, rng: random.Random) -> tuple[int, float, int]:
+    """One turn in every game not over: (turns played, seconds spent playing them, tracked
+    objects those turns kept alive)."""
     plans = []
     for game_id, tokens in games:
         state = service.load(game_id).state
@@ -61,10 +86,12 @@ def one_round(service: GameService, games: Games, rng: random.Random) -> tuple[i
             continue
         x, y, rotation, _ = rng.choice(actions(state))
         plans.append((game_id, tokens[state.current], x, y, rotation))
+    settled()  # the heap as the plans left it: not this round's to collect
     started = time.perf_counter()
     for game_id, token, x, y, rotation in plans:
         service.play_turn(game_id, token, x, y, rotation, None, trust_cache=True)
-    return len(plans), time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    return len(plans), seconds, settled()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,13 +108,15 @@ def main(argv: list[str] | None = None) -> int:
         games = {kind: create_games(service, args.games, rules) for kind, rules in KINDS.items()}
         played = dict.fromkeys(KINDS, 0)
         spent = dict.fromkeys(KINDS, 0.0)
+        kept = dict.fromkeys(KINDS, 0)
         rngs = {kind: random.Random(kind) for kind in KINDS}
         order = list(KINDS)
         for _ in range(args.rounds):
             for kind in order:
-                turns, seconds = one_round(service, games[kind], rngs[kind])
+                turns, seconds, objects = one_round(service, games[kind], rngs[kind])
                 played[kind] += turns
                 spent[kind] += seconds
+                kept[kind] += objects
             order.reverse()
         charged = sum(
             e.type == "BankCharged" for g, _ in games["banked"] for e in store.read(g, MOVES)
@@ -98,11 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         proc.wait(timeout=10)
     rate = {kind: played[kind] / spent[kind] for kind in KINDS}
     if args.json:
-        print(json.dumps({"turns_per_s": rate, "turns": played, "charged": charged}, indent=1))
+        figures = {"turns_per_s": rate, "turns": played, "charged": charged, "kept": kept}
+        print(json.dumps(figures, indent=1))
     print(f"turns through GameService.play_turn, {args.games} games of each kind, "
           f"{args.rounds} alternating rounds (one process)")  # fmt: skip
     for kind in KINDS:
-        print(f"  {kind:<12} {rate[kind]:9.0f} turns/s ({played[kind]:,} turns)")
+        print(f"  {kind:<12} {rate[kind]:9.0f} turns/s ({played[kind]:,} turns), "
+              f"{rate[kind] / rate['no_clock']:.3f}x no_clock, "
+              f"{kept[kind] / played[kind]:.1f} objects kept per turn")  # fmt: skip
     # every banked placement followed by a draw charged its bank: one BankCharged per turn
     # played, but the last of a game that ended (no draw follows it)
     check("banked turns that charged a bank", charged, at_least=played["banked"] - ended,
