@@ -42,11 +42,14 @@ FOLDED_AGAIN = Counter(
     "Cached game states dropped because the move stream lost events they reflected",
 )
 
-# Events a cached game keeps since its last checkpoint before it takes a new one (a copy of
+# Appends a cached game folds since its last checkpoint before it takes a new one (a copy of
 # the state): a turn's events are applied to the cached state in place, and a refused append
-# rebuilds the state at the cached sequence from the checkpoint and these events. A copy per
-# turn cost ~50 µs; one per this many events costs a few µs a turn.
-CHECKPOINT_EVENTS = 64
+# rebuilds the state at the cached sequence from the checkpoint and the events since. A copy
+# per turn cost ~50 µs; one per this many turns costs a few µs a turn. Counted in appends,
+# not events: a banked turn appends three events (`BankCharged` too) where a turn without a
+# clock appends two, and counting 64 events made a banked game copy its state 1.5 times as
+# often (issue 30); 32 appends is what 64 events were for a game without a clock.
+CHECKPOINT_APPENDS = 32
 
 
 @dataclass
@@ -66,21 +69,22 @@ class Cached:
     base_seq: int = 0
     since: list[Event] = field(default_factory=list)
     command: str = ""  # the command id of the event at `seq` ("": not known)
+    appends: int = 0  # the appends `since` came in
 
     def checkpoint(self) -> None:
         """Make sure `state` can be rewound to `seq` after it is changed in place."""
-        if self.base is None or len(self.since) >= CHECKPOINT_EVENTS:
-            self.base, self.base_seq, self.since = self.state.copy(), self.seq, []
+        if self.base is None or self.appends >= CHECKPOINT_APPENDS:
+            self.base, self.base_seq, self.since, self.appends = self.state.copy(), self.seq, [], 0
 
     def advanced(
-        self, state: GameState, seq: int, events: list[Event], command: str = ""
+        self, state: GameState, seq: int, events: list[Event], command: str = "", appends: int = 1
     ) -> Cached:
         """The cache entry for `state` at `seq` (the last event appended by `command`):
-        this one's with `events` applied."""
+        this one's with `events` applied, which came in `appends` appends."""
         if self.base is None:
             return Cached(state, seq, self.secrets, command=command)
-        since = self.since + events
-        return Cached(state, seq, self.secrets, self.base, self.base_seq, since, command)
+        since, count = self.since + events, self.appends + appends
+        return Cached(state, seq, self.secrets, self.base, self.base_seq, since, command, count)
 
     def rewound(self) -> Cached:
         """The state at `seq` again, rebuilt from the checkpoint (the state ran ahead)."""
@@ -90,7 +94,14 @@ class Cached:
         for event in self.since:
             state.apply(event)
         return Cached(
-            state, self.seq, self.secrets, self.base, self.base_seq, self.since, self.command
+            state,
+            self.seq,
+            self.secrets,
+            self.base,
+            self.base_seq,
+            self.since,
+            self.command,
+            self.appends,
         )
 
     def before(self, state: GameState) -> Cached:
@@ -175,7 +186,10 @@ class FoldCache:
             event = opened(cached.state, to_engine(stored), seed)  # R10.3: hands known here
             cached.state.apply(event)
             events.append(event)
-        advanced = cached.advanced(cached.state, fresh[-1].seq, events, fresh[-1].command_id)
+        appends = len({stored.command_id for stored in fresh})  # each append's one command id
+        advanced = cached.advanced(
+            cached.state, fresh[-1].seq, events, fresh[-1].command_id, appends
+        )
         if any(isinstance(e, TokenReissued) for e in events):
             # A seat's token was replaced: the cached token hashes are stale from here on.
             advanced.secrets = self.secrets.get(game_id) or advanced.secrets

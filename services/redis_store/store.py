@@ -91,6 +91,14 @@ return {'ok', result}
 """
 
 
+# Each appended event's payload as compact JSON, by one encoder made once: `json.dumps` with
+# `separators` builds a new `JSONEncoder` per call (only its default form is cached), ~40 %
+# of its ~3.4 µs on a payload of a few fields, paid on every event of every append (on the
+# one more event of a banked turn too: issue 30). The output is the same byte for byte, and
+# the encoder keeps no state between calls, so a process's threads may share it.
+_payload_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def _seq(entry_id: str | bytes) -> int:
     text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
     return int(text.split("-", 1)[0])
@@ -176,7 +184,7 @@ class RedisEventStore:
         if feed is not None:
             keys.append(feed)
         for event in events:
-            args += [event.type, event.version, json.dumps(event.payload, separators=(",", ":"))]
+            args += [event.type, event.version, _payload_json(event.payload)]
         acked = 0
         if self.wait_replicas:
             reply, acked = evalsha_wait(

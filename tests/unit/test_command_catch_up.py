@@ -12,7 +12,7 @@ from carcassonne.errors import GameError
 from carcassonne.ruleset import Ruleset
 from eventstore.envelope import MOVES, StoredEvent
 from eventstore.port import InMemoryEventStore
-from services.command.cache import CHECKPOINT_EVENTS
+from services.command.cache import CHECKPOINT_APPENDS
 from services.command.secrets_store import MemorySecrets
 from services.command.service import GameService
 
@@ -129,15 +129,39 @@ def test_a_turn_changes_the_cached_state_in_place_and_a_refusal_rewinds_it_from_
     the stream is read only after the cached sequence, and the state equals a fold."""
     stale, other, store, game_id, tokens = _instances()
     loaded_seq = stale.load(game_id).seq
-    _play(stale, game_id, tokens, 40, random.Random(11))  # ~80 events > CHECKPOINT_EVENTS
+    _play(stale, game_id, tokens, 40, random.Random(11))  # 40 appends > CHECKPOINT_APPENDS
     entry = stale.games.kept[game_id]
     assert entry.base is not None and entry.base is not entry.state
-    assert len(entry.since) < CHECKPOINT_EVENTS  # a newer checkpoint was taken on the way
+    assert entry.appends < CHECKPOINT_APPENDS  # a newer checkpoint was taken on the way
     assert loaded_seq < entry.base_seq <= entry.seq
     missing, read, _ = _raced_turn(stale, other, store, game_id, tokens)
     assert read == missing + 1  # and the cached sequence's own event
     fresh = GameService(store, stale.secrets).load(game_id)
     assert stale.load(game_id).state.snapshot() == fresh.state.snapshot()
+
+
+def _checkpoints(ruleset: Ruleset, turns: int) -> list[int]:
+    """The sequences a game's cached state took its checkpoints at over `turns` turns."""
+    service = GameService(InMemoryEventStore(), MemorySecrets())
+    game_id, seats = service.create_game(["ann", "bob"], ruleset, seat_order=[0, 1])
+    tokens, rng = [s["token"] for s in seats], random.Random(3)
+    taken: list[int] = []
+    for _ in range(turns):
+        _play(service, game_id, tokens, 1, rng)
+        entry = service.games.kept[game_id]
+        if not taken or entry.base_seq != taken[-1]:
+            taken.append(entry.base_seq)
+    return taken
+
+
+def test_a_banked_game_takes_its_checkpoints_as_often_as_one_without_a_clock() -> None:
+    """Issue 30: a checkpoint (a copy of the state) is taken every CHECKPOINT_APPENDS turns,
+    whatever a turn appends: a banked turn's third event (`BankCharged`) used to bring them
+    1.5 times as often (they were counted in events)."""
+    turns = 2 * CHECKPOINT_APPENDS + 4
+    banked = _checkpoints(Ruleset(initial_seconds=86_400, increment_seconds=60), turns)
+    unclocked = _checkpoints(Ruleset(), turns)
+    assert len(banked) == len(unclocked) == 3  # the first turn's, then one every 32 turns
 
 
 def test_with_request_threads_a_turn_never_changes_a_state_a_view_is_reading() -> None:
