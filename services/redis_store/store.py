@@ -53,7 +53,8 @@ local seq = redis.call('XLEN', KEYS[1])  -- never trimmed: the length is the las
 local expected = tonumber(ARGV[1])
 if expected >= 0 and expected ~= seq then return {'conflict', tostring(seq)} end
 if ARGV[10] ~= '' and expected > 0 then  -- the same history, not only the same length
-  local last = redis.call('XRANGE', KEYS[1], expected .. '-0', expected .. '-0')
+  -- the stream is at `expected` here: its newest entry is the one at that seq
+  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
   local fields, by = last[1] and last[1][2] or {}, nil
   for j = 1, #fields, 2 do
     if fields[j] == 'cmd' then by = fields[j + 1] end

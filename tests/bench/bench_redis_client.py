@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
 
         def append_args() -> list[Any]:
             # expected (-1: any), command id, time, marker, expected marker, fingerprint, game,
-            # stream, trace (services/redis_store/store.py `append`), then the event
-            return [-1, f"k{next(seq)}", 1, "", "", "", game, "moves", "", "TileDrawn", 1,
+            # stream, trace, after command (services/redis_store/store.py `append`), the event
+            return [-1, f"k{next(seq)}", 1, "", "", "", game, "moves", "", "", "TileDrawn", 1,
                     '{"tile":"E"}']  # fmt: skip
 
         figures = {

@@ -32,12 +32,12 @@ def _append_args(
     """KEYS and ARGV of the store's append script, as `RedisEventStore.append` builds them:
     the game's stream, command hash and marker, then its shard's change feed; expected (any),
     command id, time, marker, expected marker (none), fingerprint (none), game, stream, trace
-    (none), then (type, version, payload) per event. (test_indexes checks them against the
-    store's own.)"""
+    (none), after command (none), then (type, version, payload) per event. (test_indexes
+    checks them against the store's own.)"""
     shard = shard_of(game_id)
     assert shard is not None
     keys = [*game_keys(game_id, stream), changes_key(shard)]
-    args: list[Any] = [-1, f"bulk-{stream}", time_ms, marker, "", "", game_id, stream, ""]
+    args: list[Any] = [-1, f"bulk-{stream}", time_ms, marker, "", "", game_id, stream, "", ""]
     for kind, version, payload in events:
         args += [kind, version, payload]
     return keys, args

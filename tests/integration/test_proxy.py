@@ -246,7 +246,9 @@ def test_behind_the_proxy_a_turn_of_a_loaded_game_is_one_append_and_no_stream_re
 ) -> None:
     """Two instances of one worker each (the deployed shape): the proxy routes each game to
     one of them, whose cached state of the game is then current, so a turn trusts it
-    (TRUST_CACHE) and sends one append (EVALSHA) and no catch-up read (XRANGE)."""
+    (TRUST_CACHE) and sends one append (EVALSHA) and no catch-up read (XRANGE). Inside
+    the append script, the condition reads the stream's newest entry (one XREVRANGE): the
+    command at the expected seq (`after_command`)."""
     from .test_command_http import auth
     from .test_command_http import new_game as new_game_of
 
@@ -287,6 +289,7 @@ def test_behind_the_proxy_a_turn_of_a_loaded_game_is_one_append_and_no_stream_re
         stats = client.info("commandstats")
     assert stats["cmdstat_evalsha"]["calls"] == 60
     assert stats.get("cmdstat_xrange", {"calls": 0})["calls"] == 0
+    assert stats["cmdstat_xrevrange"]["calls"] == 60
 
 
 def test_errors_of_the_proxy_itself_have_the_services_json_shape(nginx_binary: str) -> None:
