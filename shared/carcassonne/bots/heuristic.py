@@ -95,7 +95,12 @@ def worth(state: GameState) -> list[float]:
     farm_points = FARM_POINTS[rules.farm_scoring] if rules.farmers else 0
     counts = [0] * players
     meeples = state.meeples
-    for feat in board.feats:
+    # Only features with a meeple pay anyone: found from the meeples (a few dozen at most)
+    # rather than by a scan of every feature of the board; in root order, as a scan would
+    # add them (the same float sums, so the same ties).
+    feats = board.feats
+    for root in sorted({board.find(m.node) for m in meeples.values()}):
+        feat = feats[root]
         if feat is None or feat.done or not feat.meeples:
             continue
         for p in range(players):

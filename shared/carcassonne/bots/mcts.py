@@ -48,7 +48,7 @@ from ..simulate import bag_order, set_aside
 from ..state import GameState
 from .budget import DEFAULT_PLAYOUTS, Budget, Choice
 from .heuristic import margin, worth
-from .simple import after, legal, ranked
+from .simple import after, legal, ranked, weigh
 from .view import PlayerView
 
 WIDTH = 8  # candidate moves searched
@@ -189,7 +189,6 @@ def playout(state: GameState, order: list[str], plies: int, rng: random.Random) 
 def playout_action(state: GameState, choices: list[Action], rng: random.Random) -> Action:
     """The best by the heuristic of `PLAYOUT_SAMPLE` uniformly drawn actions (0: of them all;
     ties: the first in the engine's order)."""
-    me = state.current
     if PLAYOUT_SAMPLE and len(choices) > PLAYOUT_SAMPLE:
         choices = rng.sample(choices, PLAYOUT_SAMPLE)
-    return max(choices, key=lambda a: margin(worth(after(state, a)), me))
+    return max(choices, key=lambda a: weigh(state, a))
