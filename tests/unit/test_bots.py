@@ -18,7 +18,7 @@ from carcassonne import cli
 from carcassonne.bots import LEVELS, POLICIES, Budget, PlayerView, choose, player_view
 from carcassonne.bots.duel import play_duel_game, summarize, wilson
 from carcassonne.bots.heuristic import margin, worth
-from carcassonne.bots.simple import after, glance
+from carcassonne.bots.simple import after, glance, weigh, weigh_all
 from carcassonne.bots.view import HIDDEN_STATE, PUBLIC_STATE
 from carcassonne.events import DrawTile, TileDrawn
 from carcassonne.game import actions, command_for_action, decide, drawable, fold, is_unplaceable
@@ -107,6 +107,24 @@ def test_a_glance_weighs_an_action_as_a_whole_copy_does_and_changes_nothing(
         whole, glanced = after(state, action), glance(state, action)
         assert worth(glanced) == worth(whole), action
         assert board_facts(glanced) == board_facts(whole), action
+    assert board_facts(state) == before
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.integers(2, 6), variants, st.integers(0, 80))
+def test_weighing_a_turn_at_once_gives_each_actions_own_weight(
+    seed: int, players: int, ruleset: Ruleset, turns: int
+) -> None:
+    """`weigh_all` (a placement glanced at once, each meeple on it added by `meeple_gain`)
+    agrees with `weigh` of each action, a meeple on a feature the tile completes (R6) and
+    the abbot (R9.2) included, and changes nothing in the state it reads."""
+    state = position(seed, players, ruleset, turns)
+    if state is None:
+        return
+    before = board_facts(state)
+    choices = actions(state)
+    for action, value in zip(choices, weigh_all(state, choices), strict=True):
+        assert value == pytest.approx(weigh(state, action), abs=1e-9), action
     assert board_facts(state) == before
 
 

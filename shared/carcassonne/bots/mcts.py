@@ -48,7 +48,7 @@ from ..simulate import bag_order, set_aside
 from ..state import GameState
 from .budget import DEFAULT_PLAYOUTS, Budget, Choice
 from .heuristic import margin, worth
-from .simple import after, legal, ranked, weigh
+from .simple import after, legal, ranked, weigh_all
 from .view import PlayerView
 
 WIDTH = 8  # candidate moves searched
@@ -191,4 +191,5 @@ def playout_action(state: GameState, choices: list[Action], rng: random.Random) 
     ties: the first in the engine's order)."""
     if PLAYOUT_SAMPLE and len(choices) > PLAYOUT_SAMPLE:
         choices = rng.sample(choices, PLAYOUT_SAMPLE)
-    return max(choices, key=lambda a: weigh(state, a))
+    values = weigh_all(state, choices)
+    return choices[max(range(len(choices)), key=values.__getitem__)]

@@ -13,7 +13,7 @@ import random
 from ..game import RECALL_ABBOT, Action, action_events, actions
 from ..state import GameState
 from .budget import Budget, Choice
-from .heuristic import margin, worth
+from .heuristic import margin, meeple_gain, worth
 from .view import PlayerView
 
 
@@ -57,6 +57,33 @@ def glance(state: GameState, action: Action) -> GameState:
 def weigh(state: GameState, action: Action) -> float:
     """The heuristic margin of the player to move after `action`."""
     return margin(worth(glance(state, action)), state.current)
+
+
+def weigh_all(state: GameState, choices: list[Action]) -> list[float]:
+    """`weigh` of every action, near enough (the sums in another order: equal to ~1e-12),
+    for a fraction of the cost: each placement is glanced at once, without a meeple, and
+    each meeple on it adds its `meeple_gain` (a turn has about three actions a placement).
+    The abbot (R9.2) is weighed whole: it is no supply meeple, and a recall moves it."""
+    me = state.current
+    bare: dict[tuple[int, int, int], tuple[GameState, list[float]]] = {}
+    out = []
+    for action in choices:
+        x, y, rotation, meeple = action
+        if meeple is not None and (meeple == RECALL_ABBOT or meeple.abbot):
+            out.append(weigh(state, action))
+            continue
+        seen = bare.get((x, y, rotation))
+        if seen is None:
+            twin = glance(state, (x, y, rotation, None))
+            seen = bare[(x, y, rotation)] = (twin, worth(twin))
+        twin, values = seen
+        if meeple is not None:
+            node = twin.board.tiles[(x, y)].base
+            node += twin.tiles.types[state.drawn].orientations[rotation].spots[meeple.spot]  # type: ignore[index]
+            values = list(values)
+            values[me] += meeple_gain(twin, me, node)
+        out.append(margin(values, me))
+    return out
 
 
 def ranked(state: GameState, choices: list[Action]) -> list[tuple[float, Action]]:
