@@ -92,6 +92,39 @@ class Board:
         twin.monasteries = dict(self.monasteries)
         return twin
 
+    def copy_around(self, pos: Pos) -> Board:
+        """A copy only for placing one tile on `pos` (a bot weighing a placement): the
+        features that placement could change are copied, every other one is shared with
+        this board, so the copy costs the neighbourhood rather than the whole board.
+
+        A placement changes only the features of the tiles beside `pos` (joined across
+        its edges, then maybe completed) and the monasteries or gardens around it (their
+        ring fills up, R6.3); the lists and dicts of the board itself are copied whole
+        (cheap, no objects in them are changed). Anything else applied to the copy — a
+        second tile, an abbot recalled (R9.2) — could change a shared feature: use `copy`.
+        """
+        twin = Board(self.bounds, self.closes)
+        twin.tiles = dict(self.tiles)
+        twin.parent = list(self.parent)
+        feats = twin.feats = list(self.feats)
+        twin.frontier = dict(self.frontier)
+        twin.monasteries = dict(self.monasteries)
+        x, y = pos
+        for dx, dy in DELTA:
+            nb = self.tiles.get((x + dx, y + dy))
+            if nb is None:
+                continue
+            for index in range(len(nb.orientation.segments)):
+                root = twin.find(nb.base + index)
+                feat = feats[root]
+                if feat is not None and feat is self.feats[root]:
+                    feats[root] = feat.copy()
+        for dx, dy in RING:
+            node = self.monasteries.get((x + dx, y + dy))
+            if node is not None and feats[node] is self.feats[node]:
+                feats[node] = self.feats[node].copy()  # type: ignore[union-attr]
+        return twin
+
     # -- union-find -------------------------------------------------------------------
     def find(self, node: int) -> int:
         """The root of `node`'s feature (with path halving)."""

@@ -215,12 +215,14 @@ class GameState:
         self.hands: list[list[HandTile]] = []
         self.refill_stopped = False
 
-    def copy(self) -> GameState:
-        """An independent copy (immutable parts shared)."""
+    def copy(self, around: Pos | None = None) -> GameState:
+        """An independent copy (immutable parts shared); with `around`, a copy only for
+        placing the drawn tile on that square and nothing more (`Board.copy_around`: the
+        features such a placement cannot change are shared with this state)."""
         twin = GameState.__new__(GameState)
         for name in GameState.__slots__:
             setattr(twin, name, getattr(self, name))
-        twin.board = self.board.copy()
+        twin.board = self.board.copy() if around is None else self.board.copy_around(around)
         twin.bag = dict(self.bag)
         twin.discarded = list(self.discarded)
         twin.supply = list(self.supply)

@@ -20,6 +20,13 @@ First full run (300 games, 2 processes on a loaded 2-core machine, 29 min): rand
 [-14.3, 3.6], greedy 36.1 [31.6, 40.6], mcts 39.5 [35.0, 44.0], each rated in 230-236 games:
 in order, random clear of both, greedy and mcts overlapping (mcts at 200 ms is only a little
 stronger than greedy: bench_bots); shuffled labels: 25.8, 25.6, 23.0, all overlapping.
+Second full run, after the playouts' weighing got cheaper (about 1.5x the playouts with 2
+players, 2.2x with 3, the same moves for a playout count; docs/bots.md): 300 games, 1 process
+on the shared 2-core machine at load 2.5-10, 37 min: random -6.2 [-15.1, 2.7], greedy 33.7
+[29.1, 38.4], mcts 41.9 [37.3, 46.6], rated in 230-236 games: in order, random clear, greedy
+and mcts still overlapping (by 1.1 points; the gap 8.2, was 3.4, on the same seating and bags
+but not the same games once a move differs); shuffled labels 25.6, 24.9, 24.2. MISSED: the
+head-to-heads at 200 ms show no change beyond their noise (bench_bots, docs/bots.md).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from carcassonne import cli
 from carcassonne.bots import LEVELS, POLICIES, Budget, PlayerView, choose, player_view
 from carcassonne.bots.duel import play_duel_game, summarize, wilson
 from carcassonne.bots.heuristic import margin, worth
-from carcassonne.bots.simple import after
+from carcassonne.bots.simple import after, glance, weigh, weigh_all
 from carcassonne.bots.view import HIDDEN_STATE, PUBLIC_STATE
 from carcassonne.events import DrawTile, TileDrawn
 from carcassonne.game import actions, command_for_action, decide, drawable, fold, is_unplaceable
@@ -78,6 +78,54 @@ def test_every_level_plays_only_legal_actions(
         assert choice.action in legal, (level, choice)
         events = decide(state, command_for_action(state, choice.action))  # R9.2: a recall too
         assert events, level
+
+
+def board_facts(state: GameState) -> tuple[object, ...]:
+    """Everything a placement could change in a state, as values to compare."""
+    board = state.board
+    feats = [
+        None if f is None else (f.kind, sorted(f.tiles), f.open, f.pennants, f.meeples, f.done)
+        for f in board.feats
+    ]
+    roots = [board.find(node) for node in range(len(board.parent))]
+    return (state.scores, state.supply, sorted(state.meeples), feats, roots)
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.integers(2, 6), variants, st.integers(0, 80))
+def test_a_glance_weighs_an_action_as_a_whole_copy_does_and_changes_nothing(
+    seed: int, players: int, ruleset: Ruleset, turns: int
+) -> None:
+    """`glance` shares the features a placement cannot change with the state it reads: every
+    action of random positions of every variant weighs the same as on a whole copy, and the
+    state it was read from is left as it was (R6: completions and their scores included)."""
+    state = position(seed, players, ruleset, turns)
+    if state is None:
+        return
+    before = board_facts(state)
+    for action in actions(state):
+        whole, glanced = after(state, action), glance(state, action)
+        assert worth(glanced) == worth(whole), action
+        assert board_facts(glanced) == board_facts(whole), action
+    assert board_facts(state) == before
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.integers(2, 6), variants, st.integers(0, 80))
+def test_weighing_a_turn_at_once_gives_each_actions_own_weight(
+    seed: int, players: int, ruleset: Ruleset, turns: int
+) -> None:
+    """`weigh_all` (a placement glanced at once, each meeple on it added by `meeple_gain`)
+    agrees with `weigh` of each action, a meeple on a feature the tile completes (R6) and
+    the abbot (R9.2) included, and changes nothing in the state it reads."""
+    state = position(seed, players, ruleset, turns)
+    if state is None:
+        return
+    before = board_facts(state)
+    choices = actions(state)
+    for action, value in zip(choices, weigh_all(state, choices), strict=True):
+        assert value == pytest.approx(weigh(state, action), abs=1e-9), action
+    assert board_facts(state) == before
 
 
 def test_the_same_seed_gives_the_same_move() -> None:

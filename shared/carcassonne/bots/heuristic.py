@@ -22,7 +22,7 @@ against the random bot; the figures are in docs/bots.md.
 from __future__ import annotations
 
 from ..board import Board, Feature
-from ..scoring import CITY_POINTS_COMPLETE, FARM_POINTS
+from ..scoring import CITY_POINTS_COMPLETE, FARM_POINTS, MONASTERY_POINTS, PENNANT_POINTS_COMPLETE
 from ..state import GameState
 from ..tiles import CITY, FIELD, MONASTERY, ROAD
 
@@ -83,6 +83,35 @@ def feature_value(
     return 0.0
 
 
+def farm_value(state: GameState) -> int:
+    """What a complete city bordering a farm pays its farmers (R7.3; 0 without farmers)."""
+    rules = state.ruleset
+    return FARM_POINTS[rules.farm_scoring] if rules.farmers else 0
+
+
+def meeple_gain(state: GameState, player: int, node: int) -> float:
+    """What one meeple of `player` on the feature of `node` would add to their `worth`, in
+    `state` right after the tile of `node` was placed without it. The feature was empty
+    (R5.3), so the meeple would hold it alone: a feature the tile completed would have paid
+    it (R6.1-R6.3) and sent the meeple home; an open one pays its estimate, and the meeple
+    is gone from the supply meanwhile. (Not for the abbot, R9.2: it is no supply meeple.)"""
+    board = state.board
+    feat = board.feats[board.find(node)]
+    assert feat is not None
+    if feat.done:
+        if feat.kind == ROAD:
+            return float(len(feat.tiles))
+        if feat.kind == CITY:
+            return float(
+                CITY_POINTS_COMPLETE * len(feat.tiles) + PENNANT_POINTS_COMPLETE * feat.pennants
+            )
+        return float(MONASTERY_POINTS)
+    left, players, supply = state.bag_size, state.players, state.supply[player]
+    value = feature_value(board, feat, left, state.ruleset.incomplete_score, farm_value(state))
+    kept = supply_value(supply - 1, left, players) - supply_value(supply, left, players)
+    return value + kept
+
+
 def worth(state: GameState) -> list[float]:
     """Each player's scored points plus the estimated worth of the board and supply."""
     players = state.players
@@ -92,10 +121,15 @@ def worth(state: GameState) -> list[float]:
     board = state.board
     rules = state.ruleset
     left = state.bag_size
-    farm_points = FARM_POINTS[rules.farm_scoring] if rules.farmers else 0
+    farm_points = farm_value(state)
     counts = [0] * players
     meeples = state.meeples
-    for feat in board.feats:
+    # Only features with a meeple pay anyone: found from the meeples (a few dozen at most)
+    # rather than by a scan of every feature of the board; in root order, as a scan would
+    # add them (the same float sums, so the same ties).
+    feats = board.feats
+    for root in sorted({board.find(m.node) for m in meeples.values()}):
+        feat = feats[root]
         if feat is None or feat.done or not feat.meeples:
             continue
         for p in range(players):
