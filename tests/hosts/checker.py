@@ -41,6 +41,7 @@ class Verdict:
     applied_twice: list[str] = field(default_factory=list)
     both_racers: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)  # commands nobody sent (or misplaced)
+    rewritten: list[str] = field(default_factory=list)  # logs changed after the load but growing
     wrong_scores: list[str] = field(default_factory=list)
     # Games the worker had not scored to their last move a minute after the load stopped,
     # those that lost acknowledged turns and the others (measured and reported, not asserted:
@@ -58,6 +59,7 @@ class Verdict:
             *self.applied_twice,
             *self.both_racers,
             *self.foreign,
+            *self.rewritten,
             *self.wrong_scores,
         ]
 
@@ -156,6 +158,24 @@ def wait_scored(store: RedisEventStore, games: list[str], timeout: float = 60.0)
     return late
 
 
+def _settled(
+    store: RedisEventStore, game: str, timeout: float = 30.0
+) -> tuple[list[StoredEvent], list[StoredEvent]] | None:
+    """The game's moves and scores as of one moment, every move scored: read between two
+    reads of the scores' marker that agree with the last move (a marker only grows once the
+    faults are healed); None if that never happens within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        before = int(store.marker(game, SCORES) or 0)
+        moves, scores = store.read(game, MOVES), store.read(game, SCORES)
+        after = int(store.marker(game, SCORES) or 0)
+        if before == after == (moves[-1].seq if moves else 0) == store.last_seq(game, MOVES):
+            return moves, scores
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.2)
+
+
 def _check_scores(
     store: RedisEventStore,
     logs: dict[str, list[StoredEvent]],
@@ -168,10 +188,22 @@ def _check_scores(
         marker, last = store.marker(game, SCORES), store.last_seq(game, MOVES)
         found = f"{game}: scored up to move {marker}, its log ends at {last}"
         (verdict.unscored_after_loss if game in rewound else verdict.unscored).append(found)
-    for index, (game, moves) in enumerate(logs.items()):
-        if game in late or not moves:
+    for index, (game, checked) in enumerate(logs.items()):
+        if game in late or not checked:
             continue
-        scores = store.read(game, SCORES)
+        # The bot worker may still play a bot's turn after the clients stopped (its task
+        # re-sent by the sweep), so the moves and scores are read again, together.
+        snapshot = _settled(store, game)
+        if snapshot is None:
+            verdict.unscored.append(f"{game}: its moves or scores kept changing")
+            continue
+        moves, scores = snapshot
+        if [(e.seq, e.command_id) for e in moves[: len(checked)]] != [
+            (e.seq, e.command_id) for e in checked
+        ]:
+            verdict.rewritten.append(
+                f"{game}: its log changed after the load other than by growing"
+            )
         expected = [(e.type, e.payload) for e in score_events(GameState(), moves)]
         if [(e.type, e.payload) for e in scores] != expected:
             verdict.wrong_scores.append(f"{game}: score stream differs from its moves' scoring")
