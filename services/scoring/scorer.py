@@ -69,7 +69,16 @@ class Scorer:
                 self._cache.keep(game_id, cached)
                 break
             state = cached.state
-            scored = score_events(state, batch)  # `state` now stands after the batch
+            try:
+                scored = score_events(state, batch)  # `state` now stands after the batch
+            except Exception:
+                # A failover rewound the moves this cached state folded and the log grew past
+                # it again before we looked: the new moves may not fold on it at all (a
+                # ValueError in tests/hosts, the game then left unscored). Fold again from
+                # the saved progress before blaming the moves.
+                if taken is not None and self._behind(game_id, cached):
+                    continue
+                raise
             last = batch[-1].seq
             try:
                 result = self.store.append(

@@ -5,6 +5,10 @@ history (tests/hosts/history.py), in the manner of Jepsen's checkers.
 - each game's log holds each seq once (1..n, no gap, no double);
 - no command id (`turn:<seat>:<Idempotency-Key>`) appears in two places of a log, and of two
   writers of the same turn at most one was applied;
+- every command in a log is one somebody sent: the game's creation, a turn of a human seat
+  with a key a client sent for that game, or a bot seat's turn (`bot:<game>:<seq>`, played
+  by the bot worker and acknowledged to nobody, so only its place is checked: right after
+  the seq it names, in a game with a bot seat);
 - the worker's final scores equal `carcassonne score` of the exported record, and an
   unfinished game's score stream is exactly the score events of its moves.
 """
@@ -18,6 +22,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from carcassonne.state import GameState
 from eventstore.envelope import MOVES, SCORES, StoredEvent
@@ -35,6 +40,8 @@ class Verdict:
     doubled_seqs: list[str] = field(default_factory=list)
     applied_twice: list[str] = field(default_factory=list)
     both_racers: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)  # commands nobody sent (or misplaced)
+    rewritten: list[str] = field(default_factory=list)  # logs changed after the load but growing
     wrong_scores: list[str] = field(default_factory=list)
     # Games the worker had not scored to their last move a minute after the load stopped,
     # those that lost acknowledged turns and the others (measured and reported, not asserted:
@@ -43,10 +50,18 @@ class Verdict:
     unscored: list[str] = field(default_factory=list)
     games: int = 0
     finished: int = 0
+    bot_turns: int = 0  # bot seats' turns in the final logs
 
     def problems(self) -> list[str]:
         """Every broken invariant but the lost acknowledged turns (reported per fault)."""
-        return [*self.doubled_seqs, *self.applied_twice, *self.both_racers, *self.wrong_scores]
+        return [
+            *self.doubled_seqs,
+            *self.applied_twice,
+            *self.both_racers,
+            *self.foreign,
+            *self.rewritten,
+            *self.wrong_scores,
+        ]
 
     def late(self) -> list[str]:
         """Every game left unscored."""
@@ -61,8 +76,9 @@ def _same(op_event: dict[str, object], stored: StoredEvent) -> bool:
     )
 
 
-def check(store: RedisEventStore, history: History, query_base: str) -> Verdict:
-    """Read every played game's log and check it against `history`."""
+def check(store: RedisEventStore, history: History, query_bases: list[str]) -> Verdict:
+    """Read every played game's log and check it against `history` (the exports for the
+    CLI's scores read from each of `query_bases` in turn)."""
     verdict = Verdict()
     by_game: dict[str, list[Op]] = defaultdict(list)
     for op in history.ops:
@@ -83,6 +99,11 @@ def check(store: RedisEventStore, history: History, query_base: str) -> Verdict:
             if len(starts) > 1:
                 verdict.applied_twice.append(f"{game}: {command} applied at {starts}")
         keys = {c.rsplit(":", 1)[-1] for c in places if c.startswith("turn:")}
+        sent = {op.key for op in by_game.get(game, []) if op.key}
+        for command, starts in places.items():
+            why = _foreign(game, command, starts[0], history.bots.get(game, set()), sent)
+            verdict.foreign += [f"{game}: {command} at {starts[0]}: {why}"] if why else []
+            verdict.bot_turns += command.startswith("bot:")
         for op in by_game.get(game, []):
             if op.outcome == "ok" and not all(
                 e["seq"] in at and _same(e, at[e["seq"]]) for e in op.events
@@ -95,8 +116,35 @@ def check(store: RedisEventStore, history: History, query_base: str) -> Verdict:
         for (body, _), pair in racers.items():
             if len(pair & keys) > 1:
                 verdict.both_racers.append(f"{game}: both writers of {body} applied")
-    _check_scores(store, logs, query_base, verdict, {op.game for op in verdict.lost})
+    _check_scores(store, logs, query_bases, verdict, {op.game for op in verdict.lost})
     return verdict
+
+
+def _foreign(game: str, command: str, start: int, bots: set[int], sent: set[str]) -> str:
+    """Why `command`, applied from seq `start` on, is one nobody sent ("" when it is not)."""
+    kind, _, rest = command.partition(":")
+    if command == "create":
+        return "" if start == 1 else "a creation after the first seq"
+    if kind == "turn":
+        seat, _, key = rest.partition(":")
+        if int(seat) in bots:
+            return "a turn sent for a bot seat"
+        return "" if key in sent else "a key no client sent for this game"
+    if kind == "bot":
+        if not bots:
+            return "a bot's turn in a game without a bot seat"
+        named = f"{game}:{start - 1}"
+        return "" if rest == named else f"a bot's turn decided at another seq than {start - 1}"
+    return "a command of no kind the clients or the bot worker send"
+
+
+def dump_logs(store: RedisEventStore, games: list[str], path: Path) -> None:
+    """Each game's final move log as a JSON line (seq, command id, type), for a post-mortem:
+    the cluster is gone once the test ends."""
+    with path.open("w") as out:
+        for game in games:
+            rows = [(e.seq, e.command_id, e.type) for e in store.read(game, MOVES)]
+            out.write(json.dumps({"game": game, "moves": rows}) + "\n")
 
 
 def wait_scored(store: RedisEventStore, games: list[str], timeout: float = 60.0) -> list[str]:
@@ -110,10 +158,28 @@ def wait_scored(store: RedisEventStore, games: list[str], timeout: float = 60.0)
     return late
 
 
+def _settled(
+    store: RedisEventStore, game: str, timeout: float = 30.0
+) -> tuple[list[StoredEvent], list[StoredEvent]] | None:
+    """The game's moves and scores as of one moment, every move scored: read between two
+    reads of the scores' marker that agree with the last move (a marker only grows once the
+    faults are healed); None if that never happens within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        before = int(store.marker(game, SCORES) or 0)
+        moves, scores = store.read(game, MOVES), store.read(game, SCORES)
+        after = int(store.marker(game, SCORES) or 0)
+        if before == after == (moves[-1].seq if moves else 0) == store.last_seq(game, MOVES):
+            return moves, scores
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.2)
+
+
 def _check_scores(
     store: RedisEventStore,
     logs: dict[str, list[StoredEvent]],
-    query_base: str,
+    query_bases: list[str],
     verdict: Verdict,
     rewound: set[str],
 ) -> None:
@@ -122,17 +188,29 @@ def _check_scores(
         marker, last = store.marker(game, SCORES), store.last_seq(game, MOVES)
         found = f"{game}: scored up to move {marker}, its log ends at {last}"
         (verdict.unscored_after_loss if game in rewound else verdict.unscored).append(found)
-    for game, moves in logs.items():
-        if game in late or not moves:
+    for index, (game, checked) in enumerate(logs.items()):
+        if game in late or not checked:
             continue
-        scores = store.read(game, SCORES)
+        # The bot worker may still play a bot's turn after the clients stopped (its task
+        # re-sent by the sweep), so the moves and scores are read again, together.
+        snapshot = _settled(store, game)
+        if snapshot is None:
+            verdict.unscored.append(f"{game}: its moves or scores kept changing")
+            continue
+        moves, scores = snapshot
+        if [(e.seq, e.command_id) for e in moves[: len(checked)]] != [
+            (e.seq, e.command_id) for e in checked
+        ]:
+            verdict.rewritten.append(
+                f"{game}: its log changed after the load other than by growing"
+            )
         expected = [(e.type, e.payload) for e in score_events(GameState(), moves)]
         if [(e.type, e.payload) for e in scores] != expected:
             verdict.wrong_scores.append(f"{game}: score stream differs from its moves' scoring")
         if not scores or scores[-1].type != GAME_SCORED:
             continue
         verdict.finished += 1
-        cli = cli_score(query_base, game)
+        cli = cli_score(query_bases[index % len(query_bases)], game)
         if scores[-1].payload["final_scores"] != cli:
             verdict.wrong_scores.append(
                 f"{game}: worker {scores[-1].payload['final_scores']} != CLI {cli}"

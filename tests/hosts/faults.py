@@ -12,10 +12,12 @@ its `Window` (when it began, when it was healed, when the cluster was whole agai
 - `split_brain`: a primary and one command host on one side, everything else on the other:
   the majority promotes the replica and the other command host writes there, while the
   first still writes to the old primary (until it sees it is in the minority).
-- `cut_query`: the query instance cut from every Redis node for 3 s while it serves `/live`
-  (tests/hosts/live.py watches every game in play).
-- `cut_broker`: the scoring worker cut from the broker (both ways): scoring follows the
-  change feed on the cluster, so the scores must come out right all the same.
+- `cut_query`: one query instance (q1 and q2 in turn) cut from every Redis node for 3 s
+  while it serves `/live` (tests/hosts/live.py watches every game in play, on both instances
+  and through nginx); the other keeps serving.
+- `cut_broker`: the scoring worker and the bot worker cut from the broker (both ways):
+  scoring follows the change feed on the cluster, so the scores must come out right all the
+  same; a bot's turn whose task was lost is sent again by the bots' beat sweep.
 """
 
 from __future__ import annotations
@@ -29,7 +31,14 @@ from dataclasses import dataclass
 
 import redis
 
-from tests.hosts.suite import COMMAND_HOSTS, REDIS_HOSTS, Suite, node_client
+from tests.hosts.suite import (
+    COMMAND_HOSTS,
+    QUERY_HOSTS,
+    REDIS_HOSTS,
+    WORKER_HOSTS,
+    Suite,
+    node_client,
+)
 
 PROMOTION_TIMEOUT = 20.0  # seconds a replica may take to be promoted (node timeout + vote)
 CUT_SECONDS = 3.0  # how long a command host stays cut from Redis
@@ -45,6 +54,7 @@ class Window:
     heal: float
     whole: float  # the cluster healthy again (every primary with an online replica)
     promoted: bool = False  # a replica took over
+    latency_ms: float = 0.0  # the delay each way between the clients and nginx (set by the test)
 
 
 def _promoted(suite: Suite, old: str, observer: str) -> bool:
@@ -160,24 +170,25 @@ def split_brain(suite: Suite, turn: int) -> Window:
 
 def cut_query(suite: Suite, turn: int) -> Window:
     """See the module's docstring."""
+    host = QUERY_HOSTS[turn % len(QUERY_HOSTS)]
     start = time.monotonic()
-    suite.net.block(["q1"], REDIS_HOSTS, both=True)
+    suite.net.block([host], REDIS_HOSTS, both=True)
     time.sleep(CUT_SECONDS)  # the fault's duration is the thing being done, not awaited
     heal = time.monotonic()
     suite.net.heal()
     whole = heal + suite.wait_healthy()
-    return Window("cut query from redis", "q1", start, heal, whole)
+    return Window("cut query from redis", host, start, heal, whole)
 
 
 def cut_broker(suite: Suite, turn: int) -> Window:
     """See the module's docstring."""
     start = time.monotonic()
-    suite.net.block(["w1"], ["broker"], both=True)
+    suite.net.block(WORKER_HOSTS, ["broker"], both=True)
     time.sleep(CUT_SECONDS)  # the fault's duration is the thing being done, not awaited
     heal = time.monotonic()
     suite.net.heal()
     whole = heal + suite.wait_healthy()
-    return Window("cut broker from worker", "w1", start, heal, whole)
+    return Window("cut broker from workers", "+".join(WORKER_HOSTS), start, heal, whole)
 
 
 FAULTS: list[Callable[[Suite, int], Window]] = [

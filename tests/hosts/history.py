@@ -2,11 +2,15 @@
 one `Op` per request sent (each retry its own), with what came back — 200 with the events
 and their seqs, 409, 503, a timeout or a connection error — and when.
 
-Each client plays one game at a time on the command instances of one kind (WAIT on or off):
-it reads the turn, picks a legal placement, and sends it with a fresh Idempotency-Key to the
-game's home instance; a turn not answered (503, timeout, refused connection) is sent again
-with the same key until it is answered. One turn in five is sent by two writers at once, to
-both instances, each with its own key: at most one may be applied.
+Each client plays one game at a time on the command instances of one kind (WAIT on or off),
+directly or through nginx: it reads the turn, picks a legal placement, and sends it with a
+fresh Idempotency-Key to the game's home instance (through nginx: to nginx, which routes the
+game to its instance); a turn not answered (503, nginx's 502 or 504, timeout, refused
+connection) is sent again with the same key until it is answered. One turn in five is sent
+by two writers at once (to both instances, or twice through nginx), each with its own key: at
+most one may be applied. Some clients play against a bot seat: the bot worker plays its turns,
+which no client sends or is told about, and the client waits for them (bounded: a bot that
+never moves ends the game as "stuck").
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ CONFLICT_SHARE = 0.2  # turns sent by two writers at once
 # A lone writer refused this many times in a row (409 after reading the turn) gives the game
 # up: the server's view of it is stuck (recorded as an op with outcome "stuck").
 STUCK_AFTER = 20
+# A bot seat that has not moved for this long leaves its game "stuck": longer than the bots'
+# own recovery of a lost task (their beat's sweep every 10 s, after GRACE_SECONDS, 30).
+BOT_PATIENCE = 90.0
+UNANSWERED = {503: "unavailable", 502: "unavailable", 504: "unavailable"}  # nginx's too
 
 
 @dataclass
@@ -51,6 +59,7 @@ class Op:
     racer: bool = False  # one of two writers of the same turn
     detail: str = ""
     action: str = "turn"  # or "read": GET /turn before it, recorded only when not answered
+    route: str = "direct"  # or "nginx": through the delay proxy and nginx
 
 
 def request(
@@ -79,6 +88,7 @@ class History:
 
     ops: list[Op] = field(default_factory=list)
     games: dict[str, bool] = field(default_factory=dict)  # game -> played with WAIT on
+    bots: dict[str, set[int]] = field(default_factory=dict)  # game -> its bot seats
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, op: Op) -> None:
@@ -93,12 +103,22 @@ class History:
 
 
 class Client:
-    """A player of games, one at a time, on `bases` (a kind's instances, one per host)."""
+    """A player of games, one at a time, on `bases` (a kind's instances, one per host, or
+    nginx alone: `route`), against a bot of level `bot` when given."""
 
     def __init__(
-        self, name: str, bases: list[str], wait: bool, history: History, seed: int
+        self,
+        name: str,
+        bases: list[str],
+        wait: bool,
+        history: History,
+        seed: int,
+        route: str = "direct",
+        bot: str = "",
     ) -> None:
         self.name, self.bases, self.wait, self.history = name, bases, wait, history
+        self.route, self.bot = route, bot
+        self.bot_turn = (0, 0.0)  # (seq, since when) of the bot's turn being waited for
         self.rng = random.Random(seed)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -126,7 +146,8 @@ class Client:
 
     def _create(self) -> bool:
         base = self.rng.choice(self.bases)
-        body = {"players": [{"name": "ann"}, {"name": "bob"}], "seat_order": [0, 1]}
+        other = {"name": "robo", "bot": self.bot} if self.bot else {"name": "bob"}
+        body = {"players": [{"name": "ann"}, other], "seat_order": [0, 1]}
         try:
             status, created = request(base, "POST", "/games", body)
         except OSError:
@@ -137,6 +158,7 @@ class Client:
         self.tokens = {p["seat"]: p["token"] for p in created["players"]}
         with self.history.lock:
             self.history.games[self.game] = self.wait
+            self.history.bots[self.game] = {p["seat"] for p in created["players"] if p.get("bot")}
         return True
 
     def _turn(self) -> None:
@@ -160,6 +182,9 @@ class Client:
         if view["over"]:
             self.game = ""
             return
+        if self.tokens.get(view["player"]) is None:  # a bot's turn: the bot worker's
+            self._await_bot(int(view["seq"]))
+            return
         spot = self.rng.choice(view["placements"])
         meeples = spot["meeples"]
         meeple = self.rng.choice(meeples) if meeples and self.rng.random() < 0.5 else None
@@ -168,7 +193,7 @@ class Client:
         if self.rng.random() < CONFLICT_SHARE:
             racers = [
                 threading.Thread(target=self._send, args=(body, auth, base, True))
-                for base in self.bases
+                for base in (self.bases if len(self.bases) > 1 else self.bases * 2)
             ]
             for racer in racers:
                 racer.start()
@@ -181,6 +206,20 @@ class Client:
             op.start, op.outcome, op.action = self.refused[0].start, "stuck", "stuck"
             self.history.add(op)
             self.game = ""
+
+    def _await_bot(self, seq: int) -> None:
+        """Wait a little for the bot to move; give the game up when it has not for
+        BOT_PATIENCE."""
+        now = time.monotonic()
+        if self.bot_turn[0] != seq:
+            self.bot_turn = (seq, now)
+        elif now - self.bot_turn[1] > BOT_PATIENCE:
+            op = self._op({}, "", self.home(), detail=f"the bot did not move after seq {seq}")
+            op.start, op.outcome, op.action = self.bot_turn[1], "bot_stuck", "stuck"
+            self.history.add(op)
+            self.game = ""
+            return
+        self.stop.wait(RETRY_PAUSE)
 
     def _send(self, body: dict[str, Any], auth: dict[str, str], base: str, racer: bool) -> None:
         """Send the turn with a new key until it is answered (or RETRY_FOR passes)."""
@@ -195,9 +234,7 @@ class Client:
             except OSError as exc:
                 op.outcome, op.detail = "error", type(exc).__name__
             else:
-                op.outcome = {200: "ok", 409: "conflict", 503: "unavailable"}.get(
-                    op.status, "other"
-                )
+                op.outcome = {200: "ok", 409: "conflict", **UNANSWERED}.get(op.status, "other")
                 if op.status == 200:
                     op.events = [e for e in reply["events"] if e["stream"] == "moves"]
                     op.replayed = bool(reply["replayed"])
@@ -218,15 +255,25 @@ class Client:
     ) -> Op:
         now = time.monotonic()
         return Op(self.name, self.wait, self.game, key, base, body, now, now, racer=racer,
-                  detail=detail, outcome="other" if detail else "")  # fmt: skip
+                  detail=detail, outcome="other" if detail else "", route=self.route)  # fmt: skip
 
 
 def start_clients(
-    count: int, bases: list[str], wait: bool, history: History, seed: int
+    count: int,
+    bases: list[str],
+    wait: bool,
+    history: History,
+    seed: int,
+    route: str = "direct",
+    bots: int = 0,
 ) -> list[Client]:
-    """`count` clients on `bases`, started."""
-    kind = "wait" if wait else "nowait"
-    clients = [Client(f"{kind}-{i}", bases, wait, history, seed + i) for i in range(count)]
+    """`count` clients on `bases`, started; the first `bots` of them play against a greedy
+    bot."""
+    kind = ("wait" if wait else "nowait") + ("-nginx" if route == "nginx" else "")
+    clients = [
+        Client(f"{kind}-{i}", bases, wait, history, seed + i, route, "greedy" if i < bots else "")
+        for i in range(count)
+    ]
     for client in clients:
         client.thread.start()
     return clients

@@ -1,8 +1,8 @@
-"""`/live` watchers: one per playing client, following that client's game on the query
-instance as an app would — an SSE stream, resumed with Last-Event-ID whenever it ends, breaks
-or times out — and writing down every event it was sent. Checked afterwards: each event
-once and in order per stream (across reconnects), and each the same as the final log's
-event at its seq.
+"""`/live` watchers: one per playing client, following that client's game on a query
+instance (or through nginx) as an app would — an SSE stream, resumed with Last-Event-ID
+whenever it ends, breaks or times out — and writing down every event it was sent (and when).
+Checked afterwards: each event once and in order per stream (across reconnects), and each
+the same as the final log's event at its seq.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import contextlib
 import http.client
 import json
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ class Seen:
     events: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     reconnects: int = 0
     refused: list[str] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # when each event came (monotonic)
 
 
 class Watcher:
@@ -85,6 +87,7 @@ class Watcher:
                 elif not line and data:
                     if kind in ("move", "score"):
                         self.seen.events[game].append(json.loads(data))
+                        self.seen.arrivals.append(time.monotonic())
                     self.cursors[game] = ident
                     if kind == "end":
                         return
@@ -131,3 +134,8 @@ def check_live(
                 ):
                     verdict.unlike_log.append(f"{game} {stream} {seq} {event['type']}")
     return verdict
+
+
+def sent_between(watchers: list[Watcher], base: str, start: float, end: float) -> int:
+    """The events the watchers on `base` were sent from `start` to `end`."""
+    return sum(start <= at < end for w in watchers if w.base == base for at in w.seen.arrivals)

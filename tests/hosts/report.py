@@ -1,7 +1,9 @@
-"""The figures of a run, per fault kind and per kind of command instance (WAIT on or off):
-turns acknowledged, acknowledged turns lost, availability during the fault and the time to
-full service after healing. Each op belongs to the window of the fault it was sent in (from
-the fault's start to the next fault's start).
+"""The figures of a run, per fault kind, per kind of command instance (WAIT on or off) and
+per way the clients reach it (directly, or through nginx: with the latency of the delay
+proxy when the repetition had it, a row of its own): turns acknowledged, acknowledged turns
+lost, availability during the fault and the time to full service after healing. Each op
+belongs to the window of the fault it was sent in (from the fault's start to the next
+fault's start).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Row:
 
     kind: str
     wait: bool
+    via: str  # direct, nginx, or nginx +<delay each way>ms
     reps: int
     acked: int  # turns (keys) answered 200 in the kind's windows
     lost: int  # of those, not in the final log where they were said to be
@@ -36,10 +39,13 @@ class Row:
     # turns sent while faulted (409s of racing writers not counted) and reads of the turn
     # (GET /turn) not answered: a turn that cannot be read cannot be played
     attempts: int
-    recovery: list[float]  # per repetition: seconds from heal to the last failed attempt
+    # per repetition: seconds from heal to the last failed attempt (ended before the next
+    # fault's start)
+    recovery: list[float]
     whole: list[float]  # per repetition: seconds from heal to a healthy cluster
     promoted: int  # repetitions in which a replica took over
     stuck: int = 0  # games given up: their lone writer refused STUCK_AFTER times in a row
+    bot_stuck: int = 0  # games given up: their bot seat did not move for BOT_PATIENCE
     # per repetition: the longest time from the fault's start on with no turn of the kind
     # answered 200 (a stall is not seen in the share answered: a turn held 2.5 s counts as 200)
     gaps: list[float] = field(default_factory=list)
@@ -49,28 +55,38 @@ class Row:
         return self.answered / self.attempts if self.attempts else 1.0
 
 
+def routes(window: Window) -> list[tuple[bool, str, str]]:
+    """(WAIT, the ops' route, the row's `via`) of each row a window counts in."""
+    nginx = "nginx" + (f" +{window.latency_ms:g}ms" if window.latency_ms else "")
+    return [(True, "direct", "direct"), (False, "direct", "direct"), (True, "nginx", nginx)]
+
+
 def rows(windows: Sequence[Window], ops: Sequence[Op], lost: Sequence[Op], end: float) -> list[Row]:
-    """The figures of every (fault kind, WAIT) pair; `end`: when the load stopped."""
+    """The figures of every (fault kind, WAIT, via); `end`: when the load stopped."""
     lost_ids = {id(op) for op in lost}
     bounds = [w.start for w in windows[1:]] + [end]
-    table: dict[tuple[str, bool], Row] = {}
-    keys: dict[tuple[str, bool], set[str]] = defaultdict(set)
-    lost_keys: dict[tuple[str, bool], set[str]] = defaultdict(set)
+    table: dict[tuple[str, bool, str], Row] = {}
+    keys: dict[tuple[str, bool, str], set[str]] = defaultdict(set)
+    lost_keys: dict[tuple[str, bool, str], set[str]] = defaultdict(set)
     for window, until in zip(windows, bounds, strict=True):
-        for wait in (True, False):
-            row = table.setdefault(
-                (window.kind, wait), Row(window.kind, wait, 0, 0, 0, 0, 0, [], [], 0)
-            )
+        for wait, route, via in routes(window):
+            pair = (window.kind, wait, via)
+            row = table.setdefault(pair, Row(window.kind, wait, via, 0, 0, 0, 0, 0, [], [], 0))
             row.reps += 1
             row.promoted += window.promoted
             row.whole.append(window.whole - window.heal)
-            mine = [op for op in ops if op.wait == wait and window.start <= op.start < until]
+            mine = [
+                op
+                for op in ops
+                if op.wait == wait and op.route == route and window.start <= op.start < until
+            ]
             row.stuck += sum(1 for op in mine if op.outcome == "stuck")
+            row.bot_stuck += sum(1 for op in mine if op.outcome == "bot_stuck")
             for op in mine:
                 if op.outcome == "ok" and op.action == "turn":
-                    keys[(window.kind, wait)].add(op.key)
+                    keys[pair].add(op.key)
                     if id(op) in lost_ids:
-                        lost_keys[(window.kind, wait)].add(op.key)
+                        lost_keys[pair].add(op.key)
                 if (
                     op.start < window.heal
                     and op.action in ("turn", "read")
@@ -81,10 +97,11 @@ def rows(windows: Sequence[Window], ops: Sequence[Op], lost: Sequence[Op], end: 
             served = sorted(op.end for op in mine if op.outcome == "ok" and op.action == "turn")
             marks = [window.start, *served, until]
             row.gaps.append(max(b - a for a, b in itertools.pairwise(marks)))
+            # an op still in flight when the next fault began may have failed of that one
             late = [
                 op.end
                 for op in mine
-                if failed(op) and op.action in ("turn", "read") and op.end >= window.heal
+                if failed(op) and op.action in ("turn", "read") and window.heal <= op.end < until
             ]
             row.recovery.append(max(late, default=window.heal) - window.heal)
     for pair, row in table.items():
@@ -95,17 +112,18 @@ def rows(windows: Sequence[Window], ops: Sequence[Op], lost: Sequence[Op], end: 
 def render(table: Sequence[Row]) -> str:
     """The table as text."""
     head = (
-        f"{'fault':<24} {'WAIT':>4} {'reps':>4} {'acked':>6} {'lost':>5} {'avail':>6} "
+        f"{'fault':<24} {'WAIT':>4} {'via':<13} {'reps':>4} {'acked':>6} {'lost':>5} {'avail':>6} "
         f"{'recovery med/max s':>19} {'cluster whole med/max s':>24} {'promoted':>8} "
-        f"{'stuck games':>11} {'longest stall med/max s':>23}"
+        f"{'stuck games':>11} {'bot stuck':>9} {'longest stall med/max s':>23}"
     )
     lines = [head, "-" * len(head)]
-    for r in sorted(table, key=lambda r: (r.kind, not r.wait)):
+    for r in sorted(table, key=lambda r: (r.kind, r.via != "direct", not r.wait, r.via)):
         rec = f"{statistics.median(r.recovery):.1f}/{max(r.recovery):.1f}"
         whole = f"{statistics.median(r.whole):.1f}/{max(r.whole):.1f}"
         lines.append(
-            f"{r.kind:<24} {int(r.wait):>4} {r.reps:>4} {r.acked:>6} {r.lost:>5} "
+            f"{r.kind:<24} {int(r.wait):>4} {r.via:<13} {r.reps:>4} {r.acked:>6} {r.lost:>5} "
             f"{r.availability:>6.0%} {rec:>19} {whole:>24} {r.promoted:>8} {r.stuck:>11} "
+            f"{r.bot_stuck:>9} "
             f"{statistics.median(r.gaps):>11.1f}/{max(r.gaps):.1f}"
         )
     return "\n".join(lines)

@@ -1,9 +1,11 @@
 """The suite spread over hosts (tests/hosts/netns.py): a Redis Cluster of 3 primaries and 3
 replicas, one node per host, announcing its host's address; the broker; 2 command hosts, each
 running one instance with WAIT on (`REDIS_WAIT_REPLICAS=1`) and one with it off, so a run
-compares both on the same cluster and the same faults; a query instance; a scoring worker and
-its beat on one host; and the tester host the test process joins to play and check. Not
-here yet: the bot worker, a second query instance, nginx.
+compares both on the same cluster and the same faults; 2 query hosts; a scoring worker and
+its beat on one host; the bot worker and its beat on another; nginx on its own host in front
+of the WAIT-on command instances and both query instances (tests/hosts/front.py); and the
+tester host the test process joins to play and check, with the delay proxy to nginx on its
+loopback.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import redis
 from deploy.local.cluster import redis_argv
 from deploy.local.host import redis_cli_binary, redis_server_binary
 from services.redis_store.keys import key_slot
+from tests.hosts.delay import DelayProxy
+from tests.hosts.front import start_delay, start_nginx
 from tests.hosts.netns import Network
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +35,8 @@ NODE_TIMEOUT_MS = 1000  # a silent primary is replaced after this (and a vote)
 WAIT_MS = 200  # REDIS_WAIT_MS of the WAIT instances
 REDIS_HOSTS = [f"r{i}" for i in range(1, 7)]
 COMMAND_HOSTS = ["c1", "c2"]
+QUERY_HOSTS = ["q1", "q2"]
+WORKER_HOSTS = ["w1", "b1"]  # the scoring worker's, the bot worker's (each with its beat)
 
 
 def node_client(address: str) -> redis.Redis:
@@ -47,6 +53,14 @@ class Suite:
     services: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     # The games being played now (set by the test): faults aim at the primaries serving them.
     playing: Callable[[], list[str]] = list
+    nginx_base: str = ""  # nginx's public URL on its host
+    front: DelayProxy | None = None  # the tester's way to nginx, with latency when asked
+
+    @property
+    def public_base(self) -> str:
+        """nginx as the clients that play through it reach it: via the delay proxy."""
+        assert self.front is not None, "the suite's front is not started"
+        return f"http://127.0.0.1:{self.front.port}"
 
     def address(self, host: str) -> str:
         return self.net.hosts[host].address
@@ -61,8 +75,12 @@ class Suite:
         return [f"http://{self.address(h)}:{port}" for h in COMMAND_HOSTS]
 
     @property
-    def query_base(self) -> str:
-        return f"http://{self.address('q1')}:{QUERY_PORT}"
+    def query_bases(self) -> list[str]:
+        """Each query instance's base URL, one per query host."""
+        return [self.query_base_of(h) for h in QUERY_HOSTS]
+
+    def query_base_of(self, host: str) -> str:
+        return f"http://{self.address(host)}:{QUERY_PORT}"
 
     def host_of(self, address: str) -> str:
         """The host of `address` ("" for none: a node not yet known by its address)."""
@@ -172,9 +190,10 @@ def _text(value: object) -> str:
 
 def start_suite(net: Network) -> Suite:
     """Make the hosts and start every part; returns once the cluster is healthy and every
-    HTTP instance answers /readyz. The calling thread must be inside host "t" (`net.enter`)."""
+    HTTP instance answers /readyz and nginx passes requests on. The calling thread must be
+    inside host "t" (`net.enter`): the delay proxy listens there."""
     suite = Suite(net)
-    for host in [*REDIS_HOSTS, "broker", *COMMAND_HOSTS, "q1", "w1"]:
+    for host in [*REDIS_HOSTS, "broker", *COMMAND_HOSTS, *QUERY_HOSTS, *WORKER_HOSTS, "ng"]:
         net.add_host(host)
     for host in REDIS_HOSTS:
         suite.start_redis(host)
@@ -219,18 +238,19 @@ def start_suite(net: Network) -> Suite:
                 },
                 ROOT,
             )
-    suite.services["q1"] = net.start(
-        "q1",
-        [*gunicorn, "deploy/gunicorn/query.py", "services.query.wsgi:app"],
-        "query",
-        {
-            **env,
-            "BIND": f"{suite.address('q1')}:{QUERY_PORT}",
-            "WEB_CONCURRENCY": "2",
-            "PROMETHEUS_MULTIPROC_DIR": str(net.workdir / "metrics-query"),
-        },
-        ROOT,
-    )
+    for host in QUERY_HOSTS:
+        suite.services[host] = net.start(
+            host,
+            [*gunicorn, "deploy/gunicorn/query.py", "services.query.wsgi:app"],
+            f"query-{host}",
+            {
+                **env,
+                "BIND": f"{suite.address(host)}:{QUERY_PORT}",
+                "WEB_CONCURRENCY": "2",
+                "PROMETHEUS_MULTIPROC_DIR": str(net.workdir / f"metrics-query-{host}"),
+            },
+            ROOT,
+        )
     suite.services["w1"] = net.start(
         "w1",
         [sys.executable, "-m", "celery", "-A", "services.scoring.celery_app", "worker",
@@ -250,20 +270,49 @@ def start_suite(net: Network) -> Suite:
         env,
         ROOT,
     )  # fmt: skip
-    bases = [*suite.command_bases(True), *suite.command_bases(False), suite.query_base]
+    _start_bots(suite, env)
+    bases = [*suite.command_bases(True), *suite.command_bases(False), *suite.query_bases]
     deadline = time.monotonic() + 120  # the machine is shared: starts can be slow
     for base in bases:
         while not _ready(base):
             dead = [n for n, p in suite.services.items() if p.poll() is not None]
             if dead or time.monotonic() > deadline:
-                logs = "\n".join(net.log(n)[-2000:] for n in ("query", "worker"))
+                logs = "\n".join(net.log(n)[-2000:] for n in ("query-q1", "worker", "bots"))
                 raise RuntimeError(f"{base} is not ready (exited: {dead})\n{logs}")
             time.sleep(0.1)
-    while "ready." not in net.log("worker"):
-        if suite.services["w1"].poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the scoring worker did not start:\n{net.log('worker')[-3000:]}")
-        time.sleep(0.1)
+    for name, log in (("w1", "worker"), ("b1", "bots")):
+        while "ready." not in net.log(log):
+            if suite.services[name].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the {log} worker did not start:\n{net.log(log)[-3000:]}")
+            time.sleep(0.1)
+    instances = [b.removeprefix("http://") for b in suite.command_bases(True)]
+    queries = [b.removeprefix("http://") for b in suite.query_bases]
+    suite.nginx_base = start_nginx(net, "ng", instances, queries)
+    suite.front = start_delay(suite.nginx_base)
     return suite
+
+
+def _start_bots(suite: Suite, env: dict[str, str]) -> None:
+    """The bot worker and its beat on host b1, as `make run` starts them (deploy/local/run.py
+    `app_stage`): prefork, here one process (a 2-core machine shared by every host)."""
+    suite.services["b1"] = suite.net.start(
+        "b1",
+        [sys.executable, "-m", "celery", "-A", "services.bots.celery_app", "worker",
+         "-Q", "bots", "-l", "info", "--concurrency", "1",
+         "-n", "b1@%h", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        "bots",
+        {**env, "LOG_LEVEL": "info"},
+        ROOT,
+    )  # fmt: skip
+    # its sweep re-sends the turns of bots nobody is playing (a task lost with the broker)
+    suite.services["bots-beat"] = suite.net.start(
+        "b1",
+        [sys.executable, "-m", "celery", "-A", "services.bots.celery_app", "beat",
+         "-s", str(suite.net.workdir / "bots-beat-schedule"), "-l", "info"],
+        "bots-beat",
+        env,
+        ROOT,
+    )  # fmt: skip
 
 
 def _form(nodes: list[str]) -> None:

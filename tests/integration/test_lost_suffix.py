@@ -31,6 +31,7 @@ from services.command.secrets_store import RedisSecrets
 from services.command.service import GameService
 from services.redis_store import RedisEventStore
 from services.redis_store.keys import game_keys, new_game_id
+from services.scoring import scorer as scorer_module
 from services.scoring.scorer import Scorer
 from services.scoring.timer import Timer
 from tests.redis_server import private_redis
@@ -195,3 +196,40 @@ def test_the_turn_timer_folds_again_a_log_that_grew_back_to_its_length(client) -
     assert timer.expire(game_id, deadline + hour + 1)
     timed_out = store.read(game_id, MOVES, after=moves[-1].seq)
     assert timed_out[0].type == "TurnTimedOut" and timed_out[0].command_id.startswith("timeout:")
+
+
+def test_a_cached_state_that_cannot_fold_the_regrown_log_is_folded_again(
+    client, monkeypatch
+) -> None:
+    # tests/hosts: a scorer's cached state stood after moves a failover then lost, the log
+    # grew past it again before the scorer looked, and folding the new moves on the stale
+    # state raised, leaving the game unscored. The raise is injected here (which board a
+    # stale state fails on is luck); the scorer must fold again from the saved progress.
+    store = RedisEventStore(client)
+    game_id = new_game_id(random.Random(4))
+    _, events = random_game(random.Random(4), 2, Ruleset())
+    new = [to_new(e) for e in events]
+    half = len(new) // 2
+    store.append(game_id, MOVES, new[:half], expected=0, command_id="first", marker="$seq")
+    scorer = Scorer(store)
+    scorer.catch_up(game_id)  # its state, after move `half`, stays cached
+    keep = half // 2
+    lose_suffix(client, game_id, MOVES, keep)
+    scores = store.read(game_id, SCORES)
+    lose_suffix(client, game_id, SCORES, sum(1 for e in scores if int(e.payload["move"]) <= keep))
+    client.set(game_keys(game_id, SCORES)[2], keep)
+    store.append(game_id, MOVES, new[keep:], expected=keep, command_id="again", marker="$seq")
+    real, folded_from = scorer_module.score_events, []
+
+    def fails_on_the_stale_state(state: GameState, batch: Any) -> Any:
+        folded_from.append(batch[0].seq)
+        if len(folded_from) == 1:
+            raise ValueError("too many values to unpack (expected 1)")
+        return real(state, batch)
+
+    monkeypatch.setattr(scorer_module, "score_events", fails_on_the_stale_state)
+    scorer.catch_up(game_id)
+    assert folded_from[:2] == [half + 1, keep + 1]  # the stale fold, then from the progress
+    rescored = [(e.type, e.payload) for e in score_events(GameState(), store.read(game_id, MOVES))]
+    assert [(e.type, e.payload) for e in store.read(game_id, SCORES)] == rescored
+    assert store.marker(game_id, SCORES) == str(len(new))
