@@ -39,6 +39,7 @@ from services.redis_store.bot_index import QUEUE, TASK, drop, due_games, secrets
 from services.redis_store.connect import broker_url, shared_client
 from services.redis_store.hint_store import TASK as HINT_TASK
 from services.redis_store.hint_store import HintStore
+from services.redis_store.replication import NotReplicated
 
 from .config import from_env
 from .feed import BotFeed
@@ -47,6 +48,7 @@ from .player import GONE, HUMAN, OVER, PLAYED, WAITING, BotPlayer
 
 log = logging.getLogger(__name__)
 settings = from_env()
+UNCONFIRMED = "unconfirmed"  # a move appended that too few replicas confirmed (WAIT)
 if (
     settings["VISIBILITY_TIMEOUT"] * 1000
     <= max(settings["MAX_THINK_MS"], settings["MOVE_FLOOR_MS"]) + 5_000
@@ -96,8 +98,13 @@ def player() -> BotPlayer:
     with _lock:
         if _player is None:
             client = shared_client(settings["REDIS_URL"], role="bots", max_connections=4)
+            store = RedisEventStore(
+                client,
+                wait_replicas=settings["REDIS_WAIT_REPLICAS"],
+                wait_ms=settings["REDIS_WAIT_MS"],
+            )
             _player = BotPlayer(
-                RedisEventStore(client),
+                store,
                 lambda game_id: secrets_of(client, game_id),
                 max_think_ms=settings["MAX_THINK_MS"],
                 undo_grace_ms=int(settings["UNDO_GRACE_SECONDS"] * 1000),
@@ -137,7 +144,17 @@ def play(game_id: str) -> str:
     def thinking(think_ms: int) -> None:  # the sweep leaves the game alone meanwhile
         set_due(client, game_id, _now_ms() + think_ms + grace_ms)
 
-    done = player().play(game_id, on_think=thinking)
+    try:
+        done = player().play(game_id, on_think=thinking)
+    except NotReplicated as unconfirmed:
+        # The move is on the primary only: a failover may still lose it, and then nothing
+        # else would send this turn again (tests/hosts found games waiting on such a bot).
+        # The sweep looks again after the grace: the move is there (a human's turn), or it
+        # is played again.
+        set_due(client, game_id, _now_ms() + grace_ms)
+        log.warning("game %s: bot move not confirmed by replicas (%s); looked at again",
+                    game_id, unconfirmed, extra={"game_id": game_id})  # fmt: skip
+        return UNCONFIRMED
     if done.kind in (OVER, GONE):
         drop(client, game_id)
     elif done.kind == HUMAN:

@@ -10,6 +10,11 @@ from services.common.settings import from_env as _from_env
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": "redis://127.0.0.1:6390/0",  # the event store (the embedded Redis of `make run`)
     "BROKER_URL": "",  # Celery broker ("" = REDIS_URL)
+    # As the command service's (deploy/README, "Failover"): after each bot move's append,
+    # WAIT until this many replicas have it (0 = off), at most REDIS_WAIT_MS. A move fewer
+    # replicas confirmed may be lost in a failover: the sweep looks at the game again soon.
+    "REDIS_WAIT_REPLICAS": 0,
+    "REDIS_WAIT_MS": 100,
     # An unacknowledged task (its worker died mid-think) is handed out again after this long.
     # It must exceed the longest think (MAX_THINK_MS) plus a turn's append, or a task still
     # thinking is handed out twice (harmless, the turn is played once, but wasted work).

@@ -301,7 +301,9 @@ def _start_bots(suite: Suite, env: dict[str, str]) -> None:
          "-Q", "bots", "-l", "info", "--concurrency", "1",
          "-n", "b1@%h", "--without-gossip", "--without-mingle", "--without-heartbeat"],
         "bots",
-        {**env, "LOG_LEVEL": "info"},
+        # its moves WAIT for a replica, as the WAIT instances' turns: one not confirmed is
+        # looked at again by the sweep (services/bots/celery_app.py `play`)
+        {**env, "LOG_LEVEL": "info", "REDIS_WAIT_REPLICAS": "1", "REDIS_WAIT_MS": str(WAIT_MS)},
         ROOT,
     )  # fmt: skip
     # its sweep re-sends the turns of bots nobody is playing (a task lost with the broker)

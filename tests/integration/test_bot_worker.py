@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 import redis
 
-from carcassonne.game import fold
+from carcassonne.game import actions, fold
 from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine
 from services.bots.feed import CONSUMER
 from services.redis_store import RedisEventStore
 from services.redis_store.changes import retire
+from services.redis_store.keys import bots_due_key, index_shard
 from tools import gameclient as demo  # the client `make demo` plays with
 from tools.gameclient import hint as await_hint
 
@@ -285,3 +286,35 @@ def test_make_demo_pits_a_server_bot_against_its_client_bot(redis_url: str, comm
         demo.play_game(command, game, random.Random(3))
     view = demo.turn_view(command, game)
     assert view["over"] and any(t.get("bot") for t in game.turns)
+
+
+def test_a_bot_move_no_replica_confirmed_is_looked_at_again_soon_and_played_once(
+    redis_url: str, redis_client: redis.Redis, command: str
+) -> None:
+    """REDIS_WAIT_REPLICAS=1 on a Redis without replicas: every bot move is stored on the
+    primary only, as before a failover that could lose it. The task does not count it as
+    played: the sweep's entry for the game is due after the grace (not the long recheck of a
+    human's turn), so a move a failover lost is played again (tests/hosts); here it was not
+    lost, so the game goes on with that one move."""
+    status, created = call(command, "POST", "/games", {
+        "players": [{"name": "ann"}, {"name": "robot", "bot": "greedy"}],
+        "ruleset": {"tileset": "demo"},
+        "seat_order": [0, 1],
+    }, api_key(command))  # fmt: skip
+    assert status == 201, created
+    game_id, token = created["game_id"], created["players"][0]["token"]
+    store = RedisEventStore(redis_client)
+    state = fold(to_engine(e) for e in store.read(game_id, MOVES))
+    x, y, rotation, _ = actions(state)[0]
+    turn = {"x": x, "y": y, "rotation": rotation, "meeple": None}
+    bots = bot_worker(redis_url, "unconfirmed", REDIS_WAIT_REPLICAS="1", REDIS_WAIT_MS="10")
+    with running(bots):
+        status, played = call(command, "POST", f"/games/{game_id}/turns", turn,
+                              {"Authorization": f"Bearer {token}"})  # fmt: skip
+        assert status == 200, played
+        wait_until("the bot's move", lambda: len(placed(store, game_id)) == 2, timeout=30)
+        wait_until("its warning", lambda: "not confirmed by replicas" in bots.log.read_text())
+    due = redis_client.zscore(bots_due_key(index_shard(game_id)), game_id)
+    grace_ms = float(BOT_ENV["GRACE_SECONDS"]) * 1000
+    assert due is not None and due <= time.time() * 1000 + grace_ms  # soon, not in 600 s
+    assert len(placed(store, game_id)) == 2  # the bot's move once
