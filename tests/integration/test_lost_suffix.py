@@ -91,16 +91,24 @@ def first_move(service: GameService, game_id: str) -> tuple[int, int, int]:
     return x, y, rotation
 
 
-def test_a_turn_lost_to_a_failover_is_played_again_when_retried(client) -> None:
+def two_cached_turns(client: redis.Redis) -> tuple[RedisEventStore, GameService, str, list[str]]:
+    """A new game with two turns played through a command service that trusts its cache
+    (the second turn's events are the ones the tests then lose): the store, the service
+    (its cache at the last seq), the game id and the seats' tokens."""
     store = RedisEventStore(client)
     service = GameService(store, RedisSecrets(client))
     game_id, seats = service.create_game(["a", "b"], Ruleset())
     tokens = [seat["token"] for seat in seats]
-    for n in range(2):  # two turns, the second then lost
+    for n in range(2):
         state = service.load(game_id).state
         x, y, rotation = first_move(service, game_id)
         service.play_turn(game_id, tokens[state.current], x, y, rotation, None,
                           idempotency_key=f"turn-{n}", trust_cache=True)  # fmt: skip
+    return store, service, game_id, tokens
+
+
+def test_a_turn_lost_to_a_failover_is_played_again_when_retried(client) -> None:
+    store, service, game_id, tokens = two_cached_turns(client)
     moves = store.read(game_id, MOVES)
     kept = max(e.seq for e in moves if e.command_id != moves[-1].command_id)
     lose_suffix(client, game_id, MOVES, kept)
@@ -145,15 +153,7 @@ def test_a_game_whose_scoring_was_lost_is_scored_again_to_its_end(client) -> Non
 
 
 def test_a_cached_state_is_not_played_on_a_log_that_grew_back_to_its_length(client) -> None:
-    store = RedisEventStore(client)
-    service = GameService(store, RedisSecrets(client))
-    game_id, seats = service.create_game(["a", "b"], Ruleset())
-    tokens = [seat["token"] for seat in seats]
-    for n in range(2):
-        state = service.load(game_id).state
-        x, y, rotation = first_move(service, game_id)
-        service.play_turn(game_id, tokens[state.current], x, y, rotation, None,
-                          idempotency_key=f"turn-{n}", trust_cache=True)  # fmt: skip
+    store, service, game_id, tokens = two_cached_turns(client)
     moves = store.read(game_id, MOVES)
     kept = max(e.seq for e in moves if e.command_id != moves[-1].command_id)
     regrow_under_another_command(client, game_id, kept)
