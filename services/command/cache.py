@@ -22,7 +22,7 @@ from eventstore.port import EventStore
 from eventstore.schemas import to_engine
 from services.common.draws import opened
 from services.common.kept import Kept
-from services.common.moves import Appended
+from services.common.moves import Appended, still_holds
 
 from .errors import NotFound
 from .secrets_store import Secrets
@@ -165,12 +165,7 @@ class FoldCache:
         again from its first move, so nothing lost is believed or played on."""
         fresh = self.store.read(game_id, MOVES, after=max(0, cached.seq - 1))
         if cached.seq:
-            head = fresh[0] if fresh else None
-            if (
-                head is None
-                or head.seq != cached.seq
-                or (cached.command and head.command_id != cached.command)
-            ):
+            if not still_holds(fresh, cached.seq, cached.command):
                 FOLDED_AGAIN.inc()
                 secrets = self.secrets.get(game_id) or cached.secrets
                 return self.caught_up(game_id, Cached(GameState(), 0, secrets), own=True)

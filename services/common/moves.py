@@ -94,6 +94,16 @@ def append_moves(
     return Appended(game_id, command_id, list(events), new_events, result)
 
 
+def still_holds(fresh: Sequence[StoredEvent], seq: int, command: str) -> bool:
+    """Whether `fresh`, a read of the move stream from `seq` on, starts with the event a
+    state cached at `seq` folded last (appended by `command`; "": not known). If not, a
+    failover lost moves that state reflects, and it must be folded again from the first
+    move (the command service's cache, the turn timer's; tests/integration/
+    test_lost_suffix.py)."""
+    head = fresh[0] if fresh else None
+    return head is not None and head.seq == seq and (not command or head.command_id == command)
+
+
 @dataclass(frozen=True)
 class Decision:
     """A command decided: the engine's events (not applied yet), the append's command id and

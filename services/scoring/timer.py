@@ -34,7 +34,7 @@ from eventstore.envelope import MOVES
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine
 from services.common.kept import Kept
-from services.common.moves import Decision, Fold, Once, run_command
+from services.common.moves import Decision, Fold, Once, run_command, still_holds
 from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.indexes import shard_pages
 from services.redis_store.keys import deadlines_key, idle_key, secrets_key
@@ -258,12 +258,11 @@ class Timer:
         state, seq, command = hit if hit is not None else (GameState(), 0, "")
         fresh = self.store.read(game_id, MOVES, after=max(0, seq - 1))
         if seq:
-            head = fresh[0] if fresh else None
-            if head is None or head.seq != seq or (command and head.command_id != command):
+            if not still_holds(fresh, seq, command):
                 state, seq, command = GameState(), 0, ""
                 fresh = self.store.read(game_id, MOVES)
             else:
-                command, fresh = head.command_id, fresh[1:]
+                command, fresh = fresh[0].command_id, fresh[1:]
         for event in fresh:
             state.apply(to_engine(event))
         if fresh:
