@@ -111,16 +111,21 @@ def partition_primary(suite: Suite, turn: int) -> Window:
     return Window("partition primary", old, start, heal, whole, promoted)
 
 
-def cut_command(suite: Suite, turn: int) -> Window:
-    """See the module's docstring."""
-    host = COMMAND_HOSTS[turn % len(COMMAND_HOSTS)]
+def _cut(suite: Suite, kind: str, target: str, hosts: list[str], others: list[str]) -> Window:
+    """`hosts` cut from `others` (both ways) for CUT_SECONDS, then healed."""
     start = time.monotonic()
-    suite.net.block([host], REDIS_HOSTS, both=True)
+    suite.net.block(hosts, others, both=True)
     time.sleep(CUT_SECONDS)  # the fault's duration is the thing being done, not awaited
     heal = time.monotonic()
     suite.net.heal()
     whole = heal + suite.wait_healthy()
-    return Window("cut command from redis", host, start, heal, whole)
+    return Window(kind, target, start, heal, whole)
+
+
+def cut_command(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    host = COMMAND_HOSTS[turn % len(COMMAND_HOSTS)]
+    return _cut(suite, "cut command from redis", host, [host], REDIS_HOSTS)
 
 
 def kill_primary(suite: Suite, turn: int) -> Window:
@@ -171,24 +176,13 @@ def split_brain(suite: Suite, turn: int) -> Window:
 def cut_query(suite: Suite, turn: int) -> Window:
     """See the module's docstring."""
     host = QUERY_HOSTS[turn % len(QUERY_HOSTS)]
-    start = time.monotonic()
-    suite.net.block([host], REDIS_HOSTS, both=True)
-    time.sleep(CUT_SECONDS)  # the fault's duration is the thing being done, not awaited
-    heal = time.monotonic()
-    suite.net.heal()
-    whole = heal + suite.wait_healthy()
-    return Window("cut query from redis", host, start, heal, whole)
+    return _cut(suite, "cut query from redis", host, [host], REDIS_HOSTS)
 
 
 def cut_broker(suite: Suite, turn: int) -> Window:
     """See the module's docstring."""
-    start = time.monotonic()
-    suite.net.block(WORKER_HOSTS, ["broker"], both=True)
-    time.sleep(CUT_SECONDS)  # the fault's duration is the thing being done, not awaited
-    heal = time.monotonic()
-    suite.net.heal()
-    whole = heal + suite.wait_healthy()
-    return Window("cut broker from workers", "+".join(WORKER_HOSTS), start, heal, whole)
+    workers = "+".join(WORKER_HOSTS)
+    return _cut(suite, "cut broker from workers", workers, WORKER_HOSTS, ["broker"])
 
 
 FAULTS: list[Callable[[Suite, int], Window]] = [
