@@ -59,13 +59,13 @@ from redis import Redis
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from carcassonne.game import actions  # noqa: E402
 from carcassonne.ruleset import Ruleset  # noqa: E402
 from eventstore.envelope import MOVES  # noqa: E402
 from services.command.secrets_store import RedisSecrets  # noqa: E402
 from services.command.service import GameService  # noqa: E402
 from services.redis_store import RedisEventStore  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
+from tests.bench.bench_lifecycle import plan_turns  # noqa: E402
 from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import check, exit_code, judge  # noqa: E402
 from tests.redis_server import start_redis  # noqa: E402
@@ -128,13 +128,7 @@ def one_round(
     service: GameService, client: Redis, games: Games, rng: random.Random, spent: Spent
 ) -> None:
     """One turn in every game not over, added to `spent`."""
-    plans = []
-    for game_id, tokens in games:
-        state = service.load(game_id).state
-        if state.over:
-            continue
-        x, y, rotation, _ = rng.choice(actions(state))
-        plans.append((game_id, tokens[state.current], x, y, rotation))
+    plans = plan_turns(service, games, rng)
     settled()  # the heap as the plans left it: not this round's to collect
     redis_before, cpu_before = redis_cpu(client), time.process_time()
     started = time.perf_counter()

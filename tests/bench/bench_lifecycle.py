@@ -60,6 +60,24 @@ def create_games(service: GameService, count: int, ruleset: Ruleset) -> list[tup
     return games
 
 
+Plan = tuple[str, str, int, int, int]  # game, the mover's token, x, y, rotation
+
+
+def plan_turns(
+    service: GameService, games: list[tuple[str, list[str]]], rng: random.Random
+) -> list[Plan]:
+    """One random legal placement for the player to move in each game not over (worked out
+    before a timed round, so the round times the turns alone)."""
+    plans = []
+    for game_id, tokens in games:
+        state = service.load(game_id).state
+        if state.over:
+            continue
+        x, y, rotation, _ = rng.choice(actions(state))
+        plans.append((game_id, tokens[state.current], x, y, rotation))
+    return plans
+
+
 def turns_per_second(
     service: GameService, games: list[tuple[str, list[str]]], rounds: int = 1
 ) -> float:
@@ -68,13 +86,7 @@ def turns_per_second(
     rng = random.Random(7)
     played, elapsed = 0, 0.0
     for _ in range(rounds):
-        plans = []
-        for game_id, tokens in games:
-            state = service.load(game_id).state
-            if state.over:
-                continue
-            x, y, rotation, _ = rng.choice(actions(state))
-            plans.append((game_id, tokens[state.current], x, y, rotation))
+        plans = plan_turns(service, games, rng)
         started = time.perf_counter()
         for game_id, token, x, y, rotation in plans:
             service.play_turn(game_id, token, x, y, rotation, None, trust_cache=True)
