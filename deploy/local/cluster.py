@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,9 @@ from pathlib import Path
 import redis
 
 from deploy.local.host import redis_cli_binary, redis_server_binary
+
+# Run by path, not `-m`: it needs only the standard library, whatever the working directory.
+AOF_REPAIR = Path(__file__).with_name("aof.py")
 
 
 class ClusterError(RuntimeError):
@@ -33,8 +37,10 @@ def redis_argv(
 ) -> list[str]:
     """A redis-server on host:port with its files in `directory` (made here) and no RDB
     snapshots; `aof`: "no", or how often the append-only file is fsynced ("always": before each
-    reply, "everysec"). `cluster`: a cluster node, replaced by its replica (if it has one) after
-    `node_timeout_ms` of silence. `acl`: its users' ACL file (services/redis_store/acl.py)."""
+    reply, "everysec"), started through deploy/local/aof.py, which first cuts a script torn
+    by a crash off the file's end (Redis would half apply it at a later restart). `cluster`:
+    a cluster node, replaced by its replica (if it has one) after `node_timeout_ms` of
+    silence. `acl`: its users' ACL file (services/redis_store/acl.py)."""
     directory.mkdir(parents=True, exist_ok=True)
     argv = [redis_server_binary(), "--port", str(port), "--bind", host, "--dir", str(directory)]
     argv += ["--save", "", "--daemonize", "no", "--appendonly", "no" if aof == "no" else "yes"]
@@ -43,7 +49,7 @@ def redis_argv(
         argv += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         argv += ["--cluster-node-timeout", str(node_timeout_ms)]
     argv += [] if acl is None else ["--aclfile", str(acl)]
-    return argv
+    return argv if aof == "no" else [sys.executable, str(AOF_REPAIR), *argv]
 
 
 Auth = tuple[str, ...]  # (user, password) of a node with an ACL; () without

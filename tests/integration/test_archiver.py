@@ -301,14 +301,11 @@ class _Down:
 
 def persistent_redis(port: int, workdir: str) -> subprocess.Popen[bytes]:
     """A redis-server that writes every command to its AOF before answering (a restart
-    keeps everything acknowledged)."""
-    from deploy.local.host import redis_server_binary
+    keeps everything acknowledged), started as `make run` starts it (deploy/local/aof.py)."""
+    from deploy.local.cluster import redis_argv
 
-    proc = subprocess.Popen(
-        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "yes", "--appendfsync", "always", "--dir", workdir],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    proc = subprocess.Popen(redis_argv(port, Path(workdir), aof="always"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     client = redis.Redis(port=port)
     for _ in range(200):
         try:

@@ -28,6 +28,7 @@ import redis
 from carcassonne.record import record_from_events
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
+from deploy.local.cluster import redis_argv
 from deploy.local.host import redis_server_binary
 from eventstore.envelope import MOVES, SCORES, NewEvent
 from eventstore.port import ANY
@@ -517,9 +518,9 @@ def test_a_redis_killed_mid_writes_leaves_no_index_out_of_step(tmp_path) -> None
     without its entry, no entry without its append), and the consumers, run again, catch
     every index up with its game, each batch applied exactly once."""
     port = free_port()
-    command = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "yes", "--appendfsync", "always",
-               "--dir", str(tmp_path)]  # fmt: skip
+    # As `make run` starts it: a script torn by the kill is cut off the file before Redis
+    # loads it (deploy/local/aof.py), else a later restart half applies it.
+    command = redis_argv(port, tmp_path, aof="always")
     url = f"redis://127.0.0.1:{port}/0"
     counts = "kill:moves-counted"
 

@@ -413,3 +413,19 @@ def test_every_part_connects_to_redis_as_its_roles_user(tmp_path: Path) -> None:
         assert user_of(program.env["REDIS_URL"]) == role_of(program.name), program.name
     assert user_of(a.broker) == "broker" and (tmp_path / "redis-users" / "users.acl").exists()
     assert any("--aclfile" in p.argv for p in stages[0].programs)
+
+
+def test_every_redis_with_an_append_only_file_is_guarded_against_a_torn_script(tmp_path) -> None:
+    """make run's Redis starts through deploy/local/aof.py (it cuts a torn MULTI block off the
+    file first); Compose's, with no Python in its image, refuses a torn file instead
+    (tests/integration/test_aof_repair.py runs both against real servers)."""
+    from deploy.local.cluster import AOF_REPAIR
+
+    command = yaml.safe_load(expand_compose(COMPOSE.read_text()))["services"]["redis"]["command"]
+    assert command[command.index("--aof-load-truncated") + 1] == "no"
+    a = run.parse_args(["--var", str(tmp_path)])
+    redis_programs = [p for p in run.store_stage(a).programs if "--appendonly" in p.argv]
+    assert redis_programs
+    for program in redis_programs:
+        persistent = program.argv[program.argv.index("--appendonly") + 1] == "yes"
+        assert (str(AOF_REPAIR) in program.argv) == persistent, program.argv
