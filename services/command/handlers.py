@@ -72,20 +72,11 @@ def not_taken_over(state: GameState, seat: int) -> None:
 
 
 def replayed(
-    store: EventStore,
-    game_id: str,
-    cached: Cached,
-    command_id: str,
-    request: str,
-    *,
-    at_cached: bool = False,
+    store: EventStore, game_id: str, cached: Cached, command_id: str, request: str
 ) -> TurnResult | None:
     """The original result of a command id already appended, if it was (and came from the
-    same request: else `IdempotencyKeyReused`). With `at_cached`, "not appended" is only
-    answered if the stream still ends where `cached` stands (`ConcurrencyError` otherwise):
-    the caller is about to decide on that state, and may refuse the command on it."""
-    at = (cached.seq, cached.command) if at_cached else (None, "")
-    done = store.command_result(game_id, MOVES, command_id, at=at[0], after_command=at[1])
+    same request: else `IdempotencyKeyReused`)."""
+    done = store.command_result(game_id, MOVES, command_id)
     if done is None:
         return None
     check_reuse(done.fingerprint, request)
@@ -125,15 +116,10 @@ class SeatCommand(Handler[Taken, TurnResult]):
         """The append's command id and request fingerprint for the seat."""
         return self.any_id, ""
 
-    def replay(self, unit: Taken, seat: int, deciding: bool = False) -> TurnResult | None:
-        """The answer of this command appended before, if it was. `deciding`: the command is
-        decided on `unit`'s state next, so a stream that no longer ends there (a failover
-        between reading the state and this) raises `ConcurrencyError` (caught up, decided
-        again), instead of the retry of a turn a failover lost being refused on a state
-        that still holds it (tests/hosts found that 409)."""
+    def replay(self, unit: Taken, seat: int) -> TurnResult | None:
+        """The answer of this command appended before, if it was."""
         command_id, request = self.ids(seat)
-        return replayed(self.store, self.game_id, unit.cached, command_id, request,
-                        at_cached=deciding)  # fmt: skip
+        return replayed(self.store, self.game_id, unit.cached, command_id, request)
 
     def lost(self, unit: Taken, appended: Appended | None) -> TurnResult | None:
         """See `Handler.lost`: caught up; a duplicate (our own append retried after its reply
@@ -170,7 +156,7 @@ class Turn(SeatCommand):
     def decide(self, unit: Taken) -> Decision | TurnResult:
         """See `Handler.decide`."""
         seat = self.seated(unit)
-        if unit.checked and self.key and (replay := self.replay(unit, seat, True)) is not None:
+        if unit.checked and self.key and (replay := self.replay(unit, seat)) is not None:
             return replay
         if self.expected_seq is not None and self.expected_seq != unit.seq:
             raise OutOfTurnError(
@@ -224,7 +210,7 @@ class Command(SeatCommand):
     def decide(self, unit: Taken) -> Decision | TurnResult:
         """See `Handler.decide`."""
         seat = self.seated(unit)
-        if self.key and (replay := self.replay(unit, seat, True)) is not None:
+        if self.key and (replay := self.replay(unit, seat)) is not None:
             return replay
         command_id, request = self.ids(seat)
         not_taken_over(unit.state, seat)

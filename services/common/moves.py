@@ -236,24 +236,17 @@ def run_command(
     raise OutOfTurnError("stale_sequence", handler.stale, None)
 
 
-def _decided(unit: U, handler: Handler[U, A], passes: int = 4) -> Decision | A:
+def _decided(unit: U, handler: Handler[U, A]) -> Decision | A:
     """The handler's decision; a refusal by a state taken from a cache on trust is checked
-    against the stream first (the cached state may be behind, or the command a retry), and
-    so is a state the store said it no longer ends at (`ConcurrencyError` from the handler's
-    look for its command: a failover between two reads). Every pass moved on:
-    `stale_sequence`."""
-    for _pass in range(passes):
+    against the stream first (the cached state may be behind, or the command a retry)."""
+    while True:
         try:
             return handler.decide(unit)
         except GameError:
             if unit.checked:
                 unit.release()
                 raise
-        except ConcurrencyError:
-            pass
-        unit.catch_up()
-    unit.release()
-    raise OutOfTurnError("stale_sequence", handler.stale, None)
+            unit.catch_up()
 
 
 @dataclass

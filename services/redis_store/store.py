@@ -105,30 +105,12 @@ def _seq(entry_id: str | bytes) -> int:
     return int(text.split("-", 1)[0])
 
 
-# KEYS: command hash, stream. ARGV: command id, "1" to write a found value again (a write of
-# this connection that a WAIT after it can count: the command's own events were replicated
-# before it), the seq the stream must end at when the command is not found ("" = no check),
-# the command id of the event there ("" = any). The stream's end is read in the same step as
-# the record: a caller refusing a retry on the state it read learns whether that is still the
-# history here (a failover between two separate reads would make it refuse a command it lost).
-RESULT_LUA = """
+# KEYS: command hash. ARGV: command id. Its value, written again (a write of this connection
+# that a WAIT after it can count: the command's own events were replicated before it).
+CONFIRM_LUA = """
 local done = redis.call('HGET', KEYS[1], ARGV[1])
-if done then
-  if ARGV[2] == '1' then redis.call('HSET', KEYS[1], ARGV[1], done) end
-  return {'done', done}
-end
-if ARGV[3] == '' then return {'none'} end
-local seq = redis.call('XLEN', KEYS[2])
-if seq ~= tonumber(ARGV[3]) then return {'moved', tostring(seq)} end
-if ARGV[4] ~= '' and seq > 0 then
-  local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-  local fields, by = last[1] and last[1][2] or {}, nil
-  for j = 1, #fields, 2 do
-    if fields[j] == 'cmd' then by = fields[j + 1] end
-  end
-  if by ~= ARGV[4] then return {'moved', tostring(seq)} end
-end
-return {'none'}
+if done then redis.call('HSET', KEYS[1], ARGV[1], done) end
+return done
 """
 
 
@@ -160,7 +142,7 @@ class RedisEventStore:
     ) -> None:
         self.client = client
         self._append = client.register_script(APPEND_LUA)  # for its sha
-        self._result = client.register_script(RESULT_LUA)
+        self._confirm = client.register_script(CONFIRM_LUA)
         self.wire: Wire | ClusterWire = (
             ClusterWire(cast(Any, client), wire_connections)
             if is_cluster(client)
@@ -275,31 +257,18 @@ class RedisEventStore:
         value = self.client.get(game_keys(game_id, stream)[2])
         return value.decode() if isinstance(value, bytes) else value
 
-    def command_result(
-        self, game_id: str, stream: str, command_id: str, *, at: int | None = None,
-        after_command: str = "",
-    ) -> AppendResult | None:  # fmt: skip
+    def command_result(self, game_id: str, stream: str, command_id: str) -> AppendResult | None:
         """See `EventStore.command_result`. With `wait_replicas`, a found command is
         confirmed on the replicas first (`NotReplicated` otherwise): a retry answered from
         it must not report a write that a failover could still lose."""
-        key, commands = game_keys(game_id, stream)[:2]
-        if not self.wait_replicas and at is None:
-            value, acked = self.client.hget(commands, command_id), 0
+        key = game_keys(game_id, stream)[1]
+        if self.wait_replicas:
+            value, acked = evalsha_wait(
+                self.client, self._confirm.sha, CONFIRM_LUA, [key], [command_id],
+                self.wait_replicas, self.wait_ms,
+            )  # fmt: skip
         else:
-            args = [command_id, "1" if self.wait_replicas else "", "" if at is None else at,
-                    after_command]  # fmt: skip
-            if self.wait_replicas:
-                reply, acked = evalsha_wait(
-                    self.client, self._result.sha, RESULT_LUA, [commands, key], args,
-                    self.wait_replicas, self.wait_ms,
-                )  # fmt: skip
-            else:
-                reply, acked = self.wire.evalsha(self._result.sha, RESULT_LUA, [commands, key],
-                                                 args), 0  # fmt: skip
-            status = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
-            if status == "moved":
-                raise ConcurrencyError(ANY if at is None else at, int(reply[1]))
-            value = reply[1] if status == "done" else None
+            value, acked = self.client.hget(key, command_id), 0
         if value is None:
             return None
         text = value.decode() if isinstance(value, bytes) else str(value)

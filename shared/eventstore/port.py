@@ -77,18 +77,8 @@ class EventStore(Protocol):
     def marker(self, game_id: str, stream: str) -> str | None:
         """The stream's marker value, if any."""
 
-    def command_result(
-        self, game_id: str, stream: str, command_id: str, *, at: int | None = None,
-        after_command: str = "",
-    ) -> AppendResult | None:  # fmt: skip
-        """Where a command id's events landed, if it was appended.
-
-        With `at`, a command id not appended is only answered None if the stream ends at
-        `at` (with `after_command`'s event there, when given), checked in the same atomic
-        step; else `ConcurrencyError`. A caller about to refuse a retried command on a state
-        it folded at `at` learns this way that the store holds another history than the one
-        it read a moment before (a failover between its two reads: tests/integration/
-        test_lost_suffix.py), instead of refusing the retry of a command it lost."""
+    def command_result(self, game_id: str, stream: str, command_id: str) -> AppendResult | None:
+        """Where a command id's events landed, if it was appended."""
 
 
 # Whether every append runs each payload through its schema. Off in the services: what they
@@ -204,19 +194,10 @@ class InMemoryEventStore:
         """See `EventStore.marker`."""
         return self._markers.get((game_id, stream))
 
-    def command_result(
-        self, game_id: str, stream: str, command_id: str, *, at: int | None = None,
-        after_command: str = "",
-    ) -> AppendResult | None:  # fmt: skip
+    def command_result(self, game_id: str, stream: str, command_id: str) -> AppendResult | None:
         """See `EventStore.command_result`."""
         seen = self._commands.get((game_id, stream, command_id))
         if seen is None:
-            log = self._streams.get((game_id, stream), [])
-            moved = at is not None and len(log) != at
-            if not moved and at and after_command and log[-1].command_id != after_command:
-                moved = True
-            if moved:
-                raise ConcurrencyError(at if at is not None else ANY, len(log))
             return None
         return AppendResult(seen.first_seq, seen.last_seq, True, fingerprint=seen.fingerprint)
 

@@ -102,24 +102,6 @@ def test_a_repeated_command_id_returns_the_first_result_and_appends_nothing(stor
     assert store.command_result(game, MOVES, "other") is None
 
 
-def test_a_look_for_a_command_at_a_seq_says_whether_the_stream_still_ends_there(store) -> None:
-    """`command_result(at=, after_command=)`: a command appended is answered wherever the
-    stream ends; one not appended is None only while the stream ends at `at` with
-    `after_command`'s event there, else `ConcurrencyError` with where it ends."""
-    game = new_game()
-    assert store.command_result(game, MOVES, "c2", at=0) is None
-    store.append(game, MOVES, [drawn(), drawn()], expected=0, command_id="c1")
-    store.append(game, MOVES, [drawn()], expected=2, command_id="c2")
-    found = store.command_result(game, MOVES, "c2", at=1, after_command="c1")
-    assert (found.first_seq, found.last_seq, found.duplicate) == (3, 3, True)
-    assert store.command_result(game, MOVES, "c3", at=3, after_command="c2") is None
-    assert store.command_result(game, MOVES, "c3", at=3) is None
-    for at, after in ((2, "c1"), (4, ""), (3, "c1")):  # shorter, longer, another history
-        with pytest.raises(ConcurrencyError) as moved:
-            store.command_result(game, MOVES, "c3", at=at, after_command=after)
-        assert (moved.value.expected, moved.value.actual) == (at, 3)
-
-
 def test_a_command_id_reused_for_another_request_is_refused_and_appends_nothing(store) -> None:
     game = new_game()
     first = store.append(game, MOVES, [drawn("E")], expected=0, command_id="k", fingerprint="a1")

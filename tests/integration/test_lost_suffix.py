@@ -130,41 +130,6 @@ def test_a_turn_lost_to_a_failover_is_played_again_when_retried(client) -> None:
                       idempotency_key="turn-2", trust_cache=True)  # fmt: skip
 
 
-class FailoverBetweenReads(RedisEventStore):
-    """A store whose first look for a command id is preceded by a failover that loses the
-    stream's events after `keep` (and their records): the request read the state on the old
-    primary, and its look for its command lands on the promoted replica."""
-
-    def __init__(self, client: redis.Redis, keep: int) -> None:
-        super().__init__(client)
-        self.keep: int | None = keep
-
-    def command_result(self, game_id: str, stream: str, command_id: str, **at: Any) -> Any:
-        if self.keep is not None:
-            lose_suffix(self.client, game_id, MOVES, self.keep)
-            self.keep = None
-        return super().command_result(game_id, stream, command_id, **at)
-
-
-def test_a_retried_turn_lost_between_two_reads_of_one_request_is_played(client) -> None:
-    """The turn was stored on a primary that a failover then replaced (the client was told
-    503 and retries with its key). The retry's state is read while the old log still holds
-    the turn, its look for the key after the loss: the key is not found, and on the state
-    read the seat is not to move. Answered 409 `not_your_turn` before (tests/hosts, twice a
-    run); now the look says the stream no longer ends there, and the turn is played."""
-    store, _, game_id, tokens = two_cached_turns(client)
-    moves = store.read(game_id, MOVES)
-    kept = max(e.seq for e in moves if e.command_id != moves[-1].command_id)
-    seat, key = int(moves[-1].command_id.split(":")[1]), moves[-1].command_id.split(":")[2]
-    placed = next(e for e in moves[kept:] if e.type == "TilePlaced").payload
-    racing = GameService(FailoverBetweenReads(client, kept), RedisSecrets(client))
-    result = racing.play_turn(game_id, tokens[seat], placed["x"], placed["y"],
-                              placed["rotation"], None, idempotency_key=key)  # fmt: skip
-    again = store.read(game_id, MOVES, after=kept)
-    assert not result.replayed and again[0].seq == kept + 1
-    assert again[0].command_id == f"turn:{seat}:{key}" and again[0].payload == placed
-
-
 def test_a_game_whose_scoring_was_lost_is_scored_again_to_its_end(client) -> None:
     store = RedisEventStore(client)
     game_id = new_game_id(random.Random(3))
