@@ -5,6 +5,11 @@ its `Window` (when it began, when it was healed, when the cluster was whole agai
   and the majority, while the command hosts still reach it: the majority promotes its
   replica; clients on the old primary's side may still write to it until it sees it is in
   the minority (cluster-node-timeout).
+- `mute_primary`: a one-way partition: nothing a primary sends reaches the other Redis
+  nodes, while it still hears them and the command hosts reach it both ways. The majority
+  stops hearing it and promotes its replica; its replication stream reaches nobody, so a
+  write on it waits for a WAIT that never comes; the cut lasts until it says it is in the
+  minority, as a two-way one.
 - `cut_command`: a command host cut from every Redis node (both ways) while it appends.
 - `kill_primary`: SIGKILL of a primary; started again once its replica is promoted (it comes
   back as a replica).
@@ -111,6 +116,23 @@ def partition_primary(suite: Suite, turn: int) -> Window:
     return Window("partition primary", old, start, heal, whole, promoted)
 
 
+def mute_primary(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    old = pick_primary(suite, turn)
+    others = [h for h in REDIS_HOSTS if h != old]
+    start = time.monotonic()
+    suite.net.block([old], others, both=False)
+    promoted = _wait_promoted(suite, old, others)
+    # As long as a two-way cut: until it says it is in the minority. (Its peers' bus links
+    # to it are TCP: with its replies dropped they break, so it hears of its replacement
+    # only after the heal.)
+    _wait_minority(suite, old)
+    heal = time.monotonic()
+    suite.net.heal()
+    whole = heal + suite.wait_healthy()
+    return Window("mute primary (one-way)", old, start, heal, whole, promoted)
+
+
 def _cut(suite: Suite, kind: str, target: str, hosts: list[str], others: list[str]) -> Window:
     """`hosts` cut from `others` (both ways) for CUT_SECONDS, then healed."""
     start = time.monotonic()
@@ -187,6 +209,7 @@ def cut_broker(suite: Suite, turn: int) -> Window:
 
 FAULTS: list[Callable[[Suite, int], Window]] = [
     partition_primary,
+    mute_primary,
     cut_command,
     kill_primary,
     pause_primary,
