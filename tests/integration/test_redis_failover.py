@@ -202,3 +202,46 @@ def test_a_turn_not_confirmed_answers_503_and_its_retry_the_original_events(
     assert retried.status_code == 200, retried.get_json()
     events = RedisEventStore(client).read(game, MOVES)
     assert sum(1 for e in events if e.type == "TilePlaced") == 1  # appended once
+
+
+def _state(cluster: Cluster, port: int) -> str:
+    info = cluster.node_client(port).execute_command("CLUSTER", "INFO")
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    return text.split("cluster_state:", 1)[1].split()[0]
+
+
+def test_an_append_to_a_primary_that_says_the_cluster_is_down_gives_up_in_seconds(
+    cluster: Cluster,
+) -> None:
+    """A primary cut off in the minority answers CLUSTERDOWN until its partition heals. The
+    append (with WAIT) gives up after PATIENCE seconds asleep in all, re-reading the
+    topology between attempts, and the caller answers 503; doubling its pause eight times
+    held the command instance's one worker ~25 s (tests/hosts' one-way partition: 22 s with
+    no turn answered). Here the primary refuses because it no longer covers one of its own
+    slots (taken away by DELSLOTS), which it reports as the cluster being down."""
+    from services.redis_store.replication import MAX_PAUSE, PATIENCE
+
+    client = connect(cluster.url, role="test", max_connections=2)
+    store = RedisEventStore(client, wait_replicas=1, wait_ms=200)
+    game = uuid.uuid4().hex
+    store.append(game, MOVES, [drawn()], expected=0, command_id="c1")
+    primary = cluster.port_of_slot(key_slot("g:" + game))
+    node = cluster.node_client(primary)
+    spare = next(s for s in range(16384) if cluster.port_of_slot(s) == primary
+                 and s != key_slot("g:" + game))  # fmt: skip
+    node.execute_command("CLUSTER", "DELSLOTS", spare)
+    try:
+        deadline = time.monotonic() + 10
+        while _state(cluster, primary) != "fail" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _state(cluster, primary) == "fail"
+        began = time.monotonic()
+        with pytest.raises(redis.RedisError) as refused:
+            store.append(game, MOVES, [drawn()], expected=1, command_id="c2")
+        took = time.monotonic() - began
+        assert "CLUSTERDOWN" in str(refused.value).upper() or "down" in str(refused.value)
+        # Asleep at most PATIENCE; each attempt's round trips and topology reads are local.
+        assert took < PATIENCE + MAX_PAUSE + 3, took
+    finally:
+        node.execute_command("CLUSTER", "ADDSLOTS", spare)
+    assert store.last_seq(game, MOVES) == 1  # nothing appended while refused
