@@ -102,35 +102,31 @@ def pick_primary(suite: Suite, turn: int) -> str:
     return busiest[turn % len(busiest)]
 
 
-def partition_primary(suite: Suite, turn: int) -> Window:
-    """See the module's docstring."""
+def _cut_primary(suite: Suite, turn: int, kind: str, both: bool) -> Window:
+    """The busiest primary cut from every other Redis node (`both` ways, or only what it
+    sends) until it says it is in the minority and stops taking writes, then healed. (One
+    way, it does not hear of its replacement either: its peers' bus links to it are TCP,
+    and with its replies dropped they break.)"""
     old = pick_primary(suite, turn)
     others = [h for h in REDIS_HOSTS if h != old]
     start = time.monotonic()
-    suite.net.block([old], others, both=True)
+    suite.net.block([old], others, both=both)
     promoted = _wait_promoted(suite, old, others)
-    _wait_minority(suite, old)  # the cut lasts until the old primary stops taking writes
-    heal = time.monotonic()
-    suite.net.heal()
-    whole = heal + suite.wait_healthy()
-    return Window("partition primary", old, start, heal, whole, promoted)
-
-
-def mute_primary(suite: Suite, turn: int) -> Window:
-    """See the module's docstring."""
-    old = pick_primary(suite, turn)
-    others = [h for h in REDIS_HOSTS if h != old]
-    start = time.monotonic()
-    suite.net.block([old], others, both=False)
-    promoted = _wait_promoted(suite, old, others)
-    # As long as a two-way cut: until it says it is in the minority. (Its peers' bus links
-    # to it are TCP: with its replies dropped they break, so it hears of its replacement
-    # only after the heal.)
     _wait_minority(suite, old)
     heal = time.monotonic()
     suite.net.heal()
     whole = heal + suite.wait_healthy()
-    return Window("mute primary (one-way)", old, start, heal, whole, promoted)
+    return Window(kind, old, start, heal, whole, promoted)
+
+
+def partition_primary(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    return _cut_primary(suite, turn, "partition primary", both=True)
+
+
+def mute_primary(suite: Suite, turn: int) -> Window:
+    """See the module's docstring."""
+    return _cut_primary(suite, turn, "mute primary (one-way)", both=False)
 
 
 def _cut(suite: Suite, kind: str, target: str, hosts: list[str], others: list[str]) -> Window:
