@@ -25,6 +25,12 @@ budget the search falls back on the greedy move and with a larger one corrects i
 ahead. The budget is `playouts` (reproducible) and/or `think_ms` or a `deadline` on the clock
 passed in; no playout starts that the last one's length says would end past the deadline
 (the greedy ranking of the candidates runs before the first one, whatever the budget).
+The race is only as wide as the budget affords (`race_width`): 8 candidates, or 4 or 2 when
+the playouts it buys would not give each of 8 (then 4) two rounds in the first halving. A
+time budget is judged by its first playout's length (the greedy favourite's, kept as the
+first round's first result): at 200 ms of CPU a move that is about 40 playouts with 2
+players, 30 with 3, 20 with 4, so 4 candidates, where 8 had had one round each and been
+halved on it (docs/bots.md).
 
 The playout policy is greedy: each playout turn weighs every legal action with the
 heuristic (`PLAYOUT_SAMPLE` = 0; a positive value weighs that many drawn at random). That is
