@@ -25,12 +25,6 @@ budget the search falls back on the greedy move and with a larger one corrects i
 ahead. The budget is `playouts` (reproducible) and/or `think_ms` or a `deadline` on the clock
 passed in; no playout starts that the last one's length says would end past the deadline
 (the greedy ranking of the candidates runs before the first one, whatever the budget).
-The race is only as wide as the budget affords (`race_width`): 8 candidates, or 4 or 2 when
-the playouts it buys would not give each of 8 (then 4) two rounds in the first halving. A
-time budget is judged by its first playout's length (the greedy favourite's, kept as the
-first round's first result): at 200 ms of CPU a move that is about 40 playouts with 2
-players, 30 with 3, 20 with 4, so 4 candidates, where 8 had had one round each and been
-halved on it (docs/bots.md).
 
 The playout policy is greedy: each playout turn weighs every legal action with the
 heuristic (`PLAYOUT_SAMPLE` = 0; a positive value weighs that many drawn at random). That is
@@ -61,8 +55,7 @@ from .heuristic import margin, worth
 from .simple import after, legal, ranked, weigh_all
 from .view import PlayerView
 
-WIDTH = 8  # candidate moves searched, at most
-FIRST_ROUNDS = 2  # rounds each candidate gets in the first halving at least (`race_width`)
+WIDTH = 8  # candidate moves searched
 PRIOR_VISITS = 2.0  # weight of a candidate's greedy estimate, in playouts
 PLAYOUT_SAMPLE = 0  # actions a playout move weighs with the heuristic (0: all of them)
 HORIZON: int | None = None  # turns a playout plays (None: one round of the table)
@@ -107,28 +100,14 @@ def play_mcts(
     start = clock() if clock is not None else 0.0
     end = budget.end(start)
     seconds = None if end is None else max(0.0, end - start)
-    deadline = None if seconds is None else start + seconds
+    phases = math.ceil(math.log2(len(live)))
     # Stratified first draws: round k gives the next player tile `firsts[k]` (cycling through
     # one shuffled copy of what may be drawn), so the tile that most shapes the reply is
     # sampled without replacement across rounds instead of independently.
     firsts = [name for name, n in sorted(drawable(state).items()) for _ in range(n)]
     rng.shuffle(firsts)
-    last = [0.0]  # how long the last playout took (seconds on the clock)
-    # The race is as wide as the budget affords (`race_width`): a playout budget is known
-    # from the start; a time budget is judged by the first playout, the greedy favourite's
-    # in the first round, which is kept as that round's first result.
-    probe: tuple[list[str], int, list[float]] | None = None
-    if limit is not None:
-        live = live[: race_width(limit, len(live))]
-    if seconds is not None and len(live) > 2:
-        order, seed = _determinize(state, rng, firsts[0] if firsts else None)
-        known = _round(state, live[:1], plies, order, seed, view.me, clock, deadline, last)
-        probe = (order, seed, known)
-        if known:
-            affords = seconds / max(last[0], 1e-6)
-            live = live[: race_width(int(affords), len(live))]
-    phases = math.ceil(math.log2(len(live)))
     done = rounds_run = 0
+    last = [0.0]  # how long the last playout took (seconds on the clock)
     for phase in range(1, phases + 1):
         # This phase may spend up to an equal share of the budget, counted from the start.
         phase_limit = 0 if limit is None else limit * phase // phases
@@ -142,14 +121,9 @@ def play_mcts(
                 break
             if phase_end is not None and rounds and clock() >= phase_end:  # type: ignore[misc]
                 break
-            if probe is not None:
-                order, seed, known = probe
-                probe = None
-            else:
-                first = firsts[rounds_run % len(firsts)] if firsts else None
-                order, seed = _determinize(state, rng, first)
-                known = []
-            results = _round(state, live, plies, order, seed, view.me, clock, deadline, last, known)
+            deadline = None if seconds is None else start + seconds
+            first = firsts[rounds_run % len(firsts)] if firsts else None
+            results = _round(state, live, plies, rng, view.me, first, clock, deadline, last)
             for arm, value in zip(live, results, strict=False):
                 arm.playouts += 1
                 arm.total += value
@@ -166,43 +140,28 @@ def play_mcts(
     return Choice(best.action, best.mean, done)
 
 
-def race_width(affords: int, most: int) -> int:
-    """How many candidates to race with `affords` playouts: the widest of 8, 4 and 2 (at
-    most `most`) whose first halving phase still gives each `FIRST_ROUNDS` rounds."""
-    width = 8
-    while width > 2 and affords < FIRST_ROUNDS * width * math.log2(width):
-        width //= 2
-    return max(1, min(width, most))
-
-
-def _determinize(state: GameState, rng: random.Random, first: str | None) -> tuple[list[str], int]:
-    """One order the bag could have, whose first draw is `first`, and a playout seed."""
-    order = bag_order(state, rng)
-    if first is not None and order[-1] != first:  # the end of the order is drawn first
-        at = order.index(first)
-        order[at], order[-1] = order[-1], order[at]
-    return order, rng.getrandbits(64)
-
-
 def _round(
     state: GameState,
     live: list[Arm],
     plies: int,
-    order: list[str],
-    seed: int,
+    rng: random.Random,
     me: int,
+    first: str | None,
     clock: Callable[[], float] | None,
     deadline: float | None,
     last: list[float],
-    known: list[float] | None = None,
 ) -> list[float]:
-    """The determinization (`order`, `seed`) played out after the candidates in `live`: all
-    of them, or the first ones if the time ran out (they are best first); `known` holds the
-    results of the first ones already played. A playout starts only if it should end by the
-    deadline, judged by the last one's length (`last[0]`, updated), so a search ends on time
-    rather than one playout after it."""
-    out = list(known or ())
-    for arm in live[len(out) :]:
+    """One determinization, whose first draw is `first`, played out after the candidates in
+    `live`: all of them, or the first ones if the time ran out (they are best first). A
+    playout starts only if it should end by the deadline, judged by the last one's length
+    (`last[0]`, updated), so a search ends on time rather than one playout after it."""
+    order = bag_order(state, rng)  # one order the bag could have
+    if first is not None and order[-1] != first:  # the end of the order is drawn first
+        at = order.index(first)
+        order[at], order[-1] = order[-1], order[at]
+    seed = rng.getrandbits(64)
+    out = []
+    for arm in live:
         began = clock() if clock is not None else 0.0
         if deadline is not None and began + last[0] >= deadline:
             break
