@@ -27,6 +27,8 @@ on the shared 2-core machine at load 2.5-10, 37 min: random -6.2 [-15.1, 2.7], g
 and mcts still overlapping (by 1.1 points; the gap 8.2, was 3.4, on the same seating and bags
 but not the same games once a move differs); shuffled labels 25.6, 24.9, 24.2. MISSED: the
 head-to-heads at 200 ms show no change beyond their noise (bench_bots, docs/bots.md).
+Not run since: the search changes tried next (race width, horizon, a win-chance leaf;
+docs/bots.md, "What was tried next") gained nothing clear head to head and were not kept.
 """
 
 from __future__ import annotations

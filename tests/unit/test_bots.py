@@ -21,7 +21,15 @@ from carcassonne.bots.heuristic import margin, worth
 from carcassonne.bots.simple import after, glance, weigh, weigh_all
 from carcassonne.bots.view import HIDDEN_STATE, PUBLIC_STATE
 from carcassonne.events import DrawTile, TileDrawn
-from carcassonne.game import actions, command_for_action, decide, drawable, fold, is_unplaceable
+from carcassonne.game import (
+    Action,
+    actions,
+    command_for_action,
+    decide,
+    drawable,
+    fold,
+    is_unplaceable,
+)
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from carcassonne.state import GameState
@@ -344,3 +352,34 @@ def test_duel_cli_writes_each_game_as_it_ends(tmp_path: Path) -> None:
         seat = line["seat_a"]
         other = max(s for p, s in enumerate(line["scores"]) if p != seat)
         assert line["diff"] == line["scores"][seat] - other
+
+
+@pytest.mark.parametrize("players", [2, 3, 4])
+def test_an_mcts_playout_plays_one_round_of_the_table_the_movers_next_turn_included(
+    monkeypatch: pytest.MonkeyPatch, players: int
+) -> None:
+    """The playout after a candidate plays every seat's turn once, the mover's next one last:
+    with 3 players a playout that stopped before the mover's own next turn lost 11 points a
+    game to the one that plays it (docs/bots.md, issue 30)."""
+    from carcassonne.bots import mcts
+
+    movers: list[list[int]] = []
+    real_playout, real_action = mcts.playout, mcts.playout_action
+
+    def recording(state: GameState, order: list[str], plies: int, rng: random.Random) -> GameState:
+        movers.append([])
+        return real_playout(state, order, plies, rng)
+
+    def acting(state: GameState, choices: list[Action], rng: random.Random) -> Action:
+        movers[-1].append(state.current)
+        return real_action(state, choices, rng)
+
+    monkeypatch.setattr(mcts, "playout_action", acting)
+    monkeypatch.setattr(mcts, "playout", recording)
+    state = position(6, players, Ruleset(), 10)
+    assert state is not None
+    me = state.current
+    choose("mcts", player_view(state), 1, Budget(playouts=16))
+    assert movers
+    others = [(me + k) % players for k in range(1, players)]
+    assert all(seats == [*others, me] for seats in movers)
