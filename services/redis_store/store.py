@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, cast
 
 import redis
@@ -94,27 +93,14 @@ return {'ok', result}
 
 
 # Each appended event's payload as compact JSON, by one encoder made once: `json.dumps` with
-# `separators` builds a new `JSONEncoder` per call (only its default form is cached), and
-# `JSONEncoder.encode` still builds its C encoder on every call (`iterencode`), ~2.4 µs of a
-# payload of a few fields; the C encoder made once here encodes one in ~0.6 µs. That is paid
-# on every event of every append (on the one more event of a banked turn too: issue 30). The
-# output is the same byte for byte (tests/unit/test_payload_json.py); no circular-reference
-# check (`markers` None): payloads are engine events' dicts or parsed JSON, never cyclic. The
-# encoder keeps no state between calls, so a process's threads may share it.
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
-_C_ENCODER = (
-    None
-    if c_make_encoder is None
-    else c_make_encoder(None, _ENCODER.default, encode_basestring_ascii, None, ":", ",",
-                        False, False, True)
-)  # fmt: skip
-
-
-def _payload_json(payload: Any) -> str:
-    """`payload` as compact JSON (`json.dumps(payload, separators=(",", ":"))`)."""
-    if _C_ENCODER is None:
-        return _ENCODER.encode(payload)
-    return "".join(_C_ENCODER(payload, 0))
+# `separators` builds a new `JSONEncoder` per call (only its default form is cached), ~40 %
+# of its ~3.4 µs on a payload of a few fields, paid on every event of every append (on the
+# one more event of a banked turn too: issue 30). The output is the same byte for byte
+# (tests/unit/test_payload_json.py), and the encoder keeps no state between calls, so a
+# process's threads may share it. (Building CPython's private C encoder once, ~0.6 µs a
+# payload instead of ~2.4, was tried and removed: bench_clocks saw no difference beyond its
+# noise; docs/clocks.md, "The cost".)
+_payload_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _seq(entry_id: str | bytes) -> int:

@@ -42,15 +42,16 @@ event costs on the append path (~12 µs of Python and ~4 µs of Redis a turn: th
 and applied, converted, JSON-encoded, sent, XADDed, returned as a StoredEvent), ~7 % of a
 turn here: the target is not met (docs/clocks.md, "The cost").
 
-Then each event's payload was JSON-encoded by a C encoder made once (~0.6 µs a payload, not
-~2.4: services/redis_store/store.py), on every event of either kind. Six runs of the code
-before that change and six after (three of each alternating with the other; load 2-4):
-banked 0.908-0.958x / 0.926-0.940x of no-clock per CPU second, turn_limit 0.973-1.018x /
-0.975-1.017x. A banked turn still pays ~8-10 µs of Python and ~4 µs of Redis more than one
-without a clock (`--json`, two runs; ~12 and ~5 before): its one more event made, applied,
-converted (`to_new`), checked against its schema, encoded, sent, XADDed by the script and
-returned as a `StoredEvent` (each ~0.3-1.2 µs of Python; the script's XADD most of Redis's
-share), and ~0.7 µs more to decide the clocked draw: still short of 0.95x.
+Then each event's payload was JSON-encoded by CPython's C encoder built once (~0.6 µs a
+payload, not ~2.4), on every event of either kind. Six runs of the code before that change
+and six after (three of each alternating with the other; load 2-4): banked 0.908-0.958x /
+0.926-0.940x of no-clock per CPU second, turn_limit 0.973-1.018x / 0.975-1.017x. That is
+within this bench's noise, so the change was removed. A banked turn still pays ~8-10 µs of
+Python and ~4 µs of Redis more than one without a clock (`--json`, two runs): its one more
+event made, applied, converted (`to_new`), checked against its schema, encoded, sent,
+XADDed by the script and returned as a `StoredEvent` (each ~0.3-1.2 µs of Python; the
+script's XADD most of Redis's share), and ~0.7 µs more to decide the clocked draw: still
+short of 0.95x.
 """
 
 from __future__ import annotations
