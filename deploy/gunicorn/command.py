@@ -11,7 +11,12 @@ client that reaches them directly and idles (services/common/gunicorn_worker.py)
 
 import os
 
-from services.common.gunicorn_hooks import child_exit, on_starting, use_metrics_dir
+from services.common.gunicorn_hooks import (
+    child_exit,
+    on_starting,
+    post_worker_init,
+    use_metrics_dir,
+)
 
 bind = os.environ.get("BIND", f"127.0.0.1:{os.environ.get('PORT', '8000')}")
 # One worker per instance: the proxy routes each game to one instance by a consistent hash of
@@ -42,4 +47,4 @@ loglevel = os.environ.get("LOG_LEVEL", "info")
 # Prometheus metrics of all workers, merged (see services/common/gunicorn_hooks.py).
 use_metrics_dir("command")
 # Server hooks: gunicorn looks them up by name.
-__all__ = ["child_exit", "on_starting"]
+__all__ = ["child_exit", "on_starting", "post_worker_init"]

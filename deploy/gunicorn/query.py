@@ -9,7 +9,12 @@ import multiprocessing
 import os
 import resource
 
-from services.common.gunicorn_hooks import child_exit, on_starting, use_metrics_dir
+from services.common.gunicorn_hooks import (
+    child_exit,
+    on_starting,
+    post_worker_init,
+    use_metrics_dir,
+)
 
 bind = os.environ.get("BIND", f"127.0.0.1:{os.environ.get('PORT', '8001')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() + 1))
@@ -53,4 +58,4 @@ loglevel = os.environ.get("LOG_LEVEL", "info")
 
 # Prometheus metrics of all workers, merged (see services/common/gunicorn_hooks.py).
 use_metrics_dir("query")
-__all__ = ["child_exit", "on_starting"]  # server hooks: gunicorn looks them up by name
+__all__ = ["child_exit", "on_starting", "post_worker_init"]  # server hooks: gunicorn looks them up by name

@@ -7,6 +7,7 @@ directory of its own: two servers sharing one would wipe each other's files.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
@@ -25,6 +26,17 @@ def on_starting(server: Any) -> None:
     path = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path, exist_ok=True)
+
+
+def post_worker_init(worker: Any) -> None:
+    """Move everything the worker has built so far (the imported modules, the app, its
+    schemas: ~100,000 objects) out of the garbage collector's sight: none of it is ever
+    garbage, yet every full collection walked all of it. Measured on a command worker under
+    load: full collections of 50-75 ms each, one every few seconds (a stall of every request
+    in flight), ~30 µs of CPU a turn on average; with the freeze, 4 ms. What a request
+    builds is still collected as before (`gc.freeze`, "Python's garbage collector" in the
+    standard library's docs, meant for this: after loading, before serving)."""
+    gc.freeze()
 
 
 def child_exit(server: Any, worker: Any) -> None:
