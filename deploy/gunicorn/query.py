@@ -58,4 +58,5 @@ loglevel = os.environ.get("LOG_LEVEL", "info")
 
 # Prometheus metrics of all workers, merged (see services/common/gunicorn_hooks.py).
 use_metrics_dir("query")
-__all__ = ["child_exit", "on_starting", "post_worker_init"]  # server hooks: gunicorn looks them up by name
+# Server hooks: gunicorn looks them up by name.
+__all__ = ["child_exit", "on_starting", "post_worker_init"]

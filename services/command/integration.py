@@ -31,6 +31,7 @@ from flask import Flask, Response, current_app, g, request
 from flask.views import MethodView
 from flask_smorest import Api
 from marshmallow import RAISE, Schema, fields, validate
+from werkzeug.datastructures import Headers
 
 from carcassonne.errors import GameError
 from carcassonne.notation import format_record
@@ -122,12 +123,15 @@ def init_app(app: Flask, api: Api, service: GameService) -> None:
     def _address_limit() -> None:
         # Every write, whatever its path, key or outcome (an unknown path, a missing key):
         # counted against its client's address first (nothing is written when refused).
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
-            check_address(_parts().addresses, client_address(request, proxies))
+        # The request behind flask's proxy, read once (services/common/body.py, `unproxied`).
+        req = request._get_current_object()  # type: ignore[attr-defined]
+        if req.method not in ("GET", "HEAD", "OPTIONS"):
+            check_address(_parts().addresses, client_address(req, proxies))
 
 
 def _parts() -> Integration:
-    return cast(Integration, current_app.extensions["integration"])
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    return cast(Integration, app.extensions["integration"])
 
 
 def authenticated(view: F) -> F:
@@ -189,9 +193,10 @@ class Score(MethodView):
         return _json(score_body(replay_record(record)))
 
 
-def idempotency_key() -> str | None:
-    """The request's Idempotency-Key header, if any: 1-128 visible ASCII characters."""
-    key = request.headers.get("Idempotency-Key")
+def idempotency_key(headers: Headers | None = None) -> str | None:
+    """The request's Idempotency-Key header (from `headers`, else the request's), if any:
+    1-128 visible ASCII characters."""
+    key = (request.headers if headers is None else headers).get("Idempotency-Key")
     if key is not None and not (1 <= len(key) <= 128 and key.isascii() and key.isprintable()):
         raise GameError(
             "bad_idempotency_key", "Idempotency-Key must be 1-128 visible ASCII characters"

@@ -154,9 +154,10 @@ def _hardened(response: flask.Response) -> flask.Response:
       images and requests from this origin only, and no other site frames them."""
     headers = response.headers
     headers.setdefault("X-Content-Type-Options", "nosniff")
-    if flask.request.method not in ("GET", "HEAD", "OPTIONS"):
+    request = flask.request._get_current_object()  # type: ignore[attr-defined]  # read once
+    if request.method not in ("GET", "HEAD", "OPTIONS"):
         headers.setdefault("Cache-Control", "no-store")
-    if flask.request.path.startswith("/docs"):
+    if request.path.startswith("/docs"):
         page = response.mimetype == "text/html" and not response.direct_passthrough
         headers.setdefault(
             "Content-Security-Policy", docs_policy(response.get_data() if page else b"")
