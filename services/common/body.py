@@ -88,30 +88,34 @@ def read_body(request: Request, limit: int | None = None) -> bytes:
     refused before reading when Content-Length says so), `BodyError("incomplete_body")` when
     fewer bytes came than Content-Length announced or the chunked stream broke off."""
     request = unproxied(request)
+    # Each read of `content_length` parses the headers again (and raises and catches a
+    # KeyError for an absent Transfer-Encoding): read once.
+    expected = request.content_length
     if limit is not None:
-        if request.content_length is not None and request.content_length > limit:
+        if expected is not None and expected > limit:
             _too_large(limit)
         request.max_content_length = limit  # a body without Content-Length is cut off there
-    most = request.max_content_length
+    # Read once and pinned on the request: werkzeug reads it again to bound the stream, and
+    # flask's property looks it up in the app's config through the `current_app` proxy.
+    most = request.max_content_length = request.max_content_length
     beyond = b""
     try:
         raw = request.get_data(cache=True)
-        if request.content_length is None and most is not None and len(raw) >= most:
+        if expected is None and most is not None and len(raw) >= most:
             # A stream without Content-Length (chunked) is cut off at the maximum without an
             # error: one more byte from the server's input tells a body of exactly the
             # maximum from a longer one.
             beyond = request.environ["wsgi.input"].read(1)
     except RequestEntityTooLarge:
-        _too_large(limit if limit is not None else request.max_content_length)
+        _too_large(most)
     except ClientDisconnected:  # werkzeug's own length check (servers that do not terminate)
-        _incomplete(request.content_length, None)
+        _incomplete(expected, None)
     except HTTPException:
         raise
     except Exception:  # the server's reader: a broken chunked stream, a reset
         _incomplete(None, None)
     if beyond:
         _too_large(most)
-    expected = request.content_length
     if expected is not None and len(raw) != expected:
         _incomplete(expected, len(raw))
     return raw
