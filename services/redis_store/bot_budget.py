@@ -36,6 +36,8 @@ from typing import Any
 
 import redis
 
+from carcassonne.ruleset import MAX_PLAYERS  # R1.3: the seats a bot may take over
+
 from .scripts import script
 
 DAY_TTL_SECONDS = 2 * 86_400  # a day's charge outlives its day (a late read still sees it)
@@ -91,7 +93,6 @@ for i = 1, #ARGV - 1 do redis.call('ZREM', KEYS[1], ARGV[i]) end
 redis.call('SET', KEYS[2], '1', 'PX', tonumber(ARGV[#ARGV]))
 return 1
 """
-MAX_SEATS = 6  # R1.3: a game's seats, each of which a bot may take over
 
 
 def in_flight_key(key_id: str) -> str:
@@ -197,7 +198,7 @@ def _text(value: Any) -> str:
 def release(client: redis.Redis, key_id: str, game_id: str) -> None:
     """Give a game's reserved seconds back (it ended), its bots' that took seats over too, and
     mark it given back (no takeover of it reserves after this); nothing if it held none."""
-    members = [game_id, *(takeover_member(game_id, seat) for seat in range(MAX_SEATS))]
+    members = [game_id, *(takeover_member(game_id, seat) for seat in range(MAX_PLAYERS))]
     script(client, RELEASE_LUA)(
         keys=[in_flight_key(key_id), ended_key(key_id, game_id)],
         args=[*members, DAY_TTL_SECONDS * 1000],
