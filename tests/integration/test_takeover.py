@@ -240,6 +240,26 @@ def test_a_key_that_cannot_pay_for_the_bot_has_its_timed_out_seat_skipped(suite)
     items = feed_items(store.read(game_id, MOVES), [])
     refused = [i.data for i in items if i.kind == "takeover_refused"]
     assert refused == [{"seat": 0, "player_id": None, "level": "greedy", "reason": "bot_budget"}]
+    query = create_query_app({"REDIS_URL": suite["url"]}).test_client()
+    exported = query.get(f"/games/{game_id}/events?format=ndjson").get_data(as_text=True)
+    assert [json.loads(line)["type"] for line in exported.splitlines()].count(
+        "TakeoverRefused"
+    ) == 1
+    # A resignation is told in its answer (a game without a turn limit: no timer races it).
+    body["ruleset"] = {"tileset": "demo", "on_leave": "bot:greedy"}
+    status, created = call(base, "POST", "/games", body, {"X-Api-Key": secret})
+    assert status == 201, created
+    bob = {p["seat"]: p["token"] for p in created["players"]}[1]
+    status, resigned = call(
+        base, "POST", f"/games/{created['game_id']}/resign", headers=bearer(bob)
+    )
+    assert status == 200, resigned
+    assert [e["type"] for e in resigned["events"]] == [
+        "PlayerResigned",
+        "TakeoverRefused",
+        "GameEnded",
+    ]
+    assert resigned["events"][1]["payload"] == {"player": 1, "level": "greedy"}
 
 
 def test_skip_is_unchanged_and_an_unknown_bot_is_refused_creating_nothing(suite):

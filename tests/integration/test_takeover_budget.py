@@ -134,7 +134,10 @@ def test_a_key_that_cannot_pay_gets_no_bot_and_the_seat_is_skipped_as_a_fact_in_
     # Skipped as under `skip`: with one seat still in, the next leaving ends the game.
     assert types(games.resign(game_id, tokens[1]))[-2:] == ["TakeoverRefused", "GameEnded"]
     moves = RedisEventStore(client).read(game_id, MOVES)
-    told = [i.data for i in feed_items(moves, []) if i.kind == "takeover_refused"]
+    items = feed_items(moves, [])
+    leaving = [i.kind for i in items if i.kind in ("player_out", "takeover_refused")]
+    assert leaving == ["player_out", "takeover_refused"] * 2  # each right after its player_out
+    told = [i.data for i in items if i.kind == "takeover_refused"]
     refusal = {"player_id": None, "level": "greedy", "reason": "bot_budget"}
     assert told == [{"seat": 2, **refusal}, {"seat": 1, **refusal}]  # the platform is told
     # The record replays into the same end: the refusals are in it, not decided again.
