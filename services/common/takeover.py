@@ -43,9 +43,10 @@ class TakeoverBudget(Protocol):
 
 def takeover_seconds(state: GameState, level: str, floor_ms: int) -> float:
     """The most a bot of `level` taking over a seat of `state` (before it leaves) may spend:
-    its paced move times the seat's share of the tiles left (the leaving seat's drawn tile
-    goes back into the bag), as a bot seat is reserved at creation."""
-    tiles = state.bag_size + (1 if state.drawn is not None else 0)
+    its paced move times the seat's share of the tiles left to place (in the bag, drawn, and
+    in hands: R10.3), as a bot seat is reserved at creation."""
+    held = sum(len(hand) for hand in state.hands)
+    tiles = state.bag_size + (1 if state.drawn is not None else 0) + held
     moves = math.ceil(tiles / max(1, len(state.playing)))
     return move_ms(level, TAKEOVER_THINK_MS, floor_ms) * moves / 1000
 

@@ -382,3 +382,8 @@ def test_a_takeovers_seconds_are_its_paced_move_times_the_seats_share_of_the_til
     assert takeover_seconds(two, "greedy", 250) == 9.0  # the move floor, as bot seats
     four, _ = started(players=4)
     assert takeover_seconds(four, "mcts", 250) == 18.0  # (b) at creation: 3 seats, 54 s
+    service, store, _ = make()  # R10.3: the tiles in hands are left to place too
+    game_id, _ = service.create_game(["ann", "bob"], Ruleset(tileset="demo", hand=3), [0, 1])
+    hands = fold(to_engine(e) for e in store.read(game_id, MOVES))
+    assert hands.bag_size == 44 and [len(h) for h in hands.hands] == [3, 0]
+    assert takeover_seconds(hands, "random", 250) == 6.0  # 24 of the demo's 47 tiles
