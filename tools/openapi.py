@@ -647,11 +647,13 @@ def annotate(spec: dict[str, Any]) -> dict[str, Any]:
 def _record_turn(flat: dict[str, Any]) -> dict[str, Any]:
     """A record's turn as the shapes `carcassonne.record.turn_from_dict` reads: a placement
     (x, y and rotation required), a discard (only `tile` and `"discard": true`), a timed-out
-    turn (only `tile` and `"timeout": true`), a resignation (only `resign`) or an undo of the
+    turn (only `tile` and `"timeout": true`), a resignation (only `resign`; either of these two
+    may have `"takeover_refused": true`, docs/takeover.md) or an undo of the
     placement before (only `"undo": true`, docs/undo.md). marshmallow describes one flat
     object with every key optional."""
     props = dict(flat["properties"])
     props.pop("undo", None)
+    refused = {"takeover_refused": {**props.pop("takeover_refused"), "enum": [True]}}
     placed = {k: v for k, v in props.items() if k not in ("timeout", "resign")}
     placement = {
         "type": "object",
@@ -671,13 +673,17 @@ def _record_turn(flat: dict[str, Any]) -> dict[str, Any]:
     }
     timeout = {
         "type": "object",
-        "properties": {"tile": props["tile"], "timeout": {"type": "boolean", "enum": [True]}},
+        "properties": {
+            "tile": props["tile"],
+            "timeout": {"type": "boolean", "enum": [True]},
+            **refused,
+        },
         "required": ["tile", "timeout"],
         "additionalProperties": False,
     }
     resign = {
         "type": "object",
-        "properties": {"resign": props["resign"]},
+        "properties": {"resign": props["resign"], **refused},
         "required": ["resign"],
         "additionalProperties": False,
     }

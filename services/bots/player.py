@@ -34,15 +34,13 @@ from eventstore.schemas import to_engine
 from services.common.draws import fold_opened
 from services.common.moves import Committed, Decision, Fold, Once, run_command
 from services.common.pace import Paced, move_ms
+from services.common.takeover import TAKEOVER_THINK_MS
 from services.redis_store.bot_index import bot_seats, has_takeover
 
 # What a call found or did (the task decides what happens to the game's sweep entry).
 PLAYED, HUMAN, OVER, GONE, RACED = "played", "human", "over", "gone", "raced"
 WAITING = "waiting"  # a human may still take back their last placement: play at `due_ms`
 TURN_MARGIN_MS = 5_000  # a waiting bot still plays this long before its turn limit, plus think
-# How long an mcts bot that took over a seat thinks a move (docs/takeover.md): a bot seat's
-# default `think_ms` (docs/bots.md). Random and greedy take the move floor, as bot seats do.
-TAKEOVER_THINK_MS = 1_000
 TAKEN_OVER = "SeatTakenOver"
 
 

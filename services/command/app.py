@@ -245,7 +245,10 @@ class Resign(MethodView):
     def post(self, game_id: str) -> Response:
         """Leave the game for the token's seat (docs/lifecycle.md): the seat is out, skipped
         from then on, its meeples stay and score for it; with fewer than two players left
-        the game ends with final scoring. Safe to retry: a seat resigns once."""
+        the game ends with final scoring. Under `on_leave: "bot:<level>"` a bot plays on for
+        it (`SeatTakenOver` in `events`), its time reserved against the game's API key's bot
+        budgets; when they cannot pay, `events` has `TakeoverRefused` instead and the seat is
+        skipped (docs/takeover.md). Safe to retry: a seat resigns once (and is charged once)."""
         return _turn_response(_service().resign(checked_game_id(game_id), _bearer()))
 
 

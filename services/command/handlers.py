@@ -33,6 +33,7 @@ from eventstore.envelope import MOVES, StoredEvent
 from eventstore.port import EventStore
 from services.common.body import fingerprint
 from services.common.moves import Appended, Decision, Handler
+from services.common.takeover import TakeoverPayer
 
 from .cache import Cached, Taken
 from .errors import AuthError, Forbidden, check_reuse
@@ -226,17 +227,25 @@ class Resignation(SeatCommand):
 
     stale = "the game moved on; retry"
 
+    def __init__(self, asked: Asked, payer: TakeoverPayer) -> None:
+        super().__init__(asked)
+        self.payer = payer
+
     def ids(self, seat: int) -> tuple[str, str]:
         """See `SeatCommand.ids`."""
         return f"resign:{seat}", ""
 
     def decide(self, unit: Taken) -> Decision | TurnResult:
-        """See `Handler.decide`."""
+        """See `Handler.decide`: a takeover the engine decides is reserved against the game's
+        API key before the append (services/common/takeover.py), or refused."""
         seat = self.seated(unit)
         if unit.state.out[seat] is not None and (replay := self.replay(unit, seat)) is not None:
             return replay
-        events = decide(unit.state, Resign(seat))
-        return Decision(events, f"resign:{seat}", unit.cached.secrets["seed"])
+        state, secrets = unit.state, unit.cached.secrets
+        events = self.payer.decided(
+            state, self.game_id, secrets, lambda takeover: decide(state, Resign(seat, takeover))
+        )
+        return Decision(events, f"resign:{seat}", secrets["seed"])
 
 
 class Reissue(Handler[Taken, TurnResult]):

@@ -42,6 +42,7 @@ from services.common.access import RateLimited
 from services.common.draws import draw_until_placeable
 from services.common.moves import Committed, Handler, append_moves, now_ms, run_command
 from services.common.pace import move_ms
+from services.common.takeover import TakeoverBudget, TakeoverPayer
 from services.redis_store.bot_budget import Refused, seconds_to_midnight
 from services.redis_store.bot_index import is_bot
 from services.redis_store.keys import derived_game_id, new_game_id
@@ -317,9 +318,12 @@ class GameService:
         """The token's seat leaves the game (docs/lifecycle.md): `PlayerResigned`, then (ruleset
         `on_leave: "bot:<level>"`, docs/takeover.md) `SeatTakenOver`, then the next player's
         draw if it was this seat's turn, or the end with final scoring when fewer than two
-        players are left (with a takeover: none still in). One conditional append; a seat
-        resigns once, so its command id is fixed and a retry answers the first result."""
-        resignation = Resignation(Asked(self.store, game_id, token))
+        players are left (with a takeover: none still in). A takeover is reserved against the
+        game's API key's bot budgets first, or refused (`TakeoverRefused`: the seat is skipped;
+        services/common/takeover.py). One conditional append; a seat resigns once, so its
+        command id is fixed and a retry answers the first result (and is charged once)."""
+        payer = TakeoverPayer(self.bot_budget, self.move_floor_ms)
+        resignation = Resignation(Asked(self.store, game_id, token), payer)
         return self._run(game_id, Taken(self.games, game_id, False, False), resignation)
 
     def reissue_token(self, game_id: str, seat: Any, key_id: str) -> dict[str, Any]:
@@ -563,7 +567,7 @@ def bot_seconds(bots: list[dict[str, Any] | None], tiles: int, floor_ms: int) ->
     )
 
 
-class BotBudget(Protocol):
+class BotBudget(TakeoverBudget, Protocol):
     """Bot seconds per API key, in flight and per day (services/redis_store/bot_budget.py)."""
 
     def reserve(self, key_id: str, game_id: str, seconds: float) -> Refused | None:

@@ -25,9 +25,11 @@ from typing import Any
 # made for them (a lobby that filled, a rematch) from one item; match_found: a game made by
 # matchmaking (every seat with its ticket), right after its game_started; seat_taken_over: a
 # bot plays a seat that left from now on (seat, player_id, level; ruleset on_leave), right
-# after its player_out; player_away: a seat declared a vacation (its clock pauses: seat,
-# player_id, from_ms, until_ms, deadline_ms; docs/clocks.md); player_back: that vacation
-# ended early (the clock runs again: seat, player_id, at_ms, deadline_ms).
+# after its player_out; takeover_refused: in its place, the game's API key could not pay for
+# that bot, so the seat is skipped (seat, player_id, level, reason "bot_budget");
+# player_away: a seat declared a vacation (its clock pauses: seat, player_id, from_ms,
+# until_ms, deadline_ms; docs/clocks.md); player_back: that vacation ended early (the clock
+# runs again: seat, player_id, at_ms, deadline_ms).
 KINDS = (
     "turn_started",
     "move_made",
@@ -37,6 +39,7 @@ KINDS = (
     "game_started",
     "match_found",
     "seat_taken_over",
+    "takeover_refused",
     "player_away",
     "player_back",
 )

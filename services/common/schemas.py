@@ -198,6 +198,7 @@ class Event(Closed):
                 "PlayerTimedOut",
                 "PlayerResigned",
                 "SeatTakenOver",
+                "TakeoverRefused",
                 "GameAbandoned",
                 "TokenReissued",
                 "UndoRequested",
@@ -227,7 +228,9 @@ class Event(Closed):
             "TileReturned: player, tile; AbbotRecalled: player, x, y; GameEnded: reason; "
             "TurnTimedOut: player, tile; "
             "PlayerTimedOut: player, timeouts; PlayerResigned: player; SeatTakenOver: player, "
-            "level (a bot plays the seat from here on: docs/takeover.md); GameAbandoned: "
+            "level (a bot plays the seat from here on: docs/takeover.md); TakeoverRefused: "
+            "player, level (the owner's bot budget could not pay for that bot: the seat is "
+            "skipped instead, docs/takeover.md); GameAbandoned: "
             "idle_ms; TokenReissued: player; FeatureScored: a ScoreEvent "
             "and `move`; GameScored: move, final_scores, scores_before_final, ranks, winners; "
             "UndoRequested: request, player, deadline_ms; UndoAccepted and UndoRefused: "
@@ -281,7 +284,8 @@ class RecordTurn(Closed):
     """A record's turn: a placement (x, y, rotation, meeple), `{"tile", "discard": true}`,
     a turn not played in time `{"tile", "timeout": true}`, a seat resigning
     `{"resign": seat}` (docs/lifecycle.md), or `{"undo": true}` (the placement before it was
-    taken back, docs/undo.md)."""
+    taken back, docs/undo.md). A resign or timeout turn has `"takeover_refused": true` when
+    the ruleset's bot did not take the seat over (docs/takeover.md)."""
 
     tile = fields.String(validate=validate.Length(1, 8))
     x = fields.Integer(validate=validate.Range(-10_000, 10_000))
@@ -291,6 +295,12 @@ class RecordTurn(Closed):
     discard = fields.Boolean()
     timeout = fields.Boolean()
     resign = fields.Integer(validate=validate.Range(0, 5))
+    takeover_refused = fields.Boolean(
+        metadata={
+            "description": "on a resign or timeout turn: the ruleset's on_leave bot did not "
+            "take the seat over (its API key's bot budget, docs/takeover.md); it was skipped"
+        }
+    )
     undo = fields.Boolean()
     recall_abbot = fields.Boolean(
         metadata={"description": "R9.2: true when the turn took the abbot back (meeple null)"}

@@ -5,9 +5,13 @@ has taken today (per day, UTC).
 Every key of one API key is in its slot, ``{k:<key id>}``:
 
 - ``{k:<key>}:bots:in-flight``: sorted set, game id -> the bot seconds reserved for it when it
-  was created; the bot worker's change-feed consumer (services/bots/feed.py) gives a game's
-  seconds back when it sees the game end (`release`: idempotent, so a batch it redoes gives
-  nothing back twice).
+  was created, and ``<game>:takeover:<seat>`` -> those reserved for the bot that took a seat
+  over (`reserve_takeover`, docs/takeover.md); the bot worker's change-feed consumer
+  (services/bots/feed.py) gives a game's seconds back when it sees the game end (`release`:
+  idempotent, so a batch it redoes gives nothing back twice).
+- ``{k:<key>}:bots:ended:<game>``: set by `release`, kept two days: a takeover reserved after
+  its game's seconds were given back (the game ended while the resignation or the timer was
+  deciding: its append then fails) reserves nothing, so it is never held for ever.
 - ``{k:<key>}:bots:hints``: sorted set of the hints being worked out (services/redis_store/
   hint_store.py), ``<game>:<seq>:<level>:<ms>`` -> when it is given up on (Unix ms): a hint
   holds its ms of the in-flight budget until the worker is done or that time passes, so a
@@ -32,6 +36,8 @@ from typing import Any
 
 import redis
 
+from carcassonne.ruleset import MAX_PLAYERS  # R1.3: the seats a bot may take over
+
 from .scripts import script
 
 DAY_TTL_SECONDS = 2 * 86_400  # a day's charge outlives its day (a late read still sees it)
@@ -55,9 +61,7 @@ end
 # KEYS: the key's games in flight, its hints in flight, its day's charge.
 # ARGV: game id, its seconds, the in-flight limit, the day's limit, now (ms), the day's TTL.
 # Returns {1, in flight after} when reserved, else {0, 'in_flight' | 'day', held}.
-RESERVE_LUA = (
-    IN_FLIGHT_LUA
-    + """
+CHARGE_LUA = """
 local asked = tonumber(ARGV[2])
 local total = in_flight(KEYS[1], KEYS[2], tonumber(ARGV[5]))
 local limit, day_limit = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -68,12 +72,42 @@ redis.call('ZADD', KEYS[1], asked, ARGV[1])
 redis.call('SET', KEYS[3], tostring(today + asked), 'PX', tonumber(ARGV[6]) * 1000)
 return {1, tostring(total + asked)}
 """
+RESERVE_LUA = IN_FLIGHT_LUA + CHARGE_LUA
+
+# A takeover's reservation (ARGV[1]: its member `<game>:takeover:<seat>`); KEYS[4]: the
+# game's `ended` mark. Idempotent: a member held already is a retry of the same takeover
+# (charged once, the day's charge too); a game given back already reserves nothing.
+TAKEOVER_LUA = (
+    IN_FLIGHT_LUA
+    + """
+if redis.call('EXISTS', KEYS[4]) == 1 then return {1, 'ended'} end
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return {1, 'held'} end
+"""
+    + CHARGE_LUA
 )
+
+# KEYS: the key's games in flight, the game's `ended` mark. ARGV: the members to remove, then
+# the mark's TTL (ms) last.
+RELEASE_LUA = """
+for i = 1, #ARGV - 1 do redis.call('ZREM', KEYS[1], ARGV[i]) end
+redis.call('SET', KEYS[2], '1', 'PX', tonumber(ARGV[#ARGV]))
+return 1
+"""
 
 
 def in_flight_key(key_id: str) -> str:
     """Sorted set: game id -> bot seconds reserved for it, of one API key's games."""
     return "{k:" + key_id + "}:bots:in-flight"
+
+
+def takeover_member(game_id: str, seat: int) -> str:
+    """The in-flight member of the bot that took over a game's seat (docs/takeover.md)."""
+    return f"{game_id}:takeover:{seat}"
+
+
+def ended_key(key_id: str, game_id: str) -> str:
+    """Set once a game's seconds were given back: no takeover of it reserves any more."""
+    return "{k:" + key_id + "}:bots:ended:" + game_id
 
 
 def hints_key(key_id: str) -> str:
@@ -116,17 +150,33 @@ class BotBudget:
         self.day_seconds = float(day_seconds)
         self.clock = clock
         self._reserve = script(client, RESERVE_LUA)
+        self._takeover = script(client, TAKEOVER_LUA)
 
     def reserve(self, key_id: str, game_id: str, seconds: float) -> Refused | None:
         """Reserve `seconds` for the game (and charge them to the day): None when done, else
         what refused it (nothing written)."""
+        return self._charge(self._reserve, [], key_id, game_id, seconds)
+
+    def reserve_takeover(
+        self, key_id: str, game_id: str, seat: int, seconds: float
+    ) -> Refused | None:
+        """Reserve `seconds` for the bot taking over the game's seat, as `reserve` does; done
+        once per seat however often it is asked (a retried resignation or timeout), and
+        nothing once the game's seconds were given back (it ended)."""
+        extra = [ended_key(key_id, game_id)]
+        return self._charge(self._takeover, extra, key_id, takeover_member(game_id, seat), seconds)
+
+    def _charge(
+        self, run: Any, extra: list[str], key_id: str, member: str, seconds: float
+    ) -> Refused | None:
+        """Run a reserving script for `member`: None when reserved (or nothing to reserve)."""
         if seconds <= 0 or (self.limit_seconds <= 0 and self.day_seconds <= 0):
             return None
         now = self.clock()
-        reply: Any = self._reserve(
-            keys=[in_flight_key(key_id), hints_key(key_id), day_key(key_id, now)],
+        reply: Any = run(
+            keys=[in_flight_key(key_id), hints_key(key_id), day_key(key_id, now), *extra],
             args=[
-                game_id,
+                member,
                 repr(seconds),
                 repr(self.limit_seconds),
                 repr(self.day_seconds),
@@ -146,5 +196,10 @@ def _text(value: Any) -> str:
 
 
 def release(client: redis.Redis, key_id: str, game_id: str) -> None:
-    """Give a game's reserved seconds back (it ended); nothing if it held none."""
-    client.zrem(in_flight_key(key_id), game_id)
+    """Give a game's reserved seconds back (it ended), its bots' that took seats over too, and
+    mark it given back (no takeover of it reserves after this); nothing if it held none."""
+    members = [game_id, *(takeover_member(game_id, seat) for seat in range(MAX_PLAYERS))]
+    script(client, RELEASE_LUA)(
+        keys=[in_flight_key(key_id), ended_key(key_id, game_id)],
+        args=[*members, DAY_TTL_SECONDS * 1000],
+    )

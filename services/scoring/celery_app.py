@@ -30,7 +30,9 @@ from eventstore.envelope import MOVES
 from services.archive.archiver import ArchiveDue, Archiver
 from services.common.celery_conf import reliable, watch_step
 from services.common.observability import REQUEST_ID, setup_logging
+from services.common.takeover import TakeoverPayer
 from services.redis_store import RedisEventStore
+from services.redis_store.bot_budget import BotBudget
 from services.redis_store.changes import Change, Follower, Write, follow, trim
 from services.redis_store.connect import broker_url, shared_client
 from services.redis_store.directory_index import DirectoryIndex
@@ -286,8 +288,15 @@ def timer() -> Timer:
     folder, client = scorer(), scorer_client()  # outside the lock: they take it themselves
     with _timer_lock:
         if _timer is None:
+            budget = BotBudget(
+                client, settings["BOT_SECONDS_IN_FLIGHT"], settings["BOT_SECONDS_PER_DAY"]
+            )
             _timer = Timer(
-                folder.store, client, cache_size=settings["SCORING_CACHE_SIZE"], warm=folder.folded
+                folder.store,
+                client,
+                cache_size=settings["SCORING_CACHE_SIZE"],
+                warm=folder.folded,
+                payer=TakeoverPayer(budget, settings["BOT_MOVE_FLOOR_MS"]),
             )
         return _timer
 

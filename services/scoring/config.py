@@ -27,6 +27,12 @@ DEFAULTS: dict[str, Any] = {
     "TIMER_SECONDS": 1.0,
     "ABANDON_AFTER": 30 * 86_400.0,
     "TIMER_BATCH": 10_000,  # expired turns (and idle games) one tick handles at most
+    # A seat that times out under `on_leave: "bot:<level>"` has its bot's time reserved
+    # against its game's API key by the timer (docs/takeover.md): the command service's
+    # budgets and bot move floor, which must be set alike on both (0: no limit).
+    "BOT_SECONDS_IN_FLIGHT": 7_200.0,
+    "BOT_SECONDS_PER_DAY": 28_800.0,
+    "BOT_MOVE_FLOOR_MS": 250,
     # An unacknowledged task (its worker died) is handed out again after this long.
     "VISIBILITY_TIMEOUT": 60,
     "WORKER_METRICS_PORT": 0,  # Prometheus /metrics of the worker (0 = not served)

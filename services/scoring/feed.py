@@ -12,6 +12,9 @@ fold), so an item says who is to play after each move. For move seq M, in this o
 - ``player_out``: a seat left the game (the events in `OUT_EVENTS`);
 - ``seat_taken_over``: right after it, when the ruleset's `on_leave` has a bot play on for
   the seat (`SeatTakenOver`, docs/takeover.md): the seat, its player id and the bot's level;
+- ``takeover_refused``: in its place when the game's API key could not pay for that bot
+  (`TakeoverRefused`: the seat is skipped): the seat, its player id, the level and
+  ``"reason": "bot_budget"``;
 - ``game_over`` also for a game the server ended as abandoned (`GameAbandoned`: no final
   scoring, so no `GameScored`): ``{"reason": "abandoned", "scores", "winners": []}``;
 - ``turn_started``: a tile was drawn for a seat (`TileDrawn`; with a three-tile hand, R10.3,
@@ -58,6 +61,7 @@ MOVES_MADE = ("TilePlaced", "TileDiscarded", UNDONE)
 # Events by which a seat leaves the game, with the reason the item gives.
 OUT_EVENTS = {"PlayerResigned": "resigned", "PlayerTimedOut": "timed_out"}
 TAKEN_OVER = "SeatTakenOver"  # a bot plays the seat that left from here on
+REFUSED = "TakeoverRefused"  # the key's bot budget could not pay for it: skipped instead
 PAUSED = "ClockPaused"  # a seat away on vacation: player_away (docs/clocks.md)
 RESUMED = "ClockResumed"  # back early from it: player_back
 ABANDONED = "GameAbandoned"  # ended by the server with no final scoring: no GameScored
@@ -163,6 +167,10 @@ class Feed:
             player = int(stored.payload["player"])
             data = {**_seat(ids, player), "level": str(stored.payload["level"])}
             items.append(Item("seat_taken_over", seq, at, data))
+        if stored.type == REFUSED:
+            player = int(stored.payload["player"])
+            data = {**_seat(ids, player), "level": str(stored.payload["level"])}
+            items.append(Item("takeover_refused", seq, at, {**data, "reason": "bot_budget"}))
         if stored.type == PAUSED:
             player = int(stored.payload["player"])
             away = {k: stored.payload.get(k) for k in ("from_ms", "until_ms", "deadline_ms")}

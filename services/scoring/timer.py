@@ -23,6 +23,7 @@ import logging
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -35,6 +36,7 @@ from eventstore.port import EventStore
 from eventstore.schemas import to_engine
 from services.common.kept import Kept
 from services.common.moves import Decision, Fold, Once, run_command, still_holds
+from services.common.takeover import TakeoverPayer
 from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.indexes import shard_pages
 from services.redis_store.keys import deadlines_key, idle_key, secrets_key
@@ -157,10 +159,13 @@ class Timer:
         client: redis.Redis,
         cache_size: int = 2_000,
         warm: Warm | None = None,
+        payer: TakeoverPayer | None = None,
     ) -> None:
         self.store = store
         self.client = client
         self.warm = warm
+        # Reserves a takeover the timeout decides against its game's key (docs/takeover.md).
+        self.payer = payer or TakeoverPayer(None, 0)
         self.index = TimerIndex(store, client)
         self._cache: Kept[str, Folded] = Kept(cache_size, lambda kept: kept[1])
 
@@ -171,10 +176,14 @@ class Timer:
             return False  # ended, or handled already (the index entry went with that append)
         if state.deadline_ms > now_ms:
             return False  # a newer turn: its deadline is ahead
-        seed = self._seed(game_id)
+        record = self._record(game_id)
+        seed = _seed(game_id, record)
         if seed is None:
             return False
-        events = _decided(state, TimeOutTurn(state.current, now_ms))
+        player = state.current
+        events = self.payer.decided(  # a takeover is reserved before the append, or refused
+            state, game_id, record, lambda bot: _decided(state, TimeOutTurn(player, now_ms, bot))
+        )
         # The next player's turn starts now: its deadline is counted from the timeout.
         decision = Decision(events, f"timeout:{seq}", seed, now=now_ms)
         return bool(events) and self._append(game_id, Fold(state, seq, command=command), decision)
@@ -273,16 +282,14 @@ class Timer:
             self._cache.keep(game_id, (state.copy(), seq, command))
         return state, seq, command
 
-    def _seed(self, game_id: str) -> str | None:
+    def _record(self, game_id: str) -> dict[str, Any]:
+        """The game's secrets record ({} if it has none or it cannot be read)."""
         raw = self.client.get(secrets_key(game_id))
         try:
-            seed = json.loads(raw)["seed"] if raw is not None else None
-        except (ValueError, KeyError, TypeError):
-            seed = None
-        if not isinstance(seed, str):
-            log.warning("game %s: no draw seed; its turn cannot time out", game_id)
-            return None
-        return seed
+            record = json.loads(raw) if raw is not None else {}
+        except ValueError:
+            record = {}
+        return record if isinstance(record, dict) else {}
 
     def _append(self, game_id: str, unit: Fold, decision: Decision) -> bool:
         """Append on the condition that the game is still at the unit's sequence and
@@ -298,6 +305,15 @@ def _decided(state: GameState, command: TimeOutTurn | AbandonGame) -> list[Event
         return decide(state, command)
     except GameError:
         return []
+
+
+def _seed(game_id: str, record: dict[str, Any]) -> str | None:
+    """The game's draw seed from its secrets record (None, logged, if it has none)."""
+    seed = record.get("seed")
+    if not isinstance(seed, str):
+        log.warning("game %s: no draw seed; its turn cannot time out", game_id)
+        return None
+    return seed
 
 
 def _first(games: Iterator[str], limit: int) -> list[str]:

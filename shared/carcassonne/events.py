@@ -168,6 +168,17 @@ class SeatTakenOver:
 
 
 @dataclass(frozen=True)
+class TakeoverRefused:
+    """The bot of `level` the ruleset names (`on_leave`) does not take `player`'s seat over:
+    the API key that owns the game could not pay for its moves (its bot budgets, docs/
+    takeover.md). Logged in place of `SeatTakenOver`, in the same append as the event that put
+    the seat out; the seat is then skipped as under `on_leave: "skip"`."""
+
+    player: int
+    level: str
+
+
+@dataclass(frozen=True)
 class GameAbandoned:
     """Nobody moved for `idle_ms`: the server ended the game. No final scoring (R7 is for a
     game played out): the scores stay as completed features made them, and nobody wins."""
@@ -283,6 +294,7 @@ Event = (
     | PlayerTimedOut
     | PlayerResigned
     | SeatTakenOver
+    | TakeoverRefused
     | GameAbandoned
     | TokenReissued
     | UndoRequested
@@ -381,17 +393,23 @@ class EndGame:
 
 @dataclass(frozen=True)
 class TimeOutTurn:
-    """Skip `player`'s turn: its deadline has passed at `now_ms` (the caller's clock)."""
+    """Skip `player`'s turn: its deadline has passed at `now_ms` (the caller's clock).
+    `takeover`: whether the ruleset's bot may take the seat over if this puts it out (False:
+    its owner's bot budget refused it, docs/takeover.md)."""
 
     player: int
     now_ms: int
+    takeover: bool = True
 
 
 @dataclass(frozen=True)
 class Resign:
-    """`player` leaves the game (at any time, on its turn or not)."""
+    """`player` leaves the game (at any time, on its turn or not). `takeover`: whether the
+    ruleset's bot may take the seat over (False: its owner's bot budget refused it,
+    docs/takeover.md)."""
 
     player: int
+    takeover: bool = True
 
 
 @dataclass(frozen=True)
@@ -589,7 +607,7 @@ _SIMPLE: dict[str, type] = {
     "TileDrawn": TileDrawn, "TileDiscarded": TileDiscarded, "TileReturned": TileReturned,
     "AbbotRecalled": AbbotRecalled, "GameEnded": GameEnded, "TurnTimedOut": TurnTimedOut,
     "PlayerTimedOut": PlayerTimedOut, "PlayerResigned": PlayerResigned,
-    "SeatTakenOver": SeatTakenOver,
+    "SeatTakenOver": SeatTakenOver, "TakeoverRefused": TakeoverRefused,
     "GameAbandoned": GameAbandoned,
     "TokenReissued": TokenReissued,
     "UndoRequested": UndoRequested, "UndoAccepted": UndoAccepted, "UndoRefused": UndoRefused,

@@ -39,6 +39,7 @@ from .events import (
     ResumeClock,
     SeatTakenOver,
     StartGame,
+    TakeoverRefused,
     TileDiscarded,
     TileDrawn,
     TilePlaced,
@@ -736,14 +737,20 @@ def _end(state: GameState, cmd: EndGame) -> list[Event]:
 # last seat still in going out ends it (a game of bots alone is nobody's game).
 
 
-def _too_few_left(state: GameState, leaving: int) -> list[Event]:
+def _too_few_left(state: GameState, leaving: int, takeover: bool = True) -> list[Event]:
     """What follows `leaving` going out: `SeatTakenOver` under `on_leave: "bot:<level>"` while
-    another seat is still in; else `GameEnded` if fewer than two players are left in."""
+    another seat is still in; else `GameEnded` if fewer than two players are left in. A
+    takeover the caller may not pay for (`takeover` False) is logged as `TakeoverRefused` and
+    the seat is skipped as under `skip`."""
     left = [p for p in state.still_in if p != leaving]
     level = state.ruleset.takeover
+    refused: list[Event] = []
     if level is not None and left:
-        return [SeatTakenOver(leaving, level)]
-    return [*_reveal(state), GameEnded("fewer than two players left")] if len(left) < 2 else []
+        if takeover:
+            return [SeatTakenOver(leaving, level)]
+        refused = [TakeoverRefused(leaving, level)]
+    ended = [*_reveal(state), GameEnded("fewer than two players left")] if len(left) < 2 else []
+    return refused + ended
 
 
 def _time_out(state: GameState, cmd: TimeOutTurn) -> list[Event]:
@@ -763,7 +770,7 @@ def _time_out(state: GameState, cmd: TimeOutTurn) -> list[Event]:
     if timeouts >= state.ruleset.max_timeouts and state.out[cmd.player] is None:
         # (a seat taken over by a bot is out already: its bot's timeouts only skip turns)
         events.append(PlayerTimedOut(cmd.player, timeouts))
-        events += _too_few_left(state, cmd.player)
+        events += _too_few_left(state, cmd.player, cmd.takeover)
     return events
 
 
@@ -820,7 +827,7 @@ def _seat_in_game(state: GameState, player: object, out: str) -> None:
 
 def _resign(state: GameState, cmd: Resign) -> list[Event]:
     _seat_in_game(state, cmd.player, f"player {cmd.player} is already out of the game")
-    return [PlayerResigned(cmd.player), *_too_few_left(state, cmd.player)]
+    return [PlayerResigned(cmd.player), *_too_few_left(state, cmd.player, cmd.takeover)]
 
 
 def _abandon(state: GameState, cmd: AbandonGame) -> list[Event]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from .errors import MalformedError
@@ -69,16 +70,18 @@ def _inferred(tile: str, rotation: int, spot: str) -> str | None:
 
 _RESIGN = "resign:"  # `resign:1`: seat 1 resigned (docs/lifecycle.md)
 _TIMEOUT = "!"  # `E!`: the E tile was drawn and not played in time
+_REFUSED = "/skip"  # `resign:1/skip`, `E!/skip`: no bot took the seat over (docs/takeover.md)
 
 
 def format_turn(turn: Turn) -> str:
     """A turn in the notation."""
     if turn.undo:
         return "undo"
+    refused = _REFUSED if turn.takeover_refused else ""
     if turn.resign is not None:
-        return f"{_RESIGN}{turn.resign}"
+        return f"{_RESIGN}{turn.resign}{refused}"
     if turn.timeout:
-        return f"{turn.tile}{_TIMEOUT}"
+        return f"{turn.tile}{_TIMEOUT}{refused}"
     if turn.discard:
         return f"{turn.tile}-"
     text = f"{turn.tile}{turn.rotation}@{turn.x},{turn.y}"
@@ -101,6 +104,11 @@ def parse_turn(text: str) -> Turn:
     text = text.strip()
     if text == "undo":
         return UNDO
+    if text.endswith(_REFUSED):
+        left = parse_turn(text[: -len(_REFUSED)])
+        if left.resign is None and not left.timeout:
+            raise MalformedError("bad_notation", f"{_REFUSED} follows a resign or timeout only")
+        return replace(left, takeover_refused=True)
     if text.startswith(_RESIGN) and text[len(_RESIGN) :] in [str(s) for s in range(6)]:
         return Turn("", resign=int(text[len(_RESIGN) :]))
     if text.endswith(_TIMEOUT) and text[:-1].isalpha() and text[:-1].isupper():

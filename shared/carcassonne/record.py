@@ -32,6 +32,7 @@ from .events import (
     RequestUndo,
     Resign,
     StartGame,
+    TakeoverRefused,
     TileDiscarded,
     TilePlaced,
     TileReturned,
@@ -74,15 +75,19 @@ class Turn:
     resign: int | None = None
     undo: bool = False
     recall: bool = False  # R9.2: the player took their abbot back instead of placing a meeple
+    # A resign or timeout turn that put the seat out when the ruleset's bot could not take it
+    # over (its owner's bot budget, docs/takeover.md: `TakeoverRefused`): the seat is skipped.
+    takeover_refused: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The turn as JSON."""
         if self.undo:
             return {"undo": True}
+        refused = {"takeover_refused": True} if self.takeover_refused else {}
         if self.resign is not None:
-            return {"resign": self.resign}
+            return {"resign": self.resign, **refused}
         if self.timeout:
-            return {"tile": self.tile, "timeout": True}
+            return {"tile": self.tile, "timeout": True, **refused}
         if self.discard:
             return {"tile": self.tile, "discard": True}
         out = {
@@ -182,6 +187,17 @@ def _int(data: dict[str, Any], key: str, low: int, high: int) -> int:
 UNDO = Turn("", undo=True)
 
 
+def _takeover_refused(data: dict[str, Any]) -> bool:
+    """A resign or timeout turn's `takeover_refused` (only `true`, only on those turns)."""
+    if "takeover_refused" not in data:
+        return False
+    if data["takeover_refused"] is not True or not {"resign", "timeout"} & set(data):
+        raise MalformedError(
+            "bad_turn", "takeover_refused is true, on a resign or timed-out turn only"
+        )
+    return True
+
+
 def turn_from_dict(data: Any) -> Turn:
     """Read one turn (shape only; legality is checked on replay)."""
     if not isinstance(data, dict):
@@ -190,16 +206,17 @@ def turn_from_dict(data: Any) -> Turn:
         if data != {"undo": True}:
             raise MalformedError("bad_turn", 'an undo turn is {"undo": true} and nothing else')
         return UNDO
+    refused = _takeover_refused(data)
     if "resign" in data:
-        if set(data) != {"resign"}:
+        if set(data) - {"takeover_refused"} != {"resign"}:
             raise MalformedError("bad_turn", "a resign turn has only resign (the seat)")
-        return Turn("", resign=_int(data, "resign", 0, 5))
+        return Turn("", resign=_int(data, "resign", 0, 5), takeover_refused=refused)
     if "timeout" in data:
-        if set(data) != {"tile", "timeout"} or data["timeout"] is not True:
+        if set(data) - {"takeover_refused"} != {"tile", "timeout"} or data["timeout"] is not True:
             raise MalformedError("bad_turn", 'a timed-out turn is {"tile": T, "timeout": true}')
         if not isinstance(data["tile"], str):
             raise MalformedError("bad_turn", "a turn needs a tile name")
-        return Turn(data["tile"], timeout=True)
+        return Turn(data["tile"], timeout=True, takeover_refused=refused)
     tile = data.get("tile")
     if not isinstance(tile, str):
         raise MalformedError("bad_turn", "a turn needs a tile name")
@@ -349,7 +366,7 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
         try:
             if turn.resign is not None:
                 player = turn.resign
-                events = run(Resign(player))
+                events = run(Resign(player, not turn.takeover_refused))
             elif turn.undo:
                 player, events = _undo(state, run)
             else:
@@ -357,7 +374,8 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
                 # is `turn_seconds` after it, and a timed-out turn times out right then.
                 events = _drawn(state, turn, run)
                 if turn.timeout:
-                    events += run(TimeOutTurn(player, state.deadline_ms or 0))
+                    deadline = state.deadline_ms or 0
+                    events += run(TimeOutTurn(player, deadline, not turn.takeover_refused))
                 elif turn.discard:
                     events += run(DiscardTile(player))
                 elif turn.recall:  # R9.2: the abbot taken back instead of a meeple
@@ -399,7 +417,7 @@ def _hand_turn(state: GameState, turn: Turn, run: Callable[[Any], list[Event]]) 
     """R10.3: a record turn of a hand game: the tile named is the hand's tile played or set
     aside (a hand tile that fits nowhere, R4.4/R10.4), or a seat resigning."""
     if turn.resign is not None:
-        return run(Resign(turn.resign))
+        return run(Resign(turn.resign, not turn.takeover_refused))
     if turn.discard:
         return run(DiscardTile(state.current, turn.tile))
     if turn.timeout or turn.undo or turn.recall:
@@ -503,6 +521,8 @@ def record_from_events(
                 turns.append(Turn(event.tile, timeout=True))
             case PlayerResigned():
                 turns.append(Turn("", resign=event.player))
+            case TakeoverRefused():  # follows its turn's PlayerResigned or PlayerTimedOut
+                turns[-1] = replace(turns[-1], takeover_refused=True)
             case GameAbandoned():
                 abandoned = True
             case TurnUndone():

@@ -28,6 +28,7 @@ from .events import (
     PlayerResigned,
     PlayerTimedOut,
     SeatTakenOver,
+    TakeoverRefused,
     TileDiscarded,
     TileDrawn,
     TilePlaced,
@@ -670,6 +671,7 @@ _APPLY: dict[type, Callable[[GameState, Any], None]] = {
     PlayerTimedOut: GameState._player_timed_out,
     PlayerResigned: GameState._resigned,
     SeatTakenOver: GameState._taken_over,
+    TakeoverRefused: lambda state, event: None,  # the seat stays out and is skipped
     GameAbandoned: GameState._abandoned,
     TokenReissued: lambda state, event: None,  # not a game fact: secrets live outside
     UndoRequested: GameState._undo_requested,

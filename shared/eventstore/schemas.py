@@ -252,6 +252,7 @@ SCHEMAS: dict[tuple[str, int], Schema] = {
     ("PlayerTimedOut", 1): PlayerTimedOutV1(),
     ("PlayerResigned", 1): PlayerV1(),
     ("SeatTakenOver", 1): SeatTakenOverV1(),
+    ("TakeoverRefused", 1): SeatTakenOverV1(),  # the same fields: the seat and the level
     ("GameAbandoned", 1): GameAbandonedV1(),
     ("TokenReissued", 1): PlayerV1(),
     ("UndoRequested", 1): UndoRequestedV1(),

@@ -5,7 +5,10 @@ turn timer) and the bot worker as a real prefork Celery process following the ch
 A 2-player game whose seat 1 resigns goes on to its end with a random bot playing seat 1,
 each of its turns under the bot's command id, and is scored with the seat that left ranked
 last; a seat that times out is taken over by the timer's append; `skip` ends the game as
-before; an unknown bot is a 422 that creates nothing.
+before; an unknown bot is a 422 that creates nothing. The takeover's bot time is reserved
+against the game's API key by the command service (a resignation) or the scoring worker's
+timer, and given back by the bot worker when the game ends; a key that cannot pay gets no bot
+(docs/takeover.md, "Who pays").
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from eventstore.envelope import MOVES, SCORES, StoredEvent
 from services.command.apikeys import ApiKeys
 from services.query.app import create_app as create_query_app
 from services.redis_store import RedisEventStore
+from services.redis_store.bot_budget import in_flight_key, takeover_member
+from services.redis_store.keys import secrets_key
 from services.scoring.feed import feed_items
 from tests.redis_server import private_redis
 
@@ -85,16 +90,33 @@ def final_score(store: RedisEventStore, game_id: str) -> dict[str, Any]:
     return dict(wait_for(scored, 60, f"game {game_id} scored").payload)
 
 
+def owner(client: redis.Redis, game_id: str) -> str:
+    """The API key that created the game (its secrets record)."""
+    raw: Any = client.get(secrets_key(game_id))
+    return str(json.loads(raw)["key_id"])
+
+
+def reserved(client: redis.Redis, game_id: str, seat: int) -> float | None:
+    """The bot seconds held for the takeover of the game's seat by its key (None: none)."""
+    member = takeover_member(game_id, seat)
+    score = client.zscore(in_flight_key(owner(client, game_id)), member)
+    return None if score is None else float(score)
+
+
 def test_a_resigned_seat_is_played_to_the_end_by_its_bot_and_still_ranks_last(suite):
-    base, store = suite["base"], suite["store"]
+    base, store, client = suite["base"], suite["store"], suite["client"]
     game_id, tokens = create(base, {"tileset": "demo", "on_leave": "bot:random"})
     play_first(base, game_id, tokens[0])
+    tiles = call(base, "GET", f"/games/{game_id}/turn")[1]["tiles_left"] + 1  # Bob's goes back
     status, resigned = call(base, "POST", f"/games/{game_id}/resign", headers=bearer(tokens[1]))
     assert status == 200, resigned
     kinds = [e["type"] for e in resigned["events"]]
     assert kinds[:2] == ["PlayerResigned", "SeatTakenOver"] and "GameEnded" not in kinds
     assert resigned["events"][1]["payload"] == {"player": 1, "level": "random"}
     left_at = resigned["events"][1]["seq"]
+    # The command service reserved the bot's time: a 250 ms move (BOT_MOVE_FLOOR_MS) for the
+    # seat's share of the tiles left.
+    assert reserved(client, game_id, 1) == 0.25 * -(-tiles // 2)
     turn = call(base, "GET", f"/games/{game_id}/turn")[1]
     assert turn["taken_over"] == [None, "random"] and turn["out"] == [None, "resigned"]
     assert not turn["over"]
@@ -122,6 +144,8 @@ def test_a_resigned_seat_is_played_to_the_end_by_its_bot_and_still_ranks_last(su
     assert moves[-1].type == "GameEnded" and moves[-1].payload["reason"] == "last tile placed"
     result = final_score(store, game_id)
     assert result["ranks"] == [1, 2] and result["winners"] == [0]  # seats out rank last
+    # The bot worker's feed consumer gave the takeover's seconds back at the game's end.
+    wait_for(lambda: reserved(client, game_id, 1) is None, 30, "the takeover given back")
 
     # The views mark the seat as played by a bot from the takeover on.
     query = create_query_app({"REDIS_URL": suite["url"]}).test_client()
@@ -170,6 +194,7 @@ def test_a_seat_that_times_out_is_taken_over_in_the_timers_append(suite):
     types = [e.type for e in appended]
     assert types[:3] == ["TurnTimedOut", "PlayerTimedOut", "SeatTakenOver"]
     assert taken[0].payload == {"player": 0, "level": "greedy"}
+    assert reserved(suite["client"], game_id, 0) == 0.25 * 24  # by the timer: 24 of 47 tiles
     play_first(base, game_id, tokens[1])  # Bob's turn; then the bot plays seat 0's
 
     def bot_placed() -> list[StoredEvent]:
@@ -187,6 +212,54 @@ def test_a_seat_that_times_out_is_taken_over_in_the_timers_append(suite):
     assert [e["type"] for e in body["events"]] == ["PlayerResigned", "GameEnded"]
     assert call(base, "GET", f"/games/{game_id}/turn")[1]["taken_over"] == ["greedy", None]
     final_score(store, game_id)
+    wait_for(lambda: reserved(suite["client"], game_id, 0) is None, 30, "the takeover given back")
+
+
+def test_a_key_that_cannot_pay_for_the_bot_has_its_timed_out_seat_skipped(suite):
+    """The scoring worker's timer finds the key's bot time used up (BOT_SECONDS_IN_FLIGHT,
+    7200 s, held by its other games): no bot, `TakeoverRefused` in the timer's append, and
+    the 2-player game ends as under `skip`; the platform's feed says why."""
+    base, store, client = suite["base"], suite["store"], suite["client"]
+    key_id, secret = ApiKeys(client).create("takeover-poor")
+    client.zadd(in_flight_key(key_id), {"its other games": 7_200})  # this test's own key
+    body = {"players": [{"name": "Ann"}, {"name": "Bob"}], "seat_order": [0, 1],
+            "ruleset": {"tileset": "demo", "turn_seconds": TURN_SECONDS, "max_timeouts": 1,
+                        "on_leave": "bot:greedy"}}  # fmt: skip
+    status, created = call(base, "POST", "/games", body, {"X-Api-Key": secret})
+    assert status == 201, created
+    game_id = created["game_id"]
+    ended = wait_for(
+        lambda: [e for e in store.read(game_id, MOVES) if e.type == "GameEnded"],
+        TURN_SECONDS + 20,
+        "the timeout's end",
+    )
+    appended = [e for e in store.read(game_id, MOVES) if e.command_id == ended[0].command_id]
+    assert [e.type for e in appended][:3] == ["TurnTimedOut", "PlayerTimedOut", "TakeoverRefused"]
+    assert ended[0].payload["reason"] == "fewer than two players left"
+    assert client.zrange(in_flight_key(key_id), 0, -1) == [b"its other games"]
+    items = feed_items(store.read(game_id, MOVES), [])
+    refused = [i.data for i in items if i.kind == "takeover_refused"]
+    assert refused == [{"seat": 0, "player_id": None, "level": "greedy", "reason": "bot_budget"}]
+    query = create_query_app({"REDIS_URL": suite["url"]}).test_client()
+    exported = query.get(f"/games/{game_id}/events?format=ndjson").get_data(as_text=True)
+    assert [json.loads(line)["type"] for line in exported.splitlines()].count(
+        "TakeoverRefused"
+    ) == 1
+    # A resignation is told in its answer (a game without a turn limit: no timer races it).
+    body["ruleset"] = {"tileset": "demo", "on_leave": "bot:greedy"}
+    status, created = call(base, "POST", "/games", body, {"X-Api-Key": secret})
+    assert status == 201, created
+    bob = {p["seat"]: p["token"] for p in created["players"]}[1]
+    status, resigned = call(
+        base, "POST", f"/games/{created['game_id']}/resign", headers=bearer(bob)
+    )
+    assert status == 200, resigned
+    assert [e["type"] for e in resigned["events"]] == [
+        "PlayerResigned",
+        "TakeoverRefused",
+        "GameEnded",
+    ]
+    assert resigned["events"][1]["payload"] == {"player": 1, "level": "greedy"}
 
 
 def test_skip_is_unchanged_and_an_unknown_bot_is_refused_creating_nothing(suite):

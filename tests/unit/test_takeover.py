@@ -21,6 +21,7 @@ from carcassonne.events import (
     PlayerTimedOut,
     Resign,
     SeatTakenOver,
+    TakeoverRefused,
     TimeOutTurn,
     TurnTimedOut,
     event_from_dict,
@@ -330,3 +331,59 @@ def test_a_seat_taken_over_in_a_banked_game_plays_on_its_own_bank():
     charged = [e for e in log[taken:] if isinstance(e, BankCharged)]
     assert {e.player for e in charged} == {0, 1}  # the bot's moves are charged to seat 1
     assert fold(log).snapshot() == state.snapshot()
+
+
+# ------------------------------------------------------------------ who pays (docs/takeover.md)
+
+LEFT = "fewer than two players left"
+
+
+def test_a_takeover_the_key_cannot_pay_for_is_logged_as_refused_and_the_seat_is_skipped():
+    state, log = started(players=3, turn_seconds=30, max_timeouts=1, on_leave="bot:greedy")
+    refused = run(state, TimeOutTurn(0, NOW + 30_000, takeover=False))
+    assert refused == [TurnTimedOut(0, "E"), PlayerTimedOut(0, 1), TakeoverRefused(0, "greedy")]
+    assert state.taken_over == [None, None, None] and state.playing == [1, 2]
+    log += refused
+    log += run(state, DrawTile("E", NOW + 30_000))
+    ended = run(state, Resign(2, takeover=False))  # as under skip: one player is left in
+    assert ended == [PlayerResigned(2), TakeoverRefused(2, "greedy"), GameEnded(LEFT)]
+    for event in refused:  # the store's schemas and the JSON form keep the fact
+        new = to_new(event)
+        validate_payload(new.type, new.version, new.payload)
+        stored = StoredEvent("g", "moves", 1, new.type, new.version, 0, "c", new.payload)
+        assert to_engine(stored) == event
+        assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
+
+
+def test_a_refused_takeover_replays_from_the_record_and_notation_without_the_budget():
+    from carcassonne.notation import format_record, parse_record
+    from carcassonne.record import load_record, record_from_events, replay
+
+    state, log = started(players=3, turn_seconds=30, max_timeouts=1, on_leave="bot:random")
+    log += run(state, TimeOutTurn(0, NOW + 30_000, takeover=False))
+    log += run(state, DrawTile("E", NOW + 30_000))
+    log += run(state, Resign(2))
+    play_out(state, log, seed=11)
+    record = record_from_events(log)
+    assert [t.takeover_refused for t in record.turns[:2]] == [True, False]
+    assert record.turns[0].to_dict() == {"tile": "E", "timeout": True, "takeover_refused": True}
+    assert load_record(json.loads(json.dumps(record.to_dict()))) == record
+    text = format_record(record)
+    assert "E!/skip resign:2 " in text and parse_record(text) == record
+    again = replay(record)  # the refusal is replayed, not decided again
+    assert again.snapshot() == state.snapshot() and again.taken_over == [None, None, "random"]
+
+
+def test_a_takeovers_seconds_are_its_paced_move_times_the_seats_share_of_the_tiles_left():
+    from services.common.takeover import takeover_seconds
+
+    two, _ = started()  # the base game: 71 tiles to place, the first drawn
+    assert takeover_seconds(two, "mcts", 250) == 36.0  # 36 moves of TAKEOVER_THINK_MS
+    assert takeover_seconds(two, "greedy", 250) == 9.0  # the move floor, as bot seats
+    four, _ = started(players=4)
+    assert takeover_seconds(four, "mcts", 250) == 18.0  # (b) at creation: 3 seats, 54 s
+    service, store, _ = make()  # R10.3: the tiles in hands are left to place too
+    game_id, _ = service.create_game(["ann", "bob"], Ruleset(tileset="demo", hand=3), [0, 1])
+    hands = fold(to_engine(e) for e in store.read(game_id, MOVES))
+    assert hands.bag_size == 44 and [len(h) for h in hands.hands] == [3, 0]
+    assert takeover_seconds(hands, "random", 250) == 6.0  # 24 of the demo's 47 tiles
