@@ -461,7 +461,8 @@ def test_a_later_vacation_pauses_exactly_its_window():
 def test_a_later_vacation_leaves_a_turn_that_ends_before_it_alone():
     state, _ = started(turn_seconds=60)
     start, until = NOW + DAY * 1000, NOW + 2 * DAY * 1000
-    assert run(state, PauseClock(0, NOW, until, start)) == [ClockPaused(0, start, until, NOW + 60_000)]
+    paused = run(state, PauseClock(0, NOW, until, start))
+    assert paused == [ClockPaused(0, start, until, NOW + 60_000)]  # its deadline: as it was
     events = play(state, NOW + 1_000)
     assert events[-1] == TileDrawn("E", NOW + 61_000)  # seat 1, never away
     events = play(state, NOW + 2_000)
