@@ -606,9 +606,11 @@ class GameState:
         assert self.undo_point is not None, "decide allows an undo only with an undo point"
         before = self.undo_point.copy()
         requests, undos = self.undo_requests, self.undos
+        pauses, away = self.pauses_ms, self.away_until_ms
         for name in GameState.__slots__:
             setattr(self, name, getattr(before, name))
         self.undo_requests = requests  # request numbers never repeat
+        self.pauses_ms, self.away_until_ms = pauses, away  # absences are not moves: they stay
         self.undos, self.undone_turn = undos + 1, self.turn
         self.deadline_ms = e.deadline_ms  # the turn given back has a clock of its own
 

@@ -524,3 +524,18 @@ def test_the_pause_windows_arithmetic():
     assert containing(windows, 20) is None and containing(windows, 30) == (30, 40)
     assert cut(windows, 35) == [(10, 20), (30, 35)]
     assert cut(windows, 30) == [(10, 20)]  # not begun: gone
+
+
+def test_an_undone_turn_keeps_the_absences_declared_since_and_its_clock_skips_them():
+    """Undo (a turn limit): the turn given back starts its clock on the placer's clock, and
+    the pause declared after the placement is not taken back with it."""
+    from carcassonne.events import RequestUndo, TurnUndone
+
+    state, _ = started(turn_seconds=60, undo="free")
+    play(state, NOW + 1_000)  # seat 0 places; seat 1's turn is drawn
+    start, until = NOW + 10_000, NOW + DAY * 1000
+    run(state, PauseClock(0, NOW + 2_000, until, start))
+    events = run(state, RequestUndo(0, NOW + 3_000))
+    (undone,) = [e for e in events if isinstance(e, TurnUndone)]
+    assert undone.deadline_ms == until + 60_000 - 7_000  # 7 s of it before the start
+    assert state.pauses_ms[0] == [(start, until)] and state.away_until_ms[0] == until
