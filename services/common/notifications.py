@@ -25,9 +25,10 @@ from typing import Any
 # made for them (a lobby that filled, a rematch) from one item; match_found: a game made by
 # matchmaking (every seat with its ticket), right after its game_started; seat_taken_over: a
 # bot plays a seat that left from now on (seat, player_id, level; ruleset on_leave), right
-# after its player_out; player_away: a seat declared a vacation (its clock pauses: seat,
-# player_id, from_ms, until_ms, deadline_ms; docs/clocks.md); player_back: that vacation
-# ended early (the clock runs again: seat, player_id, at_ms, deadline_ms).
+# after its player_out; player_away: a seat declared a vacation, now or to come (its clock
+# pauses: seat, player_id, from_ms, until_ms, deadline_ms; docs/clocks.md); player_back: that
+# vacation ended early or was called off (the clock runs again: seat, player_id, at_ms,
+# deadline_ms).
 KINDS = (
     "turn_started",
     "move_made",
