@@ -71,8 +71,7 @@ class Vacations:
         """Record `days` of vacation from `from_ms` (Unix ms, now to a year ahead; None:
         now) for a player of API `key` (its record) and pause the player's clocks then:
         201's body; 422 `bad_vacation` / `bad_vacation_start`, 409
-        `vacation_allowance_exceeded` /
-        `vacation_overlaps`."""
+        `vacation_allowance_exceeded` / `vacation_overlaps`."""
         key_id, allowance = str(key["id"]), self.allowance_of(key)
         if type(days) is not int or not 1 <= days <= MAX_DAYS:
             raise MalformedError("bad_vacation", f"days must be an integer 1-{MAX_DAYS}")
@@ -93,8 +92,8 @@ class Vacations:
                 "vacation_overlaps",
                 "this player has a vacation then already; declare one that starts after it",
                 None,
-                from_ms=found.running_from_ms,
-                until_ms=found.running_until_ms,
+                from_ms=found.other_from_ms,
+                until_ms=found.other_until_ms,
             )
         if found.outcome != "ok":
             raise OutOfTurnError(

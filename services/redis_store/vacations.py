@@ -94,8 +94,8 @@ class Declared:
 
     outcome: str
     used_days: int
-    running_until_ms: int | None
-    running_from_ms: int | None = None
+    other_until_ms: int | None
+    other_from_ms: int | None = None
 
 
 class VacationBook:
