@@ -148,8 +148,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "lobby_expired, lobby_closed, not_in_lobby, lobby_too_small; tickets: "
         "already_waiting (a second ticket of a waiting player), ticket_matched; vacations "
         "(docs/clocks.md): vacation_allowance_exceeded (details.allowance_days, used_days, "
-        "asked_days, year), vacation_overlaps (details.until_ms), vacation_over (ended "
-        "already: details.until_ms)",
+        "asked_days, year), vacation_overlaps (details.from_ms, until_ms: the vacation it "
+        "overlaps), vacation_over (ended already: details.until_ms)",
         (),
     ),
     413: ("PayloadTooLarge", "body_too_large", ()),
@@ -170,7 +170,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "(a ruleset's on_leave naming no bot level: details.choices, docs/takeover.md); clocks "
         "(docs/clocks.md): bad_initial_seconds, bad_increment_seconds, "
         "increment_without_bank, bank_with_turn_limit, bank_with_undo, hand_with_bank, "
-        "and for vacations bad_vacation, bad_player_id",
+        "and for vacations bad_vacation (days out of range), bad_vacation_start (from_ms "
+        "in the past or more than 366 days ahead: details.now_ms), bad_player_id",
         (),
     ),
     429: (

@@ -332,9 +332,9 @@ class TurnView(Closed):
     away_until_ms = fields.List(
         fields.Integer(allow_none=True),
         metadata={
-            "description": "per seat: when its declared vacation ends (Unix ms; its clock "
-            "pauses until then), null if it declared none; left out until a seat declares "
-            "one (docs/clocks.md)"
+            "description": "per seat: when its last declared vacation ends (Unix ms; its "
+            "clock stands still during it, and one declared to start later runs until its "
+            "start), null if it has none; left out while no seat has one (docs/clocks.md)"
         },
     )
     status = fields.String(

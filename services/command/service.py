@@ -65,7 +65,7 @@ from .hints import HintDesk, HintReply
 from .secrets_store import Secrets, token_hash
 
 # Which of an API key's player ids are away at a time (Unix ms), and until when.
-Away = Callable[[str, list[str], int], dict[str, int]]
+Away = Callable[[str, list[str], int], dict[str, list[tuple[int, int]]]]
 
 
 class GameService:
@@ -104,9 +104,10 @@ class GameService:
         `hint_desk`: where hints are asked of the bot worker (services/command/hints.py;
         None: every hint answers 503 hint_unavailable).
 
-        `away`: which of an API key's player ids are on vacation at a time, and until when
-        (services/redis_store/vacations.py; None: nobody): a game starting while a player is
-        away has their clock paused from its start (docs/clocks.md).
+        `away`: which of an API key's player ids are on vacation at a time or have one
+        declared to start later, each one's (from, until) (services/redis_store/
+        vacations.py; None: nobody): a game starting before a player is back has their
+        clock paused for each, from its start at the earliest (docs/clocks.md).
         """
         self.away = away
         self.archive_reads = archive_reads
@@ -186,17 +187,18 @@ class GameService:
             append_moves(self.store, game_id, events, expected=0, command_id="create")
 
     def _away_at_start(self, state: GameState, record: dict[str, Any], now: int) -> list[Event]:
-        """`ClockPaused` for each seat whose player is on vacation as the game starts (its
-        key's player ids, docs/clocks.md), applied to `state`: their first turns' clocks
-        start when they are back."""
+        """`ClockPaused` for each vacation, running or declared to come, of each seat's
+        player (its key's player ids, docs/clocks.md), applied to `state`: their turns'
+        clocks stand still while they are away, from the game's start at the earliest."""
         key_id, ids = record.get("key_id"), record.get("player_ids") or []
         if self.away is None or not key_id or not any(ids):
             return []
-        until = self.away(key_id, sorted({i for i in ids if i}), now)
+        spans = self.away(key_id, sorted({i for i in ids if i}), now)
         events: list[Event] = []
         for seat, player_id in enumerate(ids):
-            if player_id in until:
-                for event in decide(state, PauseClock(seat, now, until[player_id])):
+            for start, until in spans.get(player_id, []):
+                pause = PauseClock(seat, now, until, max(now, start))
+                for event in decide(state, pause):
                     state.apply(event)
                     events.append(event)
         return events
@@ -346,30 +348,44 @@ class GameService:
         return {"game_id": game_id, "seat": seat, "token": token, "seq": seq}
 
     def pause_clocks(
-        self, game_id: str, key_id: str, player_id: str, span: tuple[int, int], vacation_id: str
+        self,
+        game_id: str,
+        key_id: str,
+        player_id: str,
+        now_ms: int,
+        span: tuple[int, int],
+        vacation_id: str,
     ) -> list[dict[str, Any]]:
-        """Pause the clocks of `player_id`'s seats in a game of `key_id` for a vacation
-        `span` (from, until: Unix ms; docs/clocks.md): one `ClockPaused` per seat still in, a
-        conditional append each under `vacation:<id>:<seat>`. A game not of this key, not
-        started or over (or gone to the archive), or without the player in, gets nothing
-        (an empty list): the vacation is recorded already, so one game's refusal must not
-        fail the others."""
+        """Pause the clocks of `player_id`'s seats in a game of `key_id`, at `now_ms`, for a
+        vacation `span` (from, until: Unix ms, from now or later; docs/clocks.md): one
+        `ClockPaused` per seat still in, a conditional append each under
+        `vacation:<id>:<seat>`. A game not of this key, not started or over (or gone to the
+        archive), or without the player in, gets nothing (an empty list): the vacation is
+        recorded already, so one game's refusal must not fail the others."""
+        start, until = span
 
         def pause(seat: int) -> Pause:
-            return Pause(PauseClock(seat, *span), f"vacation:{vacation_id}:{seat}")
+            return Pause(PauseClock(seat, now_ms, until, start), f"vacation:{vacation_id}:{seat}")
 
         return self._clock_change(game_id, key_id, player_id, pause)
 
     def resume_clocks(
-        self, game_id: str, key_id: str, player_id: str, now_ms: int, vacation_id: str
+        self,
+        game_id: str,
+        key_id: str,
+        player_id: str,
+        now_ms: int,
+        vacation: tuple[str, int],
     ) -> list[dict[str, Any]]:
         """Resume the clocks of `player_id`'s seats in a game of `key_id`, back at `now_ms`
-        from vacation `vacation_id` ended early: one `ClockResumed` per seat still in and
-        away, under `vacation-end:<id>:<seat>` (as `pause_clocks`; a seat back already gets
-        nothing)."""
+        from a vacation (its id and start) ended early, or called off before its start: one
+        `ClockResumed` per seat still in and away then, under `vacation-end:<id>:<seat>` (as
+        `pause_clocks`; a seat back already gets nothing)."""
+        vacation_id, start = vacation
 
         def resume(seat: int) -> Pause:
-            return Pause(ResumeClock(seat, now_ms), f"vacation-end:{vacation_id}:{seat}")
+            command = ResumeClock(seat, now_ms, start)
+            return Pause(command, f"vacation-end:{vacation_id}:{seat}")
 
         return self._clock_change(game_id, key_id, player_id, resume)
 

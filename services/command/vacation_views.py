@@ -1,11 +1,12 @@
 """Vacations over HTTP (docs/clocks.md; every request needs `X-Api-Key`, and a key sees only
 its own players):
 
-- `POST /v1/players/{player_id}/vacations` `{"days"}`: declare days away from now; the
-  player's clocks in the key's games in progress pause until then;
+- `POST /v1/players/{player_id}/vacations` `{"days", "from_ms"?}`: declare days away from now
+  or from a later start; the player's clocks in the key's games in progress pause for them;
 - `GET /v1/players/{player_id}/vacations`: the player's vacations and this year's allowance;
 - `DELETE /v1/players/{player_id}/vacations/{vacation_id}`: back early: the running vacation
-  ends now, its days not begun go back to the allowance, and the player's clocks run again.
+  ends now, its days not begun go back to the allowance, and the player's clocks run again;
+  one not begun yet is called off (every day back).
 
 The logic is services/command/vacations.py.
 """
@@ -69,24 +70,44 @@ class VacationIn(Strict):
         metadata={
             "minimum": 1,
             "maximum": MAX_DAYS,
-            "description": f"days away from now (1-{MAX_DAYS}; 422 bad_vacation otherwise), "
-            "counted in this calendar year's allowance (UTC)",
+            "description": f"days away (1-{MAX_DAYS}; 422 bad_vacation otherwise), counted "
+            "in the allowance of the calendar year (UTC) the vacation starts in",
+        },
+    )
+    from_ms = fields.Integer(
+        strict=True,
+        allow_none=True,
+        load_default=None,
+        metadata={
+            "description": "when it starts (Unix ms), now to a year ahead (422 bad_vacation_start "
+            "otherwise: in the past, or more than 366 days ahead); left out or null: now. "
+            "The player's clocks run as usual until then"
         },
     )
 
 
 class Vacation(Closed):
     vacation_id = fields.String(required=True)
-    from_ms = fields.Integer(required=True, metadata={"description": "Unix ms it began"})
-    until_ms = fields.Integer(required=True, metadata={"description": "Unix ms it ends"})
-    days = fields.Integer(
-        required=True, metadata={"description": "the days it counts (ended early: those begun)"}
+    from_ms = fields.Integer(
+        required=True, metadata={"description": "Unix ms it begins (now, or later)"}
     )
-    year = fields.Integer(required=True, metadata={"description": "the allowance's year (UTC)"})
+    until_ms = fields.Integer(
+        required=True,
+        metadata={"description": "Unix ms it ends (called off before its start: from_ms)"},
+    )
+    days = fields.Integer(
+        required=True,
+        metadata={"description": "the days it counts (ended early: those begun; called off: 0)"},
+    )
+    year = fields.Integer(
+        required=True, metadata={"description": "the allowance's year (UTC): the one it starts in"}
+    )
     ended_ms = fields.Integer(
         required=True,
         allow_none=True,
-        metadata={"description": "Unix ms it was ended early (DELETE); null: not ended early"},
+        metadata={
+            "description": "Unix ms it was ended early or called off (DELETE); null: neither"
+        },
     )
 
 
@@ -129,6 +150,10 @@ class VacationList(VacationBooks):
 
 
 class VacationDeclared(VacationBooks):
+    year = fields.Integer(
+        required=True,
+        metadata={"description": "the calendar year (UTC) the vacation starts in: its books"},
+    )
     vacation = fields.Nested(Vacation, required=True)
     paused = fields.List(
         fields.Nested(PausedSeat),
@@ -161,9 +186,11 @@ class PlayerVacations(MethodView):
     @blp.arguments(VacationIn())
     @blp.response(201, VacationDeclared())
     def post(self, body: dict[str, Any], player_id: str) -> Response:
-        """Declare days away from now: the player's clocks in this key's games in progress
-        pause until then (each game's log gets `ClockPaused`, its players `player_away`)."""
-        declared = _vacations().declare(g.api_key, _player(player_id), body["days"])
+        """Declare days away, from now or from a later `from_ms`: the player's clocks in this
+        key's games in progress pause for them (each game's log gets `ClockPaused` at once,
+        with the start, and its players `player_away`)."""
+        player = _player(player_id)
+        declared = _vacations().declare(g.api_key, player, body["days"], body["from_ms"])
         return _json(declared, 201)
 
     @authenticated
@@ -192,7 +219,8 @@ class PlayerVacation(MethodView):
     def delete(self, player_id: str, vacation_id: str) -> Response:
         """Back early: the running vacation ends now; its days not begun go back to the
         year's allowance, and the player's clocks run again (each game's log gets
-        `ClockResumed`, its players `player_back`). Retried: 200 again, nothing appended twice."""
+        `ClockResumed`, its players `player_back`). One not begun yet is called off: every
+        day goes back. Retried: 200 again, nothing appended twice."""
         player = _player(player_id)
         if not _VACATION_ID.match(vacation_id):
             raise NotFound("vacation_not_found", f"this player has no vacation {vacation_id}")

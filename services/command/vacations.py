@@ -1,14 +1,17 @@
 """Vacations (docs/clocks.md): a player, by player id under a platform's API key, declares
-days away; every clock of theirs in the key's games in progress pauses until they are back.
+days away, from now or from a later start; every clock of theirs in the key's games in
+progress stands still for them.
 
 A declaration is recorded first, within the player's yearly allowance (the service's
-`VACATION_DAYS_PER_YEAR`; the days count in the calendar year, UTC, the vacation starts in),
-in one script that refuses what does not fit and writes nothing then
-(services/redis_store/vacations.py). Then each game of the player (the games directory's
-index of the key's games by player id, caught up with the change feed first) gets a
-`ClockPaused` per seat of the player still in: a fact of that game's log, so its replay moves
-the same deadlines, and a ``player_away`` item for the other players' notifications. A game
-that starts while the player is away gets its pause with its start (`GameService`'s `away`).
+`VACATION_DAYS_PER_YEAR`; the days count in the calendar year, UTC, the vacation starts in)
+and overlapping no other vacation of the player, in one script that refuses what does not
+fit and writes nothing then (services/redis_store/vacations.py). Then each game of the player
+(the games directory's index of the key's games by player id, caught up with the change feed
+first) gets a `ClockPaused` per seat of the player still in, at once even for a later start:
+a fact of that game's log, so every deadline decided after it skips the window and a replay
+gives the same deadlines, and a ``player_away`` item for the other players' notifications. A
+game that starts before the player is back gets its pauses with its start (`GameService`'s
+`away`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from .errors import NotFound
 from .service import GameService
 
 MAX_DAYS = 366  # a declaration's days: 1 to a year
+MAX_AHEAD_MS = MAX_DAYS * DAY_MS  # a vacation starts now to a year ahead
 
 
 def year_of(at_ms: int) -> int:
@@ -61,27 +65,35 @@ class Vacations:
         own = key.get("vacation_days")
         return own if isinstance(own, int) and not isinstance(own, bool) else self.allowance
 
-    def declare(self, key: dict[str, Any], player_id: str, days: Any) -> dict[str, Any]:
-        """Record `days` of vacation from now for a player of API `key` (its record) and
-        pause the player's clocks: 201's body; 422 `bad_vacation`, 409
+    def declare(
+        self, key: dict[str, Any], player_id: str, days: Any, from_ms: Any = None
+    ) -> dict[str, Any]:
+        """Record `days` of vacation from `from_ms` (Unix ms, now to a year ahead; None:
+        now) for a player of API `key` (its record) and pause the player's clocks then:
+        201's body; 422 `bad_vacation` / `bad_vacation_start`, 409
         `vacation_allowance_exceeded` / `vacation_overlaps`."""
         key_id, allowance = str(key["id"]), self.allowance_of(key)
         if type(days) is not int or not 1 <= days <= MAX_DAYS:
             raise MalformedError("bad_vacation", f"days must be an integer 1-{MAX_DAYS}")
         now = int(self.clock() * 1000)
-        until, year = now + days * DAY_MS, year_of(now)
+        start = self._start(from_ms, now)
+        until, year = start + days * DAY_MS, year_of(start)
         vacation_id = uuid.uuid4().hex
-        found = self.book.declare(key_id, player_id, vacation_id, now, until, days, year, allowance)
+        found = self.book.declare(
+            key_id, player_id, vacation_id, start, until, days, year, allowance
+        )
         if found.outcome == "overlaps":
             # A retry of a declaration that failed after its record (Redis down mid-way, a
-            # 503): the running vacation's pauses are made first, each under its own
-            # command id, so what the failure left undone is done and nothing twice.
-            self._pause_running(key_id, player_id, now)
+            # 503): the pauses of the player's vacations not over are made first, each
+            # under its own command id, so what the failure left undone is done and
+            # nothing twice.
+            self._pause_declared(key_id, player_id, now)
             raise OutOfTurnError(
                 "vacation_overlaps",
-                "this player is on vacation already; declare the next one once back",
+                "this player has a vacation then already; declare one that starts after it",
                 None,
-                until_ms=found.running_until_ms,
+                from_ms=found.other_from_ms,
+                until_ms=found.other_until_ms,
             )
         if found.outcome != "ok":
             raise OutOfTurnError(
@@ -97,13 +109,13 @@ class Vacations:
         paused: list[dict[str, Any]] = []
         for game_id in self.games_of(key_id, player_id):
             paused += self.service.pause_clocks(
-                game_id, key_id, player_id, (now, until), vacation_id
+                game_id, key_id, player_id, now, (start, until), vacation_id
             )
         return {
             **self._books(player_id, year, found.used_days, allowance),
             "vacation": {
                 "vacation_id": vacation_id,
-                "from_ms": now,
+                "from_ms": start,
                 "until_ms": until,
                 "days": days,
                 "year": year,
@@ -111,6 +123,32 @@ class Vacations:
             },
             "paused": paused,
         }
+
+    @staticmethod
+    def _start(from_ms: Any, now: int) -> int:
+        """When a declared vacation starts: `from_ms`, now to a year ahead (None: now);
+        422 `bad_vacation_start` otherwise (a start in the past would pause time already
+        run). A code of its own: the range depends on the clock, which the API document
+        cannot state (the days' range it can: `bad_vacation`)."""
+        if from_ms is None:
+            return now
+        if type(from_ms) is not int:
+            raise MalformedError("bad_vacation_start", "from_ms must be an integer (Unix ms)")
+        if from_ms < now:
+            raise MalformedError(
+                "bad_vacation_start",
+                "from_ms is in the past: leave it out to start now",
+                None,
+                now_ms=now,
+            )
+        if from_ms > now + MAX_AHEAD_MS:
+            raise MalformedError(
+                "bad_vacation_start",
+                f"from_ms is more than {MAX_DAYS} days ahead",
+                None,
+                now_ms=now,
+            )
+        return from_ms
 
     def end(self, key: dict[str, Any], player_id: str, vacation_id: str) -> dict[str, Any]:
         """End a player's running vacation now (back early): its days not begun go back to
@@ -133,22 +171,24 @@ class Vacations:
                 until_ms=vacation["until_ms"],
             )
         back = vacation["ended_ms"]  # a retry resumes at the first end's time
+        which = (vacation_id, vacation["from_ms"])
         resumed: list[dict[str, Any]] = []
         for game_id in self.games_of(key_id, player_id):
-            resumed += self.service.resume_clocks(game_id, key_id, player_id, back, vacation_id)
+            resumed += self.service.resume_clocks(game_id, key_id, player_id, back, which)
         listed = self.listed(key, player_id)
         books = {k: v for k, v in listed.items() if k != "vacations"}
         return {**books, "vacation": vacation, "resumed": resumed}
 
-    def _pause_running(self, key_id: str, player_id: str, now: int) -> None:
-        """Pause the player's clocks for the vacation running at `now` in each of their
-        games that lacks its pause (an append already made is a duplicate: nothing)."""
+    def _pause_declared(self, key_id: str, player_id: str, now: int) -> None:
+        """Pause the player's clocks for each vacation of theirs not over at `now` (running
+        or to come) in each of their games that lacks its pause (an append already made is
+        a duplicate: nothing)."""
         for vacation in self.book.listed(key_id, player_id):
-            if vacation["from_ms"] <= now < vacation["until_ms"]:
-                span = (vacation["from_ms"], vacation["until_ms"])
+            span = (vacation["from_ms"], vacation["until_ms"])
+            if span[1] > max(now, span[0]):  # not over, not called off
                 for game_id in self.games_of(key_id, player_id):
                     self.service.pause_clocks(
-                        game_id, key_id, player_id, span, vacation["vacation_id"]
+                        game_id, key_id, player_id, now, span, vacation["vacation_id"]
                     )
 
     def listed(self, key: dict[str, Any], player_id: str) -> dict[str, Any]:

@@ -53,7 +53,7 @@ def turn_view(game_id: str, cached: Cached) -> dict[str, Any]:
 def clock_view(state: GameState) -> dict[str, Any]:
     """The clocks (docs/clocks.md): each seat's Fischer bank as of its last move (only with a
     bank: the running turn's live remainder is `deadline_ms` minus now), and when each seat's
-    declared absence ends (only once a seat declared one; null: none or past ends alike)."""
+    last declared absence ends, begun or not (only while a seat has one; null: none)."""
     out: dict[str, Any] = {}
     if state.banks_ms:
         out["banks_ms"] = list(state.banks_ms)

@@ -27,9 +27,9 @@ from typing import Any
 # bot plays a seat that left from now on (seat, player_id, level; ruleset on_leave), right
 # after its player_out; takeover_refused: in its place, the game's API key could not pay for
 # that bot, so the seat is skipped (seat, player_id, level, reason "bot_budget");
-# player_away: a seat declared a vacation (its clock pauses: seat, player_id, from_ms,
-# until_ms, deadline_ms; docs/clocks.md); player_back: that vacation ended early (the clock
-# runs again: seat, player_id, at_ms, deadline_ms).
+# player_away: a seat declared a vacation, now or to come (its clock pauses: seat, player_id,
+# from_ms, until_ms, deadline_ms; docs/clocks.md); player_back: that vacation ended early or
+# was called off (the clock runs again: seat, player_id, at_ms, deadline_ms).
 KINDS = (
     "turn_started",
     "move_made",

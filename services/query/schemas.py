@@ -138,8 +138,9 @@ class BoardSeat(Closed):
     )
     away_until_ms = fields.Integer(
         metadata={
-            "description": "when this seat's declared vacation ends (Unix ms; its clock "
-            "pauses until then); left out if it declared none (docs/clocks.md)"
+            "description": "when this seat's last declared vacation ends (Unix ms; its clock "
+            "stands still during it, and one declared to start later runs until its start); "
+            "left out if it has none (docs/clocks.md)"
         }
     )
 

@@ -61,7 +61,7 @@ def scores_etag(pos: Position) -> str:
 
 def clock_of(state: GameState, seat: int) -> dict[str, Any]:
     """A seat's clock (docs/clocks.md): its Fischer bank as of its last move (only with a
-    bank), and when its declared vacation ends (only once it declared one)."""
+    bank), and when its last declared vacation ends, begun or not (only while it has one)."""
     out: dict[str, Any] = {}
     if state.banks_ms:
         out["bank_ms"] = state.banks_ms[seat]

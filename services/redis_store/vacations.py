@@ -4,8 +4,10 @@ A player's vacations are one JSON list under the API key's hash tag
 (``{k:<key id>}:vacations:<player id>``, `keys.vacations_key`): ``[{"id", "from_ms",
 "until_ms", "days", "year", "ended_ms"?}…]``, oldest first. `declare` checks and records one
 vacation in a single script, so two declarations at once never both fit in the allowance, and
-a refused one writes nothing. `end` ends a running vacation early in one script too: it ends
-then, and counts the days begun (the rest go back to the allowance).
+a refused one writes nothing; a vacation may start later than its declaration, and two of a
+player never overlap. `end` ends a vacation early in one script too: a running one ends
+then and counts the days begun (the rest go back to the allowance); one not begun yet is
+called off (it ends where it was to start, and counts no day).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from .scripts import script
 DAY_MS = 86_400_000
 
 # KEYS[1] the player's list; ARGV: from_ms, until_ms, days, year, allowance, id. Refused when
-# a vacation of the player is still running at from_ms ('overlaps', with its end) or when
-# the year's days would pass the allowance ('allowance', with the days used).
+# another vacation of the player overlaps [from_ms, until_ms) ('overlaps', with its start and
+# end; one called off, empty, overlaps nothing) or when the year's days would pass the
+# allowance ('allowance', with the days used).
 DECLARE_LUA = """
 local raw = redis.call('GET', KEYS[1])
 local list = {}
@@ -33,21 +36,23 @@ local days, year, allowance = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARG
 local used = 0
 for _, v in ipairs(list) do
   if tonumber(v.year) == year then used = used + tonumber(v.days) end
-  if tonumber(v.until_ms) > from_ms then
-    return {'overlaps', used, tostring(v.until_ms)}
+  local v_from, v_until = tonumber(v.from_ms), tonumber(v.until_ms)
+  if v_until > from_ms and v_from < until_ms and v_until > v_from then
+    return {'overlaps', used, tostring(v.until_ms), tostring(v.from_ms)}
   end
 end
-if used + days > allowance then return {'allowance', used, ''} end
+if used + days > allowance then return {'allowance', used, '', ''} end
 list[#list + 1] = {id = ARGV[6], from_ms = ARGV[1], until_ms = ARGV[2], days = days,
                    year = year}
 redis.call('SET', KEYS[1], cjson.encode(list))
-return {'ok', used + days, ''}
+return {'ok', used + days, '', ''}
 """
 
 
 # KEYS[1] the player's list; ARGV: vacation id, now ms, a day in ms. 'ok' with the vacation
-# as it now stands (until and ended at now, its days those begun); 'ended' with it if it was
-# ended early before (a retry); 'over' if it ran to its end; 'missing'.
+# as it now stands: ended at now, its days those begun; or, not begun yet, called off: it
+# ends where it was to start and counts no day. 'ended' with it if it was ended early
+# before (a retry); 'over' if it ran to its end; 'missing'.
 END_LUA = """
 local raw = redis.call('GET', KEYS[1])
 if not raw then return {'missing', ''} end
@@ -57,9 +62,14 @@ for _, v in ipairs(list) do
   if v.id == ARGV[1] then
     if v.ended_ms then return {'ended', cjson.encode(v)} end
     if tonumber(v.until_ms) <= now then return {'over', cjson.encode(v)} end
-    local begun = math.max(1, math.ceil((now - tonumber(v.from_ms)) / day))
-    v.days = math.min(begun, tonumber(v.days))
-    v.until_ms, v.ended_ms = ARGV[2], ARGV[2]
+    if tonumber(v.from_ms) > now then
+      v.days, v.until_ms = 0, v.from_ms
+    else
+      local begun = math.max(1, math.ceil((now - tonumber(v.from_ms)) / day))
+      v.days = math.min(begun, tonumber(v.days))
+      v.until_ms = ARGV[2]
+    end
+    v.ended_ms = ARGV[2]
     redis.call('SET', KEYS[1], cjson.encode(list))
     return {'ok', cjson.encode(v)}
   end
@@ -80,11 +90,12 @@ class Ended:
 @dataclass(frozen=True)
 class Declared:
     """A declaration's outcome: 'ok', 'overlaps' or 'allowance'; the year's days used (with
-    this one if recorded); the end of the running vacation it overlaps (ms, or None)."""
+    this one if recorded); the start and end of the vacation it overlaps (ms, or None)."""
 
     outcome: str
     used_days: int
-    running_until_ms: int | None
+    other_until_ms: int | None
+    other_from_ms: int | None = None
 
 
 class VacationBook:
@@ -112,8 +123,10 @@ class VacationBook:
             keys=[vacations_key(key_id, player_id)],
             args=[str(from_ms), str(until_ms), days, year, allowance, vacation_id],
         )
-        outcome, used, until = (_text(r) for r in reply)
-        return Declared(outcome, int(used), int(until) if until else None)
+        outcome, used, until, start = (_text(r) for r in reply)
+        return Declared(
+            outcome, int(used), int(until) if until else None, int(start) if start else None
+        )
 
     def end(self, key_id: str, player_id: str, vacation_id: str, now_ms: int) -> Ended:
         """End a running vacation at `now_ms` (see the module docstring)."""
@@ -123,19 +136,23 @@ class VacationBook:
         outcome, raw = (_text(r) for r in reply)
         return Ended(outcome, _vacation(json.loads(raw)) if raw else None)
 
-    def away_until(self, key_id: str, player_ids: list[str], now_ms: int) -> dict[str, int]:
-        """Which of the players are on vacation at `now_ms`, and until when (one round trip;
-        `GameService`'s `away`: a game starting while they are away)."""
+    def away_until(
+        self, key_id: str, player_ids: list[str], now_ms: int
+    ) -> dict[str, list[tuple[int, int]]]:
+        """Which of the players are on vacation at `now_ms` or have one declared to start
+        later, each vacation's (from, until) (one round trip; `GameService`'s `away`: a
+        game starting before they are back)."""
         if not player_ids:
             return {}
         pipe = self.client.pipeline(transaction=False)
         for player_id in player_ids:
             pipe.get(vacations_key(key_id, player_id))
-        out: dict[str, int] = {}
+        out: dict[str, list[tuple[int, int]]] = {}
         for player_id, raw in zip(player_ids, pipe.execute(), strict=True):
             for vacation in _vacations(raw):
-                if vacation["from_ms"] <= now_ms < vacation["until_ms"]:
-                    out[player_id] = max(out.get(player_id, 0), vacation["until_ms"])
+                span = (vacation["from_ms"], vacation["until_ms"])
+                if span[1] > max(now_ms, span[0]):  # not over, not called off
+                    out.setdefault(player_id, []).append(span)
         return out
 
     def listed(self, key_id: str, player_id: str) -> list[dict[str, Any]]:

@@ -26,11 +26,13 @@ fold), so an item says who is to play after each move. For move seq M, in this o
   that placed has its turn again: ``turn_started`` with its tile.
 
 - ``player_away``: a seat declared a vacation (`ClockPaused`, docs/clocks.md): the seat, its
-  player id, `from_ms`, `until_ms` and its running turn's moved deadline (`deadline_ms`, null
-  when it was not that seat's turn), so the other players know why nothing moves.
-- ``player_back``: that seat's vacation ended early (`ClockResumed`): the seat, its player
-  id, `at_ms` and its running turn's new deadline (`deadline_ms`, null when it was not that
-  seat's turn or its clock ran already).
+  player id, `from_ms` (later than the item for a vacation to come), `until_ms` and its
+  running turn's moved deadline (`deadline_ms`, null when it was not that seat's turn), so
+  the other players know why nothing moves.
+- ``player_back``: that seat's vacation ended early, or was called off before its start
+  (`ClockResumed`, `at_ms` then the start it will not have): the seat, its player id,
+  `at_ms` and its running turn's new deadline (`deadline_ms`, null when it was not that
+  seat's turn).
 
 - ``game_started`` (move 1, `GameStarted`, before the first ``turn_started``): every seat
   with its name and player id (``players``: seat order), so each player of a game made for

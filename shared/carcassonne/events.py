@@ -258,9 +258,10 @@ class BankCharged:
 @dataclass(frozen=True)
 class ClockPaused:
     """`player` is away (a declared vacation, docs/clocks.md) from `from_ms` until `until_ms`
-    (Unix ms): their clock stands still meanwhile. A turn of theirs drawn while they are
-    away starts its clock at `until_ms`; `deadline_ms` is their running turn's deadline moved
-    by the pause (None: not their turn, or no clock), as the log's new deadline."""
+    (Unix ms; `from_ms` may be later than the event): their clock stands still meanwhile.
+    Every deadline of theirs decided after it skips the absence; `deadline_ms` is their
+    running turn's deadline moved by it (None: not their turn, or no clock), as the log's
+    new deadline."""
 
     player: int
     from_ms: int
@@ -271,9 +272,9 @@ class ClockPaused:
 @dataclass(frozen=True)
 class ClockResumed:
     """`player`, away until later, is back at `at_ms` (a vacation ended early, docs/
-    clocks.md): their clock runs again from then; `deadline_ms` is their running turn's
-    deadline brought forward by the absence not taken (None: not their turn, no clock, or
-    its clock was running already), as the log's new deadline."""
+    clocks.md): the absence `at_ms` falls in ends then (one that starts at `at_ms` is called
+    off); `deadline_ms` is their running turn's deadline after it (None: not their turn, or
+    no clock), as the log's new deadline."""
 
     player: int
     at_ms: int
@@ -432,21 +433,24 @@ class RequestUndo:
 
 @dataclass(frozen=True)
 class PauseClock:
-    """`player` is away from `now_ms` (the caller's clock) until `until_ms`: pause their
-    clock (a declared vacation, docs/clocks.md)."""
+    """`player` is away from `from_ms` (None: `now_ms`, the caller's clock) until `until_ms`:
+    pause their clock then (a declared vacation, docs/clocks.md; it may start later)."""
 
     player: int
     now_ms: int
     until_ms: int
+    from_ms: int | None = None
 
 
 @dataclass(frozen=True)
 class ResumeClock:
     """`player`, away, is back at `now_ms` (the caller's clock): their clock runs again (a
-    vacation ended early, docs/clocks.md)."""
+    vacation ended early, docs/clocks.md). With `from_ms`, the absence that starts then is
+    the one ended: called off before it begins when `now_ms` is earlier."""
 
     player: int
     now_ms: int
+    from_ms: int | None = None
 
 
 @dataclass(frozen=True)

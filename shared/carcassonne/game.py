@@ -49,6 +49,7 @@ from .events import (
 )
 from .geometry import DELTA, EDGES
 from .hand import commit
+from .pauses import Window, added, advanced, containing, cut, running_ms
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS
 from .state import DRAW, NEW, OVER, PLACE, GameState, HandTile, river_turn
 from .tiles import (
@@ -457,25 +458,33 @@ def _draw(state: GameState, cmd: DrawTile) -> list[Event]:
 
 def _clocked_draw(state: GameState, tile: str, now_ms: int) -> list[Event]:
     """The draw at `now_ms` with its deadline (docs/lifecycle.md, docs/clocks.md): a turn
-    limit's `turn_seconds`, or the mover's Fischer bank, after the draw, or after the mover's
-    absence if they are away. With a bank, the placement just made is charged first: the
-    placer keeps what was left of their bank at `now_ms`, plus the increment."""
+    limit's `turn_seconds`, or the mover's Fischer bank, counted from the draw on a clock
+    that stands still in the mover's absences (running, or declared to come). With a bank,
+    the placement just made is charged first: the placer keeps what was left of their bank
+    at `now_ms` (its clock's time to the deadline), plus the increment."""
     events: list[Event] = []
     banks = list(state.banks_ms)
     if banks and state.charge is not None:
-        player, deadline, since = state.charge
-        left = max(0, deadline - max(now_ms, since))
+        player, deadline = state.charge
+        left = min(banks[player], running_ms(now_ms, deadline, state.pauses_ms[player]))
         banks[player] = left + state.ruleset.increment_seconds * 1000
         events.append(BankCharged(player, banks[player]))
-    away = state.away_until_ms
-    start = max(now_ms, away[state.current]) if away else now_ms
-    if banks:
-        events.append(TileDrawn(tile, start + banks[state.current]))
-    elif state.ruleset.turn_seconds is not None:
-        events.append(TileDrawn(tile, start + state.ruleset.turn_seconds * 1000))
-    else:
+    allotted = _allotment(state, banks)
+    if allotted is None:
         events.append(TileDrawn(tile))
+    else:
+        windows = state.pauses_ms[state.current]
+        events.append(TileDrawn(tile, advanced(now_ms, allotted, windows)))
     return events
+
+
+def _allotment(state: GameState, banks: list[int]) -> int | None:
+    """The clock (ms) a turn of the seat to move starts with: its bank, or the turn limit
+    (None: no clock)."""
+    if banks:
+        return banks[state.current]
+    seconds = state.ruleset.turn_seconds
+    return None if seconds is None else seconds * 1000
 
 
 def _game_end_after(state: GameState, bag_size: int) -> list[Event]:
@@ -775,41 +784,46 @@ def _time_out(state: GameState, cmd: TimeOutTurn) -> list[Event]:
 
 
 def _pause(state: GameState, cmd: PauseClock) -> list[Event]:
-    """A seat away until `until_ms` (a vacation, docs/clocks.md): its clock stands still; a
-    turn of its own already running gets its deadline moved by the rest of the absence."""
+    """A seat away from `from_ms` until `until_ms` (a vacation, docs/clocks.md; it may start
+    later): its clock stands still then. A turn of its own already running keeps its clock:
+    its deadline moves by the part of the absence the clock would have run through."""
     _seat_in_game(state, cmd.player, f"player {cmd.player} is out of the game")
-    if not (type(cmd.now_ms) is int and type(cmd.until_ms) is int and cmd.until_ms > cmd.now_ms):
+    start = cmd.now_ms if cmd.from_ms is None else cmd.from_ms
+    if not (
+        type(cmd.now_ms) is int and type(start) is int and type(cmd.until_ms) is int
+        and cmd.until_ms > start
+    ):  # fmt: skip
         raise MalformedError("bad_vacation", "a pause ends after it begins")
-    deadline = None
-    running = state.deadline_ms
-    if state.phase == PLACE and cmd.player == state.current and running is not None:
-        since = max(cmd.now_ms, state.clock_from_ms or cmd.now_ms)
-        resume = max(cmd.until_ms, since)
-        deadline = resume + max(0, running - since)
-    return [ClockPaused(cmd.player, cmd.now_ms, cmd.until_ms, deadline)]
+    windows = added(state.pauses_ms[cmd.player], (start, cmd.until_ms))
+    # A pause that reaches the service after its start (a retry) counts from its start.
+    deadline = _moved(state, cmd.player, min(cmd.now_ms, start), windows)
+    return [ClockPaused(cmd.player, start, cmd.until_ms, deadline)]
 
 
 def _resume(state: GameState, cmd: ResumeClock) -> list[Event]:
     """A seat back at `now_ms` from an absence declared to last longer (a vacation ended
-    early, docs/clocks.md): its clock runs again from then; a turn of its own whose clock
-    had not started yet gets the deadline it would have had, started at `now_ms`. A seat
-    not away (back already): nothing."""
+    early, docs/clocks.md), or, with `from_ms` later than now, an absence called off before
+    it starts: the absence ends then; a turn of its own running gets the deadline its clock
+    gives without the rest of it. A seat not away then: nothing."""
     _seat_in_game(state, cmd.player, f"player {cmd.player} is out of the game")
-    if type(cmd.now_ms) is not int:
+    if type(cmd.now_ms) is not int or not (cmd.from_ms is None or type(cmd.from_ms) is int):
         raise MalformedError("bad_vacation", "a clock resumes at a time (Unix ms)")
-    if state.away_until_ms[cmd.player] <= cmd.now_ms:
+    at = cmd.now_ms if cmd.from_ms is None else max(cmd.now_ms, cmd.from_ms)
+    if containing(state.pauses_ms[cmd.player], at) is None:
         return []
-    deadline = None
-    running, since = state.deadline_ms, state.clock_from_ms
-    if (
-        state.phase == PLACE
-        and cmd.player == state.current
-        and running is not None
-        and since is not None
-        and since > cmd.now_ms
-    ):
-        deadline = running - (since - cmd.now_ms)
-    return [ClockResumed(cmd.player, cmd.now_ms, deadline)]
+    windows = cut(state.pauses_ms[cmd.player], at)
+    return [ClockResumed(cmd.player, at, _moved(state, cmd.player, cmd.now_ms, windows))]
+
+
+def _moved(state: GameState, player: int, at_ms: int, windows: list[Window]) -> int | None:
+    """The deadline of `player`'s running turn once their absences are `windows`: what its
+    clock had left at `at_ms`, counted on from then (None: not their turn, or no clock)."""
+    deadline = state.deadline_ms
+    if state.phase != PLACE or player != state.current or deadline is None:
+        return None
+    allotted = _allotment(state, state.banks_ms) or 0
+    left = min(allotted, running_ms(at_ms, deadline, state.pauses_ms[player]))
+    return advanced(at_ms, left, windows)
 
 
 def _seat_in_game(state: GameState, player: object, out: str) -> None:

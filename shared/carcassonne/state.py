@@ -43,6 +43,7 @@ from .events import (
 )
 from .geometry import DELTA
 from .hand import commit
+from .pauses import Window, added, cut
 from .ruleset import Ruleset
 from .scoring import (
     ScoreEvent,
@@ -117,7 +118,6 @@ class GameState:
         "banks_ms",
         "board",
         "charge",
-        "clock_from_ms",
         "current",
         "deadline_ms",
         "discarded",
@@ -129,6 +129,7 @@ class GameState:
         "meeples",
         "next_meeple",
         "out",
+        "pauses_ms",
         "phase",
         "players",
         "refill_stopped",
@@ -188,13 +189,13 @@ class GameState:
         self.taken_over: list[str | None] = []
         self.abandoned = False
         # Clocks (docs/clocks.md): each seat's Fischer time bank in ms (empty: no bank) as of
-        # its last charge, each seat's declared absence (Unix ms it is away until; 0: never),
-        # when the current turn's clock started (its draw, or the end of the mover's absence),
-        # and the placement whose bank the next draw charges: (seat, deadline, clock start).
+        # its last charge; each seat's declared absences, past, running or to come (sorted
+        # disjoint windows, carcassonne.pauses) and the end of its last one (0: none); and
+        # the placement whose bank the next draw charges: (seat, its turn's deadline).
         self.banks_ms: list[int] = []
+        self.pauses_ms: list[list[Window]] = []
         self.away_until_ms: list[int] = []
-        self.clock_from_ms: int | None = None
-        self.charge: tuple[int, int, int] | None = None
+        self.charge: tuple[int, int] | None = None
         # Undo (ruleset `undo` not "off"): the state right before the last placement while
         # that placement may still be undone (until the next one, a refusal or the end). It
         # is never changed: `TurnUndone` puts a copy of it back. Its own `undo_point` is None,
@@ -237,6 +238,7 @@ class GameState:
         twin.hands = [list(hand) for hand in self.hands]
         twin.banks_ms = list(self.banks_ms)
         twin.away_until_ms = list(self.away_until_ms)
+        twin.pauses_ms = list(self.pauses_ms)  # each seat's list is replaced, never changed
         return twin
 
     @property
@@ -300,6 +302,7 @@ class GameState:
         bank = e.ruleset.initial_seconds
         self.banks_ms = [bank * 1000] * e.players if bank is not None else []
         self.away_until_ms = [0] * e.players
+        self.pauses_ms = [[] for _ in range(e.players)]
 
     def _drawn(self, e: TileDrawn) -> None:
         left = self.bag[e.tile] - 1
@@ -313,11 +316,6 @@ class GameState:
         self.deadline_ms = e.deadline_ms
         self.phase = PLACE
         self.charge = None
-        self.clock_from_ms = None
-        if e.deadline_ms is not None:  # the turn's allotment counted back from its deadline
-            seconds = self.ruleset.turn_seconds
-            allotted = self.banks_ms[self.current] if self.banks_ms else (seconds or 0) * 1000
-            self.clock_from_ms = e.deadline_ms - allotted
 
     def _placed(self, e: TilePlaced) -> None:
         point = None
@@ -352,8 +350,8 @@ class GameState:
             self._river_placed(tile, pos, e.rotation)
         for root in board.completed_by(pos):
             self._score_completed(root)
-        if self.banks_ms and self.deadline_ms is not None and self.clock_from_ms is not None:
-            self.charge = (e.player, self.deadline_ms, self.clock_from_ms)
+        if self.banks_ms and self.deadline_ms is not None:
+            self.charge = (e.player, self.deadline_ms)
         self.drawn = None
         self.deadline_ms = None
         self.phase = DRAW
@@ -527,16 +525,19 @@ class GameState:
         self.charge = None
 
     def _clock_paused(self, e: ClockPaused) -> None:
-        self.away_until_ms[e.player] = max(self.away_until_ms[e.player], e.until_ms)
-        if e.deadline_ms is not None:  # their running turn: its clock resumes at the end
+        self._absences(e.player, added(self.pauses_ms[e.player], (e.from_ms, e.until_ms)))
+        if e.deadline_ms is not None:  # their running turn, moved by the absence
             self.deadline_ms = e.deadline_ms
-            self.clock_from_ms = max(e.until_ms, self.clock_from_ms or e.until_ms)
 
     def _clock_resumed(self, e: ClockResumed) -> None:
-        self.away_until_ms[e.player] = min(self.away_until_ms[e.player], e.at_ms)
+        self._absences(e.player, cut(self.pauses_ms[e.player], e.at_ms))
         if e.deadline_ms is not None:  # their running turn: its clock runs from `at_ms`
             self.deadline_ms = e.deadline_ms
-            self.clock_from_ms = e.at_ms
+
+    def _absences(self, player: int, windows: list[Window]) -> None:
+        """A seat's absences as they now stand, and the end of its last one (the views')."""
+        self.pauses_ms[player] = windows
+        self.away_until_ms[player] = windows[-1][1] if windows else 0
 
     def _player_timed_out(self, e: PlayerTimedOut) -> None:
         self.undo_point = None
@@ -606,9 +607,11 @@ class GameState:
         assert self.undo_point is not None, "decide allows an undo only with an undo point"
         before = self.undo_point.copy()
         requests, undos = self.undo_requests, self.undos
+        pauses, away = self.pauses_ms, self.away_until_ms
         for name in GameState.__slots__:
             setattr(self, name, getattr(before, name))
         self.undo_requests = requests  # request numbers never repeat
+        self.pauses_ms, self.away_until_ms = pauses, away  # absences are not moves: they stay
         self.undos, self.undone_turn = undos + 1, self.turn
         self.deadline_ms = e.deadline_ms  # the turn given back has a clock of its own
 

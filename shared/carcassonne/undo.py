@@ -22,6 +22,7 @@ from .events import (
     UndoRefused,
     UndoRequested,
 )
+from .pauses import advanced
 from .state import NEW, OVER, GameState, UndoRequest
 
 
@@ -53,10 +54,13 @@ def _expired(request: UndoRequest, now_ms: int | None) -> bool:
 
 def _undone(state: GameState, request: int, player: int, now_ms: int | None) -> TurnUndone:
     """The `TurnUndone` of the last placement: the last tile on the board (draws and discards
-    since do not place tiles), with a fresh deadline for the turn given back (turn limit)."""
+    since do not place tiles), with a fresh deadline for the turn given back to `player`
+    (turn limit), on their clock: it stands still in their absences (docs/clocks.md)."""
     (x, y), placed = next(reversed(state.board.tiles.items()))
     seconds = state.ruleset.turn_seconds
-    deadline = None if seconds is None or now_ms is None else now_ms + seconds * 1000
+    deadline = None
+    if seconds is not None and now_ms is not None:
+        deadline = advanced(now_ms, seconds * 1000, state.pauses_ms[player])
     return TurnUndone(request, player, placed.tile.name, x, y, placed.rotation, deadline)
 
 

@@ -324,6 +324,7 @@ SEMANTIC = {
     "vacation_allowance_exceeded",
     "vacation_overlaps",
     "vacation_over",  # ending a vacation that ran to its end
+    "bad_vacation_start",  # a start from now to a year ahead: the document has no clock
 }
 
 

@@ -418,3 +418,229 @@ def test_vacations_need_the_platforms_api_key(suite):
     assert status == 401 and refused["code"] == "missing_api_key"
     status, refused = vacation(suite["base"], "u-vic", {"days": 1}, {"X-Api-Key": "nope"})
     assert status == 403 and refused["code"] == "bad_api_key"
+
+
+# ------------------------------------------------------ a vacation that starts later
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def test_a_later_vacation_pauses_exactly_its_window_and_a_replay_agrees(suite):
+    """Declared for 100 s from now: the pause is in each game's log at once, with its
+    future start; a running turn whose deadline crosses the start keeps its clock (the
+    deadline moves by the vacation's length), a turn drawn before the start whose deadline
+    crosses it is extended in its draw, one that ends before it is not, and a game created
+    before the start gets the pause with its future start."""
+    base, store, client = suite["base"], suite["store"], suite["client"]
+    away = {"name": "Lea", "player_id": "u-lea"}
+    status, a = create(base, [away, {"name": "Ann"}], initial_seconds=300)  # Lea's turn
+    assert status == 201, a
+    status, b = create(base, [{"name": "Bob"}, away], turn_seconds=86_400)  # Bob's turn
+    assert status == 201, b
+    a_id, b_id = a["game_id"], b["game_id"]
+    before = moves(store, a_id)[-1].payload["deadline_ms"]
+    start = now_ms() + 100_000
+    status, declared = vacation(base, "u-lea", {"days": 2, "from_ms": start})
+    assert status == 201, declared
+    span = declared["vacation"]
+    assert (span["from_ms"], span["until_ms"], span["days"]) == (start, start + 2 * DAY_MS, 2)
+    assert declared["used_days"] == 2 and span["ended_ms"] is None
+    paused = {p["game_id"]: p for p in declared["paused"]}
+    assert set(paused) == {a_id, b_id}
+    # A: Lea's running turn ends after the start: its deadline moves by the whole absence
+    moved = before + 2 * DAY_MS
+    assert paused[a_id]["deadline_ms"] == moved
+    assert paused[b_id]["deadline_ms"] is None
+    for game_id, seat in ((a_id, 0), (b_id, 1)):
+        last = moves(store, game_id)[-1]
+        assert last.type == "ClockPaused" and last.payload["player"] == seat
+        assert (last.payload["from_ms"], last.payload["until_ms"]) == (start, span["until_ms"])
+        # the others hear of it at once, with the future start
+        (item,) = [i for i in feed_items(moves(store, game_id), []) if i.kind == "player_away"]
+        assert item.data["from_ms"] == start and item.data["until_ms"] == span["until_ms"]
+        # before the start, /turn shows the declared end already
+        status, turn = call(base, "GET", f"/games/{game_id}/turn")
+        assert turn["away_until_ms"][seat] == span["until_ms"]
+    assert call(base, "GET", f"/games/{a_id}/turn")[1]["deadline_ms"] == moved
+    wait_for(
+        lambda: client.zscore(deadlines_key(index_shard(a_id)), a_id) == moved,
+        10,
+        "the timer's index to follow the moved deadline",
+    )
+    # B: Bob plays; Lea's day-long turn is drawn before the start and crosses it: the
+    # draw's deadline is a day of her clock, the two days away left out
+    tokens = {p["seat"]: p["token"] for p in b["players"]}
+    play_one(base, store, b_id, tokens[0])
+    drawn = moves(store, b_id)[-1]
+    assert drawn.type == "TileDrawn" and drawn.time_ms < start
+    assert abs(drawn.payload["deadline_ms"] - (drawn.time_ms + 3 * DAY_MS)) < SKEW_MS
+    # C: created before the start, a minute per turn: Lea's first turn ends before the
+    # start, on its normal clock; the pause is in the log with its future start
+    status, c = create(base, [away, {"name": "Cy"}], turn_seconds=60)
+    assert status == 201, c
+    log = moves(store, c["game_id"])
+    assert [e.type for e in log[:3]] == ["GameStarted", "ClockPaused", "TileDrawn"]
+    assert (log[1].payload["from_ms"], log[1].payload["until_ms"]) == (start, span["until_ms"])
+    assert abs(log[2].payload["deadline_ms"] - (log[2].time_ms + 60_000)) < SKEW_MS
+    # a replay of each log gives the deadlines the service decided
+    for game_id in (a_id, b_id, c["game_id"]):
+        status, turn = call(base, "GET", f"/games/{game_id}/turn")
+        assert fold(to_engine(e) for e in moves(store, game_id)).deadline_ms == turn["deadline_ms"]
+    assert turn["deadline_ms"] == log[2].payload["deadline_ms"]
+    # one right after it is no overlap: it is declared, counted, and paused too
+    status, after = vacation(base, "u-lea", {"days": 1, "from_ms": span["until_ms"]})
+    assert status == 201 and after["used_days"] == 3, after
+    status, listed = call(base, "GET", "/v1/players/u-lea/vacations", None, api_key(base))
+    assert [v["from_ms"] for v in listed["vacations"]] == [start, span["until_ms"]]
+
+
+def test_vacations_that_overlap_are_refused_with_when_the_other_runs(suite):
+    base, store = suite["base"], suite["store"]
+    status, game = create(base, [{"name": "Mo", "player_id": "u-mo"}, {"name": "Ann"}],
+                          initial_seconds=300)  # fmt: skip
+    assert status == 201, game
+    start = now_ms() + 2 * DAY_MS
+    status, declared = vacation(base, "u-mo", {"days": 3, "from_ms": start})
+    assert status == 201, declared
+    span = declared["vacation"]
+    log = moves(store, game["game_id"])
+    for body in (
+        {"days": 3},  # from now: ends after its start
+        {"days": 1, "from_ms": start + DAY_MS},  # inside it
+        {"days": 5, "from_ms": start - DAY_MS // 2},  # around its start
+    ):
+        status, refused = vacation(base, "u-mo", body)
+        assert status == 409 and refused["code"] == "vacation_overlaps", refused
+        assert refused["details"] == {"from_ms": span["from_ms"], "until_ms": span["until_ms"]}
+    assert moves(store, game["game_id"]) == log  # nothing appended
+    status, listed = call(base, "GET", "/v1/players/u-mo/vacations", None, api_key(base))
+    assert listed["vacations"] == [span] and listed["used_days"] == 3
+    # one that ends as the declared one starts fits
+    status, before = vacation(base, "u-mo", {"days": 1, "from_ms": start - DAY_MS})
+    assert status == 201, before
+
+
+def test_two_declarations_at_once_never_overlap(suite):
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = suite["base"]
+    start = now_ms() + DAY_MS
+    bodies = [{"days": 2, "from_ms": start + i * 3_600_000} for i in range(6)]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        answers = list(pool.map(lambda body: vacation(base, "u-duo", body), bodies))
+    assert sorted(status for status, _ in answers) == [201] + [409] * 5, answers
+    assert {refused["code"] for status, refused in answers if status == 409} == {
+        "vacation_overlaps"
+    }
+    status, listed = call(base, "GET", "/v1/players/u-duo/vacations", None, api_key(base))
+    assert status == 200 and len(listed["vacations"]) == 1
+
+
+def test_a_later_vacation_called_off_before_its_start_gives_everything_back(suite):
+    base, store, client = suite["base"], suite["store"], suite["client"]
+    status, a = create(base, [{"name": "Uma", "player_id": "u-uma"}, {"name": "Ann"}],
+                       initial_seconds=300)  # fmt: skip
+    assert status == 201, a
+    a_id = a["game_id"]
+    before = moves(store, a_id)[-1].payload["deadline_ms"]
+    start = now_ms() + 200_000
+    status, declared = vacation(base, "u-uma", {"days": 4, "from_ms": start})
+    assert status == 201 and declared["paused"][0]["deadline_ms"] == before + 4 * DAY_MS
+    span = declared["vacation"]
+    status, ended = end_vacation(base, "u-uma", span["vacation_id"])
+    assert status == 200, ended
+    called_off = ended["vacation"]
+    assert called_off["days"] == 0 and called_off["until_ms"] == start  # an empty window
+    assert now_ms() - 60_000 < called_off["ended_ms"] < start
+    assert (ended["used_days"], ended["left_days"]) == (0, 10)  # every day back
+    (resumed,) = ended["resumed"]
+    assert resumed["deadline_ms"] == before  # the deadline as if it was never declared
+    last = moves(store, a_id)[-1]
+    assert last.type == "ClockResumed"
+    assert last.payload == {"player": 0, "at_ms": start, "deadline_ms": before}
+    (item,) = [i for i in feed_items(moves(store, a_id), []) if i.kind == "player_back"]
+    assert item.data["at_ms"] == start and item.data["deadline_ms"] == before
+    status, turn = call(base, "GET", f"/games/{a_id}/turn")
+    assert turn["deadline_ms"] == before and "away_until_ms" not in turn  # none left
+    assert fold(to_engine(e) for e in moves(store, a_id)).deadline_ms == before  # replay
+    wait_for(
+        lambda: client.zscore(deadlines_key(index_shard(a_id)), a_id) == before,
+        10,
+        "the timer's index back at the first deadline",
+    )
+    # a retry answers alike and appends nothing; the window is free again
+    status, again = end_vacation(base, "u-uma", span["vacation_id"])
+    assert status == 200 and again["vacation"] == called_off and again["resumed"] == []
+    assert moves(store, a_id)[-1].seq == last.seq
+    # (one around the called-off start: its empty window overlaps nothing)
+    status, redeclared = vacation(base, "u-uma", {"days": 4, "from_ms": start - 100_000})
+    assert status == 201 and redeclared["used_days"] == 4, redeclared
+
+
+def test_a_retried_later_declaration_pauses_the_games_it_missed_once(suite):
+    """The record made, the games not reached (a 503 mid-way): the same request again is
+    refused as overlapping, after pausing every game, with the vacation's own start."""
+    from services.command.vacations import year_of
+    from services.redis_store.apikeys import ApiKeys
+    from services.redis_store.vacations import VacationBook
+
+    base, store, client = suite["base"], suite["store"], suite["client"]
+    status, game = create(base, [{"name": "Ida", "player_id": "u-ida"}, {"name": "Ann"}],
+                          initial_seconds=300)  # fmt: skip
+    assert status == 201, game
+    key = ApiKeys(client).get(api_key(base)["X-Api-Key"])
+    assert key is not None
+    start = now_ms() + 3_600_000
+    until = start + DAY_MS
+    done = VacationBook(client).declare(key["id"], "u-ida", "v-lost", start, until, 1,
+                                        year_of(start), 10)  # fmt: skip
+    assert done.outcome == "ok"
+    for _ in range(2):
+        status, again = vacation(base, "u-ida", {"days": 1, "from_ms": start})
+        assert status == 409 and again["code"] == "vacation_overlaps", again
+        paused = [e for e in moves(store, game["game_id"]) if e.type == "ClockPaused"]
+        assert [(e.payload["from_ms"], e.payload["until_ms"]) for e in paused] == [(start, until)]
+
+
+def test_the_allowance_counts_in_the_year_the_vacation_starts(suite):
+    from datetime import UTC, datetime
+
+    base = suite["base"]
+    this_year = datetime.now(UTC).year
+    january = int(datetime(this_year + 1, 1, 5, tzinfo=UTC).timestamp() * 1000)
+    status, next_year = vacation(base, "u-nye", {"days": 10, "from_ms": january})
+    assert status == 201, next_year
+    assert (next_year["vacation"]["year"], next_year["year"]) == (this_year + 1,) * 2
+    assert (next_year["used_days"], next_year["left_days"]) == (10, 0)
+    status, refused = vacation(base, "u-nye", {"days": 1, "from_ms": january + 20 * DAY_MS})
+    assert status == 409 and refused["code"] == "vacation_allowance_exceeded", refused
+    assert refused["details"]["year"] == this_year + 1
+    status, listed = call(base, "GET", "/v1/players/u-nye/vacations", None, api_key(base))
+    assert listed["year"] == this_year and listed["used_days"] == 0  # this year's untouched
+
+
+@pytest.mark.parametrize(
+    ("start", "code"),
+    [
+        (-60_000, "bad_vacation_start"),  # a minute ago
+        (367 * DAY_MS, "bad_vacation_start"),  # more than a year ahead
+        ("tomorrow", "invalid_body"),
+        (1.5, "invalid_body"),
+    ],
+)
+def test_a_bad_start_is_a_422_that_changes_nothing(suite, start, code):
+    base, store = suite["base"], suite["store"]
+    status, game = create(base, [{"name": "Zed", "player_id": "u-zed"}, {"name": "Ann"}],
+                          initial_seconds=300)  # fmt: skip
+    assert status == 201, game
+    log = moves(store, game["game_id"])
+    from_ms = now_ms() + start if isinstance(start, int) else start
+    status, refused = vacation(base, "u-zed", {"days": 2, "from_ms": from_ms})
+    assert status == 422 and refused["code"] == code, refused
+    if code == "bad_vacation_start":  # the service's clock, to set a start against
+        assert abs(refused["details"]["now_ms"] - now_ms()) < 60_000
+    status, listed = call(base, "GET", "/v1/players/u-zed/vacations", None, api_key(base))
+    assert listed["vacations"] == [] and listed["used_days"] == 0
+    assert moves(store, game["game_id"]) == log

@@ -88,7 +88,7 @@ def test_each_seat_starts_with_its_bank_and_the_first_draw_carries_it_as_deadlin
     state, log = started(players=3, initial_seconds=300, increment_seconds=5)
     assert state.banks_ms == [300_000] * 3
     assert log[-1] == TileDrawn("E", NOW + 300_000)
-    assert state.clock_from_ms == NOW
+    assert state.pauses_ms == [[], [], []]
 
 
 def test_a_move_charges_the_time_used_and_adds_the_increment():
@@ -264,10 +264,29 @@ def test_clock_events_round_trip_and_fit_their_stored_schemas():
 # ------------------------------------------------------------------ replay is a fold
 
 
+def _paused_ms(start: int, end: int, windows: list[tuple[int, int]]) -> int:
+    """The model's own count: how much of [start, end) the union of `windows` covers."""
+    covered, reach = 0, start
+    for w_from, w_until in sorted(windows):
+        lo, hi = max(w_from, reach), min(w_until, end)
+        if hi > lo:
+            covered += hi - lo
+            reach = hi
+    return covered
+
+
+def _model_cut(windows: list[tuple[int, int]], at: int) -> list[tuple[int, int]]:
+    """The model's back early / call-off: every window holding `at` ends at `at`."""
+    out = [(f, at if f <= at < u else u) for f, u in windows]
+    return [(f, u) for f, u in out if u > f]
+
+
 def _clocked_game(seed: int) -> tuple[GameState, list[Event], list[int]]:
     """A random game of a banked ruleset played on a random clock: moves after random
-    delays, timeouts when a bank runs out, and random vacations. Returns the live state,
-    the log and the banks a reference model kept beside the engine."""
+    delays, timeouts when a bank runs out, and random vacations — from now or later, some
+    ended early or called off before they start. Returns the live state, the log and the
+    banks a reference model kept beside the engine (it counts the clock time each turn
+    used, its absences left out, and checks each deadline leaves exactly the bank)."""
     rng = random.Random(seed)
     players = rng.randint(2, 4)
     bank, step = rng.choice([(2, 0), (300, 5), (3 * DAY, DAY)])
@@ -275,21 +294,32 @@ def _clocked_game(seed: int) -> tuple[GameState, list[Event], list[int]]:
     state = GameState()
     log = run(state, StartGame(rules, players))
     model = [bank * 1000] * players
+    away: list[list[tuple[int, int]]] = [[] for _ in range(players)]
     now = NOW
     from services.common.draws import draw_until_placeable
 
     log += draw_until_placeable(state, "seed", now)
+    drawn_at = now
     for _ in range(40):
         if state.phase == OVER:
             break
         assert state.phase == PLACE and state.deadline_ms is not None
         seat = state.current
-        if rng.random() < 0.15:  # someone declares a few days away
-            away = rng.choice(state.still_in)
-            until = now + rng.randint(1, 3) * DAY * 1000
-            log += run(state, PauseClock(away, now, until))
-        deadline, since = state.deadline_ms, state.clock_from_ms
-        assert since is not None
+        if rng.random() < 0.2:  # someone declares a few days away, from now or later
+            who = rng.choice(state.still_in)
+            start = now + rng.choice([0, rng.randint(1, 2 * bank * 1000)])
+            until = start + rng.randint(1, 3) * DAY * 1000
+            if not any(f < until and start < u for f, u in away[who]):  # as the service
+                log += run(state, PauseClock(who, now, until, start))
+                away[who].append((start, until))
+        if rng.random() < 0.1 and away[seat]:  # back early, or called off before its start
+            start, _ = rng.choice(away[seat])
+            log += run(state, ResumeClock(seat, now, start))
+            away[seat] = _model_cut(away[seat], max(now, start))
+        deadline = state.deadline_ms
+        # the deadline leaves exactly the bank on the clock, absences left out
+        ran = deadline - drawn_at - _paused_ms(drawn_at, deadline, away[seat])
+        assert ran == model[seat]
         now += rng.randint(0, 2 * (deadline - now) if deadline > now else 1_000)
         if now >= deadline and rng.random() < 0.7:
             log += run(state, TimeOutTurn(seat, now))
@@ -298,9 +328,11 @@ def _clocked_game(seed: int) -> tuple[GameState, list[Event], list[int]]:
             x, y, rotation, meeple = rng.choice(actions(state))
             log += run(state, PlayTurn(seat, x, y, rotation, meeple))
             if state.phase == DRAW:
-                model[seat] = max(0, deadline - max(now, since)) + step * 1000
+                used = now - drawn_at - _paused_ms(drawn_at, now, away[seat])
+                model[seat] = max(0, model[seat] - used) + step * 1000
         if state.phase != OVER:
             log += draw_until_placeable(state, "seed", now)
+            drawn_at = now
     return state, log, model
 
 
@@ -320,7 +352,7 @@ def test_replaying_the_log_gives_the_live_banks_and_deadlines(seed):
     assert replayed.banks_ms == live.banks_ms
     assert replayed.away_until_ms == live.away_until_ms
     assert replayed.deadline_ms == live.deadline_ms
-    assert replayed.clock_from_ms == live.clock_from_ms
+    assert replayed.pauses_ms == live.pauses_ms
     assert replayed.out == live.out and replayed.timeouts == live.timeouts
 
 
@@ -397,6 +429,113 @@ def test_a_shorter_pause_inside_a_longer_one_changes_nothing():
     assert moved == long_until + 200_000
     events = run(state, PauseClock(0, NOW + 200_000, short_until))
     assert events == [ClockPaused(0, NOW + 200_000, short_until, moved)]
-    assert state.deadline_ms == moved and state.clock_from_ms == long_until
+    assert state.deadline_ms == moved and state.pauses_ms[0] == [(NOW + 100_000, long_until)]
     events = play(state, long_until + 50_000)
     assert BankCharged(0, 150_000) in events
+
+
+# ------------------------------------------------------ a vacation that starts later
+
+
+def test_a_later_vacation_pauses_exactly_its_window():
+    """Declared now for later: turns before it run on their normal clock; a running turn
+    whose deadline crosses its start keeps its remainder (moved by the overlap); a turn
+    drawn during it starts its clock at its end."""
+    state, _ = started(initial_seconds=300)
+    start, until = NOW + 200_000, NOW + 200_000 + 2 * DAY * 1000
+    (paused,) = run(state, PauseClock(0, NOW + 10_000, until, start))
+    # seat 0's running turn: 200 s of its clock before the start, 100 s after the end
+    assert paused == ClockPaused(0, start, until, until + 100_000)
+    assert state.deadline_ms == until + 100_000 and state.away_until_ms == [until, 0]
+    events = play(state, NOW + 50_000)  # before the start: 50 s used, as without a vacation
+    assert BankCharged(0, 250_000) in events
+    assert events[-1] == TileDrawn("E", NOW + 350_000)  # seat 1 is not away
+    events = play(state, NOW + 60_000)  # seat 0's turn drawn 140 s before the start
+    assert events[-1] == TileDrawn("E", until + 250_000 - 140_000)
+    events = play(state, start + 3_600_000)  # played while away: only the 140 s charged
+    assert BankCharged(0, 110_000) in events
+    events = play(state, start + 7_200_000)  # seat 0 drawn while away: from the end
+    assert events[-1] == TileDrawn("E", until + 110_000)
+
+
+def test_a_later_vacation_leaves_a_turn_that_ends_before_it_alone():
+    state, _ = started(turn_seconds=60)
+    start, until = NOW + DAY * 1000, NOW + 2 * DAY * 1000
+    paused = run(state, PauseClock(0, NOW, until, start))
+    assert paused == [ClockPaused(0, start, until, NOW + 60_000)]  # its deadline: as it was
+    events = play(state, NOW + 1_000)
+    assert events[-1] == TileDrawn("E", NOW + 61_000)  # seat 1, never away
+    events = play(state, NOW + 2_000)
+    assert events[-1] == TileDrawn("E", NOW + 62_000)  # seat 0: ends a day before it starts
+
+
+def test_a_later_vacation_called_off_before_its_start_undoes_its_effect():
+    state, _ = started(initial_seconds=300)
+    start, until = NOW + 200_000, NOW + 200_000 + 2 * DAY * 1000
+    run(state, PauseClock(0, NOW, until, start))
+    assert state.deadline_ms == until + 100_000
+    events = run(state, ResumeClock(0, NOW + 20_000, start))  # called off 20 s in
+    # the event says the absence that was to start at `start` ends there: it never begins
+    assert events == [ClockResumed(0, start, NOW + 300_000)]
+    assert state.deadline_ms == NOW + 300_000 and state.pauses_ms == [[], []]
+    assert state.away_until_ms == [0, 0]
+    assert decide(state, ResumeClock(0, NOW + 30_000, start)) == []  # again: nothing
+    play(state, NOW + 40_000)
+    events = play(state, NOW + 50_000)
+    assert events[-1] == TileDrawn("E", NOW + 50_000 + 260_000)  # seat 0's clock runs on
+
+
+def test_back_early_from_one_vacation_keeps_the_next_one():
+    state, _ = started(initial_seconds=300)
+    first = (NOW + 1_000, NOW + DAY * 1000)
+    second = (NOW + 5 * DAY * 1000, NOW + 6 * DAY * 1000)
+    run(state, PauseClock(1, NOW + 1_000, first[1]))
+    run(state, PauseClock(1, NOW + 1_000, second[1], second[0]))
+    back = NOW + 3_600_000
+    assert run(state, ResumeClock(1, back)) == [ClockResumed(1, back, None)]
+    assert state.pauses_ms[1] == [(first[0], back), second]
+    assert state.away_until_ms[1] == second[1]  # the views: the end of the last declared
+    events = play(state, second[0] - 100_000)  # seat 1 drawn 100 s before the second
+    assert events[-1] == TileDrawn("E", second[1] + 200_000)
+
+
+def test_a_pause_that_arrives_after_its_start_counts_from_its_start():
+    """A retry that pauses a game the declaration did not reach: the turn's clock stands
+    still from the vacation's start, not from the retry."""
+    state, _ = started(initial_seconds=300)
+    start, until = NOW + 100_000, NOW + DAY * 1000
+    (paused,) = run(state, PauseClock(0, NOW + 150_000, until, start))
+    assert paused == ClockPaused(0, start, until, until + 200_000)
+
+
+def test_the_pause_windows_arithmetic():
+    from carcassonne.pauses import added, advanced, containing, cut, running_ms
+
+    windows = added([(10, 20)], (30, 40))
+    assert windows == [(10, 20), (30, 40)]
+    assert added(windows, (15, 35)) == [(10, 40)]  # overlapping: one absence
+    assert added(windows, (20, 30)) == [(10, 20), (20, 30), (30, 40)]  # touching: kept apart
+    assert running_ms(0, 50, windows) == 30 and running_ms(15, 35, windows) == 10
+    assert running_ms(50, 40, windows) == 0
+    assert advanced(0, 10, windows) == 10  # runs out right as the first starts
+    assert advanced(0, 11, windows) == 21
+    assert advanced(12, 5, windows) == 25  # started inside: held until its end
+    assert advanced(0, 25, windows) == 45
+    assert containing(windows, 20) is None and containing(windows, 30) == (30, 40)
+    assert cut(windows, 35) == [(10, 20), (30, 35)]
+    assert cut(windows, 30) == [(10, 20)]  # not begun: gone
+
+
+def test_an_undone_turn_keeps_the_absences_declared_since_and_its_clock_skips_them():
+    """Undo (a turn limit): the turn given back starts its clock on the placer's clock, and
+    the pause declared after the placement is not taken back with it."""
+    from carcassonne.events import RequestUndo, TurnUndone
+
+    state, _ = started(turn_seconds=60, undo="free")
+    play(state, NOW + 1_000)  # seat 0 places; seat 1's turn is drawn
+    start, until = NOW + 10_000, NOW + DAY * 1000
+    run(state, PauseClock(0, NOW + 2_000, until, start))
+    events = run(state, RequestUndo(0, NOW + 3_000))
+    (undone,) = [e for e in events if isinstance(e, TurnUndone)]
+    assert undone.deadline_ms == until + 60_000 - 7_000  # 7 s of it before the start
+    assert state.pauses_ms[0] == [(start, until)] and state.away_until_ms[0] == until

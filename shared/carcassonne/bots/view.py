@@ -62,7 +62,7 @@ PUBLIC_STATE = frozenset(
         "away_until_ms",
         "banks_ms",
         "charge",
-        "clock_from_ms",
+        "pauses_ms",
     }
 )
 # R10.3: a hand is its holder's alone. `player_view` never copies `hands`: the view's state is
