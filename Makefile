@@ -50,7 +50,7 @@ test-fast: install
 # failed to finish) fails `make bench`. Speed targets are ratios to a baseline measured in the
 # same run (tests/bench/targets.py); the benchmarks append every judged figure to the file
 # named by BENCH_RESULTS, printed as one table at the end (tests/bench/summary.py).
-BENCHES := engine schemas redis_client command scoring changes thirdparty live proxy webhooks notify indexes hotspots instances cluster board page bots bot_timing lifecycle clocks abuse archive archive_lists fallthrough costly ratings bot_ratings matchmaking
+BENCHES := engine schemas redis_client command instructions scoring changes thirdparty live proxy webhooks notify indexes hotspots instances cluster board page bots bot_timing lifecycle clocks abuse archive archive_lists fallthrough costly ratings bot_ratings matchmaking
 
 bench: install
 	@results=$$(mktemp); status=0; failed=""; for b in $(BENCHES); do \
