@@ -15,8 +15,9 @@ columns show. Each game's first turn is sent before counting (it folds the game 
 process's cache: a cold turn, which bench_command's games pay once a game), and what that
 built is frozen as a served worker's is (deploy/gunicorn: `post_worker_init`).
 
-Printed, for information (the judged figure is bench_command's throughput): instructions per
-request of each and the turn's as a multiple of the baseline's. Needs valgrind (skipped with
+Judged: a turn at most 2.9x the baseline's instructions, a guard on what issue 27 gained (the
+figure the issue asks for is bench_command's throughput; this one says whether a change made a
+turn's own work cheaper or dearer, without the machine's noise). Needs valgrind (skipped with
 a note without it).
 
 Measured for issue 27 (this bench's method, 12 games, 840 turns, one dataset): the code before
@@ -45,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.smoke import size  # noqa: E402
+from tests.bench.targets import exit_code, judge  # noqa: E402
 
 BASELINE_BODY = b'{"x": 1, "y": 0, "rotation": 0, "meeple": null}'
 
@@ -154,8 +156,10 @@ def main() -> int:
     print(f"  baseline: Flask + one XADD     {per['baseline']:>12,.0f}")
     print(f"  POST /games/{{id}}/turns        {per['turn']:>12,.0f}"
           f"  ({per['turn'] / per['baseline']:.2f}x the baseline's)")  # fmt: skip
+    judge("turn instructions / Flask + XADD's (WSGI app)", per["turn"], per["baseline"],
+          max_ratio=2.9, unit="instr")  # fmt: skip
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main() or exit_code())

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +47,8 @@ def needs(name: str) -> None:
         binary, why = private_nginx.find_nginx()
         if binary is None:
             pytest.skip(why)
+    if name == "instructions" and shutil.which("callgrind_control") is None:
+        pytest.skip("valgrind is not installed (apt-get install valgrind)")
     if name == "page":
         playwright_or_skip()
         chromium_or_skip()
