@@ -9,11 +9,22 @@ is closed without an answer, a request cut short is treated like one whose clien
 (gunicorn drops it; a body shorter than its ``Content-Length`` is never executed). A slow
 client that trickles a byte now and then is not bounded by this: that is the job of the
 buffering proxy in front (deploy/nginx/), which hands gunicorn only complete requests.
+
+After each answer gunicorn closes "gracefully" (`util.close_graceful`, RFC 9112 section 9.6):
+it sends its FIN, then reads until the client closes (up to 2 s), so that request bytes the
+app never read cannot make the kernel reset the connection and lose the answer. With nothing
+left unread there is nothing to lose, yet the worker still waited for the client's close: one
+more client round trip a request (a client process waiting for a core on a busy machine), in
+which a one-worker instance serves nobody. So the first read after the answer finds out
+whether anything is there to drain; if not (the request was read whole), it ends at once. If
+bytes are there, the client is still sending what the app never read (a body refused before
+it was read), and the drain goes on as gunicorn's does, waiting for the client's close.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import socket
 
 from gunicorn import util
@@ -40,13 +51,30 @@ class _BoundedSocket(socket.socket):
     would reach the application or gunicorn's error log as a traceback for every slow client.
     """
 
-    __slots__ = ()
+    __slots__ = ("_answered",)
+
+    def shutdown(self, how: int) -> None:
+        """Half-close; once the write side is (the answer is out), reads drain (see `recv`)."""
+        super().shutdown(how)
+        if how in (socket.SHUT_WR, socket.SHUT_RDWR):
+            self._answered = True
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        if self._answered:  # the first read of the drain after the answer (module docstring)
+            self._answered = False
+            if not _readable(self):
+                return b""  # nothing unread: no reset can lose the answer
         try:
             return super().recv(bufsize, flags)
         except TimeoutError:
             return b""
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether a read would return at once (bytes, or the client's close)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def bounded(client: socket.socket, timeout: float | None) -> socket.socket:
@@ -55,6 +83,7 @@ def bounded(client: socket.socket, timeout: float | None) -> socket.socket:
         client.setblocking(True)
         return client
     wrapped = _BoundedSocket(client.family, client.type, client.proto, fileno=client.detach())
+    wrapped._answered = False
     wrapped.settimeout(timeout)
     return wrapped
 

@@ -169,6 +169,38 @@ def test_idle_connections_straight_to_gunicorn_do_not_freeze_the_command_service
                 sock.close()
 
 
+def test_clients_that_keep_their_connection_open_after_the_answer_do_not_hold_the_worker(
+    redis_url: str,
+) -> None:
+    """After each answer gunicorn closes gracefully: it waited for the client's close (up to
+    2 s) before taking the next connection, so a one-worker instance (the deployed shape)
+    served nobody meanwhile. With the request read whole, the worker moves on at once
+    (services/common/gunicorn_worker.py), and every client still reads its whole answer."""
+    env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0"}
+    started: list[Any] = []
+    with gunicorn("services.command.wsgi:app", CONFIG, env, 1, started) as base:
+        wait_for_workers(started[0].pid, 1)
+        kept_open: list[socket.socket] = []
+        try:
+            begun = time.monotonic()
+            for _ in range(3):
+                sock = socket.create_connection(address(base), timeout=10)
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+                answer = b""
+                while chunk := sock.recv(4096):  # the whole answer, then the worker's FIN
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"}\n"), answer
+                kept_open.append(sock)  # this client never closes its side
+            assert call(base, "GET", "/healthz")[0] == 200
+            took = time.monotonic() - begun
+            # Waiting for each client's close, the three after the first would have waited
+            # 2 s each (CLIENT_TIMEOUT bounds the drain too).
+            assert took < CLIENT_TIMEOUT, f"four answers took {took:.1f} s"
+        finally:
+            for sock in kept_open:
+                sock.close()
+
+
 # -- through nginx ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def proxied(nginx_binary: str, redis_url: str) -> Iterator[tuple[str, str]]:

@@ -4,9 +4,11 @@ it reads from the environment, and connections whose reads end when the client g
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 import pytest
+from gunicorn import util
 
 from services.common import gunicorn_worker
 
@@ -54,3 +56,75 @@ def test_without_a_client_timeout_a_connection_blocks_as_gunicorn_expects() -> N
     finally:
         ours.close()
         theirs.close()
+
+
+def _connected() -> tuple[socket.socket, socket.socket]:
+    """A loopback TCP connection: (the worker's side, bounded as the worker bounds it; the
+    client's side)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        theirs = socket.create_connection(listener.getsockname(), timeout=5)
+        ours, _ = listener.accept()
+    return gunicorn_worker.bounded(ours, gunicorn_worker.DEFAULT_CLIENT_TIMEOUT), theirs
+
+
+REQUEST = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+
+
+def _read_to_end(sock: socket.socket) -> bytes:
+    got = b""
+    while chunk := sock.recv(4096):
+        got += chunk
+    return got
+
+
+def test_after_an_answer_to_a_request_read_whole_the_worker_does_not_wait_for_the_client() -> None:
+    """gunicorn's graceful close reads until the client closes (up to 2 s); with nothing unread
+    it ends at once, and the client still gets the whole answer and the worker's FIN."""
+    ours, theirs = _connected()
+    try:
+        theirs.sendall(REQUEST)
+        assert ours.recv(4096) == REQUEST
+        ours.sendall(ANSWER)
+        started = time.monotonic()
+        util.close_graceful(ours)  # as gunicorn's sync worker ends every connection
+        assert time.monotonic() - started < 0.5  # the client keeps its side open meanwhile
+        assert _read_to_end(theirs) == ANSWER
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_bytes_the_app_never_read_are_drained_until_the_client_closes() -> None:
+    """A body the app refused before reading it is still arriving: the drain reads it and waits
+    for the client's close, as gunicorn's does, so no reset can cost the client its answer."""
+    ours, theirs = _connected()
+    unread = b"x" * 1000
+    try:
+        theirs.sendall(REQUEST + unread)
+        assert _recv_exactly(ours, len(REQUEST)) == REQUEST  # the app reads no further
+        ours.sendall(ANSWER)
+        closed = threading.Event()
+
+        def close() -> None:
+            util.close_graceful(ours)
+            closed.set()
+
+        closer = threading.Thread(target=close)
+        closer.start()
+        assert _read_to_end(theirs) == ANSWER  # whole: no reset
+        # The worker is still draining, waiting for the client's close: it has not closed.
+        assert not closed.wait(0.3)
+        theirs.close()
+        assert closed.wait(5)
+        closer.join(5)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    got = b""
+    while len(got) < size:
+        got += sock.recv(size - len(got))
+    return got
