@@ -68,7 +68,16 @@ class Placed:
 class Board:
     """Tiles, features and frontier of one game; mutated in place by `place`."""
 
-    __slots__ = ("bounds", "closes", "feats", "frontier", "monasteries", "parent", "tiles")
+    __slots__ = (
+        "bounds",
+        "closes",
+        "feats",
+        "frontier",
+        "monasteries",
+        "parent",
+        "tiles",
+        "touched",
+    )
 
     def __init__(
         self, bounds: tuple[int, int, int, int] | None = None, closes: bool = False
@@ -81,6 +90,10 @@ class Board:
         self.monasteries: dict[Pos, int] = {}  # and gardens (R9.2): square -> feature node
         self.bounds = bounds
         self.closes = closes  # R10.5 variant: an edge facing the border counts as matched
+        # A `copy_around` copy: the roots whose features it copied (every other feature is
+        # shared with the board it was copied from, and the same object there); None: a
+        # board of its own.
+        self.touched: set[int] | None = None
 
     def copy(self) -> Board:
         """An independent copy; tiles and orientations are immutable and shared."""
@@ -109,6 +122,7 @@ class Board:
         feats = twin.feats = list(self.feats)
         twin.frontier = dict(self.frontier)
         twin.monasteries = dict(self.monasteries)
+        touched = twin.touched = set()
         x, y = pos
         for dx, dy in DELTA:
             nb = self.tiles.get((x + dx, y + dy))
@@ -119,10 +133,12 @@ class Board:
                 feat = feats[root]
                 if feat is not None and feat is self.feats[root]:
                     feats[root] = feat.copy()
+                    touched.add(root)
         for dx, dy in RING:
             node = self.monasteries.get((x + dx, y + dy))
             if node is not None and feats[node] is self.feats[node]:
                 feats[node] = self.feats[node].copy()  # type: ignore[union-attr]
+                touched.add(node)
         return twin
 
     # -- union-find -------------------------------------------------------------------

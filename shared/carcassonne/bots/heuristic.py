@@ -146,6 +146,84 @@ def worth(state: GameState) -> list[float]:
     return out
 
 
+class Appraisal:
+    """`worth`'s term of every feature with a meeple in one position, kept to weigh glances
+    at it (`simple.glance`): a glance shares with the position every feature its placement
+    cannot change (`Board.copy_around`), and such a feature pays the same there, so its term
+    is read back instead of worked out again. A farm is read back only if none of the cities
+    it borders was touched either (a city closed or joined changes every farm beside it).
+    The sums are made in the same order as `worth`'s, so the weights are the same floats."""
+
+    __slots__ = ("feats", "next_meeple", "roots", "terms")
+
+    def __init__(self, state: GameState) -> None:
+        board = state.board
+        self.feats = board.feats  # the position's own list: a glance copies it
+        self.next_meeple = state.next_meeple
+        self.roots = {board.find(m.node) for m in state.meeples.values()}
+        # root -> (value, the players it pays, the roots of the cities a farm borders)
+        self.terms: dict[int, tuple[float, list[int], frozenset[int]]] = {}
+        if state.over:
+            return
+        left, incomplete, farm_points = state.bag_size, state.ruleset.incomplete_score, farm_value(state)
+        for root in self.roots:
+            feat = board.feats[root]
+            if feat is None or feat.done or not feat.meeples:
+                continue
+            value = feature_value(board, feat, left, incomplete, farm_points)
+            cities = frozenset(board.find(node) for node in feat.cities)
+            self.terms[root] = (value, _majority(state, feat), cities)
+
+
+def _majority(state: GameState, feat: Feature) -> list[int]:
+    """The players a feature pays: those with the most meeples in it (R6.4: ties pay each)."""
+    counts = [0] * state.players
+    meeples = state.meeples
+    for meeple_id in feat.meeples:
+        counts[meeples[meeple_id].player] += 1
+    top = max(counts)
+    return [p for p in range(state.players) if counts[p] == top]
+
+
+def worth_glanced(glanced: GameState, appraisal: Appraisal) -> list[float]:
+    """`worth(glanced)`, the same floats, for a glance at the position of `appraisal` (a
+    `GameState.copy(around=...)` with its placement applied): the terms of the features it
+    shares with that position are read from `appraisal`. Measured: ..."""
+    board = glanced.board
+    touched = board.touched
+    if touched is None or glanced.over:
+        return worth(glanced)
+    out = [float(s) for s in glanced.scores]
+    find = board.find
+    # The roots with a meeple: the position's, joined where the placement touched them,
+    # and the glance's own new figure's (a feature completed since is done: skipped below).
+    roots = {find(root) if root in touched else root for root in appraisal.roots}
+    meeples = glanced.meeples
+    for meeple_id in range(appraisal.next_meeple, glanced.next_meeple):
+        figure = meeples.get(meeple_id)
+        if figure is not None:
+            roots.add(find(figure.node))
+    feats, before, terms = board.feats, appraisal.feats, appraisal.terms
+    left, rules = glanced.bag_size, glanced.ruleset
+    farm_points = farm_value(glanced)
+    for root in sorted(roots):
+        feat = feats[root]
+        if feat is None or feat.done or not feat.meeples:
+            continue
+        term = terms.get(root)
+        if term is not None and feat is before[root] and touched.isdisjoint(term[2]):
+            value, winners = term[0], term[1]
+        else:
+            value = feature_value(board, feat, left, rules.incomplete_score, farm_points)
+            winners = _majority(glanced, feat)
+        for p in winners:
+            out[p] += value
+    players = glanced.players
+    for p in range(players):
+        out[p] += supply_value(glanced.supply[p], left, players)
+    return out
+
+
 def margin(values: list[float], me: int) -> float:
     """How far `me` is ahead of the best other player (negative: behind)."""
     best_other = max(v for p, v in enumerate(values) if p != me)
