@@ -29,6 +29,17 @@ FACING: tuple[tuple[tuple[int, int], ...], ...] = tuple(
 )
 
 
+AROUND = ((0, 0), *RING)  # a square and the eight around it
+
+
+# Each edge direction with its (dx, dy) and its FACING pairs, each marked with whether it is
+# the edge itself (a matched road or city edge closes two open edges): `place`'s loop.
+SIDES: tuple[tuple[int, tuple[int, int], tuple[tuple[int, int, bool], ...]], ...] = tuple(
+    (d, DELTA[d], tuple((mine, theirs, k == 0) for k, (mine, theirs) in enumerate(FACING[d])))
+    for d in range(4)
+)
+
+
 class Feature:
     """A road, city, field or monastery as it stands now (owned by a union-find root)."""
 
@@ -47,10 +58,18 @@ class Feature:
 
     def copy(self) -> Feature:
         """An independent copy (for pure `evolve`)."""
-        twin = Feature(self.kind, set(self.tiles), self.open, self.pennants, list(self.cities))
-        twin.meeples = list(self.meeples)
+        twin = _new_feature(Feature)  # not through __init__: a glance copies several (simple.glance)
+        twin.kind = self.kind
+        twin.tiles = set(self.tiles)
+        twin.open = self.open
+        twin.pennants = self.pennants
+        twin.cities = self.cities.copy()
+        twin.meeples = self.meeples.copy()
         twin.done = self.done
         return twin
+
+
+_new_feature = object.__new__
 
 
 class Placed:
@@ -187,36 +206,41 @@ class Board:
         base = len(parent)
         for index, seg in enumerate(orient.segments):
             parent.append(base + index)
-            feats.append(
-                Feature(seg.kind, {pos}, seg.n_edges, seg.pennants, [base + c for c in seg.cities])
-            )
+            cities = [base + c for c in seg.cities] if seg.cities else []  # only fields have any
+            feats.append(Feature(seg.kind, {pos}, seg.n_edges, seg.pennants, cities))
         if orient.surrounded >= 0:  # a monastery or a garden (R9.2): scored by its ring
             self.monasteries[pos] = base + orient.surrounded
         tiles[pos] = Placed(tile, rotation, base)
         self.frontier.pop(pos, None)
-        find, union = self.find, self._union
+        find, union, frontier = self.find, self._union, self.frontier
+        bounded = self.bounds is not None
         x, y = pos
-        my_slots = orient.slot_segment
-        for d in range(4):
-            dx, dy = DELTA[d]
+        my_slots, edges = orient.slot_segment, orient.edges
+        for d, (dx, dy), facing in SIDES:
             npos = (x + dx, y + dy)
             nb = tiles.get(npos)
             if nb is None:
-                kind = orient.edges[d]
-                if not self._constrain(npos, d ^ 2, kind) and self.closes and kind in "RC":
-                    feat = feats[find(base + my_slots[d])]
-                    assert feat is not None
-                    feat.open -= 1  # R10.5 variant: the border closes this road or city edge
+                kind = edges[d]
+                if bounded and not self.in_bounds(npos):  # R10.5: no tile will come there
+                    if self.closes and kind in "RC":
+                        feat = feats[find(base + my_slots[d])]
+                        assert feat is not None
+                        feat.open -= 1  # R10.5 variant: the border closes this road or city edge
+                    continue
+                # `_constrain`, inline: this runs for every tile a bot glances at
+                edge = d ^ 2
+                key = frontier.get(npos, "....")
+                frontier[npos] = key[:edge] + kind + key[edge + 1 :]
                 continue
             their_slots = nb.orientation.slot_segment
             nbase = nb.base
-            for k, (mine, theirs) in enumerate(FACING[d]):
+            for mine, theirs, closes in facing:
                 local = my_slots[mine]
                 if local < 0:
                     continue
                 ra, rb = find(base + local), find(nbase + their_slots[theirs])
                 root = ra if ra == rb else union(ra, rb)
-                if k == 0:  # a matched road or city edge closes two open edges
+                if closes:  # a matched road or city edge closes two open edges
                     feat = feats[root]
                     assert feat is not None
                     feat.open -= 2
@@ -246,7 +270,7 @@ class Board:
             if feat.open == 0 and not feat.done and root not in done:
                 done.append(root)
         x, y = pos
-        for dx, dy in ((0, 0), *RING):
+        for dx, dy in AROUND:
             node = self.monasteries.get((x + dx, y + dy))
             if node is None or node in done:
                 continue

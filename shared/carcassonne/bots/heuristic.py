@@ -154,11 +154,10 @@ class Appraisal:
     it borders was touched either (a city closed or joined changes every farm beside it).
     The sums are made in the same order as `worth`'s, so the weights are the same floats."""
 
-    __slots__ = ("feats", "next_meeple", "roots", "terms")
+    __slots__ = ("next_meeple", "roots", "terms")
 
     def __init__(self, state: GameState) -> None:
         board = state.board
-        self.feats = board.feats  # the position's own list: a glance copies it
         self.next_meeple = state.next_meeple
         self.roots = {board.find(m.node) for m in state.meeples.values()}
         # root -> (value, the players it pays, the roots of the cities a farm borders)
@@ -203,17 +202,19 @@ def worth_glanced(glanced: GameState, appraisal: Appraisal) -> list[float]:
         figure = meeples.get(meeple_id)
         if figure is not None:
             roots.add(find(figure.node))
-    feats, before, terms = board.feats, appraisal.feats, appraisal.terms
+    feats, terms = board.feats, appraisal.terms
     left, rules = glanced.bag_size, glanced.ruleset
     farm_points = farm_value(glanced)
     for root in sorted(roots):
-        feat = feats[root]
-        if feat is None or feat.done or not feat.meeples:
-            continue
         term = terms.get(root)
-        if term is not None and feat is before[root] and touched.isdisjoint(term[2]):
+        # An untouched root's feature is the position's own object, with the same meeples
+        # (`Board.copy_around` shares it); a farm also needs its cities untouched.
+        if term is not None and root not in touched and (not term[2] or touched.isdisjoint(term[2])):
             value, winners = term[0], term[1]
         else:
+            feat = feats[root]
+            if feat is None or feat.done or not feat.meeples:
+                continue
             value = feature_value(board, feat, left, rules.incomplete_score, farm_points)
             winners = _majority(glanced, feat)
         for p in winners:
