@@ -69,7 +69,7 @@ class Feature:
         return twin
 
 
-_new_feature = object.__new__
+_new_feature = _new_board = object.__new__
 
 
 class Placed:
@@ -116,7 +116,8 @@ class Board:
 
     def copy(self) -> Board:
         """An independent copy; tiles and orientations are immutable and shared."""
-        twin = Board(self.bounds, self.closes)
+        twin = _new_board(Board)  # not through __init__, whose empty containers are replaced
+        twin.bounds, twin.closes, twin.touched = self.bounds, self.closes, None
         twin.tiles = dict(self.tiles)
         twin.parent = list(self.parent)
         twin.feats = [f.copy() if f is not None else None for f in self.feats]
@@ -135,29 +136,35 @@ class Board:
         (cheap, no objects in them are changed). Anything else applied to the copy — a
         second tile, an abbot recalled (R9.2) — could change a shared feature: use `copy`.
         """
-        twin = Board(self.bounds, self.closes)
+        twin = _new_board(Board)  # not through __init__, whose empty containers are replaced
+        twin.bounds, twin.closes = self.bounds, self.closes
         twin.tiles = dict(self.tiles)
         twin.parent = list(self.parent)
         feats = twin.feats = list(self.feats)
         twin.frontier = dict(self.frontier)
         twin.monasteries = dict(self.monasteries)
-        touched = twin.touched = set()
+        touched: set[int] = set()
+        twin.touched = touched
+        tiles, find = self.tiles, twin.find
         x, y = pos
         for dx, dy in DELTA:
-            nb = self.tiles.get((x + dx, y + dy))
+            nb = tiles.get((x + dx, y + dy))
             if nb is None:
                 continue
+            nbase = nb.base
             for index in range(len(nb.orientation.segments)):
-                root = twin.find(nb.base + index)
+                root = find(nbase + index)
                 feat = feats[root]
-                if feat is not None and feat is self.feats[root]:
+                if feat is not None and root not in touched:  # not copied yet
                     feats[root] = feat.copy()
                     touched.add(root)
-        for dx, dy in RING:
-            node = self.monasteries.get((x + dx, y + dy))
-            if node is not None and feats[node] is self.feats[node]:
-                feats[node] = self.feats[node].copy()  # type: ignore[union-attr]
-                touched.add(node)
+        monasteries = self.monasteries
+        if monasteries:
+            for dx, dy in RING:
+                node = monasteries.get((x + dx, y + dy))
+                if node is not None and node not in touched:
+                    feats[node] = feats[node].copy()  # type: ignore[union-attr]
+                    touched.add(node)
         return twin
 
     # -- union-find -------------------------------------------------------------------

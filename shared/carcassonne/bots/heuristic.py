@@ -154,14 +154,17 @@ class Appraisal:
     it borders was touched either (a city closed or joined changes every farm beside it).
     The sums are made in the same order as `worth`'s, so the weights are the same floats."""
 
-    __slots__ = ("next_meeple", "roots", "terms")
+    __slots__ = ("left", "next_meeple", "roots", "supply", "terms")
 
     def __init__(self, state: GameState) -> None:
         board = state.board
         self.next_meeple = state.next_meeple
+        self.left = state.bag_size  # every term is for this many tiles left
         self.roots = {board.find(m.node) for m in state.meeples.values()}
         # root -> (value, the players it pays, the roots of the cities a farm borders)
         self.terms: dict[int, tuple[float, list[int], frozenset[int]]] = {}
+        # supply_value by meeples in supply (a glance changes the bag's size by nothing)
+        self.supply: dict[int, float] = {}
         if state.over:
             return
         left, incomplete, farm_points = state.bag_size, state.ruleset.incomplete_score, farm_value(state)
@@ -190,7 +193,7 @@ def worth_glanced(glanced: GameState, appraisal: Appraisal) -> list[float]:
     shares with that position are read from `appraisal`. Measured: ..."""
     board = glanced.board
     touched = board.touched
-    if touched is None or glanced.over:
+    if touched is None or glanced.over or glanced.bag_size != appraisal.left:
         return worth(glanced)
     out = [float(s) for s in glanced.scores]
     find = board.find
@@ -219,9 +222,12 @@ def worth_glanced(glanced: GameState, appraisal: Appraisal) -> list[float]:
             winners = _majority(glanced, feat)
         for p in winners:
             out[p] += value
-    players = glanced.players
-    for p in range(players):
-        out[p] += supply_value(glanced.supply[p], left, players)
+    players, supply = glanced.players, appraisal.supply
+    for p, count in enumerate(glanced.supply):
+        value = supply.get(count)
+        if value is None:
+            value = supply[count] = supply_value(count, left, players)
+        out[p] += value
     return out
 
 
