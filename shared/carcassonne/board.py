@@ -58,7 +58,8 @@ class Feature:
 
     def copy(self) -> Feature:
         """An independent copy (for pure `evolve`)."""
-        twin = _new_feature(Feature)  # not through __init__: a glance copies several (simple.glance)
+        # Not through __init__: a bot's glance at a move copies several (simple.glance).
+        twin = _new_feature(Feature)
         twin.kind = self.kind
         twin.tiles = set(self.tiles)
         twin.open = self.open

@@ -662,8 +662,10 @@ class GameState:
 # one by one. Set apart so that a copy does not set those twice: a copy is most of what a
 # bot's glance at a move costs (simple.glance).
 _OWN_SLOTS = frozenset(
-    ("board", "bag", "discarded", "supply", "abbots", "scores", "log", "meeples", "timeouts")
-    + ("out", "taken_over", "hands", "banks_ms", "away_until_ms")
+    (
+        *("board", "bag", "discarded", "supply", "abbots", "scores", "log", "meeples"),
+        *("timeouts", "out", "taken_over", "hands", "banks_ms", "away_until_ms"),
+    )
 )
 _PLAIN_SLOTS = tuple(name for name in GameState.__slots__ if name not in _OWN_SLOTS)
 

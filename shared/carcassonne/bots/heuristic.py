@@ -167,7 +167,8 @@ class Appraisal:
         self.supply: dict[int, float] = {}
         if state.over:
             return
-        left, incomplete, farm_points = state.bag_size, state.ruleset.incomplete_score, farm_value(state)
+        left, incomplete = state.bag_size, state.ruleset.incomplete_score
+        farm_points = farm_value(state)
         for root in self.roots:
             feat = board.feats[root]
             if feat is None or feat.done or not feat.meeples:
@@ -212,7 +213,11 @@ def worth_glanced(glanced: GameState, appraisal: Appraisal) -> list[float]:
         term = terms.get(root)
         # An untouched root's feature is the position's own object, with the same meeples
         # (`Board.copy_around` shares it); a farm also needs its cities untouched.
-        if term is not None and root not in touched and (not term[2] or touched.isdisjoint(term[2])):
+        if (
+            term is not None
+            and root not in touched
+            and (not term[2] or touched.isdisjoint(term[2]))
+        ):
             value, winners = term[0], term[1]
         else:
             feat = feats[root]
@@ -224,10 +229,10 @@ def worth_glanced(glanced: GameState, appraisal: Appraisal) -> list[float]:
             out[p] += value
     players, supply = glanced.players, appraisal.supply
     for p, count in enumerate(glanced.supply):
-        value = supply.get(count)
-        if value is None:
-            value = supply[count] = supply_value(count, left, players)
-        out[p] += value
+        kept = supply.get(count)
+        if kept is None:
+            kept = supply[count] = supply_value(count, left, players)
+        out[p] += kept
     return out
 
 
