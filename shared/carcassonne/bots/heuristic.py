@@ -191,7 +191,9 @@ def _majority(state: GameState, feat: Feature) -> list[int]:
 def worth_glanced(glanced: GameState, appraisal: Appraisal) -> list[float]:
     """`worth(glanced)`, the same floats, for a glance at the position of `appraisal` (a
     `GameState.copy(around=...)` with its placement applied): the terms of the features it
-    shares with that position are read from `appraisal`. Measured: ..."""
+    shares with that position are read from `appraisal`. Measured (callgrind, 288 mcts
+    playouts on 12 positions of 2-4 players): the search's instructions fell by 29 % with
+    this (and `GameState.copy`'s shared slots set once), the same moves (docs/bots.md)."""
     board = glanced.board
     touched = board.touched
     if touched is None or glanced.over or glanced.bag_size != appraisal.left:
