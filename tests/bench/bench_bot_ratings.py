@@ -33,9 +33,10 @@ Third full run, after the glances got cheaper (an appraisal of the position read
 the features a placement cannot change, cheaper copies: 1.54x fewer instructions for the same
 playouts, 1.3-1.5x the playouts a CPU second, the same moves for a playout count; docs/bots.md,
 "Cheaper playouts, same moves"): 300 games, 1 process on the shared 2-core machine at load
-2-7, 32 min: random -1.4 [-9.8, 7.1], greedy 34.1 [29.7, 38.6], mcts 40.5 [36.0, 45.0], rated
-in 230-236 games: in order, random clear, greedy and mcts overlapping by 2.6 points (the gap
-6.4, was 8.2 in the run before); shuffled labels 25.1, 26.0, 23.0. MISSED.
+2-4 where read (the branch's own measurements beside it for 15 min), 32 min: random -1.4
+[-9.8, 7.1], greedy 34.1 [29.7, 38.6], mcts 40.5 [36.0, 45.0], rated in 230-236 games: in
+order, random clear, greedy and mcts overlapping by 2.6 points (the gap 6.4, was 8.2 in the
+run before); shuffled labels 25.1, 26.0, 23.0. MISSED.
 """
 
 from __future__ import annotations
