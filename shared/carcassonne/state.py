@@ -222,7 +222,7 @@ class GameState:
         placing the drawn tile on that square and nothing more (`Board.copy_around`: the
         features such a placement cannot change are shared with this state)."""
         twin = GameState.__new__(GameState)
-        for name in GameState.__slots__:
+        for name in _PLAIN_SLOTS:
             setattr(twin, name, getattr(self, name))
         twin.board = self.board.copy() if around is None else self.board.copy_around(around)
         twin.bag = dict(self.bag)
@@ -661,6 +661,18 @@ class GameState:
             for m in self.meeples.values()
         ]
 
+
+# The slots `copy` shares as they are (values never changed in place); the others it copies
+# one by one. Set apart so that a copy does not set those twice: a copy is most of what a
+# bot's glance at a move costs (simple.glance). With Feature.copy's: a whole copy of a late
+# state takes 14 % fewer instructions (callgrind; docs/bots.md, "Cheaper playouts").
+_OWN_SLOTS = frozenset(
+    (
+        *("board", "bag", "discarded", "supply", "abbots", "scores", "log", "meeples"),
+        *("timeouts", "out", "taken_over", "hands", "banks_ms", "away_until_ms"),
+    )
+)
+_PLAIN_SLOTS = tuple(name for name in GameState.__slots__ if name not in _OWN_SLOTS)
 
 _APPLY: dict[type, Callable[[GameState, Any], None]] = {
     GameStarted: GameState._started,

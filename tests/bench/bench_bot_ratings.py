@@ -27,8 +27,16 @@ on the shared 2-core machine at load 2.5-10, 37 min: random -6.2 [-15.1, 2.7], g
 and mcts still overlapping (by 1.1 points; the gap 8.2, was 3.4, on the same seating and bags
 but not the same games once a move differs); shuffled labels 25.6, 24.9, 24.2. MISSED: the
 head-to-heads at 200 ms show no change beyond their noise (bench_bots, docs/bots.md).
-Not run since: the search changes tried next (race width, horizon, a win-chance leaf;
-docs/bots.md, "What was tried next") gained nothing clear head to head and were not kept.
+Not run for the search changes tried next (race width, horizon, a win-chance leaf;
+docs/bots.md, "What was tried next"): they gained nothing clear head to head and were not kept.
+Third full run, after the glances got cheaper (an appraisal of the position read back for
+the features a placement cannot change, cheaper copies: 1.54x fewer instructions for the same
+playouts, 1.3-1.5x the playouts a CPU second, the same moves for a playout count; docs/bots.md,
+"Cheaper playouts, same moves"): 300 games, 1 process on the shared 2-core machine at load
+2-4 where read (the branch's own measurements beside it for 15 min), 32 min: random -1.4
+[-9.8, 7.1], greedy 34.1 [29.7, 38.6], mcts 40.5 [36.0, 45.0], rated in 230-236 games: in
+order, random clear, greedy and mcts overlapping by 2.6 points (the gap 6.4, was 8.2 in the
+run before); shuffled labels 25.1, 26.0, 23.0. MISSED.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from carcassonne import cli
 from carcassonne.bots import LEVELS, POLICIES, Budget, PlayerView, choose, player_view
 from carcassonne.bots.duel import play_duel_game, summarize, wilson
-from carcassonne.bots.heuristic import margin, worth
+from carcassonne.bots.heuristic import Appraisal, margin, worth, worth_glanced
 from carcassonne.bots.simple import after, glance, weigh, weigh_all
 from carcassonne.bots.view import HIDDEN_STATE, PUBLIC_STATE
 from carcassonne.events import DrawTile, TileDrawn
@@ -116,6 +116,25 @@ def test_a_glance_weighs_an_action_as_a_whole_copy_does_and_changes_nothing(
         assert worth(glanced) == worth(whole), action
         assert board_facts(glanced) == board_facts(whole), action
     assert board_facts(state) == before
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.integers(2, 6), variants, st.integers(0, 80))
+def test_an_appraisal_reads_back_the_same_weights_to_the_last_bit(
+    seed: int, players: int, ruleset: Ruleset, turns: int
+) -> None:
+    """`worth_glanced` (the terms of the features a placement cannot change read from the
+    position's `Appraisal`) is `worth` itself, the same floats, on every action of random
+    positions of every variant: completions, joined cities beside farms, the abbot (R9.2), the
+    closing border (R10.5) included; so bots weigh exactly as before and play the same moves."""
+    state = position(seed, players, ruleset, turns)
+    if state is None:
+        return
+    appraisal = Appraisal(state)
+    for action in actions(state):
+        glanced = glance(state, action)
+        assert worth_glanced(glanced, appraisal) == worth(glanced), action
+        assert weigh(state, action, appraisal) == weigh(state, action), action
 
 
 @FAST

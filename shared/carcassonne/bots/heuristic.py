@@ -146,6 +146,98 @@ def worth(state: GameState) -> list[float]:
     return out
 
 
+class Appraisal:
+    """`worth`'s term of every feature with a meeple in one position, kept to weigh glances
+    at it (`simple.glance`): a glance shares with the position every feature its placement
+    cannot change (`Board.copy_around`), and such a feature pays the same there, so its term
+    is read back instead of worked out again. A farm is read back only if none of the cities
+    it borders was touched either (a city closed or joined changes every farm beside it).
+    The sums are made in the same order as `worth`'s, so the weights are the same floats."""
+
+    __slots__ = ("left", "next_meeple", "roots", "supply", "terms")
+
+    def __init__(self, state: GameState) -> None:
+        board = state.board
+        self.next_meeple = state.next_meeple
+        self.left = state.bag_size  # every term is for this many tiles left
+        self.roots = {board.find(m.node) for m in state.meeples.values()}
+        # root -> (value, the players it pays, the roots of the cities a farm borders)
+        self.terms: dict[int, tuple[float, list[int], frozenset[int]]] = {}
+        # supply_value by meeples in supply (a glance changes the bag's size by nothing)
+        self.supply: dict[int, float] = {}
+        if state.over:
+            return
+        left, incomplete = state.bag_size, state.ruleset.incomplete_score
+        farm_points = farm_value(state)
+        for root in self.roots:
+            feat = board.feats[root]
+            if feat is None or feat.done or not feat.meeples:
+                continue
+            value = feature_value(board, feat, left, incomplete, farm_points)
+            cities = frozenset(board.find(node) for node in feat.cities)
+            self.terms[root] = (value, _majority(state, feat), cities)
+
+
+def _majority(state: GameState, feat: Feature) -> list[int]:
+    """The players a feature pays: those with the most meeples in it (R6.4: ties pay each)."""
+    counts = [0] * state.players
+    meeples = state.meeples
+    for meeple_id in feat.meeples:
+        counts[meeples[meeple_id].player] += 1
+    top = max(counts)
+    return [p for p in range(state.players) if counts[p] == top]
+
+
+def worth_glanced(glanced: GameState, appraisal: Appraisal) -> list[float]:
+    """`worth(glanced)`, the same floats, for a glance at the position of `appraisal` (a
+    `GameState.copy(around=...)` with its placement applied): the terms of the features it
+    shares with that position are read from `appraisal`. Measured (callgrind, 288 mcts
+    playouts on 12 positions of 2-4 players): the search's instructions fell by 29 % with
+    this (and `GameState.copy`'s shared slots set once), the same moves (docs/bots.md)."""
+    board = glanced.board
+    touched = board.touched
+    if touched is None or glanced.over or glanced.bag_size != appraisal.left:
+        return worth(glanced)
+    out = [float(s) for s in glanced.scores]
+    find = board.find
+    # The roots with a meeple: the position's, joined where the placement touched them,
+    # and the glance's own new figure's (a feature completed since is done: skipped below).
+    roots = {find(root) if root in touched else root for root in appraisal.roots}
+    meeples = glanced.meeples
+    for meeple_id in range(appraisal.next_meeple, glanced.next_meeple):
+        figure = meeples.get(meeple_id)
+        if figure is not None:
+            roots.add(find(figure.node))
+    feats, terms = board.feats, appraisal.terms
+    left, rules = glanced.bag_size, glanced.ruleset
+    farm_points = farm_value(glanced)
+    for root in sorted(roots):
+        term = terms.get(root)
+        # An untouched root's feature is the position's own object, with the same meeples
+        # (`Board.copy_around` shares it); a farm also needs its cities untouched.
+        if (
+            term is not None
+            and root not in touched
+            and (not term[2] or touched.isdisjoint(term[2]))
+        ):
+            value, winners = term[0], term[1]
+        else:
+            feat = feats[root]
+            if feat is None or feat.done or not feat.meeples:
+                continue
+            value = feature_value(board, feat, left, rules.incomplete_score, farm_points)
+            winners = _majority(glanced, feat)
+        for p in winners:
+            out[p] += value
+    players, supply = glanced.players, appraisal.supply
+    for p, count in enumerate(glanced.supply):
+        kept = supply.get(count)
+        if kept is None:
+            kept = supply[count] = supply_value(count, left, players)
+        out[p] += kept
+    return out
+
+
 def margin(values: list[float], me: int) -> float:
     """How far `me` is ahead of the best other player (negative: behind)."""
     best_other = max(v for p, v in enumerate(values) if p != me)

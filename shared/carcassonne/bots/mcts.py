@@ -34,9 +34,11 @@ joined) is found, not sampled past. Weighing is most of what a playout costs, so
 cheap without changing a weight (`simple.weigh_all`): each placement is played once on a copy
 that shares every feature it cannot change (`Board.copy_around`), and each meeple on it adds
 its exact `heuristic.meeple_gain`; the same replies, about 1.5x (2 players) to 2.2x (3
-players) as many playouts in the same CPU time. Measured (docs/bots.md): with the best of 8 sampled
-actions and two rounds of the table the search took 70 % of its games from greedy; as it is
-now, 81 of 100 at 1 s of CPU a move.
+players) as many playouts in the same CPU time; and the terms of the features a placement
+cannot change are read back from an appraisal of the position (`heuristic.Appraisal`), with
+cheaper copies: about 1.3-1.5x again, the same moves (docs/bots.md). Measured (docs/bots.md):
+with the best of 8 sampled actions and two rounds of the table the search took 70 % of its
+games from greedy; as it was then, 81 of 100 at 1 s of CPU a move.
 """
 
 from __future__ import annotations

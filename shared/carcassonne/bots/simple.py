@@ -13,7 +13,7 @@ import random
 from ..game import RECALL_ABBOT, Action, action_events, actions
 from ..state import GameState
 from .budget import Budget, Choice
-from .heuristic import margin, meeple_gain, worth
+from .heuristic import Appraisal, margin, meeple_gain, worth, worth_glanced
 from .view import PlayerView
 
 
@@ -54,9 +54,12 @@ def glance(state: GameState, action: Action) -> GameState:
     return twin
 
 
-def weigh(state: GameState, action: Action) -> float:
-    """The heuristic margin of the player to move after `action`."""
-    return margin(worth(glance(state, action)), state.current)
+def weigh(state: GameState, action: Action, appraisal: Appraisal | None = None) -> float:
+    """The heuristic margin of the player to move after `action` (`appraisal`: the state's,
+    to weigh several actions of it for less; the same value)."""
+    twin = glance(state, action)
+    values = worth(twin) if appraisal is None else worth_glanced(twin, appraisal)
+    return margin(values, state.current)
 
 
 def weigh_all(state: GameState, choices: list[Action]) -> list[float]:
@@ -65,17 +68,18 @@ def weigh_all(state: GameState, choices: list[Action]) -> list[float]:
     each meeple on it adds its `meeple_gain` (a turn has about three actions a placement).
     The abbot (R9.2) is weighed whole: it is no supply meeple, and a recall moves it."""
     me = state.current
+    appraisal = Appraisal(state)
     bare: dict[tuple[int, int, int], tuple[GameState, list[float]]] = {}
     out = []
     for action in choices:
         x, y, rotation, meeple = action
         if meeple is not None and (meeple == RECALL_ABBOT or meeple.abbot):
-            out.append(weigh(state, action))
+            out.append(weigh(state, action, appraisal))
             continue
         seen = bare.get((x, y, rotation))
         if seen is None:
             twin = glance(state, (x, y, rotation, None))
-            seen = bare[(x, y, rotation)] = (twin, worth(twin))
+            seen = bare[(x, y, rotation)] = (twin, worth_glanced(twin, appraisal))
         twin, values = seen
         if meeple is not None:
             node = twin.board.tiles[(x, y)].base
@@ -88,7 +92,8 @@ def weigh_all(state: GameState, choices: list[Action]) -> list[float]:
 
 def ranked(state: GameState, choices: list[Action]) -> list[tuple[float, Action]]:
     """Every action with its heuristic margin for the mover, best first (stable order)."""
-    scored = [(weigh(state, action), action) for action in choices]
+    appraisal = Appraisal(state)
+    scored = [(weigh(state, action, appraisal), action) for action in choices]
     scored.sort(key=lambda pair: -pair[0])
     return scored
 
