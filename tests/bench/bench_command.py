@@ -20,6 +20,20 @@ Targets, each a ratio to a figure of the same run (tests/bench/targets.py):
 - turn p99 at half of its own peak ≤ 1.5x the baseline's p99 paced at that same rate
   (issue 27);
 - turns 66-70 ≤ 1.2x turns 1-5 (median, one client).
+
+Measured for issue 27 on 2026-11-28, on a quiet moment of the shared 2-core machine (load
+< 1.6). Before the day's changes: turns 1292/s against the baseline's 2362/s (0.547x), turn
+p99 at half load 17.36 ms against the baseline's 4.61 ms at that rate (3.76x), server CPU
+1.10 ms a turn. After them (a worker's loaded objects frozen for the collector, a turn's
+request path through flask's proxies and werkzeug's headers without raised and caught
+exceptions, the strict JSON decoder and the answer's encoder made once, no wait for the
+client's close after an answer, the engine's cheaper copies and placements): 1694/s against
+2809/s (0.603x) and 1559/s against 2574/s (0.606x); p99 at half load 7.02 and 8.28 ms against
+3.52 and 3.68 ms (1.99x, 2.25x); server CPU 0.84-0.90 ms a turn. The baseline gained too (the
+same gunicorn config and worker), so the ratio moved less than a turn's cost: both targets
+are still missed. Under other jobs' load the same code measured 0.46x-0.81x: bench_instructions
+counts a request's instructions, which do not move with the machine (a turn 2.62x the
+baseline's, 3.05x before).
 """
 
 from __future__ import annotations
