@@ -31,9 +31,9 @@ client's close after an answer, the engine's cheaper copies and placements): 169
 2809/s (0.603x) and 1559/s against 2574/s (0.606x); p99 at half load 7.02 and 8.28 ms against
 3.52 and 3.68 ms (1.99x, 2.25x); server CPU 0.84-0.90 ms a turn. The baseline gained too (the
 same gunicorn config and worker), so the ratio moved less than a turn's cost: both targets
-are still missed. Under other jobs' load the same code measured 0.46x-0.81x: bench_instructions
-counts a request's instructions, which do not move with the machine (a turn 2.62x the
-baseline's, 3.05x before).
+are still missed. Under other jobs' load one commit measured 0.46x and 0.81x in two runs
+minutes apart: bench_instructions counts a request's instructions, which do not move with the
+machine (a turn 2.62x the baseline's, 3.05x before).
 """
 
 from __future__ import annotations

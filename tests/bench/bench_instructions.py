@@ -1,8 +1,8 @@
 """Instructions a request costs the web app that serves it (`make bench`, issue 27).
 
 bench_command judges turn throughput against the Flask + one XADD baseline, but on this shared
-2-core machine one commit measured 0.46x-0.81x of the baseline in four runs of one hour (other
-jobs took the cores in turns). This counts what does not move with the machine: the
+2-core machine one commit measured 0.46x and 0.81x of the baseline in two runs minutes apart
+(other jobs took the cores in turns). This counts what does not move with the machine: the
 instructions executed in user space for one request by the WSGI app, under valgrind's
 callgrind (the same count for the same code and input whatever else runs), for
 `POST /games/{id}/turns` in the command service and for the baseline's `POST /xadd`, in the
@@ -23,7 +23,9 @@ a note without it).
 Measured for issue 27 (this bench's method, 12 games, 840 turns, one dataset): the code before
 issue 27's last changes, 1,721k instructions a turn; after them (each answer's request and app
 read behind flask's proxies once, one JSON encoder, token_hex ids, the hardening headers and
-the body's length read without raised KeyErrors), 1,517k (-11.9 %); the baseline ~561k.
+the body's length read without raised KeyErrors), 1,517k (-11.9 %); with the strict
+decoder made once and the engine's cheaper placements and copies too, 1,482k (2.62x the
+baseline's 565k; 3.05x before).
 """
 
 from __future__ import annotations
