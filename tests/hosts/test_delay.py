@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.hosts.delay import MAX_HELD, DelayProxy
+from tests.sockets import recv_exactly
 
 pytestmark = pytest.mark.integration
 
@@ -51,30 +52,21 @@ def proxy() -> Iterator[DelayProxy]:
         server.close()
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    got = b""
-    while len(got) < size:
-        chunk = sock.recv(size - len(got))
-        assert chunk, f"the stream ended after {len(got)} of {size} bytes"
-        got += chunk
-    return got
-
-
 def test_each_way_is_delayed_and_a_half_close_passes_on(proxy: DelayProxy) -> None:
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
         sock.sendall(b"ping")
         start = time.monotonic()
-        assert _recv_exactly(sock, 4) == b"ping"
+        assert recv_exactly(sock, 4) == b"ping"
         took = time.monotonic() - start
         assert 0.2 <= took < 2.0, took  # 100 ms there, 100 ms back (and the connect's 100 ms)
         sock.shutdown(socket.SHUT_WR)  # the server sees the end, says bye and closes
-        assert _recv_exactly(sock, 3) == b"bye"
+        assert recv_exactly(sock, 3) == b"bye"
         assert sock.recv(10) == b""
     proxy.delay_ms = 0  # changed while it runs: new chunks are not held
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
         sock.sendall(b"x")
         start = time.monotonic()
-        assert _recv_exactly(sock, 1) == b"x"
+        assert recv_exactly(sock, 1) == b"x"
         assert time.monotonic() - start < 0.2
 
 
@@ -83,7 +75,7 @@ def test_a_large_stream_arrives_whole_and_in_order(proxy: DelayProxy) -> None:
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
         sender = threading.Thread(target=sock.sendall, args=(payload,), daemon=True)
         sender.start()
-        assert _recv_exactly(sock, len(payload)) == payload
+        assert recv_exactly(sock, len(payload)) == payload
         sender.join(10)
 
 
@@ -94,7 +86,7 @@ def test_stop_closes_both_sides_and_a_full_proxy_turns_connections_away() -> Non
     try:
         first = socket.create_connection(("127.0.0.1", relay.port), timeout=5)
         first.sendall(b"a")
-        assert _recv_exactly(first, 1) == b"a"  # relayed: it holds the one place
+        assert recv_exactly(first, 1) == b"a"  # relayed: it holds the one place
         with socket.create_connection(("127.0.0.1", relay.port), timeout=5) as second:
             assert second.recv(10) == b""  # closed at once
         assert relay.refused == 1

@@ -323,21 +323,29 @@ def test_ending_a_vacation_that_is_over_unknown_or_another_keys_changes_nothing(
     assert json.loads(client.get(record_key)) == [record]  # unchanged
 
 
+def _banked_game_and_key(suite, name: str, player_id: str) -> tuple[dict, dict]:
+    """A 2-player game with a 300 s bank, `player_id` in seat 0; and the tests' API key record."""
+    from services.redis_store.apikeys import ApiKeys
+
+    base = suite["base"]
+    status, game = create(base, [{"name": name, "player_id": player_id}, {"name": "Ann"}],
+                          initial_seconds=300)  # fmt: skip
+    assert status == 201, game
+    key = ApiKeys(suite["client"]).get(api_key(base)["X-Api-Key"])
+    assert key is not None
+    return game, key
+
+
 def test_a_declaration_that_failed_after_its_record_is_completed_by_the_retry(suite):
     """Redis lost mid-way (the request's 503): the vacation was recorded, no game paused.
     The retry is refused as overlapping, and first pauses every game the record missed,
     each once (its command id is the vacation's)."""
     from services.command.vacations import DAY_MS as DAY
     from services.command.vacations import year_of
-    from services.redis_store.apikeys import ApiKeys
     from services.redis_store.vacations import VacationBook
 
     base, store, client = suite["base"], suite["store"], suite["client"]
-    status, game = create(base, [{"name": "Rae", "player_id": "u-rae"}, {"name": "Ann"}],
-                          initial_seconds=300)  # fmt: skip
-    assert status == 201, game
-    key = ApiKeys(client).get(api_key(base)["X-Api-Key"])
-    assert key is not None
+    game, key = _banked_game_and_key(suite, "Rae", "u-rae")
     now = int(time.time() * 1000)
     book = VacationBook(client)  # the record the failed request made, and nothing else
     done = book.declare(key["id"], "u-rae", "v-lost", now, now + 2 * DAY, 2, year_of(now), 10)
@@ -583,15 +591,10 @@ def test_a_retried_later_declaration_pauses_the_games_it_missed_once(suite):
     """The record made, the games not reached (a 503 mid-way): the same request again is
     refused as overlapping, after pausing every game, with the vacation's own start."""
     from services.command.vacations import year_of
-    from services.redis_store.apikeys import ApiKeys
     from services.redis_store.vacations import VacationBook
 
     base, store, client = suite["base"], suite["store"], suite["client"]
-    status, game = create(base, [{"name": "Ida", "player_id": "u-ida"}, {"name": "Ann"}],
-                          initial_seconds=300)  # fmt: skip
-    assert status == 201, game
-    key = ApiKeys(client).get(api_key(base)["X-Api-Key"])
-    assert key is not None
+    game, key = _banked_game_and_key(suite, "Ida", "u-ida")
     start = now_ms() + 3_600_000
     until = start + DAY_MS
     done = VacationBook(client).declare(key["id"], "u-ida", "v-lost", start, until, 1,

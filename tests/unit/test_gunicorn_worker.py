@@ -11,6 +11,7 @@ import pytest
 from gunicorn import util
 
 from services.common import gunicorn_worker
+from tests.sockets import recv_exactly
 
 
 @pytest.mark.parametrize(
@@ -102,7 +103,7 @@ def test_bytes_the_app_never_read_are_drained_until_the_client_closes() -> None:
     unread = b"x" * 1000
     try:
         theirs.sendall(REQUEST + unread)
-        assert _recv_exactly(ours, len(REQUEST)) == REQUEST  # the app reads no further
+        assert recv_exactly(ours, len(REQUEST)) == REQUEST  # the app reads no further
         ours.sendall(ANSWER)
         closed = threading.Event()
 
@@ -121,10 +122,3 @@ def test_bytes_the_app_never_read_are_drained_until_the_client_closes() -> None:
     finally:
         ours.close()
         theirs.close()
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    got = b""
-    while len(got) < size:
-        got += sock.recv(size - len(got))
-    return got
