@@ -46,7 +46,7 @@ from services.common.access import (
     request_key,
     trusted_proxies,
 )
-from services.common.body import read_body
+from services.common.body import read_body, unproxied
 from services.common.notifications import DEFAULT_OVERLAP_SECONDS, MAX_OVERLAP_SECONDS
 from services.common.schemas import Record
 from services.common.task_sender import TaskSender
@@ -123,15 +123,13 @@ def init_app(app: Flask, api: Api, service: GameService) -> None:
     def _address_limit() -> None:
         # Every write, whatever its path, key or outcome (an unknown path, a missing key):
         # counted against its client's address first (nothing is written when refused).
-        # The request behind flask's proxy, read once (services/common/body.py, `unproxied`).
-        req = request._get_current_object()  # type: ignore[attr-defined]
+        req = unproxied(request)  # read once
         if req.method not in ("GET", "HEAD", "OPTIONS"):
             check_address(_parts().addresses, client_address(req, proxies))
 
 
 def _parts() -> Integration:
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
-    return cast(Integration, app.extensions["integration"])
+    return cast(Integration, unproxied(current_app).extensions["integration"])
 
 
 def authenticated(view: F) -> F:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar, cast
 
 from flask import Request
 from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
@@ -35,6 +35,7 @@ from carcassonne.errors import GameError
 MAX_DEPTH = 16
 JSON_TYPE = "application/json"
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+T = TypeVar("T")
 
 
 class BodyError(GameError):
@@ -76,11 +77,11 @@ def unsupported(request: Request, expected: str) -> NoReturn:
     )
 
 
-def unproxied(request: Request) -> Request:
-    """The request itself rather than flask's `request` proxy (which webargs passes): each
-    attribute read through the proxy costs a context-variable lookup and an AttributeError
-    raised and caught before the proxy's `__getattr__` forwards it (~2 µs)."""
-    return request._get_current_object() if isinstance(request, LocalProxy) else request
+def unproxied(obj: T) -> T:
+    """The object itself rather than flask's proxy of it (`request`, which webargs passes, or
+    `current_app`): each attribute read through a proxy costs a context-variable lookup and an
+    AttributeError raised and caught before the proxy's `__getattr__` forwards it (~2 µs)."""
+    return cast(T, obj._get_current_object()) if isinstance(obj, LocalProxy) else obj
 
 
 def read_body(request: Request, limit: int | None = None) -> bytes:

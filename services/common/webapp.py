@@ -23,7 +23,7 @@ from services.redis_store.acl import user_of
 from services.redis_store.connect import connect, is_cluster_url
 
 from .api_doc import OPENAPI_VERSION
-from .body import read_json
+from .body import read_json, unproxied
 from .observability import instrument
 from .settings import from_env
 
@@ -158,7 +158,7 @@ def _hardened(response: flask.Response) -> flask.Response:
     present = {name.lower() for name, _ in headers.items()}
     if "x-content-type-options" not in present:
         headers.add("X-Content-Type-Options", "nosniff")
-    request = flask.request._get_current_object()  # type: ignore[attr-defined]  # read once
+    request = unproxied(flask.request)  # read once
     if request.method not in ("GET", "HEAD", "OPTIONS") and "cache-control" not in present:
         headers.add("Cache-Control", "no-store")
     if request.path.startswith("/docs"):
