@@ -30,6 +30,7 @@ import redis
 from carcassonne.errors import GameError
 from carcassonne.events import AbandonGame, Event, TimeOutTurn
 from carcassonne.game import decide
+from carcassonne.pauses import running_ms
 from carcassonne.state import OVER, PLACE, GameState
 from eventstore.envelope import MOVES
 from eventstore.port import EventStore
@@ -39,7 +40,7 @@ from services.common.moves import Decision, Fold, Once, run_command, still_holds
 from services.common.takeover import TakeoverPayer
 from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.indexes import shard_pages
-from services.redis_store.keys import deadlines_key, idle_key, secrets_key
+from services.redis_store.keys import deadlines_key, idle_key, index_shard, secrets_key
 
 log = logging.getLogger(__name__)
 
@@ -189,17 +190,29 @@ class Timer:
         return bool(events) and self._append(game_id, Fold(state, seq, command=command), decision)
 
     def abandon(self, game_id: str, now_ms: int, after_ms: int) -> bool:
-        """End the game as abandoned if its last move is `after_ms` old; True if this call did."""
+        """End the game as abandoned if it has waited `after_ms` for its seat to move, that
+        seat's declared absences left out (docs/clocks.md: a vacation declared to start
+        later is logged at its declaration, so the wait before it would otherwise count);
+        True if this call did."""
         stored = self.store.read(game_id, MOVES)
         if not stored:
             return False
-        idle = now_ms - stored[-1].time_ms
-        if idle < after_ms:
+        last = stored[-1].time_ms
+        if now_ms - last < after_ms:
             return False  # moved since the index was read
         state = GameState()
         for event in stored:
             state.apply(to_engine(event))
         if state.phase == OVER:
+            return False
+        away = state.pauses_ms[state.current] if state.pauses_ms else []
+        idle = running_ms(last, now_ms, away)
+        if idle < after_ms:
+            # Away meanwhile: the game is due again when the seat's clock has run `after_ms`
+            # at the earliest. Only ever later (GT), and only while indexed (XX): a move or
+            # the game's end, written by the index's consumer meanwhile, stands.
+            shard = index_shard(game_id)
+            self.client.zadd(idle_key(shard), {game_id: now_ms - idle}, xx=True, gt=True)
             return False
         seq = stored[-1].seq
         events = _decided(state, AbandonGame(idle))
