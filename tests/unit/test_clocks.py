@@ -6,6 +6,7 @@ event, so a replay of the log alone gives the same banks and deadlines."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,7 @@ from carcassonne.events import (
     GameEnded,
     PauseClock,
     PlayTurn,
+    RecallAbbot,
     Resign,
     ResumeClock,
     StartGame,
@@ -185,6 +187,28 @@ def test_a_placement_decided_without_a_clock_is_charged_by_the_next_clocked_draw
     assert state.banks_ms == [265_000, 300_000] and state.charge is None
     events = play(state, NOW + 50_000)  # the next one, clocked: on the placement again
     assert charged(events) == (1, 295_000)
+
+
+def test_taking_the_abbot_back_carries_the_bank_as_any_placement():
+    """R9.2 with a bank: `RecallAbbot` places the tile too (`TilePlaced`, then `AbbotRecalled`),
+    so it carries the placer's bank at its time. A record's moves are made at time 0 (its
+    draws' time): each keeps the whole bank, plus the increment."""
+    from carcassonne.record import record_events
+    from tests.unit.boards import record
+
+    turns = "Ug0@1,0:G V3@-1,0 B0@1,-1 E2@0,-1"
+    events = record_events(record(turns, opts="abbot=on edition=2nd bank=300+5"))
+    assert [e.bank_ms for e in events if isinstance(e, TilePlaced)] == [
+        305_000, 305_000, 310_000, 310_000
+    ]  # fmt: skip
+    assert not any(isinstance(e, BankCharged) for e in events)
+    assert isinstance(events[-1], GameEnded)  # the record ends there: play on before it
+    state = fold(events[:-1])
+    run(state, DrawTile("B", NOW))  # seat 0's turn: its 310 s from now
+    recalled = run(state, RecallAbbot(0, 2, -1, 0, NOW + 10_000))
+    assert [type(e).__name__ for e in recalled] == ["TilePlaced", "AbbotRecalled"]
+    assert charged(recalled) == (0, 310_000 - 10_000 + 5_000)
+    assert state.banks_ms == [305_000, 310_000]
 
 
 def test_the_last_placement_carries_no_bank_as_no_draw_charged_it_before():
@@ -353,6 +377,39 @@ def test_a_new_banked_games_placements_carry_the_banks_its_views_show():
     assert {seat for seat, _ in banks} == {0, 1} and len(shown) > len(banks)
 
 
+def test_the_command_services_abbot_recall_carries_the_bank_too():
+    """R9.2 through the command service: a turn that takes the abbot back is timed as any
+    other (its `TilePlaced` carries the bank; no `BankCharged`)."""
+    from carcassonne.game import RECALL_ABBOT
+    from eventstore.envelope import MOVES
+    from eventstore.port import InMemoryEventStore
+    from services.command.secrets_store import MemorySecrets
+    from services.command.service import GameService
+
+    store = InMemoryEventStore()
+    service = GameService(store, MemorySecrets())
+    rules = Ruleset(abbot=True, tile_edition="2nd", initial_seconds=DAY, increment_seconds=60)
+    game_id, seats = service.create_game(["ann", "bob"], rules, seat_order=[0, 1])
+    tokens = [seat["token"] for seat in seats]
+    for _ in range(70):  # seat 0 puts its abbot out, then takes it back at its next turn
+        state = service.load(game_id).state
+        mine = actions(state) if state.current == 0 else []
+        recall = [a for a in mine if a[3] == RECALL_ABBOT]
+        abbot = [a for a in mine if a[3] is not None and a[3].abbot and not recall]
+        x, y, rotation, meeple = (recall or abbot or actions(state))[0]
+        if recall:
+            service.play_turn(game_id, tokens[0], x, y, rotation, None, recall=True)
+            break
+        meeple = meeple if abbot else None
+        service.play_turn(game_id, tokens[state.current], x, y, rotation, meeple)
+    log = store.read(game_id, MOVES)
+    assert log[-1].type == "TileDrawn" and recall  # the recall was played, and a draw after it
+    placed, recalled = [e for e in log if e.type in ("TilePlaced", "AbbotRecalled")][-2:]
+    assert recalled.type == "AbbotRecalled" and placed.payload["player"] == 0
+    assert placed.payload["bank_ms"] == service.turn_view(game_id)["banks_ms"][0]
+    assert not any(e.type == "BankCharged" for e in log)
+
+
 # ------------------------------------------------------------------ replay is a fold
 
 
@@ -501,7 +558,7 @@ _RULES = {"tileset": "base", "farmers": True, "farm_scoring": "3rd", "incomplete
 _SEATS = [{"name": None, "player_id": None}] * 2
 
 
-def _placed(player: int, tile: str, x: int, y: int, rotation: int, **bank: int) -> dict:
+def _placed(player: int, tile: str, x: int, y: int, rotation: int, **bank: int) -> dict[str, Any]:
     return {"player": player, "tile": tile, "x": x, "y": y, "rotation": rotation,
             "meeple": None, **bank}  # fmt: skip
 
@@ -533,7 +590,7 @@ _NEW_LOG = [
 ]
 
 
-def _read(log: list[tuple[str, int, dict]]) -> list[StoredEvent]:
+def _read(log: list[tuple[str, int, dict[str, Any]]]) -> list[StoredEvent]:
     """Stored events as a store holds them (each payload checked against its schema)."""
     out = []
     for seq, (kind, version, payload) in enumerate(log, start=1):
