@@ -36,9 +36,12 @@ from carcassonne.events import (
 from carcassonne.game import actions, decide, fold
 from carcassonne.ruleset import MAX_BANK_SECONDS, Ruleset
 from carcassonne.state import DRAW, OVER, PLACE, GameState
-from eventstore.envelope import StoredEvent
+from eventstore.envelope import MOVES, StoredEvent
 from eventstore.errors import SchemaError
+from eventstore.port import InMemoryEventStore
 from eventstore.schemas import CURRENT, to_engine, to_new, upcast, validate_payload
+from services.command.secrets_store import MemorySecrets
+from services.command.service import GameService
 from tests.unit.engine_steps import NOW, run, started
 
 DAY = 86_400
@@ -336,21 +339,24 @@ def test_clock_events_round_trip_and_fit_their_stored_schemas():
     validate_payload(stored_start.type, stored_start.version, stored_start.payload)
 
 
+def _service_game(rules: Ruleset) -> tuple[GameService, InMemoryEventStore, str, list[str]]:
+    """The command service on an in-memory store with a new 2-seat game of `rules`: (service,
+    store, game id, tokens by seat)."""
+    store = InMemoryEventStore()
+    service = GameService(store, MemorySecrets())
+    game_id, seats = service.create_game(["ann", "bob"], rules, seat_order=[0, 1])
+    return service, store, game_id, [seat["token"] for seat in seats]
+
+
 def test_a_new_banked_games_placements_carry_the_banks_its_views_show():
     """Through the command service (its clock, one append a turn): no `BankCharged` in the
     move stream; each placement's `bank_ms` is the placer's bank in `/turn` right after it,
     and the bank `turn_started` gives that seat at its next turn."""
-    from eventstore.envelope import MOVES
-    from eventstore.port import InMemoryEventStore
-    from services.command.secrets_store import MemorySecrets
-    from services.command.service import GameService
     from services.scoring.feed import feed_items
 
-    store = InMemoryEventStore()
-    service = GameService(store, MemorySecrets())
-    rules = Ruleset(initial_seconds=DAY, increment_seconds=60)
-    game_id, seats = service.create_game(["ann", "bob"], rules, seat_order=[0, 1])
-    tokens = [seat["token"] for seat in seats]
+    service, store, game_id, tokens = _service_game(
+        Ruleset(initial_seconds=DAY, increment_seconds=60)
+    )
     banks = []
     for _ in range(6):
         view = service.turn_view(game_id)
@@ -381,16 +387,9 @@ def test_the_command_services_abbot_recall_carries_the_bank_too():
     """R9.2 through the command service: a turn that takes the abbot back is timed as any
     other (its `TilePlaced` carries the bank; no `BankCharged`)."""
     from carcassonne.game import RECALL_ABBOT
-    from eventstore.envelope import MOVES
-    from eventstore.port import InMemoryEventStore
-    from services.command.secrets_store import MemorySecrets
-    from services.command.service import GameService
 
-    store = InMemoryEventStore()
-    service = GameService(store, MemorySecrets())
     rules = Ruleset(abbot=True, tile_edition="2nd", initial_seconds=DAY, increment_seconds=60)
-    game_id, seats = service.create_game(["ann", "bob"], rules, seat_order=[0, 1])
-    tokens = [seat["token"] for seat in seats]
+    service, store, game_id, tokens = _service_game(rules)
     for _ in range(70):  # seat 0 puts its abbot out, then takes it back at its next turn
         state = service.load(game_id).state
         mine = actions(state) if state.current == 0 else []
@@ -652,7 +651,6 @@ def test_the_timer_index_follows_a_pause_of_the_seat_to_move_and_ignores_the_oth
     """A `ClockPaused` with a deadline (the away seat's running turn) moves the game's entry
     in the deadline index; one without (another seat away) leaves it as the draw set it,
     whether it comes in the same batch as the draw or in a later one."""
-    from eventstore.port import InMemoryEventStore
     from services.redis_store.changes import Change, Write
     from services.redis_store.keys import deadlines_key
     from services.scoring.timer import TimerIndex
