@@ -152,7 +152,7 @@ TURN_RESULT: dict[str, Any] = {
             "stream": "moves",
             "seq": 7,
             "type": "TilePlaced",
-            "version": 2,
+            "version": 3,
             "time_ms": 1795459614940,
             "command_id": "f81bc8d683304b4b8ff26432b616ad8a",
             "payload": {

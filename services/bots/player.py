@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from carcassonne.bots import Budget, Choice, choose, choose_in_hand, hand_views, player_view
@@ -32,7 +32,7 @@ from eventstore.envelope import MOVES, StoredEvent
 from eventstore.port import EventStore
 from eventstore.schemas import to_engine
 from services.common.draws import fold_opened
-from services.common.moves import Committed, Decision, Fold, Once, run_command
+from services.common.moves import Committed, Decision, Fold, Once, now_ms, run_command
 from services.common.pace import Paced, move_ms
 from services.common.takeover import TAKEOVER_THINK_MS
 from services.redis_store.bot_index import bot_seats, has_takeover
@@ -179,12 +179,15 @@ class BotPlayer:
         if on_think is not None:
             on_think(paced.duration_ms)
         command, choice = self._choose(game_id, seq, state, level, paced.budget())
-        # Decided as a human turn; the next turn's clock starts now (a turn limit,
-        # docs/lifecycle.md). A lost race: another task played this turn (or a human moved
-        # on), or this very turn was appended by an earlier copy of the task.
-        decision = Decision(decide(state, command), command_id(game_id, seq), str(record["seed"]))
         took = paced.elapsed_ms()
         late = paced.wait()  # the move's fixed duration, whatever its work took
+        # Decided as a human turn, when it is made (after the wait): the placement carries
+        # the bank charged then and the next turn's clock starts then (a bank or a turn limit,
+        # docs/clocks.md, docs/lifecycle.md). A lost race: another task played this turn (or a
+        # human moved on), or this very turn was appended by an earlier copy of the task.
+        now = now_ms()
+        moved = decide(state, replace(command, now_ms=now))
+        decision = Decision(moved, command_id(game_id, seq), str(record["seed"]), now=now)
         raced = Once(
             decision, lambda appended: Outcome(RACED, appended.result.last_seq if appended else seq)
         )

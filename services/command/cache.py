@@ -46,9 +46,10 @@ FOLDED_AGAIN = Counter(
 # the state): a turn's events are applied to the cached state in place, and a refused append
 # rebuilds the state at the cached sequence from the checkpoint and the events since. A copy
 # per turn cost ~50 µs; one per this many turns costs a few µs a turn. Counted in appends,
-# not events: a banked turn appends three events (`BankCharged` too) where a turn without a
-# clock appends two, and counting 64 events made a banked game copy its state 1.5 times as
-# often (issue 30); 32 appends is what 64 events were for a game without a clock.
+# not events: a banked turn appended three events (`BankCharged` too, before the placement
+# carried the bank) where a turn without a clock appends two, and counting 64 events made a
+# banked game copy its state 1.5 times as often (issue 30); 32 appends is what 64 events
+# were for a game without a clock (and a turn's events may still vary: discards, R4.4).
 CHECKPOINT_APPENDS = 32
 
 

@@ -32,7 +32,7 @@ from carcassonne.tiles import Meeple
 from eventstore.envelope import MOVES, StoredEvent
 from eventstore.port import EventStore
 from services.common.body import fingerprint
-from services.common.moves import Appended, Decision, Handler
+from services.common.moves import Appended, Decision, Handler, now_ms
 from services.common.takeover import TakeoverPayer
 
 from .cache import Cached, Taken
@@ -172,14 +172,17 @@ class Turn(SeatCommand):
             )
         not_taken_over(unit.state, seat)
         x, y, rotation, meeple = self.move
+        # One clock for the move and the draw after it (the same append): the placement
+        # carries the bank charged at `now`, the draw's deadline counts from it (clocks.md).
+        now = now_ms()
         command = (
-            RecallAbbot(seat, x, y, rotation)
+            RecallAbbot(seat, x, y, rotation, now)
             if self.recall
-            else PlayTurn(seat, x, y, rotation, meeple, self.tile)
+            else PlayTurn(seat, x, y, rotation, meeple, self.tile, now)
         )
         command_id, request = self.ids(seat)
         events = decide(unit.state, command)
-        return Decision(events, command_id, unit.cached.secrets["seed"], request)
+        return Decision(events, command_id, unit.cached.secrets["seed"], request, now)
 
     def lost(self, unit: Taken, appended: Appended | None) -> TurnResult | None:
         """See `SeatCommand.lost`: with the client's If-Match, a lost race is its answer."""

@@ -239,8 +239,10 @@ class Event(Closed):
             "totals (docs/undo.md); R10.3 hand games: HandDrawn: player, commitment (SHA-256 "
             'hex of "tile:nonce"; the tile stays secret), HandsRevealed: hands (per seat '
             "[tile, nonce] pairs, at the end), and TilePlaced, TileDiscarded, TileReturned "
-            "carry the played tile's nonce; clocks (docs/clocks.md): BankCharged: player, "
-            "bank_ms (a seat's Fischer time bank after its placement), ClockPaused: player, "
+            "carry the played tile's nonce; clocks (docs/clocks.md): TilePlaced (version 3) "
+            "carries bank_ms? (the placer's Fischer time bank after the move; only with a "
+            "bank), BankCharged: player, bank_ms (the same, logged after the placement by "
+            "games played before version 3), ClockPaused: player, "
             "from_ms, until_ms, deadline_ms (a vacation; the running turn's moved deadline), "
             "ClockResumed: player, at_ms, deadline_ms (a vacation ended early; the running "
             "turn's deadline brought forward)"

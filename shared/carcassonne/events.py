@@ -66,6 +66,11 @@ class TilePlaced:
     meeple: Meeple | None = None
     # R10.3: the played hand tile's nonce, opening its `HandDrawn` commitment (None: no hand)
     nonce: str | None = None
+    # Fischer clock (docs/clocks.md): the placer's bank after this move, pressed with it as a
+    # chess clock is: what was left of it at the placement's time, plus the increment. None
+    # without a bank, for a placement decided without a clock, and for the game's last one
+    # (older logs charged the bank with a `BankCharged` after the placement instead).
+    bank_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -248,8 +253,10 @@ UNDO_EVENTS = (UndoRequested, UndoAccepted, UndoRefused, TurnUndone)
 class BankCharged:
     """Fischer clock (ruleset `initial_seconds`, docs/clocks.md): `player`'s turn ended with a
     placement, and their time bank is now `bank_ms` (what was left at the placement, plus the
-    ruleset's increment). The draw that follows the placement charges it, on the draw's clock
-    (the same append): the bank is a fact of the log, so a replay needs no clock."""
+    ruleset's increment), charged by the draw that follows the placement, on the draw's clock
+    (the same append). What games logged before the placement carried its bank
+    (`TilePlaced.bank_ms`): read forever; the engine emits it only for a placement decided
+    without a clock that a clocked draw follows."""
 
     player: int
     bank_ms: int
@@ -363,17 +370,21 @@ class PlayTurn:
     rotation: int
     meeple: Meeple | None = None
     tile: str | None = None
+    # The caller's clock (Unix ms; the engine has none), the time the move is made: with a
+    # Fischer bank the placement carries the placer's bank as of then. None: no charge here.
+    now_ms: int | None = None
 
 
 @dataclass(frozen=True)
 class RecallAbbot:
     """Place the drawn tile at (x, y) with `rotation` and, instead of placing a meeple, take
-    the abbot back (R9.2)."""
+    the abbot back (R9.2). `now_ms` as `PlayTurn`'s."""
 
     player: int
     x: int
     y: int
     rotation: int
+    now_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -543,7 +554,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
             body = {"ruleset": ruleset.to_dict(), "players": players}
             if names is not None or ids is not None:
                 body["players"] = seats_to_list(players, names, ids)
-        case TilePlaced(player, tile, x, y, rotation, meeple, nonce):
+        case TilePlaced(player, tile, x, y, rotation, meeple, nonce, bank_ms):
             body = {
                 "player": player,
                 "tile": tile,
@@ -554,6 +565,8 @@ def event_to_dict(event: Event) -> dict[str, Any]:
             }
             if nonce is not None:
                 body["nonce"] = nonce
+            if bank_ms is not None:
+                body["bank_ms"] = bank_ms
         case TileDrawn(tile, deadline):
             body = {"tile": tile} if deadline is None else {"tile": tile, "deadline_ms": deadline}
         case HandDrawn(player, commitment, tile, nonce):

@@ -464,10 +464,9 @@ def _clocked_draw(state: GameState, tile: str, now_ms: int) -> list[Event]:
     at `now_ms` (its clock's time to the deadline), plus the increment."""
     events: list[Event] = []
     banks = list(state.banks_ms)
-    if banks and state.charge is not None:
+    if banks and state.charge is not None:  # a placement decided without a clock (BankCharged)
         player, deadline = state.charge
-        left = min(banks[player], running_ms(now_ms, deadline, state.pauses_ms[player]))
-        banks[player] = left + state.ruleset.increment_seconds * 1000
+        banks[player] = _bank_after(state, player, deadline, now_ms)
         events.append(BankCharged(player, banks[player]))
     allotted = _allotment(state, banks)
     if allotted is None:
@@ -476,6 +475,25 @@ def _clocked_draw(state: GameState, tile: str, now_ms: int) -> list[Event]:
         windows = state.pauses_ms[state.current]
         events.append(TileDrawn(tile, advanced(now_ms, allotted, windows)))
     return events
+
+
+def _bank_after(state: GameState, player: int, deadline: int, now_ms: int) -> int:
+    """`player`'s Fischer bank after a move at `now_ms` in a turn due at `deadline`: what was
+    left of it then (its clock's time to the deadline, skipping their absences; never below
+    0), plus the increment (docs/clocks.md)."""
+    left = min(state.banks_ms[player], running_ms(now_ms, deadline, state.pauses_ms[player]))
+    return left + state.ruleset.increment_seconds * 1000
+
+
+def _placement_bank(state: GameState, now_ms: int | None, ends: bool) -> int | None:
+    """The bank a placement by the player to move carries (`TilePlaced.bank_ms`): charged at
+    `now_ms`, the time the move is made. None without a bank or a clock (the next clocked
+    draw charges it, as `BankCharged`), and for the placement that `ends` the game: as when
+    the draw charged every bank, the last move is not charged (no turn follows it)."""
+    deadline = state.deadline_ms
+    if now_ms is None or ends or not state.banks_ms or deadline is None:
+        return None
+    return _bank_after(state, state.current, deadline, now_ms)
 
 
 def _allotment(state: GameState, banks: list[int]) -> int | None:
@@ -544,8 +562,10 @@ def _recall(state: GameState, cmd: RecallAbbot) -> list[Event]:
     meeple_id = state.abbot_of(cmd.player)
     assert meeple_id is not None
     ax, ay = state.meeples[meeple_id].pos
-    placed = TilePlaced(cmd.player, state.drawn, cmd.x, cmd.y, cmd.rotation)
-    return [placed, AbbotRecalled(cmd.player, ax, ay), *_game_end_after(state, state.bag_size)]
+    ended = _game_end_after(state, state.bag_size)
+    bank = _placement_bank(state, cmd.now_ms, bool(ended))
+    placed = TilePlaced(cmd.player, state.drawn, cmd.x, cmd.y, cmd.rotation, bank_ms=bank)
+    return [placed, AbbotRecalled(cmd.player, ax, ay), *ended]
 
 
 def _play(state: GameState, cmd: PlayTurn) -> list[Event]:
@@ -560,8 +580,10 @@ def _play(state: GameState, cmd: PlayTurn) -> list[Event]:
     meeple = cmd.meeple
     if meeple is not None:
         meeple = _check_meeple(state, ttype, cmd)
-    placed = TilePlaced(cmd.player, state.drawn, cmd.x, cmd.y, cmd.rotation, meeple)
-    return [placed, *_game_end_after(state, state.bag_size)]
+    ended = _game_end_after(state, state.bag_size)
+    bank = _placement_bank(state, cmd.now_ms, bool(ended))
+    placed = TilePlaced(cmd.player, state.drawn, cmd.x, cmd.y, cmd.rotation, meeple, None, bank)
+    return [placed, *ended]
 
 
 def _play_from_hand(state: GameState, cmd: PlayTurn) -> list[Event]:

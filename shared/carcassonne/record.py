@@ -371,7 +371,8 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
                 player, events = _undo(state, run)
             else:
                 # A record has no clock: its draws start at time 0, so a turn limit's deadline
-                # is `turn_seconds` after it, and a timed-out turn times out right then.
+                # is `turn_seconds` after it, and a timed-out turn times out right then; its
+                # moves are made at time 0 too (a bank keeps all of itself, plus the increment).
                 events = _drawn(state, turn, run)
                 if turn.timeout:
                     deadline = state.deadline_ms or 0
@@ -379,9 +380,10 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
                 elif turn.discard:
                     events += run(DiscardTile(player))
                 elif turn.recall:  # R9.2: the abbot taken back instead of a meeple
-                    events += run(RecallAbbot(player, turn.x, turn.y, turn.rotation))
+                    events += run(RecallAbbot(player, turn.x, turn.y, turn.rotation, 0))
                 else:
-                    events += run(PlayTurn(player, turn.x, turn.y, turn.rotation, turn.meeple))
+                    move = PlayTurn(player, turn.x, turn.y, turn.rotation, turn.meeple, now_ms=0)
+                    events += run(move)
         except GameError as exc:
             raise RecordError(index, exc) from exc
         yield Step(index, player, events)

@@ -350,7 +350,11 @@ class GameState:
             self._river_placed(tile, pos, e.rotation)
         for root in board.completed_by(pos):
             self._score_completed(root)
-        if self.banks_ms and self.deadline_ms is not None:
+        if e.bank_ms is not None:  # the move pressed the clock (docs/clocks.md)
+            self.banks_ms[e.player] = e.bank_ms
+        elif self.banks_ms and self.deadline_ms is not None:
+            # no bank on the placement (an older log, or decided without a clock): the next
+            # clocked draw charges it, as `BankCharged`
             self.charge = (e.player, self.deadline_ms)
         self.drawn = None
         self.deadline_ms = None

@@ -128,6 +128,16 @@ class TilePlacedV2(_Strict):
     nonce = fields.String(validate=_NONCE)  # R10.3
 
 
+class TilePlacedV3(TilePlacedV2):
+    """Version 3 may carry the placer's Fischer bank after the move (`bank_ms`, docs/clocks.md),
+    charged with the placement where v2 games logged a `BankCharged` after it. A new version
+    (not an optional key, as `nonce` was) tells a reader of a banked game's log where its
+    charges are: after every v2 placement, a `BankCharged`; on a v3 one, its `bank_ms`
+    (only one decided without a clock is still charged by a `BankCharged` after it)."""
+
+    bank_ms = fields.Integer(strict=True, validate=validate.Range(0))
+
+
 class PlayerTileV1(_Strict):
     player = fields.Integer(required=True, strict=True, validate=validate.Range(0, 5))
     tile = fields.String(required=True, validate=validate.Length(1, 8))
@@ -244,6 +254,7 @@ SCHEMAS: dict[tuple[str, int], Schema] = {
     ("TileDrawn", 1): TileDrawnV1(),
     ("TilePlaced", 1): TilePlacedV1(),
     ("TilePlaced", 2): TilePlacedV2(),
+    ("TilePlaced", 3): TilePlacedV3(),
     ("TileDiscarded", 1): PlayerTileV1(),
     ("TileReturned", 1): PlayerTileV1(),
     ("AbbotRecalled", 1): AbbotRecalledV1(),
@@ -277,6 +288,12 @@ def _rot_to_rotation(payload: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _without_bank(payload: dict[str, Any]) -> dict[str, Any]:
+    """TilePlaced v2 -> v3: a v2 placement carries no bank (`bank_ms` left out): in a banked
+    game its charge is the `BankCharged` that follows it, which the fold still applies."""
+    return dict(payload)
+
+
 def _count_to_seats(payload: dict[str, Any]) -> dict[str, Any]:
     """GameStarted v1 -> v2: a v1 game logged no names (the secrets record has them, outside
     the log), so each seat's name and player id are null: readers fall back to the secrets
@@ -288,6 +305,7 @@ def _count_to_seats(payload: dict[str, Any]) -> dict[str, Any]:
 
 UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
     ("TilePlaced", 1): _rot_to_rotation,
+    ("TilePlaced", 2): _without_bank,
     ("GameStarted", 1): _count_to_seats,
 }
 

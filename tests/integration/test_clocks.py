@@ -1,7 +1,8 @@
 """Clocks end to end (docs/clocks.md) on real parts: a private Redis, the command service under
 gunicorn, a Celery worker with beat running the turn timer, and the query service.
 
-A Fischer bank of 2 s + 1 s: a move keeps what was left plus the increment (`BankCharged`),
+A Fischer bank of 2 s + 1 s: a move keeps what was left plus the increment (its placement's
+`bank_ms`; no `BankCharged` in the log),
 the next draw's deadline is the mover's bank; an exhausted bank is a timeout
 (`TurnTimedOut`, then `PlayerTimedOut` at `max_timeouts`), never before its deadline; the
 banks are in `/turn`, the board view and the `turn_started` items, and a fold of the log
@@ -96,7 +97,8 @@ def test_a_move_keeps_its_bank_and_an_exhausted_bank_times_the_seat_out(suite):
     # Ann plays: she keeps what was left of her 2 s at the placement, plus the 1 s increment
     play_one(base, store, game_id, tokens[0])
     log = moves(store, game_id)
-    (charged,) = [e for e in log if e.type == "BankCharged"]
+    (charged,) = [e for e in log if e.type == "TilePlaced"]
+    assert charged.version == 3 and not any(e.type == "BankCharged" for e in log)
     left = max(0, drawn.payload["deadline_ms"] - charged.time_ms)
     assert charged.payload["player"] == 0 and charged.payload["bank_ms"] >= 1_000
     assert abs(charged.payload["bank_ms"] - (left + 1_000)) < SKEW_MS

@@ -223,7 +223,8 @@ def test_games_and_streams_are_separate(store) -> None:
 
 
 def test_an_old_schema_version_is_upcast_on_read(store) -> None:
-    """TilePlaced v1 stored the rotation as `rot`; it reads back as v2 with `rotation`."""
+    """TilePlaced v1 stored the rotation as `rot`; it reads back as v3 (v2's `rotation`, and
+    no bank: docs/clocks.md)."""
     game = new_game()
     store.put_raw(
         StoredEvent(
@@ -238,7 +239,7 @@ def test_an_old_schema_version_is_upcast_on_read(store) -> None:
         )
     )
     (event,) = store.read(game, MOVES)
-    assert event.version == 2
+    assert event.version == 3
     assert event.payload == {
         "player": 0,
         "tile": "E",

@@ -6,6 +6,7 @@ event, so a replay of the log alone gives the same banks and deadlines."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,12 +19,15 @@ from carcassonne.events import (
     ClockResumed,
     DrawTile,
     Event,
+    GameEnded,
     PauseClock,
     PlayTurn,
+    RecallAbbot,
     Resign,
     ResumeClock,
     StartGame,
     TileDrawn,
+    TilePlaced,
     TimeOutTurn,
     TurnTimedOut,
     event_from_dict,
@@ -32,19 +36,33 @@ from carcassonne.events import (
 from carcassonne.game import actions, decide, fold
 from carcassonne.ruleset import MAX_BANK_SECONDS, Ruleset
 from carcassonne.state import DRAW, OVER, PLACE, GameState
-from eventstore.envelope import StoredEvent
-from eventstore.schemas import to_engine, to_new, validate_payload
+from eventstore.envelope import MOVES, StoredEvent
+from eventstore.errors import SchemaError
+from eventstore.port import InMemoryEventStore
+from eventstore.schemas import CURRENT, to_engine, to_new, upcast, validate_payload
+from services.command.secrets_store import MemorySecrets
+from services.command.service import GameService
 from tests.unit.engine_steps import NOW, run, started
 
 DAY = 86_400
 
 
-def play(state: GameState, at_ms: int, tile: str = "E") -> list[Event]:
-    """The player to move places the drawn tile (first legal action), then the next draw at
-    `at_ms` (as the services do: the placement and the draw in one append, one clock)."""
+def play(state: GameState, at_ms: int, tile: str = "E", clocked: bool = True) -> list[Event]:
+    """The player to move places the drawn tile (first legal action) at `at_ms`, then the next
+    draw at `at_ms` (as the services do: the placement and the draw in one append, one clock).
+    `clocked` False: the placement is decided without a clock (charged by the draw)."""
     x, y, rotation, _ = actions(state)[0]
-    events = run(state, PlayTurn(state.current, x, y, rotation))
+    now = at_ms if clocked else None
+    events = run(state, PlayTurn(state.current, x, y, rotation, now_ms=now))
     return events + run(state, DrawTile(tile, at_ms))
+
+
+def charged(events: list[Event]) -> tuple[int, int | None]:
+    """The seat that placed in `events` and the bank its placement carries; no `BankCharged`
+    (the move pressed the clock itself, docs/clocks.md)."""
+    assert not any(isinstance(e, BankCharged) for e in events)
+    (placed,) = [e for e in events if isinstance(e, TilePlaced)]
+    return placed.player, placed.bank_ms
 
 
 # --------------------------------------------------------------------------- the ruleset
@@ -94,10 +112,10 @@ def test_each_seat_starts_with_its_bank_and_the_first_draw_carries_it_as_deadlin
 def test_a_move_charges_the_time_used_and_adds_the_increment():
     state, _ = started(initial_seconds=300, increment_seconds=5)
     events = play(state, NOW + 40_000)  # seat 0 used 40 s
-    assert BankCharged(0, 300_000 - 40_000 + 5_000) in events
+    assert charged(events) == (0, 300_000 - 40_000 + 5_000)
     assert events[-1] == TileDrawn("E", NOW + 40_000 + 300_000)  # seat 1's full bank
     events = play(state, NOW + 40_000 + 100_000)  # seat 1 used 100 s
-    assert BankCharged(1, 205_000) in events
+    assert charged(events) == (1, 205_000)
     assert events[-1] == TileDrawn("E", NOW + 140_000 + 265_000)  # seat 0's bank now
     assert state.banks_ms == [265_000, 205_000]
 
@@ -106,7 +124,7 @@ def test_a_move_after_the_deadline_leaves_only_the_increment():
     """A move that races the timer and wins is played (docs/lifecycle.md); its bank is spent."""
     state, _ = started(initial_seconds=10, increment_seconds=2)
     events = play(state, NOW + 60_000)
-    assert BankCharged(0, 2_000) in events
+    assert charged(events) == (0, 2_000)
 
 
 def test_an_exhausted_bank_is_a_timeout_with_the_max_timeouts_consequence():
@@ -150,13 +168,72 @@ def test_a_game_without_a_clock_logs_what_it_always_did():
     state, log = started()
     assert log[-1] == TileDrawn("E") and state.banks_ms == []
     events = play(state, NOW + 5_000)
-    assert not any(isinstance(e, BankCharged) for e in events)
+    assert charged(events) == (0, None)
 
 
 def test_a_turn_limit_game_keeps_its_fixed_deadline():
     state, _ = started(turn_seconds=60)
     events = play(state, NOW + 5_000)
     assert events[-1] == TileDrawn("E", NOW + 65_000)
+    assert charged(events) == (0, None)  # a turn limit has no bank to carry
+
+
+def test_a_placement_decided_without_a_clock_is_charged_by_the_next_clocked_draw():
+    """The one path that still logs `BankCharged`: a placement whose command had no time
+    (`now_ms` None) carries no bank, and the clocked draw after it charges it as every draw
+    did before placements carried the bank, with the same value."""
+    state, _ = started(initial_seconds=300, increment_seconds=5)
+    events = play(state, NOW + 40_000, clocked=False)
+    assert [type(e).__name__ for e in events] == ["TilePlaced", "BankCharged", "TileDrawn"]
+    assert events[0].bank_ms is None
+    assert events[1:] == [BankCharged(0, 265_000), TileDrawn("E", NOW + 340_000)]
+    assert state.banks_ms == [265_000, 300_000] and state.charge is None
+    events = play(state, NOW + 50_000)  # the next one, clocked: on the placement again
+    assert charged(events) == (1, 295_000)
+
+
+def test_taking_the_abbot_back_carries_the_bank_as_any_placement():
+    """R9.2 with a bank: `RecallAbbot` places the tile too (`TilePlaced`, then `AbbotRecalled`),
+    so it carries the placer's bank at its time. A record's moves are made at time 0 (its
+    draws' time): each keeps the whole bank, plus the increment."""
+    from carcassonne.record import record_events
+    from tests.unit.boards import record
+
+    turns = "Ug0@1,0:G V3@-1,0 B0@1,-1 E2@0,-1"
+    events = record_events(record(turns, opts="abbot=on edition=2nd bank=300+5"))
+    assert [e.bank_ms for e in events if isinstance(e, TilePlaced)] == [
+        305_000, 305_000, 310_000, 310_000
+    ]  # fmt: skip
+    assert not any(isinstance(e, BankCharged) for e in events)
+    assert isinstance(events[-1], GameEnded)  # the record ends there: play on before it
+    state = fold(events[:-1])
+    run(state, DrawTile("B", NOW))  # seat 0's turn: its 310 s from now
+    recalled = run(state, RecallAbbot(0, 2, -1, 0, NOW + 10_000))
+    assert [type(e).__name__ for e in recalled] == ["TilePlaced", "AbbotRecalled"]
+    assert charged(recalled) == (0, 310_000 - 10_000 + 5_000)
+    assert state.banks_ms == [305_000, 310_000]
+
+
+def test_the_last_placement_carries_no_bank_as_no_draw_charged_it_before():
+    """The game's last placement ends it: no turn follows, and the draw that charged every
+    other placement never came, so the banks stay as the last charge left them."""
+    from services.common.draws import draw_until_placeable
+
+    state, log = started(initial_seconds=300, increment_seconds=5)
+    now = NOW
+    while not state.over:
+        now += 1_000
+        banks = list(state.banks_ms)
+        x, y, rotation, _ = actions(state)[0]
+        log += run(state, PlayTurn(state.current, x, y, rotation, now_ms=now))
+        if not state.over:
+            log += draw_until_placeable(state, "seed", now)
+    last, ended = log[-2:]
+    assert isinstance(last, TilePlaced) and isinstance(ended, GameEnded)
+    assert last.bank_ms is None and state.banks_ms == banks
+    placed = [e for e in log if isinstance(e, TilePlaced)]
+    assert all(e.bank_ms is not None for e in placed[:-1])
+    assert not any(isinstance(e, BankCharged) for e in log)
 
 
 # ---------------------------------------------------------------------------- vacation
@@ -173,7 +250,7 @@ def test_a_pause_on_ones_running_turn_moves_the_deadline_by_the_absence():
         decide(state, TimeOutTurn(0, NOW + 300_000))  # no longer due
     # back early, seat 0 plays an hour after leaving: none of the absence is charged
     events = play(state, NOW + 100_000 + 3_600_000)
-    assert BankCharged(0, 200_000) in events
+    assert charged(events) == (0, 200_000)
 
 
 def test_a_turn_drawn_while_away_starts_its_clock_when_the_absence_ends():
@@ -221,7 +298,7 @@ def test_back_early_the_running_turns_clock_runs_again_from_the_return():
     (timed_out, *_) = decide(state, TimeOutTurn(0, back + 200_000))
     assert timed_out == TurnTimedOut(0, "E")
     events = play(state, back + 50_000)  # 50 s of it used: 150 s + no increment left
-    assert BankCharged(0, 150_000) in events
+    assert charged(events) == (0, 150_000)
 
 
 def test_back_early_on_anothers_turn_the_next_own_turn_starts_at_once():
@@ -248,7 +325,8 @@ def test_back_early_from_a_turn_limit_pause_and_a_seat_not_away_changes_nothing(
 
 
 def test_clock_events_round_trip_and_fit_their_stored_schemas():
-    for event in (BankCharged(1, 5_000), ClockPaused(0, NOW, NOW + 1, None),
+    for event in (BankCharged(1, 5_000), TilePlaced(0, "E", 0, -1, 2, None, None, 5_000),
+                  TilePlaced(1, "E", 0, 1, 1, bank_ms=0), ClockPaused(0, NOW, NOW + 1, None),
                   ClockPaused(1, NOW, NOW + 9, NOW + 20), ClockResumed(0, NOW, None),
                   ClockResumed(1, NOW + 5, NOW + 30)):  # fmt: skip
         assert event_from_dict(event_to_dict(event)) == event
@@ -259,6 +337,76 @@ def test_clock_events_round_trip_and_fit_their_stored_schemas():
     (game_started,) = decide(GameState(), StartGame(Ruleset(initial_seconds=3), 2))
     stored_start = to_new(game_started)
     validate_payload(stored_start.type, stored_start.version, stored_start.payload)
+
+
+def _service_game(rules: Ruleset) -> tuple[GameService, InMemoryEventStore, str, list[str]]:
+    """The command service on an in-memory store with a new 2-seat game of `rules`: (service,
+    store, game id, tokens by seat)."""
+    store = InMemoryEventStore()
+    service = GameService(store, MemorySecrets())
+    game_id, seats = service.create_game(["ann", "bob"], rules, seat_order=[0, 1])
+    return service, store, game_id, [seat["token"] for seat in seats]
+
+
+def test_a_new_banked_games_placements_carry_the_banks_its_views_show():
+    """Through the command service (its clock, one append a turn): no `BankCharged` in the
+    move stream; each placement's `bank_ms` is the placer's bank in `/turn` right after it,
+    and the bank `turn_started` gives that seat at its next turn."""
+    from services.scoring.feed import feed_items
+
+    service, store, game_id, tokens = _service_game(
+        Ruleset(initial_seconds=DAY, increment_seconds=60)
+    )
+    banks = []
+    for _ in range(6):
+        view = service.turn_view(game_id)
+        spot = view["placements"][0]
+        seat, before = view["player"], view["banks_ms"][view["player"]]
+        service.play_turn(game_id, tokens[seat], spot["x"], spot["y"], spot["rotation"], None)
+        placed = next(e for e in reversed(store.read(game_id, MOVES)) if e.type == "TilePlaced")
+        assert placed.version == 3 and placed.payload["player"] == seat
+        banks.append((seat, placed.payload["bank_ms"]))
+        assert service.turn_view(game_id)["banks_ms"][seat] == placed.payload["bank_ms"]
+        # what was left at the move (a few ms used, at most), plus the 60 s increment
+        assert before + 55_000 < placed.payload["bank_ms"] <= before + 60_000
+    log = store.read(game_id, MOVES)
+    assert not any(e.type == "BankCharged" for e in log)
+    shown = [(i.seq, i.data["seat"], i.data["bank_ms"]) for i in feed_items(log, [])
+             if i.kind == "turn_started"]  # fmt: skip
+    carried = [DAY * 1000] * 2  # each seat's bank as its placements carried it
+    for event in log:
+        if event.type == "TilePlaced":
+            carried[event.payload["player"]] = event.payload["bank_ms"]
+        for seq, seat, bank in shown:
+            if seq == event.seq:
+                assert bank == carried[seat]
+    assert {seat for seat, _ in banks} == {0, 1} and len(shown) > len(banks)
+
+
+def test_the_command_services_abbot_recall_carries_the_bank_too():
+    """R9.2 through the command service: a turn that takes the abbot back is timed as any
+    other (its `TilePlaced` carries the bank; no `BankCharged`)."""
+    from carcassonne.game import RECALL_ABBOT
+
+    rules = Ruleset(abbot=True, tile_edition="2nd", initial_seconds=DAY, increment_seconds=60)
+    service, store, game_id, tokens = _service_game(rules)
+    for _ in range(70):  # seat 0 puts its abbot out, then takes it back at its next turn
+        state = service.load(game_id).state
+        mine = actions(state) if state.current == 0 else []
+        recall = [a for a in mine if a[3] == RECALL_ABBOT]
+        abbot = [a for a in mine if a[3] is not None and a[3].abbot and not recall]
+        x, y, rotation, meeple = (recall or abbot or actions(state))[0]
+        if recall:
+            service.play_turn(game_id, tokens[0], x, y, rotation, None, recall=True)
+            break
+        meeple = meeple if abbot else None
+        service.play_turn(game_id, tokens[state.current], x, y, rotation, meeple)
+    log = store.read(game_id, MOVES)
+    assert log[-1].type == "TileDrawn" and recall  # the recall was played, and a draw after it
+    placed, recalled = [e for e in log if e.type in ("TilePlaced", "AbbotRecalled")][-2:]
+    assert recalled.type == "AbbotRecalled" and placed.payload["player"] == 0
+    assert placed.payload["bank_ms"] == service.turn_view(game_id)["banks_ms"][0]
+    assert not any(e.type == "BankCharged" for e in log)
 
 
 # ------------------------------------------------------------------ replay is a fold
@@ -281,12 +429,14 @@ def _model_cut(windows: list[tuple[int, int]], at: int) -> list[tuple[int, int]]
     return [(f, u) for f, u in out if u > f]
 
 
-def _clocked_game(seed: int) -> tuple[GameState, list[Event], list[int]]:
+def _clocked_game(seed: int, clocked: bool = True) -> tuple[GameState, list[Event], list[int]]:
     """A random game of a banked ruleset played on a random clock: moves after random
     delays, timeouts when a bank runs out, and random vacations — from now or later, some
     ended early or called off before they start. Returns the live state, the log and the
     banks a reference model kept beside the engine (it counts the clock time each turn
-    used, its absences left out, and checks each deadline leaves exactly the bank)."""
+    used, its absences left out, and checks each deadline leaves exactly the bank).
+    `clocked` False: the placements are decided without the time, as the services did
+    before a placement carried its bank (the draws charge them: `BankCharged`)."""
     rng = random.Random(seed)
     players = rng.randint(2, 4)
     bank, step = rng.choice([(2, 0), (300, 5), (3 * DAY, DAY)])
@@ -326,7 +476,8 @@ def _clocked_game(seed: int) -> tuple[GameState, list[Event], list[int]]:
             model[seat] = step * 1000
         else:
             x, y, rotation, meeple = rng.choice(actions(state))
-            log += run(state, PlayTurn(seat, x, y, rotation, meeple))
+            moved_at = now if clocked else None
+            log += run(state, PlayTurn(seat, x, y, rotation, meeple, now_ms=moved_at))
             if state.phase == DRAW:
                 used = now - drawn_at - _paused_ms(drawn_at, now, away[seat])
                 model[seat] = max(0, model[seat] - used) + step * 1000
@@ -356,6 +507,129 @@ def test_replaying_the_log_gives_the_live_banks_and_deadlines(seed):
     assert replayed.out == live.out and replayed.timeouts == live.timeouts
 
 
+def _stored(log: list[Event], placed_version: int = 3) -> list[StoredEvent]:
+    """`log` as stored; with `placed_version` 2 its placements as games logged them before
+    they carried a bank (no `bank_ms`: TilePlaced v2), which reading upcasts."""
+    stored = []
+    for seq, event in enumerate(log, start=1):
+        new = to_new(event)
+        version = new.version
+        if new.type == "TilePlaced" and placed_version == 2:
+            assert "bank_ms" not in new.payload  # a v2 placement never carried one
+            version = 2
+        validate_payload(new.type, version, new.payload)
+        stored.append(StoredEvent("g", "moves", seq, new.type, version, 0, "c", new.payload))
+    return stored
+
+
+def _clocks(state: GameState) -> tuple[object, ...]:
+    """What the views show of a game's clocks (docs/clocks.md, "Where the banks show")."""
+    return state.banks_ms, state.deadline_ms, state.away_until_ms, state.current, state.phase
+
+
+def _clocks_at_each_draw(stored: list[StoredEvent]) -> list[tuple[object, ...]]:
+    """The clocks a fold of `stored` shows after each draw (a turn as the views see it)."""
+    state, seen = GameState(), []
+    for event in stored:
+        state.apply(to_engine(event))
+        if event.type in ("TileDrawn", "TurnTimedOut"):
+            seen.append(_clocks(state))
+    return [*seen, _clocks(state)]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**6))
+def test_a_game_logged_before_placements_carried_the_bank_replays_to_the_same_clocks(seed):
+    """The same moves at the same times, decided as today (each placement carries its bank)
+    and as before (TilePlaced v2, the draw's `BankCharged` after it): every turn's banks and
+    deadline come out alike, and only the old log holds `BankCharged`, one per bank."""
+    _, new_log, _ = _clocked_game(seed)
+    _, old_log, _ = _clocked_game(seed, clocked=False)
+    charges = [e.bank_ms for e in old_log if isinstance(e, BankCharged)]
+    banks = [e.bank_ms for e in new_log if isinstance(e, TilePlaced) and e.bank_ms is not None]
+    assert charges == banks and not any(isinstance(e, BankCharged) for e in new_log)
+    old, new = _stored(old_log, placed_version=2), _stored(new_log)
+    assert _clocks_at_each_draw(old) == _clocks_at_each_draw(new)
+
+
+_RULES = {"tileset": "base", "farmers": True, "farm_scoring": "3rd", "incomplete_score": True,
+          "initial_seconds": 300, "increment_seconds": 5}  # fmt: skip
+_SEATS = [{"name": None, "player_id": None}] * 2
+
+
+def _placed(player: int, tile: str, x: int, y: int, rotation: int, **bank: int) -> dict[str, Any]:
+    return {"player": player, "tile": tile, "x": x, "y": y, "rotation": rotation,
+            "meeple": None, **bank}  # fmt: skip
+
+
+# One game written both ways: 300 s + 5 s; seat 0 moves 40 s in (265 s left), seat 1 after
+# its deadline (the increment only), seat 0 60 s into 265 s (210 s); the draws' deadlines.
+_OLD_LOG = [
+    ("GameStarted", 2, {"ruleset": _RULES, "players": _SEATS}),
+    ("TileDrawn", 1, {"tile": "E", "deadline_ms": NOW + 300_000}),
+    ("TilePlaced", 2, _placed(0, "E", 0, -1, 2)),
+    ("BankCharged", 1, {"player": 0, "bank_ms": 265_000}),
+    ("TileDrawn", 1, {"tile": "E", "deadline_ms": NOW + 340_000}),
+    ("TilePlaced", 2, _placed(1, "E", 0, 1, 1)),
+    ("BankCharged", 1, {"player": 1, "bank_ms": 5_000}),
+    ("TileDrawn", 1, {"tile": "D", "deadline_ms": NOW + 705_000}),
+    ("TilePlaced", 2, _placed(0, "D", 1, 0, 0)),
+    ("BankCharged", 1, {"player": 0, "bank_ms": 210_000}),
+    ("TileDrawn", 1, {"tile": "V", "deadline_ms": NOW + 505_000}),
+]
+_NEW_LOG = [
+    ("GameStarted", 2, {"ruleset": _RULES, "players": _SEATS}),
+    ("TileDrawn", 1, {"tile": "E", "deadline_ms": NOW + 300_000}),
+    ("TilePlaced", 3, _placed(0, "E", 0, -1, 2, bank_ms=265_000)),
+    ("TileDrawn", 1, {"tile": "E", "deadline_ms": NOW + 340_000}),
+    ("TilePlaced", 3, _placed(1, "E", 0, 1, 1, bank_ms=5_000)),
+    ("TileDrawn", 1, {"tile": "D", "deadline_ms": NOW + 705_000}),
+    ("TilePlaced", 3, _placed(0, "D", 1, 0, 0, bank_ms=210_000)),
+    ("TileDrawn", 1, {"tile": "V", "deadline_ms": NOW + 505_000}),
+]
+
+
+def _read(log: list[tuple[str, int, dict[str, Any]]]) -> list[StoredEvent]:
+    """Stored events as a store holds them (each payload checked against its schema)."""
+    out = []
+    for seq, (kind, version, payload) in enumerate(log, start=1):
+        validate_payload(kind, version, payload)
+        out.append(StoredEvent("g", "moves", seq, kind, version, 0, "c", payload))
+    return out
+
+
+def test_an_old_log_with_bank_charges_folds_to_the_same_banks_as_the_new_one():
+    """Docs/clocks.md: a game logged before the placement carried its bank (TilePlaced v2,
+    then `BankCharged`) reads as it always did: every turn's banks and deadlines are those of
+    the same game logged today, and the engine decides today's log from the same moves."""
+    old, new = _read(_OLD_LOG), _read(_NEW_LOG)
+    assert _clocks_at_each_draw(old) == _clocks_at_each_draw(new)
+    assert fold(to_engine(e) for e in old).banks_ms == [210_000, 5_000]
+    assert fold(to_engine(e) for e in new).deadline_ms == NOW + 505_000
+    state, log = started(initial_seconds=300, increment_seconds=5)
+    for at, tile in [(NOW + 40_000, "E"), (NOW + 440_000, "D"), (NOW + 500_000, "V")]:
+        log += play(state, at, tile)
+    assert [(n.type, n.version, n.payload) for n in map(to_new, log)] == _NEW_LOG
+
+
+def test_a_v2_placement_is_upcast_to_v3_without_a_bank():
+    """TilePlaced v2 -> v3 (shared/eventstore/schemas.py): the payload as it was, no
+    `bank_ms`; v1's `rot` reaches v3 through both steps. Only v3 takes a bank, never < 0."""
+    v2 = StoredEvent("g", "moves", 3, "TilePlaced", 2, 0, "c", _placed(0, "E", 0, -1, 2))
+    up = upcast(v2)
+    assert (up.version, up.payload) == (3, _placed(0, "E", 0, -1, 2)) and up.seq == 3
+    assert v2.payload == _placed(0, "E", 0, -1, 2)  # the stored event itself is left alone
+    v1_payload = {"player": 0, "tile": "E", "x": 0, "y": -1, "rot": 2, "meeple": None}
+    v1 = StoredEvent("g", "moves", 3, "TilePlaced", 1, 0, "c", v1_payload)
+    assert upcast(v1).payload == up.payload and to_engine(v1) == to_engine(v2)
+    assert to_engine(v2) == TilePlaced(0, "E", 0, -1, 2) and CURRENT["TilePlaced"] == 3
+    validate_payload("TilePlaced", 3, _placed(0, "E", 0, -1, 2, bank_ms=0))
+    for version, payload in [(2, _placed(0, "E", 0, -1, 2, bank_ms=5)),
+                             (3, _placed(0, "E", 0, -1, 2, bank_ms=-1))]:  # fmt: skip
+        with pytest.raises(SchemaError):
+            validate_payload("TilePlaced", version, payload)
+
+
 def test_a_banked_record_round_trips_through_its_notation():
     """The notation's header writes a bank as bank=INITIAL+INCREMENT (docs/clocks.md)."""
     from carcassonne.notation import format_record, parse_record
@@ -377,7 +651,6 @@ def test_the_timer_index_follows_a_pause_of_the_seat_to_move_and_ignores_the_oth
     """A `ClockPaused` with a deadline (the away seat's running turn) moves the game's entry
     in the deadline index; one without (another seat away) leaves it as the draw set it,
     whether it comes in the same batch as the draw or in a later one."""
-    from eventstore.port import InMemoryEventStore
     from services.redis_store.changes import Change, Write
     from services.redis_store.keys import deadlines_key
     from services.scoring.timer import TimerIndex
@@ -431,7 +704,7 @@ def test_a_shorter_pause_inside_a_longer_one_changes_nothing():
     assert events == [ClockPaused(0, NOW + 200_000, short_until, moved)]
     assert state.deadline_ms == moved and state.pauses_ms[0] == [(NOW + 100_000, long_until)]
     events = play(state, long_until + 50_000)
-    assert BankCharged(0, 150_000) in events
+    assert charged(events) == (0, 150_000)
 
 
 # ------------------------------------------------------ a vacation that starts later
@@ -448,12 +721,12 @@ def test_a_later_vacation_pauses_exactly_its_window():
     assert paused == ClockPaused(0, start, until, until + 100_000)
     assert state.deadline_ms == until + 100_000 and state.away_until_ms == [until, 0]
     events = play(state, NOW + 50_000)  # before the start: 50 s used, as without a vacation
-    assert BankCharged(0, 250_000) in events
+    assert charged(events) == (0, 250_000)
     assert events[-1] == TileDrawn("E", NOW + 350_000)  # seat 1 is not away
     events = play(state, NOW + 60_000)  # seat 0's turn drawn 140 s before the start
     assert events[-1] == TileDrawn("E", until + 250_000 - 140_000)
     events = play(state, start + 3_600_000)  # played while away: only the 140 s charged
-    assert BankCharged(0, 110_000) in events
+    assert charged(events) == (0, 110_000)
     events = play(state, start + 7_200_000)  # seat 0 drawn while away: from the end
     assert events[-1] == TileDrawn("E", until + 110_000)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -22,6 +23,7 @@ from carcassonne.events import (
     Resign,
     SeatTakenOver,
     TakeoverRefused,
+    TilePlaced,
     TimeOutTurn,
     TurnTimedOut,
     event_from_dict,
@@ -56,7 +58,8 @@ def play_out(state: GameState, log: list[Event], seed: int = 7) -> list[int]:
             continue
         movers.append(state.current)
         choice = choose("random", player_view(state), f"t:{len(log)}")
-        log += run(state, command_for_action(state, choice.action))
+        # moved at the draws' time, as the services do (a placement carries a bank then)
+        log += run(state, replace(command_for_action(state, choice.action), now_ms=NOW))
     return movers
 
 
@@ -321,16 +324,39 @@ def test_the_lobby_preset_classic_async_bots_has_a_greedy_bot_take_over():
 
 def test_a_seat_taken_over_in_a_banked_game_plays_on_its_own_bank():
     """Clocks (docs/clocks.md) and takeovers together: the bot's moves for the seat that
-    left are charged to that seat's Fischer bank like any move, and the log replays."""
+    left are charged to that seat's Fischer bank like any move (on their placements), and the
+    log replays."""
     from carcassonne.events import BankCharged
 
     state, log = started(on_leave="bot:random", initial_seconds=300, increment_seconds=5)
     log += run(state, Resign(1))
     taken = len(log)
     play_out(state, log)
-    charged = [e for e in log[taken:] if isinstance(e, BankCharged)]
+    charged = [e for e in log[taken:] if isinstance(e, TilePlaced) and e.bank_ms is not None]
     assert {e.player for e in charged} == {0, 1}  # the bot's moves are charged to seat 1
+    assert not any(isinstance(e, BankCharged) for e in log)
     assert fold(log).snapshot() == state.snapshot()
+
+
+def test_the_bot_worker_charges_a_banked_seat_on_its_own_placements():
+    """The bot worker's move for a seat taken over is timed when it is made, as a human's
+    (docs/clocks.md): its placement carries the seat's bank, which `/turn` shows; no
+    `BankCharged` is logged."""
+    service, store, secrets = make()
+    rules = Ruleset(on_leave="bot:random", initial_seconds=300, increment_seconds=5)
+    game_id, seats = service.create_game(["ann", "bob"], rules, [0, 1])
+    bots = BotPlayer(store, secrets.get)
+    service.resign(game_id, seats[1]["token"])
+    for _ in range(3):
+        spot = service.turn_view(game_id)["placements"][0]
+        service.play_turn(game_id, seats[0]["token"], spot["x"], spot["y"], spot["rotation"], None)
+        assert bots.play(game_id).kind == PLAYED
+    events = store.read(game_id, MOVES)
+    by_bot = [e.payload["bank_ms"] for e in events if e.type == "TilePlaced"
+              and e.payload["player"] == 1]  # fmt: skip
+    assert len(by_bot) == 3 and by_bot == sorted(by_bot) and by_bot[0] > 300_000
+    assert service.turn_view(game_id)["banks_ms"][1] == by_bot[-1]
+    assert not any(e.type == "BankCharged" for e in events)
 
 
 # ------------------------------------------------------------------ who pays (docs/takeover.md)
