@@ -15,10 +15,12 @@ it sends its FIN, then reads until the client closes (up to 2 s), so that reques
 app never read cannot make the kernel reset the connection and lose the answer. With nothing
 left unread there is nothing to lose, yet the worker still waited for the client's close: one
 more client round trip a request (a client process waiting for a core on a busy machine), in
-which a one-worker instance serves nobody. So the first read after the answer finds out
-whether anything is there to drain; if not (the request was read whole), it ends at once. If
-bytes are there, the client is still sending what the app never read (a body refused before
-it was read), and the drain goes on as gunicorn's does, waiting for the client's close.
+which a one-worker instance serves nobody. So when the request's body was read whole, the
+first read after the answer finds out whether anything is there to drain; if not, it ends at
+once. If bytes are there, or the body was not read whole (a body refused before it was read,
+maybe still on its way: after `Expect: 100-continue` its bytes can arrive after the answer),
+the client is still sending what the app never read, and the drain goes on as gunicorn's
+does, waiting for the client's close.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import select
 import socket
 
 from gunicorn import util
+from gunicorn.http.body import ChunkedReader, LengthReader
 from gunicorn.workers.sync import SyncWorker
 
 DEFAULT_CLIENT_TIMEOUT = 2.0  # seconds; a client behind the proxy sends its request at once
@@ -51,7 +54,9 @@ class _BoundedSocket(socket.socket):
     would reach the application or gunicorn's error log as a traceback for every slow client.
     """
 
-    __slots__ = ("_answered",)
+    __slots__ = ("_answered", "_owed")
+    _answered: bool  # the answer is out: the next read is the drain's first
+    _owed: bool  # the request's body was not read whole: bytes may still be on their way
 
     def shutdown(self, how: int) -> None:
         """Half-close; once the write side is (the answer is out), reads drain (see `recv`)."""
@@ -62,8 +67,8 @@ class _BoundedSocket(socket.socket):
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         if self._answered:  # the first read of the drain after the answer (module docstring)
             self._answered = False
-            if not _readable(self):
-                return b""  # nothing unread: no reset can lose the answer
+            if not self._owed and not _readable(self):
+                return b""  # nothing unread, nothing to come: no reset can lose the answer
         try:
             return super().recv(bufsize, flags)
         except TimeoutError:
@@ -83,9 +88,22 @@ def bounded(client: socket.socket, timeout: float | None) -> socket.socket:
         client.setblocking(True)
         return client
     wrapped = _BoundedSocket(client.family, client.type, client.proto, fileno=client.detach())
-    wrapped._answered = False
+    wrapped._answered = wrapped._owed = False
     wrapped.settimeout(timeout)
     return wrapped
+
+
+def body_owed(req: object) -> bool:
+    """Whether the client may still be sending a body the app did not read whole: gunicorn's
+    reader of it has not reached its end (a length not read to 0, a chunked body whose last
+    chunk was not read; a body read to the client's close, or a reader not known here, is
+    taken as owed: the drain then runs as gunicorn's own)."""
+    reader = getattr(getattr(req, "body", None), "reader", None)
+    if isinstance(reader, LengthReader):
+        return reader.length > 0
+    if isinstance(reader, ChunkedReader):
+        return reader.parser is not None
+    return True
 
 
 class BoundedSyncWorker(SyncWorker):
@@ -98,6 +116,16 @@ class BoundedSyncWorker(SyncWorker):
         """Read ``CLIENT_TIMEOUT`` (a bad value stops the worker at boot, loudly)."""
         self.client_timeout = client_timeout()
         super().init_process()
+
+    def handle_request(
+        self, listener: socket.socket, req: object, client: socket.socket, addr: object
+    ) -> None:
+        """Serve the request, then note whether its body is still owed (see `recv`)."""
+        try:
+            super().handle_request(listener, req, client, addr)
+        finally:
+            if isinstance(client, _BoundedSocket):
+                client._owed = body_owed(req)
 
     def accept(self, listener: socket.socket) -> None:
         """Accept one connection and serve it, its reads bounded."""

@@ -201,6 +201,42 @@ def test_clients_that_keep_their_connection_open_after_the_answer_do_not_hold_th
                 sock.close()
 
 
+def test_a_body_refused_unread_may_still_come_after_the_answer(redis_url: str) -> None:
+    """`Expect: 100-continue`: gunicorn invites the body, the app refuses the request by its
+    length before reading it (413), and the client sends the body only then. The worker
+    drains it and waits for the client's close rather than closing at once: closed, the
+    late bytes would meet a reset."""
+    env = {"REDIS_URL": redis_url, "NOTIFY_MS": "0"}
+    with gunicorn("services.command.wsgi:app", CONFIG, env, 1) as base:
+        sock = socket.create_connection(address(base), timeout=10)
+        try:
+            sock.sendall(
+                b"POST /games/0123456789abcdef0123456789abcdef/turns HTTP/1.1\r\nHost: test\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 100000\r\n"
+                b"Expect: 100-continue\r\n\r\n"
+            )
+            answer = b""
+            while chunk := sock.recv(4096):  # the interim answer, the refusal, the FIN
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 100 Continue"), answer
+            assert b"HTTP/1.1 413" in answer and b"body_too_large" in answer, answer
+            sock.sendall(b"x" * 16384)  # the body, after the answer: the worker drains it
+            # ... and waits for this client's close: the next client waits meanwhile (a
+            # worker that closed at once would answer it now, and the late bytes be reset).
+            other = socket.create_connection(address(base), timeout=0.5)
+            try:
+                other.sendall(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+                with pytest.raises(TimeoutError):
+                    other.recv(4096)
+                sock.close()  # the drain ends: the next client is served
+                other.settimeout(10)
+                assert other.recv(4096).startswith(b"HTTP/1.1 200")
+            finally:
+                other.close()
+        finally:
+            sock.close()
+
+
 # -- through nginx ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def proxied(nginx_binary: str, redis_url: str) -> Iterator[tuple[str, str]]:

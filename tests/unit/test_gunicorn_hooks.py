@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import runpy
+import weakref
 from pathlib import Path
 
 import pytest
@@ -25,10 +26,19 @@ def test_each_worker_freezes_what_it_loaded_before_serving(
     assert "post_worker_init" in config["__all__"]
     gc.unfreeze()
     assert gc.get_freeze_count() == 0
+
+    class Loaded:  # what loading leaves behind: a cycle nobody holds any more
+        pass
+
+    cycle = Loaded()
+    cycle.me = cycle  # type: ignore[attr-defined]
+    left = weakref.ref(cycle)
+    del cycle
     try:
         hook(None)
         # Everything alive now (this process's modules, at the least) is out of the
         # collector's generations: a full collection no longer walks it.
         assert gc.get_freeze_count() > 10_000
+        assert left() is None  # the garbage was collected first, not frozen for good
     finally:
         gc.unfreeze()

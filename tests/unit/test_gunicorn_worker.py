@@ -122,3 +122,51 @@ def test_bytes_the_app_never_read_are_drained_until_the_client_closes() -> None:
     finally:
         ours.close()
         theirs.close()
+
+
+def test_a_body_not_read_whole_is_drained_even_before_its_bytes_arrive() -> None:
+    """After `Expect: 100-continue` (or any body refused before it was read) the client may
+    send its body after the answer: with nothing there yet, the worker still drains and
+    waits for the client's close, so the late bytes meet an open socket, not a reset."""
+    ours, theirs = _connected()
+    try:
+        theirs.sendall(REQUEST)
+        assert recv_exactly(ours, len(REQUEST)) == REQUEST
+        ours._owed = True  # type: ignore[attr-defined]  # as the worker notes after the app
+        ours.sendall(ANSWER)
+        closed = threading.Event()
+
+        def close() -> None:
+            util.close_graceful(ours)
+            closed.set()
+
+        closer = threading.Thread(target=close)
+        closer.start()
+        assert _read_to_end(theirs) == ANSWER
+        assert not closed.wait(0.3)  # nothing arrived yet, and the worker still waits
+        theirs.sendall(b"x" * 1000)  # the body, late: read by the drain
+        theirs.close()
+        assert closed.wait(5)
+        closer.join(5)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+class _Request:
+    def __init__(self, reader: object) -> None:
+        self.body = type("Body", (), {"reader": reader})()
+
+
+def test_a_body_is_owed_until_its_reader_reached_its_end() -> None:
+    from gunicorn.http.body import ChunkedReader, EOFReader, LengthReader
+
+    assert gunicorn_worker.body_owed(_Request(LengthReader(None, 10)))
+    assert not gunicorn_worker.body_owed(_Request(LengthReader(None, 0)))
+    chunked = ChunkedReader.__new__(ChunkedReader)
+    chunked.parser = iter(())  # not read to its last chunk
+    assert gunicorn_worker.body_owed(_Request(chunked))
+    chunked.parser = None  # gunicorn drops the parser at the last chunk
+    assert not gunicorn_worker.body_owed(_Request(chunked))
+    assert gunicorn_worker.body_owed(_Request(EOFReader(None)))  # read to the close: owed
+    assert gunicorn_worker.body_owed(None)  # no request parsed: as gunicorn, drained
