@@ -12,8 +12,8 @@ when the entry falls due; a game that ended leaves the index, and its bot second
 its API key's budget (services/redis_store/bot_budget.py; given back in the batch's handling,
 idempotently, so a batch redone gives nothing back twice; a game archived before the
 consumer got to its end was given back by the archiver, which deletes the secrets record this
-reads the owner from). The command service knows nothing
-of bots beyond their seats in the game's secrets record.
+reads the owner from). The command service knows nothing of bots beyond their seats in the
+game's secrets record.
 """
 
 from __future__ import annotations
