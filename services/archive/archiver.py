@@ -11,7 +11,10 @@ Everything that moves a game lives here:
   refuse what is not ready (scoring behind the moves, a subscription delivery still due:
   retried later); copy it into the archive (committed when `put` returns), unless the copy
   there already has the same digest; read the copy back and compare counts and digest
-  (`verify`); then remove the game's keys from Redis in one Lua script, which leaves the
+  (`verify`); give back the bot seconds it holds of its API key (`release`: idempotent, in
+  the key's slot, so before the removal, which deletes the secrets record naming the key;
+  the bot consumer, which gives them back at the game's end, may not have got there yet);
+  then remove the game's keys from Redis in one Lua script, which leaves the
   tombstone ``{g:G}:archived`` and refuses if anything was appended or saved since the
   read (stream lengths, markers, command records compared). A crash anywhere leaves the
   game whole in Redis (and perhaps also in the archive); the next run copies again or, if
@@ -58,6 +61,8 @@ from eventstore.archive import (
 )
 from eventstore.envelope import MOVES, SCORES, STREAMS
 from services.redis_store.backfill import owner_entries
+from services.redis_store.bot_budget import release
+from services.redis_store.bot_index import plays_bots
 from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.connect import is_cluster
 from services.redis_store.directory_index import DirectoryIndex
@@ -168,7 +173,7 @@ class Snapshot:
 
 def crash_point(step: str) -> None:
     """Fault injection for the tests: SIGKILL this process at `step` when ARCHIVE_CRASH_AT
-    names it ("copied", "verified", "removed")."""
+    names it ("copied", "verified", "released", "removed")."""
     if os.environ.get("ARCHIVE_CRASH_AT") == step:
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -392,6 +397,8 @@ class Archiver:
                 self._later(shard, game_id, now)
                 outcome[game_id] = "failed"
         copied = {g.game_id for g in copies}
+        self._give_back_bot_time(verified)
+        crash_point("released")
         removed = self._remove_many(verified, now)
         crash_point("removed")
         for (_, snap), done in zip(verified, removed, strict=True):
@@ -408,6 +415,18 @@ class Archiver:
     def archive_game(self, shard: int, game_id: str, now_ms: int | None = None) -> str:
         """Move one due game (a batch of one: see `archive_batch`)."""
         return self.archive_batch([(shard, game_id)], now_ms)[game_id]
+
+    def _give_back_bot_time(self, games: list[tuple[int, Snapshot]]) -> None:
+        """Give back the bot seconds each game still holds of its API key (its bot seats', its
+        takeovers'), before its removal deletes the secrets record: the bot consumer gives
+        them back when it sees the game end, but only while that record names the key, so a
+        game archived before it got there (the bot worker down longer than ARCHIVE_AFTER)
+        would hold them for ever. `release` is idempotent and the game is over, so giving
+        back first loses nothing if this process dies before the removal, or the removal
+        finds the game changed (the next run gives back again)."""
+        for _, snap in games:
+            if snap.owner_key and plays_bots(snap.game.meta.record):
+                release(self.client, snap.owner_key, snap.game.game_id)
 
     def _remove_many(self, games: list[tuple[int, Snapshot]], now: int) -> list[int]:
         """The removal of each game, each its own atomic step (REMOVE_LUA), pipelined (on a

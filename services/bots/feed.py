@@ -10,8 +10,10 @@ it only moves the entry on), so the consumer need not know whose turn it is. A t
 the way (a broker outage, a crash just after the record) is sent again by ``bots.sweep``
 when the entry falls due; a game that ended leaves the index, and its bot seconds go back to
 its API key's budget (services/redis_store/bot_budget.py; given back in the batch's handling,
-idempotently, so a batch redone gives nothing back twice). The command service knows nothing
-of bots beyond their seats in the game's secrets record.
+idempotently, so a batch redone gives nothing back twice; a game archived before the
+consumer got to its end was given back by the archiver, which deletes the secrets record this
+reads the owner from). The command service knows nothing of bots beyond their seats in the
+game's secrets record.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import redis
 from eventstore.envelope import MOVES
 from services.common.kept import Kept
 from services.redis_store.bot_budget import release
-from services.redis_store.bot_index import bot_seats, has_takeover
+from services.redis_store.bot_index import plays_bots
 from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.keys import bots_due_key, secrets_key
 
@@ -89,8 +91,7 @@ class BotFeed:
             for game_id, raw in zip(unknown, pipe.execute(), strict=True):
                 record = json.loads(raw) if raw is not None else {}
                 owner = record.get("key_id") if isinstance(record.get("key_id"), str) else ""
-                follow = any(bot_seats(record)) or has_takeover(record)
-                self._has_bots.keep(game_id, (follow, owner or ""))
+                self._has_bots.keep(game_id, (plays_bots(record), owner or ""))
         return [g for g in games if (self._has_bots.get(g) or (False, ""))[0]]
 
     def _owner(self, game_id: str) -> str:

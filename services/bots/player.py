@@ -35,7 +35,7 @@ from services.common.draws import fold_opened
 from services.common.moves import Committed, Decision, Fold, Once, now_ms, run_command
 from services.common.pace import Paced, move_ms
 from services.common.takeover import TAKEOVER_THINK_MS
-from services.redis_store.bot_index import bot_seats, has_takeover
+from services.redis_store.bot_index import bot_seats, plays_bots
 
 # What a call found or did (the task decides what happens to the game's sweep entry).
 PLAYED, HUMAN, OVER, GONE, RACED = "played", "human", "over", "gone", "raced"
@@ -149,7 +149,7 @@ class BotPlayer:
         started = self.clock()  # the move's duration counts from here (before the reads)
         record = self.secrets(game_id)
         bots = bot_seats(record) if record is not None else []
-        if record is None or not (any(bots) or has_takeover(record)):
+        if record is None or not plays_bots(record):
             return Outcome(GONE)  # unknown, imported, or no bot seat and no takeover
         stored = self.store.read(game_id, MOVES)
         if not stored:

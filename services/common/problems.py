@@ -98,8 +98,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                "unknown_tile_edition", "unknown_tileset", "unknown_unplaceable"),
     "record": ("at_and_turn", "at_out_of_range", "bad_commitment", "bad_cursor", "bad_event",
                "bad_export", "bad_format", "bad_nonce", "bad_notation", "bad_record",
-               "cursor_beyond_log", "invalid_notation", "too_many_turns", "turn_out_of_range",
-               "unknown_command"),
+               "cursor_beyond_log", "invalid_notation", "no_takeover_to_refuse",
+               "too_many_turns", "turn_out_of_range", "unknown_command"),
     "body": ("bad_idempotency_key", "bad_request", "body_too_large", "idempotency_key_reused",
              "incomplete_body", "invalid_body", "invalid_json", "invalid_query",
              "json_too_deep", "unsupported_media_type"),
@@ -137,6 +137,7 @@ TITLES: dict[str, str] = {  # where the code alone reads badly
     "bot_day_budget_exceeded": "This API key's bot time for today (UTC) is used up",
     "hint_budget_exceeded": "This seat's hint time in this game is used up",
     "hint_unavailable": "The bot worker did not work the hint out in time",
+    "no_takeover_to_refuse": "The record refuses a takeover where no bot was to take the seat",
 }
 
 

@@ -300,7 +300,9 @@ class RecordTurn(Closed):
     takeover_refused = fields.Boolean(
         metadata={
             "description": "on a resign or timeout turn: the ruleset's on_leave bot did not "
-            "take the seat over (its API key's bot budget, docs/takeover.md); it was skipped"
+            "take the seat over (its API key's bot budget, docs/takeover.md); it was skipped. "
+            "Only where the replay has a takeover to refuse (an on_leave bot, the seat put "
+            "out, another seat still in): else 422 no_takeover_to_refuse"
         }
     )
     undo = fields.Boolean()

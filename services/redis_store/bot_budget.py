@@ -8,7 +8,9 @@ Every key of one API key is in its slot, ``{k:<key id>}``:
   was created, and ``<game>:takeover:<seat>`` -> those reserved for the bot that took a seat
   over (`reserve_takeover`, docs/takeover.md); the bot worker's change-feed consumer
   (services/bots/feed.py) gives a game's seconds back when it sees the game end (`release`:
-  idempotent, so a batch it redoes gives nothing back twice).
+  idempotent, so a batch it redoes gives nothing back twice), and the archiver when it
+  archives the game (services/archive/archiver.py: the consumer, behind, would find no
+  secrets record naming the key).
 - ``{k:<key>}:bots:ended:<game>``: set by `release`, kept two days: a takeover reserved after
   its game's seconds were given back (the game ended while the resignation or the timer was
   deciding: its append then fails) reserves nothing, so it is never held for ever.

@@ -62,6 +62,13 @@ def has_takeover(record: dict[str, Any]) -> bool:
     return not record.get("imported") and str(record.get("on_leave", "skip")).startswith("bot:")
 
 
+def plays_bots(record: dict[str, Any]) -> bool:
+    """Whether a bot may play in the game: a bot seat, or a ruleset whose bot takes over a seat
+    that leaves. Such a game is what the bot worker follows, and the only kind that may hold
+    bot seconds of its API key (services/redis_store/bot_budget.py)."""
+    return any(bot_seats(record)) or has_takeover(record)
+
+
 def is_bot(record: dict[str, Any], seat: int) -> bool:
     """Whether a seat of the game is played by a bot."""
     bots = bot_seats(record)

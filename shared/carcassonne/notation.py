@@ -102,13 +102,23 @@ def format_turn(turn: Turn) -> str:
 def parse_turn(text: str) -> Turn:
     """Read a turn written by `format_turn`."""
     text = text.strip()
+    if not text.endswith(_REFUSED):
+        return _plain_turn(text)
+    body = text[: -len(_REFUSED)]
+    # `format_turn` writes the suffix once: a turn read with it twice would print back with
+    # it once, a record its own round trip changes.
+    left = None if body.endswith(_REFUSED) else _plain_turn(body)
+    if left is None or (left.resign is None and not left.timeout):
+        raise MalformedError(
+            "bad_notation", f"not a turn: {text!r} ({_REFUSED} follows a resign or timeout, once)"
+        )
+    return replace(left, takeover_refused=True)
+
+
+def _plain_turn(text: str) -> Turn:
+    """A turn without the `/skip` suffix."""
     if text == "undo":
         return UNDO
-    if text.endswith(_REFUSED):
-        left = parse_turn(text[: -len(_REFUSED)])
-        if left.resign is None and not left.timeout:
-            raise MalformedError("bad_notation", f"{_REFUSED} follows a resign or timeout only")
-        return replace(left, takeover_refused=True)
     if text.startswith(_RESIGN) and text[len(_RESIGN) :] in [str(s) for s in range(6)]:
         return Turn("", resign=int(text[len(_RESIGN) :]))
     if text.endswith(_TIMEOUT) and text[:-1].isalpha() and text[:-1].isupper():

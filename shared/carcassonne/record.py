@@ -358,6 +358,7 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
             player = state.current
             try:
                 events = refilled + _hand_turn(state, turn, run)
+                _refusal_replayed(turn, player, events)
             except GameError as exc:
                 raise RecordError(index, exc) from exc
             yield Step(index, player, events)
@@ -384,6 +385,7 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
                 else:
                     move = PlayTurn(player, turn.x, turn.y, turn.rotation, turn.meeple, now_ms=0)
                     events += run(move)
+            _refusal_replayed(turn, player, events)
         except GameError as exc:
             raise RecordError(index, exc) from exc
         yield Step(index, player, events)
@@ -392,6 +394,21 @@ def play_record(record: Record, state: GameState) -> Iterator[Step]:
         if state.phase != OVER:
             closing += run(AbandonGame(0) if record.abandoned else EndGame())
         yield Step(None, None, closing)
+
+
+def _refusal_replayed(turn: Turn, player: int, events: list[Event]) -> None:
+    """A turn's `takeover_refused` is a fact of the game it records, so its replay must log
+    the `TakeoverRefused` (docs/takeover.md): a flag the rules give no takeover to refuse
+    for (`on_leave: "skip"`, a timeout that leaves the seat in, the last seat still in
+    leaving) would be dropped by the replay and the record's re-export, so it is refused."""
+    if turn.takeover_refused and not any(isinstance(e, TakeoverRefused) for e in events):
+        raise MalformedError(
+            "no_takeover_to_refuse",
+            "takeover_refused, but no bot was to take this seat over here: the ruleset's "
+            "on_leave is skip, the seat is still in, or it was the last seat still in "
+            "(docs/takeover.md)",
+            player=player,
+        )
 
 
 def _refill(

@@ -291,6 +291,9 @@ SEMANTIC = {
     "bad_player",  # {"resign": seat} beyond the record's `players`
     "player_out",  # a seat resigning (or timed out) twice
     "turn_not_expired",  # {"tile", "timeout": true} in a game without a turn limit
+    # "takeover_refused": true where the replay has no takeover to refuse (docs/takeover.md:
+    # the ruleset's on_leave, the seat's timeouts so far, the seats still in)
+    "no_takeover_to_refuse",
     # Undo (docs/undo.md): whether the game allows it and where its last placement stands.
     "undo_disabled",
     "undo_not_allowed",

@@ -221,6 +221,35 @@ def test_malformed_and_hostile_records_are_refused_and_store_nothing(
     assert elapsed < 5.0, f"{name} took {elapsed:.2f} s"  # refused before it is all read
 
 
+REFUSED_UNDER_SKIP = {"format": "carcassonne-record/1", "ruleset": {"tileset": "demo"},
+                      "players": 3, "turns": [{"resign": 1, "takeover_refused": True}]}  # fmt: skip
+
+
+@pytest.mark.parametrize("path", ["/v1/score", "/games/import"])
+@pytest.mark.parametrize("form", ["json", "notation"])
+def test_a_takeover_refused_that_the_replay_does_not_log_is_a_422_storing_nothing(
+    client, key, redis_client, path, form
+) -> None:
+    """docs/takeover.md: no bot takes a seat over under `on_leave: "skip"`, so no takeover
+    was refused; the record's flag would be dropped by its replay and re-export."""
+    record = load_record(REFUSED_UNDER_SKIP)
+    before = key_snapshot(redis_client)
+    if form == "json":
+        status, error = post(client, path, key, json=REFUSED_UNDER_SKIP)
+    else:
+        text = format_record(record)
+        assert "resign:1/skip" in text
+        status, error = post(client, path, key, data=text, content_type="text/plain")
+    assert (status, error["code"], error["rule"]) == (422, "no_takeover_to_refuse", None), error
+    assert error["details"] == {"player": 1, "index": 0} and set(error) == PROBLEM_KEYS
+    assert error["type"] == "/errors#no_takeover_to_refuse"
+    # The notation's suffix is read once: a second one is not a turn it writes.
+    twice = format_record(record).replace("resign:1/skip", "resign:1/skip/skip")
+    status, error = post(client, path, key, data=twice, content_type="text/plain")
+    assert (status, error["code"]) == (422, "bad_notation"), error
+    assert_nothing_stored(redis_client, before)
+
+
 def test_a_body_without_content_length_is_cut_off_at_the_limit(client, key) -> None:
     """A chunked body (the server marks its stream as terminated) is read up to the limit."""
     reply = client.post("/v1/score", input_stream=io.BytesIO(b" " * (400 * 1024)),

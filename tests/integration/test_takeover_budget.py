@@ -1,9 +1,10 @@
 """Who pays for a bot that takes a seat over (docs/takeover.md, "Who pays"), on a real Redis of
 its own: the resignation (the command service) and the turn timer (the scoring worker) reserve
 the takeover against the game's API key before their append, the bot consumer of the change
-feed gives it back with the game's seconds when the game ends; a key that cannot pay gets no
-bot (`TakeoverRefused`, the seat skipped); a process killed between the reservation and the
-append leaves it held only until a retry appends (charged once) or the game ends.
+feed gives it back with the game's seconds when the game ends (or the archiver, when it
+archives the game first); a key that cannot pay gets no bot (`TakeoverRefused`, the seat
+skipped); a process killed between the reservation and the append leaves it held only until
+a retry appends (charged once) or the game ends.
 
 The workers' own processes run these paths in tests/integration/test_takeover.py (slow)."""
 
@@ -25,6 +26,8 @@ from carcassonne.record import record_from_events, replay
 from carcassonne.ruleset import Ruleset
 from eventstore.envelope import MOVES
 from eventstore.schemas import to_engine
+from services.archive.archiver import Archiver
+from services.archive.sqlite import SqliteArchive
 from services.bots.feed import BotFeed
 from services.command.secrets_store import RedisSecrets
 from services.command.service import GameService
@@ -37,7 +40,9 @@ from services.redis_store.bot_budget import (
     release,
     takeover_member,
 )
+from services.redis_store.keys import secrets_key
 from services.scoring.feed import feed_items
+from services.scoring.scorer import Scorer
 from services.scoring.timer import Timer
 from tests.redis_server import private_redis
 
@@ -184,6 +189,7 @@ import redis
 from services.command.secrets_store import RedisSecrets
 from services.command.service import GameService
 from services.redis_store import RedisEventStore
+from services.redis_store.keys import secrets_key
 from services.redis_store.bot_budget import BotBudget
 
 url, game_id, token = sys.argv[1:4]
@@ -244,3 +250,62 @@ def test_a_takeover_reserved_after_its_game_was_given_back_holds_nothing(client)
     assert held(client, "k_late") == {} and charged_today(client, "k_late") == 0
     assert budget.reserve_takeover("k_late", "g-running", 1, 6.0) is None
     assert held(client, "k_late") == {takeover_member("g-running", 1): 6.0}
+
+
+def ended_holding_bot_time(client: redis.Redis, key: str) -> list[str]:
+    """Two games of `key` that ended holding bot seconds, scored to their end (due in the
+    archive): one whose two seats a bot took over, one with a bot seat."""
+    games = service(client)
+    taken, tokens = create(games, key)
+    for token in tokens[2::-1]:  # seats 2 and 1 taken over; seat 0, the last in, ends it
+        games.resign(taken, token)
+    robot, seats = games.create_game(
+        ["ann", "robot"], Ruleset(tileset="demo"), [0, 1], key_id=key,
+        bots=[None, {"level": "greedy", "think_ms": 1}],
+    )  # fmt: skip
+    assert types(games.resign(robot, seats[0]["token"]))[-1] == "GameEnded"
+    store = RedisEventStore(client)
+    for game_id in (taken, robot):
+        Scorer(store).catch_up(game_id)
+    members = {takeover_member(taken, 2), takeover_member(taken, 1), robot}
+    assert set(held(client, key)) == members  # the bot consumer has not seen the ends
+    return [taken, robot]
+
+
+def test_a_game_archived_before_the_bot_consumer_saw_its_end_gives_its_bot_time_back(
+    client, tmp_path
+):
+    """The bot worker down longer than ARCHIVE_AFTER: the games are archived (their secrets
+    records, which name the key, deleted) before the bot consumer reaches their ends; the
+    archiver gives their seconds back, so the consumer, started cold, has nothing to do."""
+    ended = ended_holding_bot_time(client, "k_arch")
+    archiver = Archiver(client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0)
+    assert archiver.run(int(time.time() * 1000) + 1) == {"archived": 2}
+    assert [client.exists(secrets_key(g)) for g in ended] == [0, 0]
+    assert held(client, "k_arch") == {}
+    bot_feed(client).follower.catch_up()  # the worker back, its cache cold
+    assert held(client, "k_arch") == {}
+    assert charged_today(client, "k_arch") > 0  # the day's charge is kept, as at any end
+
+
+def test_an_archiver_stopped_between_giving_back_and_removing_leaks_nothing(
+    client, tmp_path, monkeypatch
+):
+    """The seconds go back before the removal deletes the record naming the key: an
+    archiver stopped between the two leaves the games whole in Redis, nothing held; the
+    next run only removes them."""
+    ended = ended_holding_bot_time(client, "k_stop")
+    archiver = Archiver(client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0)
+
+    def stopped(*_args: Any) -> list[int]:
+        raise RuntimeError("stopped before the removal")
+
+    monkeypatch.setattr(archiver, "_remove_many", stopped)
+    now = int(time.time() * 1000) + 1
+    assert archiver.run(now) == {"failed": 2}
+    assert [client.exists(secrets_key(g)) for g in ended] == [1, 1]
+    assert held(client, "k_stop") == {}
+    monkeypatch.undo()  # the archiver runs again
+    assert archiver.run(now + archiver.retry_ms) == {"removed": 2}
+    bot_feed(client).follower.catch_up()
+    assert held(client, "k_stop") == {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -398,6 +399,60 @@ def test_a_refused_takeover_replays_from_the_record_and_notation_without_the_bud
     assert "E!/skip resign:2 " in text and parse_record(text) == record
     again = replay(record)  # the refusal is replayed, not decided again
     assert again.snapshot() == state.snapshot() and again.taken_over == [None, None, "random"]
+
+
+def refused_record(players: int, turns: list[dict[str, Any]], **rules: Any) -> dict[str, Any]:
+    """A record of the demo set (JSON) whose turns are `turns`."""
+    ruleset = {"tileset": "demo", **rules}
+    return {"format": "carcassonne-record/1", "ruleset": ruleset, "players": players,
+            "turns": turns}  # fmt: skip
+
+
+REFUSED = {"takeover_refused": True}
+GREEDY_LEAVE = {"on_leave": "bot:greedy"}
+TIMEOUTS = {"turn_seconds": 30, "max_timeouts": 3}
+NOT_REFUSED = [  # players, turns, ruleset, the turn refused
+    pytest.param(3, [{"resign": 1, **REFUSED}], {}, 0, id="no bot under skip"),
+    pytest.param(3, [{"tile": "E", "timeout": True, **REFUSED}], {**GREEDY_LEAVE, **TIMEOUTS},
+                 0, id="a timeout that leaves the seat in"),
+    pytest.param(2, [{"tile": "E", "timeout": True, **REFUSED}], {**TIMEOUTS, "max_timeouts": 1},
+                 0, id="a timeout under skip"),
+    pytest.param(3, [{"resign": 2}, {"resign": 1}, {"resign": 0, **REFUSED}], GREEDY_LEAVE, 2,
+                 id="the last seat still in leaving"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("players", "turns", "rules", "index"), NOT_REFUSED)
+def test_a_records_takeover_refused_that_its_replay_does_not_log_is_refused(
+    players, turns, rules, index
+):
+    """A record's `takeover_refused` is a fact of its game: a turn that replays without the
+    `TakeoverRefused` would lose the flag in the re-export, so the record is refused."""
+    from carcassonne.errors import RecordError
+    from carcassonne.notation import format_record, parse_record
+    from carcassonne.record import load_record, replay
+
+    record = load_record(refused_record(players, turns, **rules))  # its shape is fine
+    for form in (record, parse_record(format_record(record))):  # JSON and the notation
+        with pytest.raises(RecordError) as refused:
+            replay(form)
+        error = refused.value
+        assert (error.code, error.index, error.rule) == ("no_takeover_to_refuse", index, None)
+        assert "docs/takeover.md" in error.message and error.details["player"] in (0, 1)
+    plain = [{k: v for k, v in t.items() if k != "takeover_refused"} for t in turns]
+    replay(load_record(refused_record(players, plain, **rules)))  # legal without the flag
+
+
+def test_the_notations_skip_suffix_is_read_once():
+    from carcassonne.errors import MalformedError
+    from carcassonne.notation import format_turn, parse_turn
+
+    assert format_turn(parse_turn("resign:1/skip")) == "resign:1/skip"
+    assert format_turn(parse_turn("E!/skip")) == "E!/skip"
+    for text in ("resign:1/skip/skip", "E!/skip/skip", "Q1@0,-1/skip", "undo/skip"):
+        with pytest.raises(MalformedError) as refused:
+            parse_turn(text)
+        assert refused.value.code == "bad_notation" and repr(text) in refused.value.message
 
 
 def test_a_takeovers_seconds_are_its_paced_move_times_the_seats_share_of_the_tiles_left():
