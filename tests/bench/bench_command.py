@@ -34,6 +34,25 @@ same gunicorn config and worker), so the ratio moved less than a turn's cost: bo
 are still missed. Under other jobs' load one commit measured 0.46x and 0.81x in two runs
 minutes apart: bench_instructions counts a request's instructions, which do not move with the
 machine (a turn 2.62x the baseline's, 3.05x before).
+
+Where a turn's extra cost lies (issue 27, 2026-11-28, another 2-core machine of the same
+kind: the baseline ran ~4,200 requests/s there against ~2,800 before, the turns ~2,140
+against ~1,700; two quiet runs 0.514x and 0.509x, half-load p99 4.04x and 3.38x; one beside
+two other engineers' jobs 0.429x). The CPU a request costs at peak, split by process (the
+line this bench prints since, and four runs of a script doing the same): gunicorn 0.58-0.70
+ms a turn against 0.33 for the baseline, redis-server 0.06-0.07 against 0.025 (the append
+script, ~27 us of it), the client processes 0.21-0.29 against 0.18-0.19 (not the answer's
+size or headers: a baseline answering a turn's bytes and headers cost its clients 5 us more).
+Served in one process without HTTP, a turn's own Python is ~230 us (of 329 us; the rest is
+the wait for Redis), the baseline's ~70: Flask's request context, dispatch and hooks ~90 us
+(most of it the baseline pays too), webargs and flask-smorest ~35, the service (cache, unit
+of work, append's arguments and reply) ~65, the engine's placement and draw ~35, the answer
+~18. For 0.65x a turn would have to shed ~0.14 ms of its ~0.98 ms (all processes) — more
+than its engine, service and answer take together — and at half load its p50 is already 2x
+the baseline's at the same rate, so a p99 at 1.5x would need a turn about as cheap as one
+XADD. Trimming more of the path does not get there; a turn served outside Flask and
+flask-smorest, or a compiled engine, might, and neither was attempted: both figures are
+still missed.
 """
 
 from __future__ import annotations
