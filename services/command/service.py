@@ -64,8 +64,9 @@ from .handlers import (
 from .hints import HintDesk, HintReply
 from .secrets_store import Secrets, token_hash
 
-# Which of an API key's player ids are away at a time (Unix ms), and until when.
-Away = Callable[[str, list[str], int], dict[str, list[tuple[int, int]]]]
+# Which of an API key's player ids are away at a time (Unix ms): each vacation's (from, until,
+# vacation id).
+Away = Callable[[str, list[str], int], dict[str, list[tuple[int, int, str]]]]
 
 
 class GameService:
@@ -105,7 +106,7 @@ class GameService:
         None: every hint answers 503 hint_unavailable).
 
         `away`: which of an API key's player ids are on vacation at a time or have one
-        declared to start later, each one's (from, until) (services/redis_store/
+        declared to start later, each one's (from, until, id) (services/redis_store/
         vacations.py; None: nobody): a game starting before a player is back has their
         clock paused for each, from its start at the earliest (docs/clocks.md).
         """
@@ -196,8 +197,8 @@ class GameService:
         spans = self.away(key_id, sorted({i for i in ids if i}), now)
         events: list[Event] = []
         for seat, player_id in enumerate(ids):
-            for start, until in spans.get(player_id, []):
-                pause = PauseClock(seat, now, until, max(now, start))
+            for start, until, vacation in spans.get(player_id, []):
+                pause = PauseClock(seat, now, until, max(now, start), vacation)
                 for event in decide(state, pause):
                     state.apply(event)
                     events.append(event)
@@ -365,7 +366,8 @@ class GameService:
         start, until = span
 
         def pause(seat: int) -> Pause:
-            return Pause(PauseClock(seat, now_ms, until, start), f"vacation:{vacation_id}:{seat}")
+            command = PauseClock(seat, now_ms, until, start, vacation_id)
+            return Pause(command, f"vacation:{vacation_id}:{seat}")
 
         return self._clock_change(game_id, key_id, player_id, pause)
 
@@ -384,7 +386,7 @@ class GameService:
         vacation_id, start = vacation
 
         def resume(seat: int) -> Pause:
-            command = ResumeClock(seat, now_ms, start)
+            command = ResumeClock(seat, now_ms, start, vacation_id)
             return Pause(command, f"vacation-end:{vacation_id}:{seat}")
 
         return self._clock_change(game_id, key_id, player_id, resume)

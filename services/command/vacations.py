@@ -11,7 +11,9 @@ first) gets a `ClockPaused` per seat of the player still in, at once even for a 
 a fact of that game's log, so every deadline decided after it skips the window and a replay
 gives the same deadlines, and a ``player_away`` item for the other players' notifications. A
 game that starts before the player is back gets its pauses with its start (`GameService`'s
-`away`).
+`away`). Each pause and end names its vacation (the book's id), so an end cuts its own
+vacation's window alone in whatever order the two reach a game; and a declaration reads the
+book again after its pauses, resuming the vacation again if it was ended meanwhile.
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ class Vacations:
             paused += self.service.pause_clocks(
                 game_id, key_id, player_id, now, (start, until), vacation_id
             )
+        self._resume_if_ended(key_id, player_id, vacation_id)
         return {
             **self._books(player_id, year, found.used_days, allowance),
             "vacation": {
@@ -170,14 +173,32 @@ class Vacations:
                 None,
                 until_ms=vacation["until_ms"],
             )
-        back = vacation["ended_ms"]  # a retry resumes at the first end's time
-        which = (vacation_id, vacation["from_ms"])
-        resumed: list[dict[str, Any]] = []
-        for game_id in self.games_of(key_id, player_id):
-            resumed += self.service.resume_clocks(game_id, key_id, player_id, back, which)
+        resumed = self._resume(key_id, player_id, vacation)
         listed = self.listed(key, player_id)
         books = {k: v for k, v in listed.items() if k != "vacations"}
         return {**books, "vacation": vacation, "resumed": resumed}
+
+    def _resume(
+        self, key_id: str, player_id: str, vacation: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Resume the player's clocks in each of their games from `vacation`, ended (or
+        called off) at its `ended_ms`: a retry resumes at the first end's time, and each
+        append is under its command id, so what was appended already is not again."""
+        back, which = vacation["ended_ms"], (vacation["vacation_id"], vacation["from_ms"])
+        resumed: list[dict[str, Any]] = []
+        for game_id in self.games_of(key_id, player_id):
+            resumed += self.service.resume_clocks(game_id, key_id, player_id, back, which)
+        return resumed
+
+    def _resume_if_ended(self, key_id: str, player_id: str, vacation_id: str) -> None:
+        """After a declaration's pauses: if the vacation was ended or called off meanwhile
+        (an edit: the platform calls it off as soon as it is declared), resume it again in
+        each of the player's games, so a game its pause reached after its end's request had
+        passed, or one that request did not list yet, does not keep it (each end appended
+        once: its command id)."""
+        for vacation in self.book.listed(key_id, player_id):
+            if vacation["vacation_id"] == vacation_id and vacation["ended_ms"] is not None:
+                self._resume(key_id, player_id, vacation)
 
     def _pause_declared(self, key_id: str, player_id: str, now: int) -> None:
         """Pause the player's clocks for each vacation of theirs not over at `now` (running

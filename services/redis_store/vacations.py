@@ -138,21 +138,22 @@ class VacationBook:
 
     def away_until(
         self, key_id: str, player_ids: list[str], now_ms: int
-    ) -> dict[str, list[tuple[int, int]]]:
+    ) -> dict[str, list[tuple[int, int, str]]]:
         """Which of the players are on vacation at `now_ms` or have one declared to start
-        later, each vacation's (from, until) (one round trip; `GameService`'s `away`: a
+        later, each vacation's (from, until, id) (one round trip; `GameService`'s `away`: a
         game starting before they are back)."""
         if not player_ids:
             return {}
         pipe = self.client.pipeline(transaction=False)
         for player_id in player_ids:
             pipe.get(vacations_key(key_id, player_id))
-        out: dict[str, list[tuple[int, int]]] = {}
+        out: dict[str, list[tuple[int, int, str]]] = {}
         for player_id, raw in zip(player_ids, pipe.execute(), strict=True):
-            for vacation in _vacations(raw):
-                span = (vacation["from_ms"], vacation["until_ms"])
-                if span[1] > max(now_ms, span[0]):  # not over, not called off
-                    out.setdefault(player_id, []).append(span)
+            for v in _vacations(raw):
+                if v["until_ms"] > max(now_ms, v["from_ms"]):  # not over, not called off
+                    out.setdefault(player_id, []).append(
+                        (v["from_ms"], v["until_ms"], v["vacation_id"])
+                    )
         return out
 
     def listed(self, key_id: str, player_id: str) -> list[dict[str, Any]]:

@@ -274,7 +274,8 @@ def test_back_early_the_clocks_run_again_and_the_days_not_begun_go_back(suite):
     assert resumed["deadline_ms"] == back + left  # the turn's clock runs from the return
     last = moves(store, a_id)[-1]
     assert last.type == "ClockResumed" and last.seq == resumed["seq"]
-    assert last.payload == {"player": 0, "at_ms": back, "deadline_ms": back + left}
+    assert last.payload == {"player": 0, "at_ms": back, "deadline_ms": back + left,
+                            "vacation": span["vacation_id"]}  # fmt: skip
     status, turn = call(base, "GET", f"/games/{a_id}/turn")
     assert turn["deadline_ms"] == back + left and turn["away_until_ms"][0] == back
     assert fold(to_engine(e) for e in moves(store, a_id)).deadline_ms == back + left  # replay
@@ -569,7 +570,9 @@ def test_a_later_vacation_called_off_before_its_start_gives_everything_back(suit
     assert resumed["deadline_ms"] == before  # the deadline as if it was never declared
     last = moves(store, a_id)[-1]
     assert last.type == "ClockResumed"
-    assert last.payload == {"player": 0, "at_ms": start, "deadline_ms": before}
+    vacation_id = span["vacation_id"]
+    assert last.payload == {"player": 0, "at_ms": start, "deadline_ms": before,
+                            "vacation": vacation_id}  # fmt: skip
     (item,) = [i for i in feed_items(moves(store, a_id), []) if i.kind == "player_back"]
     assert item.data["at_ms"] == start and item.data["deadline_ms"] == before
     status, turn = call(base, "GET", f"/games/{a_id}/turn")
@@ -649,3 +652,40 @@ def test_a_bad_start_is_a_422_that_changes_nothing(suite, start, code):
     status, listed = call(base, "GET", "/v1/players/u-zed/vacations", None, api_key(base))
     assert listed["vacations"] == [] and listed["used_days"] == 0
     assert moves(store, game["game_id"]) == log
+
+
+def test_a_vacation_called_off_while_its_declaration_pauses_the_games_is_resumed_there(suite):
+    """The platform calls a vacation off (an edit) while its declaration is still pausing
+    the games: the call-off is recorded, but its request reaches no game (it listed the
+    games before this one had the pause, or failed mid-way). The declaration reads the book
+    again at its end and resumes the vacation in each game: no pause stays."""
+    from services.command.secrets_store import RedisSecrets
+    from services.command.service import GameService
+    from services.command.vacations import Vacations
+    from services.redis_store.vacations import VacationBook
+
+    store, client = suite["store"], suite["client"]
+    game, key = _banked_game_and_key(suite, "Eve", "u-eve")
+    game_id = game["game_id"]
+    before = moves(store, game_id)[-1].payload["deadline_ms"]
+    service = GameService(store, RedisSecrets(client))
+    vacations = Vacations(client, service, 10)
+    pause = service.pause_clocks
+
+    def called_off_first(game: str, key_id: str, player: str, now: int, *rest: Any) -> Any:
+        vacation_id = rest[-1]  # the call-off's record, made before this game's pause
+        assert VacationBook(client).end(key_id, player, vacation_id, now).outcome == "ok"
+        return pause(game, key_id, player, now, *rest)
+
+    service.pause_clocks = called_off_first
+    start = now_ms() + 3_600_000
+    declared = vacations.declare(key, "u-eve", 2, start)
+    vacation_id = declared["vacation"]["vacation_id"]
+    log = moves(store, game_id)
+    assert [e.type for e in log[-2:]] == ["ClockPaused", "ClockResumed"]
+    assert {e.payload["vacation"] for e in log[-2:]} == {vacation_id}
+    assert log[-1].command_id == f"vacation-end:{vacation_id}:0"
+    state = fold(to_engine(e) for e in log)
+    assert state.pauses_ms[0] == [] and state.deadline_ms == before  # as never declared
+    status, turn = call(suite["base"], "GET", f"/games/{game_id}/turn")
+    assert status == 200 and turn["deadline_ms"] == before and "away_until_ms" not in turn
