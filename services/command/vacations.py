@@ -174,8 +174,9 @@ class Vacations:
                 until_ms=vacation["until_ms"],
             )
         resumed = self._resume(key_id, player_id, vacation)
-        listed = self.listed(key, player_id)
-        books = {k: v for k, v in listed.items() if k != "vacations"}
+        # the books of the year the vacation counts in: the days it gave back show there
+        vacations = self.book.listed(key_id, player_id)
+        books = self._books_of(player_id, vacation["year"], vacations, self.allowance_of(key))
         return {**books, "vacation": vacation, "resumed": resumed}
 
     def _resume(
@@ -216,9 +217,16 @@ class Vacations:
         """The player's vacations and this year's allowance: GET's body."""
         year = year_of(int(self.clock() * 1000))
         vacations = self.book.listed(str(key["id"]), player_id)
-        used = sum(v["days"] for v in vacations if v["year"] == year)
-        books = self._books(player_id, year, used, self.allowance_of(key))
+        books = self._books_of(player_id, year, vacations, self.allowance_of(key))
         return {**books, "vacations": vacations}
+
+    @classmethod
+    def _books_of(
+        cls, player_id: str, year: int, vacations: list[dict[str, Any]], allowance: int
+    ) -> dict[str, Any]:
+        """The allowance's books of `year`, from the player's `vacations`."""
+        used = sum(v["days"] for v in vacations if v["year"] == year)
+        return cls._books(player_id, year, used, allowance)
 
     @staticmethod
     def _books(player_id: str, year: int, used: int, allowance: int) -> dict[str, Any]:

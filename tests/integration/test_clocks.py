@@ -689,3 +689,19 @@ def test_a_vacation_called_off_while_its_declaration_pauses_the_games_is_resumed
     assert state.pauses_ms[0] == [] and state.deadline_ms == before  # as never declared
     status, turn = call(suite["base"], "GET", f"/games/{game_id}/turn")
     assert status == 200 and turn["deadline_ms"] == before and "away_until_ms" not in turn
+
+
+def test_calling_off_next_years_vacation_answers_that_years_books(suite):
+    """Its days go back to the year it starts in: the answer's books are that year's."""
+    from datetime import UTC, datetime
+
+    base = suite["base"]
+    this_year = datetime.now(UTC).year
+    january = int(datetime(this_year + 1, 1, 5, tzinfo=UTC).timestamp() * 1000)
+    status, now = vacation(base, "u-jan", {"days": 3})  # this year's books differ
+    assert status == 201, now
+    status, later = vacation(base, "u-jan", {"days": 4, "from_ms": january})
+    assert status == 201 and (later["year"], later["left_days"]) == (this_year + 1, 6), later
+    status, ended = end_vacation(base, "u-jan", later["vacation"]["vacation_id"])
+    assert status == 200, ended
+    assert (ended["year"], ended["used_days"], ended["left_days"]) == (this_year + 1, 0, 10)
