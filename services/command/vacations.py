@@ -29,7 +29,7 @@ import redis
 from carcassonne.errors import MalformedError, OutOfTurnError
 from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.keys import IN_PROGRESS, SHARDS, key_player_id_key, status_key
-from services.redis_store.vacations import DAY_MS, VacationBook
+from services.redis_store.vacations import DAY_MS, MAX_PENDING, VacationBook
 
 from .errors import NotFound
 from .service import GameService
@@ -73,7 +73,7 @@ class Vacations:
         """Record `days` of vacation from `from_ms` (Unix ms, now to a year ahead; None:
         now) for a player of API `key` (its record) and pause the player's clocks then:
         201's body; 422 `bad_vacation` / `bad_vacation_start`, 409
-        `vacation_allowance_exceeded` / `vacation_overlaps`."""
+        `vacation_allowance_exceeded` / `vacation_overlaps` / `too_many_vacations`."""
         key_id, allowance = str(key["id"]), self.allowance_of(key)
         if type(days) is not int or not 1 <= days <= MAX_DAYS:
             raise MalformedError("bad_vacation", f"days must be an integer 1-{MAX_DAYS}")
@@ -82,20 +82,27 @@ class Vacations:
         until, year = start + days * DAY_MS, year_of(start)
         vacation_id = uuid.uuid4().hex
         found = self.book.declare(
-            key_id, player_id, vacation_id, start, until, days, year, allowance
+            key_id, player_id, vacation_id, start, until, days, year, allowance, now_ms=now
         )
         if found.outcome == "overlaps":
             # A retry of a declaration that failed after its record (Redis down mid-way, a
-            # 503): the pauses of the player's vacations not over are made first, each
-            # under its own command id, so what the failure left undone is done and
-            # nothing twice.
-            self._pause_declared(key_id, player_id, now)
+            # 503) overlaps that record: its pauses are made first, each under its own
+            # command id, so what the failure left undone is done and nothing twice.
+            self._pause_declared(key_id, player_id, now, found.other_id)
             raise OutOfTurnError(
                 "vacation_overlaps",
                 "this player has a vacation then already; declare one that starts after it",
                 None,
                 from_ms=found.other_from_ms,
                 until_ms=found.other_until_ms,
+            )
+        if found.outcome == "too_many":
+            raise OutOfTurnError(
+                "too_many_vacations",
+                f"this player has {MAX_PENDING} vacations running or to come already; "
+                "declare more once some are over",
+                None,
+                max_vacations=MAX_PENDING,
             )
         if found.outcome != "ok":
             raise OutOfTurnError(
@@ -201,17 +208,20 @@ class Vacations:
             if vacation["vacation_id"] == vacation_id and vacation["ended_ms"] is not None:
                 self._resume(key_id, player_id, vacation)
 
-    def _pause_declared(self, key_id: str, player_id: str, now: int) -> None:
-        """Pause the player's clocks for each vacation of theirs not over at `now` (running
-        or to come) in each of their games that lacks its pause (an append already made is
-        a duplicate: nothing)."""
+    def _pause_declared(
+        self, key_id: str, player_id: str, now: int, vacation_id: str | None
+    ) -> None:
+        """Pause the player's clocks for their vacation `vacation_id` (the one a retry
+        overlaps), if it is not over at `now`, in each of their games that lacks its pause
+        (an append made already is a duplicate: nothing)."""
         for vacation in self.book.listed(key_id, player_id):
             span = (vacation["from_ms"], vacation["until_ms"])
-            if span[1] > max(now, span[0]):  # not over, not called off
-                for game_id in self.games_of(key_id, player_id):
-                    self.service.pause_clocks(
-                        game_id, key_id, player_id, now, span, vacation["vacation_id"]
-                    )
+            if vacation["vacation_id"] != vacation_id or span[1] <= max(now, span[0]):
+                continue  # another one, over, or called off
+            for game_id in self.games_of(key_id, player_id):
+                self.service.pause_clocks(
+                    game_id, key_id, player_id, now, span, vacation["vacation_id"]
+                )
 
     def listed(self, key: dict[str, Any], player_id: str) -> dict[str, Any]:
         """The player's vacations and this year's allowance: GET's body."""

@@ -351,7 +351,9 @@ def test_a_declaration_that_failed_after_its_record_is_completed_by_the_retry(su
     game, key = _banked_game_and_key(suite, "Rae", "u-rae")
     now = int(time.time() * 1000)
     book = VacationBook(client)  # the record the failed request made, and nothing else
-    done = book.declare(key["id"], "u-rae", "v-lost", now, now + 2 * DAY, 2, year_of(now), 10)
+    done = book.declare(
+        key["id"], "u-rae", "v-lost", now, now + 2 * DAY, 2, year_of(now), 10, now_ms=now
+    )
     assert done.outcome == "ok"
     assert moves(store, game["game_id"])[-1].type != "ClockPaused"
     for _ in range(2):  # a second retry appends nothing more
@@ -602,8 +604,9 @@ def test_a_retried_later_declaration_pauses_the_games_it_missed_once(suite):
     game, key = _banked_game_and_key(suite, "Ida", "u-ida")
     start = now_ms() + 3_600_000
     until = start + DAY_MS
-    done = VacationBook(client).declare(key["id"], "u-ida", "v-lost", start, until, 1,
-                                        year_of(start), 10)  # fmt: skip
+    done = VacationBook(client).declare(
+        key["id"], "u-ida", "v-lost", start, until, 1, year_of(start), 10, now_ms=now_ms()
+    )
     assert done.outcome == "ok"
     for _ in range(2):
         status, again = vacation(base, "u-ida", {"days": 1, "from_ms": start})
@@ -705,3 +708,75 @@ def test_calling_off_next_years_vacation_answers_that_years_books(suite):
     status, ended = end_vacation(base, "u-jan", later["vacation"]["vacation_id"])
     assert status == 200, ended
     assert (ended["year"], ended["used_days"], ended["left_days"]) == (this_year + 1, 0, 10)
+
+
+def test_the_book_prunes_call_offs_once_retries_are_done_and_vacations_a_year_over(suite):
+    """A declaration recorded writes the player's list without the vacations called off a
+    day ago or more and those over for more than a year (the book's time is data)."""
+    from services.redis_store.vacations import KEEP_CALLED_OFF_MS, PRUNED_AFTER_MS, VacationBook
+
+    book, key_id, now = VacationBook(suite["client"]), "k-prune", now_ms()
+
+    def declare(vacation_id: str, start: int, at: int) -> str:
+        done = book.declare(key_id, "u-pru", vacation_id, start, start + DAY_MS, 1, 1, 99,
+                            now_ms=at)  # fmt: skip
+        return done.outcome
+
+    assert declare("a", now + DAY_MS, now) == "ok"
+    assert book.end(key_id, "u-pru", "a", now).outcome == "ok"  # called off: 0 days
+    assert declare("b", now, now) == "ok"
+    ids = [v["vacation_id"] for v in book.listed(key_id, "u-pru")]
+    assert ids == ["a", "b"]  # a retry of a's end still finds it
+    later = now + KEEP_CALLED_OFF_MS
+    assert declare("c", later + 2 * DAY_MS, later) == "ok"
+    assert [v["vacation_id"] for v in book.listed(key_id, "u-pru")] == ["b", "c"]
+    years_on = now + DAY_MS + PRUNED_AFTER_MS + 1  # b ended more than a year before
+    assert declare("d", years_on, years_on) == "ok"
+    assert [v["vacation_id"] for v in book.listed(key_id, "u-pru")] == ["c", "d"]
+
+
+def test_a_player_has_at_most_so_many_vacations_running_or_to_come(suite):
+    """Beyond `MAX_PENDING` not over: 409 too_many_vacations, recording nothing; a call-off
+    makes room (it is not one to come any more)."""
+    from services.command.vacations import year_of
+    from services.redis_store.vacations import MAX_PENDING, VacationBook
+
+    base, client = suite["base"], suite["client"]
+    _, key = _banked_game_and_key(suite, "Max", "u-max")
+    book, now = VacationBook(client), now_ms()
+    starts = [now + DAY_MS * (1 + 2 * i) // 10 for i in range(MAX_PENDING)]  # 1/10 day apart
+    for i, start in enumerate(starts):
+        done = book.declare(key["id"], "u-max", f"{i:032x}", start, start + DAY_MS // 10, 1,
+                            year_of(start), 10 * MAX_PENDING, now_ms=now)  # fmt: skip
+        assert done.outcome == "ok", (i, done)
+    listed = book.listed(key["id"], "u-max")
+    later = starts[-1] + DAY_MS
+    status, refused = vacation(base, "u-max", {"days": 1, "from_ms": later})
+    assert status == 409 and refused["code"] == "too_many_vacations", refused
+    assert refused["details"]["max_vacations"] == MAX_PENDING
+    assert book.listed(key["id"], "u-max") == listed
+    status, ended = end_vacation(base, "u-max", f"{0:032x}")
+    assert status == 200, ended
+    status, declared = vacation(base, "u-max", {"days": 1, "from_ms": later})
+    # room again: now only the allowance (10 days, 50 used) may refuse it
+    assert status == 201 or declared["code"] == "vacation_allowance_exceeded", declared
+
+
+def test_a_retry_refused_as_overlapping_mends_only_the_vacation_it_overlaps(suite):
+    """Two vacations recorded and no game paused: a retry of the first pauses the first
+    alone (the second's own retry mends the second)."""
+    from services.command.vacations import year_of
+    from services.redis_store.vacations import VacationBook
+
+    base, store, client = suite["base"], suite["store"], suite["client"]
+    game, key = _banked_game_and_key(suite, "Mel", "u-mel")
+    book, now = VacationBook(client), now_ms()
+    first, second = now + 3_600_000, now + 4 * DAY_MS
+    for vacation_id, start in (("v-first", first), ("v-second", second)):
+        done = book.declare(key["id"], "u-mel", vacation_id, start, start + DAY_MS, 1,
+                            year_of(start), 10, now_ms=now)  # fmt: skip
+        assert done.outcome == "ok"
+    status, again = vacation(base, "u-mel", {"days": 1, "from_ms": first})
+    assert status == 409 and again["code"] == "vacation_overlaps", again
+    paused = [e.payload for e in moves(store, game["game_id"]) if e.type == "ClockPaused"]
+    assert [(p["vacation"], p["from_ms"]) for p in paused] == [("v-first", first)]
