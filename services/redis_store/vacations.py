@@ -173,19 +173,34 @@ class VacationBook:
         """Which of the players are on vacation at `now_ms` or have one declared to start
         later, each vacation's (from, until, id) (one round trip; `GameService`'s `away`: a
         game starting before they are back)."""
+        out: dict[str, list[tuple[int, int, str]]] = {}
+        for player_id, v in self._of_players(key_id, player_ids):
+            if v["until_ms"] > max(now_ms, v["from_ms"]):  # not over, not called off
+                out.setdefault(player_id, []).append(
+                    (v["from_ms"], v["until_ms"], v["vacation_id"])
+                )
+        return out
+
+    def ends(self, key_id: str, player_ids: list[str]) -> dict[str, list[tuple[str, int, int]]]:
+        """The players' vacations ended early or called off, each one's (id, from, ended)
+        (one round trip; `GameService`'s `ends`: a game that paused one at its start)."""
+        out: dict[str, list[tuple[str, int, int]]] = {}
+        for player_id, v in self._of_players(key_id, player_ids):
+            if v["ended_ms"] is not None:
+                out.setdefault(player_id, []).append(
+                    (v["vacation_id"], v["from_ms"], v["ended_ms"])
+                )
+        return out
+
+    def _of_players(self, key_id: str, player_ids: list[str]) -> list[tuple[str, dict[str, Any]]]:
+        """Each vacation of the players, with its player id (one round trip)."""
         if not player_ids:
-            return {}
+            return []
         pipe = self.client.pipeline(transaction=False)
         for player_id in player_ids:
             pipe.get(vacations_key(key_id, player_id))
-        out: dict[str, list[tuple[int, int, str]]] = {}
-        for player_id, raw in zip(player_ids, pipe.execute(), strict=True):
-            for v in _vacations(raw):
-                if v["until_ms"] > max(now_ms, v["from_ms"]):  # not over, not called off
-                    out.setdefault(player_id, []).append(
-                        (v["from_ms"], v["until_ms"], v["vacation_id"])
-                    )
-        return out
+        raws = zip(player_ids, pipe.execute(), strict=True)
+        return [(player_id, v) for player_id, raw in raws for v in _vacations(raw)]
 
     def listed(self, key_id: str, player_id: str) -> list[dict[str, Any]]:
         """The player's vacations, oldest first (ms and days as integers)."""

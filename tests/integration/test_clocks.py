@@ -780,3 +780,36 @@ def test_a_retry_refused_as_overlapping_mends_only_the_vacation_it_overlaps(suit
     assert status == 409 and again["code"] == "vacation_overlaps", again
     paused = [e.payload for e in moves(store, game["game_id"]) if e.type == "ClockPaused"]
     assert [(p["vacation"], p["from_ms"]) for p in paused] == [("v-first", first)]
+
+
+def test_a_game_started_while_a_vacation_is_called_off_does_not_keep_its_pause(suite):
+    """A game starts as its player's vacation is called off: the start read the book before
+    the call-off (the pause is in the start's append), the call-off's request listed the
+    player's games before this one. The start reads the book again once appended, and
+    resumes the vacation there under the call-off's own command id."""
+    from carcassonne.ruleset import Ruleset
+    from services.command.secrets_store import RedisSecrets
+    from services.command.service import GameService
+    from services.command.vacations import year_of
+    from services.redis_store.vacations import VacationBook
+
+    store, client = suite["store"], suite["client"]
+    book, key_id, now = VacationBook(client), "k-start", now_ms()
+    start = now + 3_600_000
+    done = book.declare(key_id, "u-gil", "v-off", start, start + DAY_MS, 1, year_of(start), 10,
+                        now_ms=now)  # fmt: skip
+    assert done.outcome == "ok"
+
+    def away_then_called_off(key: str, ids: list[str], at: int) -> Any:
+        found = book.away_until(key, ids, at)
+        assert book.end(key_id, "u-gil", "v-off", at).outcome == "ok"  # the call-off's record
+        return found
+
+    service = GameService(store, RedisSecrets(client), away=away_then_called_off, ends=book.ends)
+    game_id, _ = service.create_game(["Gil", "Ann"], Ruleset(initial_seconds=300), [0, 1],
+                                     ["u-gil", None], key_id)  # fmt: skip
+    log = moves(store, game_id)
+    assert [e.type for e in log[:3]] == ["GameStarted", "ClockPaused", "TileDrawn"]
+    (resumed,) = [e for e in log if e.type == "ClockResumed"]
+    assert resumed.command_id == "vacation-end:v-off:0" and resumed.payload["at_ms"] == start
+    assert fold(to_engine(e) for e in log).pauses_ms == [[], []]
