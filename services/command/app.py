@@ -382,6 +382,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             wait_ms=app.config["REDIS_WAIT_MS"],
         )
         secrets_store = RedisSecrets(client)
+        book = VacationBook(client)
         url = app.config["ARCHIVE_URL"]
         service = GameService(
             store,
@@ -395,7 +396,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             ),
             hint_desk=hint_desk(app.config, client, tasks),
             # Players on vacation as a game starts (docs/clocks.md).
-            away=VacationBook(client).away_until,
+            away=book.away_until,
+            ends=book.ends,
             move_floor_ms=app.config["BOT_MOVE_FLOOR_MS"],
             # Archived games' whole logs (GET /games/{id}/record, imports), read only.
             archive_reads=FallThroughStore(

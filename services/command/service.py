@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from carcassonne.errors import GameError, MalformedError, OutOfTurnError
 from carcassonne.events import (
     AnswerUndo,
+    ClockPaused,
     Event,
     PauseClock,
     RequestUndo,
@@ -64,8 +65,12 @@ from .handlers import (
 from .hints import HintDesk, HintReply
 from .secrets_store import Secrets, token_hash
 
-# Which of an API key's player ids are away at a time (Unix ms), and until when.
-Away = Callable[[str, list[str], int], dict[str, list[tuple[int, int]]]]
+# Which of an API key's player ids are away at a time (Unix ms): each vacation's (from, until,
+# vacation id).
+Away = Callable[[str, list[str], int], dict[str, list[tuple[int, int, str]]]]
+# The vacations of an API key's player ids ended early or called off: each one's (vacation id,
+# from, ended), by player id.
+Ends = Callable[[str, list[str]], dict[str, list[tuple[str, int, int]]]]
 
 
 class GameService:
@@ -84,6 +89,7 @@ class GameService:
         archive_reads: FallThroughStore | None = None,
         hint_desk: HintDesk | None = None,
         away: Away | None = None,
+        ends: Ends | None = None,
     ) -> None:
         """`in_place`: a turn changes the cached state itself (no copy per turn), which is only
         safe when one thread serves this process's requests (gunicorn's sync worker, the
@@ -105,11 +111,15 @@ class GameService:
         None: every hint answers 503 hint_unavailable).
 
         `away`: which of an API key's player ids are on vacation at a time or have one
-        declared to start later, each one's (from, until) (services/redis_store/
+        declared to start later, each one's (from, until, id) (services/redis_store/
         vacations.py; None: nobody): a game starting before a player is back has their
-        clock paused for each, from its start at the earliest (docs/clocks.md).
+        clock paused for each, from its start at the earliest (docs/clocks.md). `ends`:
+        which of those were ended early or called off (the same book), read again once such
+        a start is appended: one ended meanwhile is resumed in the new game (its end's
+        request may have listed the player's games before this one).
         """
         self.away = away
+        self.ends = ends
         self.archive_reads = archive_reads
         self.bot_budget = bot_budget
         self.move_floor_ms = move_floor_ms
@@ -185,6 +195,23 @@ class GameService:
         # an owner key's subscriptions hears of its first turn once the worker has passed it.
         with contextlib.suppress(ConcurrencyError):  # started already: the first draws stand
             append_moves(self.store, game_id, events, expected=0, command_id="create")
+        self._resume_ended_at_start(game_id, record, events)
+
+    def _resume_ended_at_start(
+        self, game_id: str, record: dict[str, Any], events: list[Event]
+    ) -> None:
+        """Resume, in the game just started, each vacation it paused at its start that the
+        book now says was ended or called off: an end recorded after this start read the
+        book may have listed the player's games before this one was in them (each resume
+        under the end's own command id, `resume_clocks`: appended once either way)."""
+        paused = {e.vacation for e in events if isinstance(e, ClockPaused) and e.vacation}
+        key_id, ids = record.get("key_id"), record.get("player_ids") or []
+        if not paused or self.ends is None or not key_id:
+            return
+        for player_id, ended in self.ends(key_id, sorted({i for i in ids if i})).items():
+            for vacation_id, start, back in ended:
+                if vacation_id in paused:
+                    self.resume_clocks(game_id, key_id, player_id, back, (vacation_id, start))
 
     def _away_at_start(self, state: GameState, record: dict[str, Any], now: int) -> list[Event]:
         """`ClockPaused` for each vacation, running or declared to come, of each seat's
@@ -196,8 +223,8 @@ class GameService:
         spans = self.away(key_id, sorted({i for i in ids if i}), now)
         events: list[Event] = []
         for seat, player_id in enumerate(ids):
-            for start, until in spans.get(player_id, []):
-                pause = PauseClock(seat, now, until, max(now, start))
+            for start, until, vacation in spans.get(player_id, []):
+                pause = PauseClock(seat, now, until, max(now, start), vacation)
                 for event in decide(state, pause):
                     state.apply(event)
                     events.append(event)
@@ -365,7 +392,8 @@ class GameService:
         start, until = span
 
         def pause(seat: int) -> Pause:
-            return Pause(PauseClock(seat, now_ms, until, start), f"vacation:{vacation_id}:{seat}")
+            command = PauseClock(seat, now_ms, until, start, vacation_id)
+            return Pause(command, f"vacation:{vacation_id}:{seat}")
 
         return self._clock_change(game_id, key_id, player_id, pause)
 
@@ -384,7 +412,7 @@ class GameService:
         vacation_id, start = vacation
 
         def resume(seat: int) -> Pause:
-            command = ResumeClock(seat, now_ms, start)
+            command = ResumeClock(seat, now_ms, start, vacation_id)
             return Pause(command, f"vacation-end:{vacation_id}:{seat}")
 
         return self._clock_change(game_id, key_id, player_id, resume)

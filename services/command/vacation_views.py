@@ -149,11 +149,16 @@ class VacationList(VacationBooks):
     vacations = fields.List(fields.Nested(Vacation), required=True)
 
 
-class VacationDeclared(VacationBooks):
+class VacationBooksOfItsYear(VacationBooks):
+    """The books of the year one vacation counts in (its declaration's, its end's)."""
+
     year = fields.Integer(
         required=True,
         metadata={"description": "the calendar year (UTC) the vacation starts in: its books"},
     )
+
+
+class VacationDeclared(VacationBooksOfItsYear):
     vacation = fields.Nested(Vacation, required=True)
     paused = fields.List(
         fields.Nested(PausedSeat),
@@ -162,7 +167,7 @@ class VacationDeclared(VacationBooks):
     )
 
 
-class VacationEnded(VacationBooks):
+class VacationEnded(VacationBooksOfItsYear):
     vacation = fields.Nested(Vacation, required=True)
     resumed = fields.List(
         fields.Nested(ResumedSeat),
@@ -217,10 +222,10 @@ class PlayerVacation(MethodView):
     @blp.doc(security=SECURITY)
     @blp.response(200, VacationEnded())
     def delete(self, player_id: str, vacation_id: str) -> Response:
-        """Back early: the running vacation ends now; its days not begun go back to the
-        year's allowance, and the player's clocks run again (each game's log gets
-        `ClockResumed`, its players `player_back`). One not begun yet is called off: every
-        day goes back. Retried: 200 again, nothing appended twice."""
+        """Back early: the running vacation ends now; its days not begun go back to its
+        year's allowance (the books answered), and the player's clocks run again (each
+        game's log gets `ClockResumed`, its players `player_back`). One not begun yet is
+        called off: every day goes back. Retried: 200 again, nothing appended twice."""
         player = _player(player_id)
         if not _VACATION_ID.match(vacation_id):
             raise NotFound("vacation_not_found", f"this player has no vacation {vacation_id}")

@@ -11,7 +11,9 @@ first) gets a `ClockPaused` per seat of the player still in, at once even for a 
 a fact of that game's log, so every deadline decided after it skips the window and a replay
 gives the same deadlines, and a ``player_away`` item for the other players' notifications. A
 game that starts before the player is back gets its pauses with its start (`GameService`'s
-`away`).
+`away`). Each pause and end names its vacation (the book's id), so an end cuts its own
+vacation's window alone in whatever order the two reach a game; and a declaration reads the
+book again after its pauses, resuming the vacation again if it was ended meanwhile.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import redis
 from carcassonne.errors import MalformedError, OutOfTurnError
 from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.keys import IN_PROGRESS, SHARDS, key_player_id_key, status_key
-from services.redis_store.vacations import DAY_MS, VacationBook
+from services.redis_store.vacations import DAY_MS, MAX_PENDING, VacationBook
 
 from .errors import NotFound
 from .service import GameService
@@ -71,7 +73,7 @@ class Vacations:
         """Record `days` of vacation from `from_ms` (Unix ms, now to a year ahead; None:
         now) for a player of API `key` (its record) and pause the player's clocks then:
         201's body; 422 `bad_vacation` / `bad_vacation_start`, 409
-        `vacation_allowance_exceeded` / `vacation_overlaps`."""
+        `vacation_allowance_exceeded` / `vacation_overlaps` / `too_many_vacations`."""
         key_id, allowance = str(key["id"]), self.allowance_of(key)
         if type(days) is not int or not 1 <= days <= MAX_DAYS:
             raise MalformedError("bad_vacation", f"days must be an integer 1-{MAX_DAYS}")
@@ -80,20 +82,27 @@ class Vacations:
         until, year = start + days * DAY_MS, year_of(start)
         vacation_id = uuid.uuid4().hex
         found = self.book.declare(
-            key_id, player_id, vacation_id, start, until, days, year, allowance
+            key_id, player_id, vacation_id, start, until, days, year, allowance, now_ms=now
         )
         if found.outcome == "overlaps":
             # A retry of a declaration that failed after its record (Redis down mid-way, a
-            # 503): the pauses of the player's vacations not over are made first, each
-            # under its own command id, so what the failure left undone is done and
-            # nothing twice.
-            self._pause_declared(key_id, player_id, now)
+            # 503) overlaps that record: its pauses are made first, each under its own
+            # command id, so what the failure left undone is done and nothing twice.
+            self._pause_declared(key_id, player_id, now, found.other_id)
             raise OutOfTurnError(
                 "vacation_overlaps",
                 "this player has a vacation then already; declare one that starts after it",
                 None,
                 from_ms=found.other_from_ms,
                 until_ms=found.other_until_ms,
+            )
+        if found.outcome == "too_many":
+            raise OutOfTurnError(
+                "too_many_vacations",
+                f"this player has {MAX_PENDING} vacations running or to come already; "
+                "declare more once some are over",
+                None,
+                max_vacations=MAX_PENDING,
             )
         if found.outcome != "ok":
             raise OutOfTurnError(
@@ -111,6 +120,7 @@ class Vacations:
             paused += self.service.pause_clocks(
                 game_id, key_id, player_id, now, (start, until), vacation_id
             )
+        self._resume_if_ended(key_id, player_id, vacation_id)
         return {
             **self._books(player_id, year, found.used_days, allowance),
             "vacation": {
@@ -170,34 +180,63 @@ class Vacations:
                 None,
                 until_ms=vacation["until_ms"],
             )
-        back = vacation["ended_ms"]  # a retry resumes at the first end's time
-        which = (vacation_id, vacation["from_ms"])
+        resumed = self._resume(key_id, player_id, vacation)
+        # the books of the year the vacation counts in: the days it gave back show there
+        vacations = self.book.listed(key_id, player_id)
+        books = self._books_of(player_id, vacation["year"], vacations, self.allowance_of(key))
+        return {**books, "vacation": vacation, "resumed": resumed}
+
+    def _resume(
+        self, key_id: str, player_id: str, vacation: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Resume the player's clocks in each of their games from `vacation`, ended (or
+        called off) at its `ended_ms`: a retry resumes at the first end's time, and each
+        append is under its command id, so what was appended already is not again."""
+        back, which = vacation["ended_ms"], (vacation["vacation_id"], vacation["from_ms"])
         resumed: list[dict[str, Any]] = []
         for game_id in self.games_of(key_id, player_id):
             resumed += self.service.resume_clocks(game_id, key_id, player_id, back, which)
-        listed = self.listed(key, player_id)
-        books = {k: v for k, v in listed.items() if k != "vacations"}
-        return {**books, "vacation": vacation, "resumed": resumed}
+        return resumed
 
-    def _pause_declared(self, key_id: str, player_id: str, now: int) -> None:
-        """Pause the player's clocks for each vacation of theirs not over at `now` (running
-        or to come) in each of their games that lacks its pause (an append already made is
-        a duplicate: nothing)."""
+    def _resume_if_ended(self, key_id: str, player_id: str, vacation_id: str) -> None:
+        """After a declaration's pauses: if the vacation was ended or called off meanwhile
+        (an edit: the platform calls it off as soon as it is declared), resume it again in
+        each of the player's games, so a game its pause reached after its end's request had
+        passed, or one that request did not list yet, does not keep it (each end appended
+        once: its command id)."""
+        for vacation in self.book.listed(key_id, player_id):
+            if vacation["vacation_id"] == vacation_id and vacation["ended_ms"] is not None:
+                self._resume(key_id, player_id, vacation)
+
+    def _pause_declared(
+        self, key_id: str, player_id: str, now: int, vacation_id: str | None
+    ) -> None:
+        """Pause the player's clocks for their vacation `vacation_id` (the one a retry
+        overlaps), if it is not over at `now`, in each of their games that lacks its pause
+        (an append made already is a duplicate: nothing)."""
         for vacation in self.book.listed(key_id, player_id):
             span = (vacation["from_ms"], vacation["until_ms"])
-            if span[1] > max(now, span[0]):  # not over, not called off
-                for game_id in self.games_of(key_id, player_id):
-                    self.service.pause_clocks(
-                        game_id, key_id, player_id, now, span, vacation["vacation_id"]
-                    )
+            if vacation["vacation_id"] != vacation_id or span[1] <= max(now, span[0]):
+                continue  # another one, over, or called off
+            for game_id in self.games_of(key_id, player_id):
+                self.service.pause_clocks(
+                    game_id, key_id, player_id, now, span, vacation["vacation_id"]
+                )
 
     def listed(self, key: dict[str, Any], player_id: str) -> dict[str, Any]:
         """The player's vacations and this year's allowance: GET's body."""
         year = year_of(int(self.clock() * 1000))
         vacations = self.book.listed(str(key["id"]), player_id)
-        used = sum(v["days"] for v in vacations if v["year"] == year)
-        books = self._books(player_id, year, used, self.allowance_of(key))
+        books = self._books_of(player_id, year, vacations, self.allowance_of(key))
         return {**books, "vacations": vacations}
+
+    @classmethod
+    def _books_of(
+        cls, player_id: str, year: int, vacations: list[dict[str, Any]], allowance: int
+    ) -> dict[str, Any]:
+        """The allowance's books of `year`, from the player's `vacations`."""
+        used = sum(v["days"] for v in vacations if v["year"] == year)
+        return cls._books(player_id, year, used, allowance)
 
     @staticmethod
     def _books(player_id: str, year: int, used: int, allowance: int) -> dict[str, Any]:

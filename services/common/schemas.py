@@ -243,9 +243,10 @@ class Event(Closed):
             "carries bank_ms? (the placer's Fischer time bank after the move; only with a "
             "bank), BankCharged: player, bank_ms (the same, logged after the placement by "
             "games played before version 3), ClockPaused: player, "
-            "from_ms, until_ms, deadline_ms (a vacation; the running turn's moved deadline), "
-            "ClockResumed: player, at_ms, deadline_ms (a vacation ended early; the running "
-            "turn's deadline brought forward)"
+            "from_ms, until_ms, deadline_ms, vacation (a vacation and its id, null in games "
+            "played before version 2; the running turn's moved deadline), ClockResumed: "
+            "player, at_ms, deadline_ms, vacation (that vacation ended early or called off; "
+            "the running turn's deadline brought forward)"
         },
     )
 

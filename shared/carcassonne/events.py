@@ -268,24 +268,29 @@ class ClockPaused:
     (Unix ms; `from_ms` may be later than the event): their clock stands still meanwhile.
     Every deadline of theirs decided after it skips the absence; `deadline_ms` is their
     running turn's deadline moved by it (None: not their turn, or no clock), as the log's
-    new deadline."""
+    new deadline. `vacation` is the vacation's id (the command service's book), which its
+    end names (None: a pause logged before pauses carried it, merged with any it overlaps)."""
 
     player: int
     from_ms: int
     until_ms: int
     deadline_ms: int | None = None
+    vacation: str | None = None
 
 
 @dataclass(frozen=True)
 class ClockResumed:
     """`player`, away until later, is back at `at_ms` (a vacation ended early, docs/
-    clocks.md): the absence `at_ms` falls in ends then (one that starts at `at_ms` is called
-    off); `deadline_ms` is their running turn's deadline after it (None: not their turn, or
-    no clock), as the log's new deadline."""
+    clocks.md): vacation `vacation`'s window ends then (one that starts at `at_ms` or later
+    is called off), and so does a pause of it logged later (its end may reach a game
+    first); `deadline_ms` is their running turn's deadline after it (None: not their turn,
+    no clock, or their absences unchanged), as the log's new deadline. Without `vacation`
+    (logged before ends carried it) the absence `at_ms` falls in ends then."""
 
     player: int
     at_ms: int
     deadline_ms: int | None = None
+    vacation: str | None = None
 
 
 CLOCK_EVENTS = (BankCharged, ClockPaused, ClockResumed)
@@ -445,23 +450,27 @@ class RequestUndo:
 @dataclass(frozen=True)
 class PauseClock:
     """`player` is away from `from_ms` (None: `now_ms`, the caller's clock) until `until_ms`:
-    pause their clock then (a declared vacation, docs/clocks.md; it may start later)."""
+    pause their clock then (a declared vacation, docs/clocks.md; it may start later).
+    `vacation`: its id, which its end names (None: an absence of no vacation)."""
 
     player: int
     now_ms: int
     until_ms: int
     from_ms: int | None = None
+    vacation: str | None = None
 
 
 @dataclass(frozen=True)
 class ResumeClock:
     """`player`, away, is back at `now_ms` (the caller's clock): their clock runs again (a
     vacation ended early, docs/clocks.md). With `from_ms`, the absence that starts then is
-    the one ended: called off before it begins when `now_ms` is earlier."""
+    the one ended: called off before it begins when `now_ms` is earlier. `vacation`: the
+    id of the vacation ended (None: whatever absence it falls in ends)."""
 
     player: int
     now_ms: int
     from_ms: int | None = None
+    vacation: str | None = None
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from .events import (
 )
 from .geometry import DELTA, EDGES
 from .hand import commit
-from .pauses import Window, added, advanced, containing, cut, running_ms
+from .pauses import Window, advanced, containing, ended_at, running_ms
 from .ruleset import MAX_PLAYERS, MIN_PLAYERS
 from .state import DRAW, NEW, OVER, PLACE, GameState, HandTile, river_turn
 from .tiles import (
@@ -808,33 +808,63 @@ def _time_out(state: GameState, cmd: TimeOutTurn) -> list[Event]:
 def _pause(state: GameState, cmd: PauseClock) -> list[Event]:
     """A seat away from `from_ms` until `until_ms` (a vacation, docs/clocks.md; it may start
     later): its clock stands still then. A turn of its own already running keeps its clock:
-    its deadline moves by the part of the absence the clock would have run through."""
+    its deadline moves by the part of the absence the clock would have run through. A
+    vacation paused already: nothing; one whose end the log has already (it reached this
+    game first): paused as that end leaves it, nothing if it was called off."""
     _seat_in_game(state, cmd.player, f"player {cmd.player} is out of the game")
     start = cmd.now_ms if cmd.from_ms is None else cmd.from_ms
     if not (
         type(cmd.now_ms) is int and type(start) is int and type(cmd.until_ms) is int
-        and cmd.until_ms > start
+        and cmd.until_ms > start and (cmd.vacation is None or type(cmd.vacation) is str)
     ):  # fmt: skip
         raise MalformedError("bad_vacation", "a pause ends after it begins")
-    windows = added(state.pauses_ms[cmd.player], (start, cmd.until_ms))
+    before = state.absences[cmd.player]
+    window = (start, cmd.until_ms)
+    if cmd.vacation is not None:
+        if before.window_of(cmd.vacation) is not None:
+            return []
+        back = before.back_at(cmd.vacation)
+        if back is not None:
+            kept = ended_at(window, back)
+            if not kept:
+                return []
+            window = kept[0]
+    windows = before.paused(cmd.vacation, window).windows()
     # A pause that reaches the service after its start (a retry) counts from its start.
     deadline = _moved(state, cmd.player, min(cmd.now_ms, start), windows)
-    return [ClockPaused(cmd.player, start, cmd.until_ms, deadline)]
+    return [ClockPaused(cmd.player, *window, deadline, cmd.vacation)]
 
 
 def _resume(state: GameState, cmd: ResumeClock) -> list[Event]:
     """A seat back at `now_ms` from an absence declared to last longer (a vacation ended
     early, docs/clocks.md), or, with `from_ms` later than now, an absence called off before
     it starts: the absence ends then; a turn of its own running gets the deadline its clock
-    gives without the rest of it. A seat not away then: nothing."""
+    gives without the rest of it. Without `vacation`, a seat not away then: nothing. With
+    it, a vacation ended already, or paused and over by then: nothing; one not paused in
+    this game yet: its end is logged all the same, for its pause to come (an end and a pause
+    sent at once may reach a game in either order)."""
     _seat_in_game(state, cmd.player, f"player {cmd.player} is out of the game")
-    if type(cmd.now_ms) is not int or not (cmd.from_ms is None or type(cmd.from_ms) is int):
+    if (
+        type(cmd.now_ms) is not int or not (cmd.from_ms is None or type(cmd.from_ms) is int)
+        or not (cmd.vacation is None or type(cmd.vacation) is str)
+    ):  # fmt: skip
         raise MalformedError("bad_vacation", "a clock resumes at a time (Unix ms)")
     at = cmd.now_ms if cmd.from_ms is None else max(cmd.now_ms, cmd.from_ms)
-    if containing(state.pauses_ms[cmd.player], at) is None:
+    before = state.absences[cmd.player]
+    if cmd.vacation is None:
+        if containing(state.pauses_ms[cmd.player], at) is None:
+            return []
+    elif before.back_at(cmd.vacation) is not None:
         return []
-    windows = cut(state.pauses_ms[cmd.player], at)
-    return [ClockResumed(cmd.player, at, _moved(state, cmd.player, cmd.now_ms, windows))]
+    else:
+        own = before.window_of(cmd.vacation)
+        if own is not None and ended_at(own, at) == [own]:
+            return []  # over by then: nothing to end
+    windows = before.resumed(cmd.vacation, at).windows()
+    if windows == state.pauses_ms[cmd.player]:  # an end that comes before its pause
+        return [ClockResumed(cmd.player, at, None, cmd.vacation)]
+    deadline = _moved(state, cmd.player, cmd.now_ms, windows)
+    return [ClockResumed(cmd.player, at, deadline, cmd.vacation)]
 
 
 def _moved(state: GameState, player: int, at_ms: int, windows: list[Window]) -> int | None:

@@ -43,7 +43,7 @@ from .events import (
 )
 from .geometry import DELTA
 from .hand import commit
-from .pauses import Window, added, cut
+from .pauses import Absences, Window
 from .ruleset import Ruleset
 from .scoring import (
     ScoreEvent,
@@ -112,6 +112,7 @@ class GameState:
     __slots__ = (
         "abandoned",
         "abbots",
+        "absences",
         "away_until_ms",
         "bag",
         "bag_size",
@@ -189,10 +190,12 @@ class GameState:
         self.taken_over: list[str | None] = []
         self.abandoned = False
         # Clocks (docs/clocks.md): each seat's Fischer time bank in ms (empty: no bank) as of
-        # its last charge; each seat's declared absences, past, running or to come (sorted
-        # disjoint windows, carcassonne.pauses) and the end of its last one (0: none); and
-        # the placement whose bank the next draw charges: (seat, its turn's deadline).
+        # its last charge; each seat's declared absences, past, running or to come, by
+        # vacation (carcassonne.pauses.Absences), their union (sorted disjoint windows: the
+        # clock's) and the end of its last one (0: none); and the placement whose bank the
+        # next draw charges: (seat, its turn's deadline).
         self.banks_ms: list[int] = []
+        self.absences: list[Absences] = []
         self.pauses_ms: list[list[Window]] = []
         self.away_until_ms: list[int] = []
         self.charge: tuple[int, int] | None = None
@@ -239,6 +242,7 @@ class GameState:
         twin.banks_ms = list(self.banks_ms)
         twin.away_until_ms = list(self.away_until_ms)
         twin.pauses_ms = list(self.pauses_ms)  # each seat's list is replaced, never changed
+        twin.absences = list(self.absences)
         return twin
 
     @property
@@ -302,6 +306,7 @@ class GameState:
         bank = e.ruleset.initial_seconds
         self.banks_ms = [bank * 1000] * e.players if bank is not None else []
         self.away_until_ms = [0] * e.players
+        self.absences = [Absences()] * e.players  # frozen: shared until a seat's changes
         self.pauses_ms = [[] for _ in range(e.players)]
 
     def _drawn(self, e: TileDrawn) -> None:
@@ -529,17 +534,21 @@ class GameState:
         self.charge = None
 
     def _clock_paused(self, e: ClockPaused) -> None:
-        self._absences(e.player, added(self.pauses_ms[e.player], (e.from_ms, e.until_ms)))
+        window = (e.from_ms, e.until_ms)
+        self._absences(e.player, self.absences[e.player].paused(e.vacation, window))
         if e.deadline_ms is not None:  # their running turn, moved by the absence
             self.deadline_ms = e.deadline_ms
 
     def _clock_resumed(self, e: ClockResumed) -> None:
-        self._absences(e.player, cut(self.pauses_ms[e.player], e.at_ms))
+        self._absences(e.player, self.absences[e.player].resumed(e.vacation, e.at_ms))
         if e.deadline_ms is not None:  # their running turn: its clock runs from `at_ms`
             self.deadline_ms = e.deadline_ms
 
-    def _absences(self, player: int, windows: list[Window]) -> None:
-        """A seat's absences as they now stand, and the end of its last one (the views')."""
+    def _absences(self, player: int, absences: Absences) -> None:
+        """A seat's absences as they now stand, their union, and the end of its last one
+        (the views')."""
+        windows = absences.windows()
+        self.absences[player] = absences
         self.pauses_ms[player] = windows
         self.away_until_ms[player] = windows[-1][1] if windows else 0
 
@@ -611,11 +620,12 @@ class GameState:
         assert self.undo_point is not None, "decide allows an undo only with an undo point"
         before = self.undo_point.copy()
         requests, undos = self.undo_requests, self.undos
-        pauses, away = self.pauses_ms, self.away_until_ms
+        pauses, away, absences = self.pauses_ms, self.away_until_ms, self.absences
         for name in GameState.__slots__:
             setattr(self, name, getattr(before, name))
         self.undo_requests = requests  # request numbers never repeat
-        self.pauses_ms, self.away_until_ms = pauses, away  # absences are not moves: they stay
+        # absences are not moves: they stay
+        self.pauses_ms, self.away_until_ms, self.absences = pauses, away, absences
         self.undos, self.undone_turn = undos + 1, self.turn
         self.deadline_ms = e.deadline_ms  # the turn given back has a clock of its own
 

@@ -248,6 +248,24 @@ class ClockResumedV1(_Strict):
     deadline_ms = fields.Integer(required=True, strict=True, allow_none=True)
 
 
+_VACATION = validate.Length(1, 64)
+
+
+class ClockPausedV2(ClockPausedV1):
+    """Version 2 names the vacation the pause is of (`vacation`, the command service's id;
+    null: an absence of no vacation), so that its end cuts its window alone (docs/clocks.md).
+    A v1 pause reads as v2 with a null (`_no_vacation`): merged and cut as it was then."""
+
+    vacation = fields.String(required=True, allow_none=True, validate=_VACATION)
+
+
+class ClockResumedV2(ClockResumedV1):
+    """Version 2 names the vacation ended (`vacation`; null: whatever absence `at_ms` falls
+    in ends, as a v1 end does, upcast by `_no_vacation`)."""
+
+    vacation = fields.String(required=True, allow_none=True, validate=_VACATION)
+
+
 SCHEMAS: dict[tuple[str, int], Schema] = {
     ("GameStarted", 1): GameStartedV1(),
     ("GameStarted", 2): GameStartedV2(),
@@ -274,7 +292,9 @@ SCHEMAS: dict[tuple[str, int], Schema] = {
     ("HandsRevealed", 1): HandsRevealedV1(),
     ("BankCharged", 1): BankChargedV1(),
     ("ClockPaused", 1): ClockPausedV1(),
+    ("ClockPaused", 2): ClockPausedV2(),
     ("ClockResumed", 1): ClockResumedV1(),
+    ("ClockResumed", 2): ClockResumedV2(),
 }
 
 CURRENT: dict[str, int] = {}
@@ -303,10 +323,18 @@ def _count_to_seats(payload: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _no_vacation(payload: dict[str, Any]) -> dict[str, Any]:
+    """ClockPaused / ClockResumed v1 -> v2: logged before they named their vacation, so
+    anonymous (`vacation` null): such windows merge and are cut as they were then."""
+    return {**payload, "vacation": None}
+
+
 UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
     ("TilePlaced", 1): _rot_to_rotation,
     ("TilePlaced", 2): _without_bank,
     ("GameStarted", 1): _count_to_seats,
+    ("ClockPaused", 1): _no_vacation,
+    ("ClockResumed", 1): _no_vacation,
 }
 
 

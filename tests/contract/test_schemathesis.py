@@ -326,6 +326,7 @@ SEMANTIC = {
     "increment_without_bank",
     "vacation_allowance_exceeded",
     "vacation_overlaps",
+    "too_many_vacations",  # a player's vacations running or to come, at most 50
     "vacation_over",  # ending a vacation that ran to its end
     "bad_vacation_start",  # a start from now to a year ahead: the document has no clock
 }

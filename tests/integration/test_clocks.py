@@ -274,7 +274,8 @@ def test_back_early_the_clocks_run_again_and_the_days_not_begun_go_back(suite):
     assert resumed["deadline_ms"] == back + left  # the turn's clock runs from the return
     last = moves(store, a_id)[-1]
     assert last.type == "ClockResumed" and last.seq == resumed["seq"]
-    assert last.payload == {"player": 0, "at_ms": back, "deadline_ms": back + left}
+    assert last.payload == {"player": 0, "at_ms": back, "deadline_ms": back + left,
+                            "vacation": span["vacation_id"]}  # fmt: skip
     status, turn = call(base, "GET", f"/games/{a_id}/turn")
     assert turn["deadline_ms"] == back + left and turn["away_until_ms"][0] == back
     assert fold(to_engine(e) for e in moves(store, a_id)).deadline_ms == back + left  # replay
@@ -350,7 +351,9 @@ def test_a_declaration_that_failed_after_its_record_is_completed_by_the_retry(su
     game, key = _banked_game_and_key(suite, "Rae", "u-rae")
     now = int(time.time() * 1000)
     book = VacationBook(client)  # the record the failed request made, and nothing else
-    done = book.declare(key["id"], "u-rae", "v-lost", now, now + 2 * DAY, 2, year_of(now), 10)
+    done = book.declare(
+        key["id"], "u-rae", "v-lost", now, now + 2 * DAY, 2, year_of(now), 10, now_ms=now
+    )
     assert done.outcome == "ok"
     assert moves(store, game["game_id"])[-1].type != "ClockPaused"
     for _ in range(2):  # a second retry appends nothing more
@@ -569,7 +572,9 @@ def test_a_later_vacation_called_off_before_its_start_gives_everything_back(suit
     assert resumed["deadline_ms"] == before  # the deadline as if it was never declared
     last = moves(store, a_id)[-1]
     assert last.type == "ClockResumed"
-    assert last.payload == {"player": 0, "at_ms": start, "deadline_ms": before}
+    vacation_id = span["vacation_id"]
+    assert last.payload == {"player": 0, "at_ms": start, "deadline_ms": before,
+                            "vacation": vacation_id}  # fmt: skip
     (item,) = [i for i in feed_items(moves(store, a_id), []) if i.kind == "player_back"]
     assert item.data["at_ms"] == start and item.data["deadline_ms"] == before
     status, turn = call(base, "GET", f"/games/{a_id}/turn")
@@ -599,8 +604,9 @@ def test_a_retried_later_declaration_pauses_the_games_it_missed_once(suite):
     game, key = _banked_game_and_key(suite, "Ida", "u-ida")
     start = now_ms() + 3_600_000
     until = start + DAY_MS
-    done = VacationBook(client).declare(key["id"], "u-ida", "v-lost", start, until, 1,
-                                        year_of(start), 10)  # fmt: skip
+    done = VacationBook(client).declare(
+        key["id"], "u-ida", "v-lost", start, until, 1, year_of(start), 10, now_ms=now_ms()
+    )
     assert done.outcome == "ok"
     for _ in range(2):
         status, again = vacation(base, "u-ida", {"days": 1, "from_ms": start})
@@ -649,3 +655,161 @@ def test_a_bad_start_is_a_422_that_changes_nothing(suite, start, code):
     status, listed = call(base, "GET", "/v1/players/u-zed/vacations", None, api_key(base))
     assert listed["vacations"] == [] and listed["used_days"] == 0
     assert moves(store, game["game_id"]) == log
+
+
+def test_a_vacation_called_off_while_its_declaration_pauses_the_games_is_resumed_there(suite):
+    """The platform calls a vacation off (an edit) while its declaration is still pausing
+    the games: the call-off is recorded, but its request reaches no game (it listed the
+    games before this one had the pause, or failed mid-way). The declaration reads the book
+    again at its end and resumes the vacation in each game: no pause stays."""
+    from services.command.secrets_store import RedisSecrets
+    from services.command.service import GameService
+    from services.command.vacations import Vacations
+    from services.redis_store.vacations import VacationBook
+
+    store, client = suite["store"], suite["client"]
+    game, key = _banked_game_and_key(suite, "Eve", "u-eve")
+    game_id = game["game_id"]
+    before = moves(store, game_id)[-1].payload["deadline_ms"]
+    service = GameService(store, RedisSecrets(client))
+    vacations = Vacations(client, service, 10)
+    pause = service.pause_clocks
+
+    def called_off_first(game: str, key_id: str, player: str, now: int, *rest: Any) -> Any:
+        vacation_id = rest[-1]  # the call-off's record, made before this game's pause
+        assert VacationBook(client).end(key_id, player, vacation_id, now).outcome == "ok"
+        return pause(game, key_id, player, now, *rest)
+
+    service.pause_clocks = called_off_first
+    start = now_ms() + 3_600_000
+    declared = vacations.declare(key, "u-eve", 2, start)
+    vacation_id = declared["vacation"]["vacation_id"]
+    log = moves(store, game_id)
+    assert [e.type for e in log[-2:]] == ["ClockPaused", "ClockResumed"]
+    assert {e.payload["vacation"] for e in log[-2:]} == {vacation_id}
+    assert log[-1].command_id == f"vacation-end:{vacation_id}:0"
+    state = fold(to_engine(e) for e in log)
+    assert state.pauses_ms[0] == [] and state.deadline_ms == before  # as never declared
+    status, turn = call(suite["base"], "GET", f"/games/{game_id}/turn")
+    assert status == 200 and turn["deadline_ms"] == before and "away_until_ms" not in turn
+
+
+def test_calling_off_next_years_vacation_answers_that_years_books(suite):
+    """Its days go back to the year it starts in: the answer's books are that year's."""
+    from datetime import UTC, datetime
+
+    base = suite["base"]
+    this_year = datetime.now(UTC).year
+    january = int(datetime(this_year + 1, 1, 5, tzinfo=UTC).timestamp() * 1000)
+    status, now = vacation(base, "u-jan", {"days": 3})  # this year's books differ
+    assert status == 201, now
+    status, later = vacation(base, "u-jan", {"days": 4, "from_ms": january})
+    assert status == 201 and (later["year"], later["left_days"]) == (this_year + 1, 6), later
+    status, ended = end_vacation(base, "u-jan", later["vacation"]["vacation_id"])
+    assert status == 200, ended
+    assert (ended["year"], ended["used_days"], ended["left_days"]) == (this_year + 1, 0, 10)
+
+
+def test_the_book_prunes_call_offs_once_retries_are_done_and_vacations_a_year_over(suite):
+    """A declaration recorded writes the player's list without the vacations called off a
+    day ago or more and those over for more than a year (the book's time is data)."""
+    from services.redis_store.vacations import KEEP_CALLED_OFF_MS, PRUNED_AFTER_MS, VacationBook
+
+    book, key_id, now = VacationBook(suite["client"]), "k-prune", now_ms()
+
+    def declare(vacation_id: str, start: int, at: int) -> str:
+        done = book.declare(key_id, "u-pru", vacation_id, start, start + DAY_MS, 1, 1, 99,
+                            now_ms=at)  # fmt: skip
+        return done.outcome
+
+    assert declare("a", now + DAY_MS, now) == "ok"
+    assert book.end(key_id, "u-pru", "a", now).outcome == "ok"  # called off: 0 days
+    assert declare("b", now, now) == "ok"
+    ids = [v["vacation_id"] for v in book.listed(key_id, "u-pru")]
+    assert ids == ["a", "b"]  # a retry of a's end still finds it
+    later = now + KEEP_CALLED_OFF_MS
+    assert declare("c", later + 2 * DAY_MS, later) == "ok"
+    assert [v["vacation_id"] for v in book.listed(key_id, "u-pru")] == ["b", "c"]
+    years_on = now + DAY_MS + PRUNED_AFTER_MS + 1  # b ended more than a year before
+    assert declare("d", years_on, years_on) == "ok"
+    assert [v["vacation_id"] for v in book.listed(key_id, "u-pru")] == ["c", "d"]
+
+
+def test_a_player_has_at_most_so_many_vacations_running_or_to_come(suite):
+    """Beyond `MAX_PENDING` not over: 409 too_many_vacations, recording nothing; a call-off
+    makes room (it is not one to come any more)."""
+    from services.command.vacations import year_of
+    from services.redis_store.vacations import MAX_PENDING, VacationBook
+
+    base, client = suite["base"], suite["client"]
+    _, key = _banked_game_and_key(suite, "Max", "u-max")
+    book, now = VacationBook(client), now_ms()
+    starts = [now + DAY_MS * (1 + 2 * i) // 10 for i in range(MAX_PENDING)]  # 1/10 day apart
+    for i, start in enumerate(starts):
+        done = book.declare(key["id"], "u-max", f"{i:032x}", start, start + DAY_MS // 10, 1,
+                            year_of(start), 10 * MAX_PENDING, now_ms=now)  # fmt: skip
+        assert done.outcome == "ok", (i, done)
+    listed = book.listed(key["id"], "u-max")
+    later = starts[-1] + DAY_MS
+    status, refused = vacation(base, "u-max", {"days": 1, "from_ms": later})
+    assert status == 409 and refused["code"] == "too_many_vacations", refused
+    assert refused["details"]["max_vacations"] == MAX_PENDING
+    assert book.listed(key["id"], "u-max") == listed
+    status, ended = end_vacation(base, "u-max", f"{0:032x}")
+    assert status == 200, ended
+    status, declared = vacation(base, "u-max", {"days": 1, "from_ms": later})
+    # room again: now only the allowance (10 days, 50 used) may refuse it
+    assert status == 201 or declared["code"] == "vacation_allowance_exceeded", declared
+
+
+def test_a_retry_refused_as_overlapping_mends_only_the_vacation_it_overlaps(suite):
+    """Two vacations recorded and no game paused: a retry of the first pauses the first
+    alone (the second's own retry mends the second)."""
+    from services.command.vacations import year_of
+    from services.redis_store.vacations import VacationBook
+
+    base, store, client = suite["base"], suite["store"], suite["client"]
+    game, key = _banked_game_and_key(suite, "Mel", "u-mel")
+    book, now = VacationBook(client), now_ms()
+    first, second = now + 3_600_000, now + 4 * DAY_MS
+    for vacation_id, start in (("v-first", first), ("v-second", second)):
+        done = book.declare(key["id"], "u-mel", vacation_id, start, start + DAY_MS, 1,
+                            year_of(start), 10, now_ms=now)  # fmt: skip
+        assert done.outcome == "ok"
+    status, again = vacation(base, "u-mel", {"days": 1, "from_ms": first})
+    assert status == 409 and again["code"] == "vacation_overlaps", again
+    paused = [e.payload for e in moves(store, game["game_id"]) if e.type == "ClockPaused"]
+    assert [(p["vacation"], p["from_ms"]) for p in paused] == [("v-first", first)]
+
+
+def test_a_game_started_while_a_vacation_is_called_off_does_not_keep_its_pause(suite):
+    """A game starts as its player's vacation is called off: the start read the book before
+    the call-off (the pause is in the start's append), the call-off's request listed the
+    player's games before this one. The start reads the book again once appended, and
+    resumes the vacation there under the call-off's own command id."""
+    from carcassonne.ruleset import Ruleset
+    from services.command.secrets_store import RedisSecrets
+    from services.command.service import GameService
+    from services.command.vacations import year_of
+    from services.redis_store.vacations import VacationBook
+
+    store, client = suite["store"], suite["client"]
+    book, key_id, now = VacationBook(client), "k-start", now_ms()
+    start = now + 3_600_000
+    done = book.declare(key_id, "u-gil", "v-off", start, start + DAY_MS, 1, year_of(start), 10,
+                        now_ms=now)  # fmt: skip
+    assert done.outcome == "ok"
+
+    def away_then_called_off(key: str, ids: list[str], at: int) -> Any:
+        found = book.away_until(key, ids, at)
+        assert book.end(key_id, "u-gil", "v-off", at).outcome == "ok"  # the call-off's record
+        return found
+
+    service = GameService(store, RedisSecrets(client), away=away_then_called_off, ends=book.ends)
+    game_id, _ = service.create_game(["Gil", "Ann"], Ruleset(initial_seconds=300), [0, 1],
+                                     ["u-gil", None], key_id)  # fmt: skip
+    log = moves(store, game_id)
+    assert [e.type for e in log[:3]] == ["GameStarted", "ClockPaused", "TileDrawn"]
+    (resumed,) = [e for e in log if e.type == "ClockResumed"]
+    assert resumed.command_id == "vacation-end:v-off:0" and resumed.payload["at_ms"] == start
+    assert fold(to_engine(e) for e in log).pauses_ms == [[], []]

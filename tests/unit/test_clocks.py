@@ -445,6 +445,8 @@ def _clocked_game(seed: int, clocked: bool = True) -> tuple[GameState, list[Even
     log = run(state, StartGame(rules, players))
     model = [bank * 1000] * players
     away: list[list[tuple[int, int]]] = [[] for _ in range(players)]
+    # each pause and end naming its vacation (by its start), or none (as logs before ids)
+    named = rng.random() < 0.5
     now = NOW
     from services.common.draws import draw_until_placeable
 
@@ -460,12 +462,19 @@ def _clocked_game(seed: int, clocked: bool = True) -> tuple[GameState, list[Even
             start = now + rng.choice([0, rng.randint(1, 2 * bank * 1000)])
             until = start + rng.randint(1, 3) * DAY * 1000
             if not any(f < until and start < u for f, u in away[who]):  # as the service
-                log += run(state, PauseClock(who, now, until, start))
+                vacation = f"v{who}-{start}" if named else None
+                log += run(state, PauseClock(who, now, until, start, vacation))
                 away[who].append((start, until))
         if rng.random() < 0.1 and away[seat]:  # back early, or called off before its start
-            start, _ = rng.choice(away[seat])
-            log += run(state, ResumeClock(seat, now, start))
-            away[seat] = _model_cut(away[seat], max(now, start))
+            chosen = rng.choice(away[seat])
+            start = chosen[0]
+            vacation = f"v{seat}-{start}" if named else None
+            log += run(state, ResumeClock(seat, now, start, vacation))
+            if named:  # its own window alone (one over: nothing; the service's 409)
+                rest = [w for w in away[seat] if w != chosen]
+                away[seat] = sorted(rest + _model_cut([chosen], max(now, start)))
+            else:  # whatever window the end falls in
+                away[seat] = _model_cut(away[seat], max(now, start))
         deadline = state.deadline_ms
         # the deadline leaves exactly the bank on the clock, absences left out
         ran = deadline - drawn_at - _paused_ms(drawn_at, deadline, away[seat])

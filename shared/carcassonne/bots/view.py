@@ -59,6 +59,7 @@ PUBLIC_STATE = frozenset(
         "undos",  # how many undos the log shows (the draws' generation, not their order)
         "undone_turn",
         # Clocks (docs/clocks.md): banks, absences and the turn's clock start are in the log.
+        "absences",
         "away_until_ms",
         "banks_ms",
         "charge",
