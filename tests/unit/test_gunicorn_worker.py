@@ -96,55 +96,48 @@ def test_after_an_answer_to_a_request_read_whole_the_worker_does_not_wait_for_th
         theirs.close()
 
 
-def test_bytes_the_app_never_read_are_drained_until_the_client_closes() -> None:
-    """A body the app refused before reading it is still arriving: the drain reads it and waits
-    for the client's close, as gunicorn's does, so no reset can cost the client its answer."""
+def _answered_and_draining(
+    ours: socket.socket, theirs: socket.socket
+) -> tuple[threading.Event, threading.Thread]:
+    """The answer sent and gunicorn's graceful close of `ours` under way in a thread; the
+    client reads the whole answer (no reset), and the worker, draining, waits for the
+    client's close: (set once it closed, the thread)."""
+    ours.sendall(ANSWER)
+    closed = threading.Event()
+
+    def close() -> None:
+        util.close_graceful(ours)
+        closed.set()
+
+    closer = threading.Thread(target=close)
+    closer.start()
+    assert _read_to_end(theirs) == ANSWER
+    assert not closed.wait(0.3)
+    return closed, closer
+
+
+@pytest.mark.parametrize(
+    ("early", "owed", "late"),
+    [
+        (b"x" * 1000, False, b""),  # a body the app refused unread, there already
+        (b"", True, b"x" * 1000),  # one still to come (after `Expect: 100-continue`)
+    ],
+    ids=["there", "to-come"],
+)
+def test_bytes_the_app_never_read_are_drained_until_the_client_closes(
+    early: bytes, owed: bool, late: bytes
+) -> None:
+    """A body the app refused before reading it is still arriving, or may arrive only after
+    the answer: the drain reads it and waits for the client's close, as gunicorn's does, so
+    no reset can cost the client its answer or meet its late bytes. Bytes there are seen on
+    the socket; bytes to come, only from the worker's note that the body was not read whole."""
     ours, theirs = _connected()
-    unread = b"x" * 1000
     try:
-        theirs.sendall(REQUEST + unread)
+        theirs.sendall(REQUEST + early)
         assert recv_exactly(ours, len(REQUEST)) == REQUEST  # the app reads no further
-        ours.sendall(ANSWER)
-        closed = threading.Event()
-
-        def close() -> None:
-            util.close_graceful(ours)
-            closed.set()
-
-        closer = threading.Thread(target=close)
-        closer.start()
-        assert _read_to_end(theirs) == ANSWER  # whole: no reset
-        # The worker is still draining, waiting for the client's close: it has not closed.
-        assert not closed.wait(0.3)
-        theirs.close()
-        assert closed.wait(5)
-        closer.join(5)
-    finally:
-        ours.close()
-        theirs.close()
-
-
-def test_a_body_not_read_whole_is_drained_even_before_its_bytes_arrive() -> None:
-    """After `Expect: 100-continue` (or any body refused before it was read) the client may
-    send its body after the answer: with nothing there yet, the worker still drains and
-    waits for the client's close, so the late bytes meet an open socket, not a reset."""
-    ours, theirs = _connected()
-    try:
-        theirs.sendall(REQUEST)
-        assert recv_exactly(ours, len(REQUEST)) == REQUEST
-        ours._owed = True  # type: ignore[attr-defined]  # as the worker notes after the app
-        ours.sendall(ANSWER)
-        closed = threading.Event()
-
-        def close() -> None:
-            util.close_graceful(ours)
-            closed.set()
-
-        closer = threading.Thread(target=close)
-        closer.start()
-        assert _read_to_end(theirs) == ANSWER
-        assert not closed.wait(0.3)  # nothing arrived yet, and the worker still waits
-        theirs.sendall(b"x" * 1000)  # the body, late: read by the drain
+        ours._owed = owed  # type: ignore[attr-defined]  # as the worker notes after the app
+        closed, closer = _answered_and_draining(ours, theirs)
+        theirs.sendall(late)
         theirs.close()
         assert closed.wait(5)
         closer.join(5)
