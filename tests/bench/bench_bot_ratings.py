@@ -37,6 +37,14 @@ playouts, 1.3-1.5x the playouts a CPU second, the same moves for a playout count
 [-9.8, 7.1], greedy 34.1 [29.7, 38.6], mcts 40.5 [36.0, 45.0], rated in 230-236 games: in
 order, random clear, greedy and mcts overlapping by 2.6 points (the gap 6.4, was 8.2 in the
 run before); shuffled labels 25.1, 26.0, 23.0. MISSED.
+Fourth full run, after mcts's leaf and prior became a fit of the heuristic's terms to greedy
+games' final scores (bots/leaf.py; head to head with 2 players 30 -> 37 of 40 games, paired
+lead gain +13.2 (+3.7..+22.6); docs/bots.md, "A fitted leaf"): 300 games, 1 process on the
+shared 2-core machine at load 2-4 where read, 14:18-14:44 UTC, 25 min: random -5.08 [-13.93,
+3.77], greedy 32.99 [27.85, 38.13], mcts 43.93 [38.67, 49.19], rated in 230-236 games: in
+order, each interval clear of the next (greedy's and mcts's by 0.54 points; the gap 10.9, was
+6.4); shuffled labels 23.9, 25.4, 23.8, all overlapping. MET, though narrowly: another 300
+games could overlap again (the gap moved by a few points between runs before).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from carcassonne import cli
 from carcassonne.bots import LEVELS, POLICIES, Budget, PlayerView, choose, player_view
 from carcassonne.bots.duel import play_duel_game, summarize, wilson
 from carcassonne.bots.heuristic import Appraisal, margin, worth, worth_glanced
-from carcassonne.bots.simple import after, glance, weigh, weigh_all
+from carcassonne.bots.leaf import leaf_worth
+from carcassonne.bots.simple import after, glance, ranked, weigh, weigh_all
 from carcassonne.bots.view import HIDDEN_STATE, PUBLIC_STATE
 from carcassonne.events import DrawTile, TileDrawn
 from carcassonne.game import (
@@ -342,14 +343,20 @@ def test_mcts_compares_candidates_on_the_same_determinizations(
     assert all(firsts[name] <= state.bag[name] for name in firsts)
 
 
-def test_mcts_with_no_playouts_to_spend_plays_the_greedy_estimate() -> None:
+def test_mcts_with_no_playouts_to_spend_plays_the_best_prior_of_greedys_candidates() -> None:
+    """Without a playout, the move is the greedy ranking's candidate whose position the
+    fitted leaf (`leaf.leaf_worth`) weighs best."""
+    from carcassonne.bots import mcts
+
     state = position(3, 2, Ruleset(), 20)
     assert state is not None
     me = state.current
-    best = max(margin(worth(after(state, a)), me) for a in actions(state))
+    candidates = [a for _, a in ranked(state, actions(state))[: mcts.WIDTH]]
+    best = max(margin(leaf_worth(after(state, a)), me) for a in candidates)
     choice = choose("mcts", player_view(state), 1, Budget(playouts=1))
     assert choice.playouts == 0
     assert choice.value == pytest.approx(best)
+    assert choice.value == pytest.approx(margin(leaf_worth(after(state, choice.action)), me))
 
 
 def test_duel_cli_reads_think_time_on_the_cpu_clock(capsys: pytest.CaptureFixture[str]) -> None:
