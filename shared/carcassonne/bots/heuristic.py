@@ -67,20 +67,26 @@ def feature_value(
         expected = 1 + have + (8 - have) * fill
         return expected if incomplete_pays else expected * fill
     if kind == FIELD:
-        done = opened = 0
-        seen: set[int] = set()
-        for node in feat.cities:
-            root = board.find(node)
-            if root in seen:
-                continue
-            seen.add(root)
-            city = board.feats[root]
-            if city is not None and city.open == 0:
-                done += 1
-            else:
-                opened += 1
+        done, opened = farm_cities(board, feat)
         return farm_points * (done + FARM_OPEN_CITY * opened * late)
     return 0.0
+
+
+def farm_cities(board: Board, farm: Feature) -> tuple[int, int]:
+    """The distinct cities a farm borders: (complete, still open) (R7.3)."""
+    done = opened = 0
+    seen: set[int] = set()
+    for node in farm.cities:
+        root = board.find(node)
+        if root in seen:
+            continue
+        seen.add(root)
+        city = board.feats[root]
+        if city is not None and city.open == 0:
+            done += 1
+        else:
+            opened += 1
+    return done, opened
 
 
 def farm_value(state: GameState) -> int:
@@ -175,10 +181,10 @@ class Appraisal:
                 continue
             value = feature_value(board, feat, left, incomplete, farm_points)
             cities = frozenset(board.find(node) for node in feat.cities)
-            self.terms[root] = (value, _majority(state, feat), cities)
+            self.terms[root] = (value, majority(state, feat), cities)
 
 
-def _majority(state: GameState, feat: Feature) -> list[int]:
+def majority(state: GameState, feat: Feature) -> list[int]:
     """The players a feature pays: those with the most meeples in it (R6.4: ties pay each)."""
     counts = [0] * state.players
     meeples = state.meeples
@@ -226,7 +232,7 @@ def worth_glanced(glanced: GameState, appraisal: Appraisal) -> list[float]:
             if feat is None or feat.done or not feat.meeples:
                 continue
             value = feature_value(board, feat, left, rules.incomplete_score, farm_points)
-            winners = _majority(glanced, feat)
+            winners = majority(glanced, feat)
         for p in winners:
             out[p] += value
     players, supply = glanced.players, appraisal.supply

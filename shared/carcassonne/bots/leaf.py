@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from ..board import Board
 from ..state import GameState
 from ..tiles import CITY, FIELD, MONASTERY, ROAD
-from .heuristic import CITY_CLOSE, FULL_MEEPLES, worth
+from .heuristic import CITY_CLOSE, FULL_MEEPLES, farm_cities, majority, worth
 
 TERMS = (
     "road tiles",  # open roads held: their tiles
@@ -89,17 +89,11 @@ def terms(state: GameState) -> list[list[float]]:
     players = state.players
     out = [[0.0] * len(TERMS) for _ in range(players)]
     board: Board = state.board
-    feats, meeples = board.feats, state.meeples
-    counts = [0] * players
-    for root in sorted({board.find(m.node) for m in meeples.values()}):
+    feats = board.feats
+    for root in sorted({board.find(m.node) for m in state.meeples.values()}):
         feat = feats[root]
         if feat is None or feat.done or not feat.meeples:
             continue
-        for p in range(players):
-            counts[p] = 0
-        for meeple_id in feat.meeples:
-            counts[meeples[meeple_id].player] += 1
-        top = max(counts)
         row = [0.0] * len(TERMS)
         kind = feat.kind
         if kind == ROAD:
@@ -114,22 +108,12 @@ def terms(state: GameState) -> list[list[float]]:
             row[3] = 1.0 + have
             row[4] = 8.0 - have
         elif kind == FIELD:
-            seen: set[int] = set()
-            for node in feat.cities:
-                city_root = board.find(node)
-                if city_root in seen:
-                    continue
-                seen.add(city_root)
-                city = feats[city_root]
-                if city is not None and city.open == 0:
-                    row[5] += 1.0
-                else:
-                    row[6] += 1.0
-        for p in range(players):
-            if counts[p] == top:
-                mine = out[p]
-                for k, value in enumerate(row):
-                    mine[k] += value
+            done, opened = farm_cities(board, feat)
+            row[5], row[6] = float(done), float(opened)
+        for p in majority(state, feat):
+            mine = out[p]
+            for k, value in enumerate(row):
+                mine[k] += value
     for p in range(players):
         supply = state.supply[p]
         out[p][7] = float(min(supply, FULL_MEEPLES))
