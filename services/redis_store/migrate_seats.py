@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         "python -m services.redis_store.migrate_seats",
         "Write the public seats record of every game from before it. One-off: run it once "
         "when upgrading, before the new query service. Idempotent.",
-        run,
+        lambda client, _args: run(client),
         argv,
     )
 

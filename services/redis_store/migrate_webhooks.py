@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         "python -m services.redis_store.migrate_webhooks",
         "Move per-game webhooks into subscriptions filtered to their game. One-off: run it "
         "once when upgrading, with the workers stopped. Idempotent.",
-        run,
+        lambda client, _args: run(client),
         argv,
     )
 

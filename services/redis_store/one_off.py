@@ -18,11 +18,15 @@ from .connect import connect
 def one_off(
     prog: str,
     description: str,
-    run: Callable[[redis.Redis], Mapping[str, Any]],
+    run: Callable[[redis.Redis, argparse.Namespace], Mapping[str, Any]],
     argv: list[str] | None = None,
+    options: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> int:
-    """Parse `argv`, connect, print `run(client)` as JSON; the exit status (0)."""
+    """Parse `argv` (the tool's own `options` added to the parser), connect, print
+    `run(client, args)` as JSON; the exit status (0)."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
+    if options is not None:
+        options(parser)
     parser.add_argument(
         "--redis-url",
         default=default_url(),
@@ -30,6 +34,10 @@ def one_off(
         "else the admin user of `make run`'s",
     )
     args = parser.parse_args(argv)
-    client = connect(args.redis_url, role="migrate", max_connections=2)
-    print(json.dumps(run(client)))
+    try:
+        client = connect(args.redis_url, role="migrate", max_connections=2)
+        result = run(client, args)
+    except redis.ConnectionError as exc:  # refused, down, a wrong password: no traceback
+        parser.exit(1, f"{parser.prog}: cannot use the Redis of --redis-url: {exc}\n")
+    print(json.dumps(result))
     return 0
