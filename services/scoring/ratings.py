@@ -85,13 +85,19 @@ def outcome(store: EventStore, record: dict[str, Any] | None, game_id: str) -> O
         bot = bots[seat] if seat < len(bots) else None
         identities.append(f"bot:{bot['level']}" if bot is not None else info.get("player_id"))
     ranks = scored.payload["ranks"]
-    seats = tuple(
+    kept = [
         (seat, who, int(ranks[seat]))
         for seat, who in enumerate(identities)
         if who is not None and identities.count(who) == 1
-    )
-    if len(seats) < 2:
+    ]
+    if len(kept) < 2:
         return None
+    # Ranked again among the rated seats alone (competition ranks, ties shared: R7.5): the
+    # history shows `rank` `of` them, and a winner left out must not make them 2nd and 3rd
+    # of 2. OpenSkill reads only the ranks' order, so the ratings are the same either way.
+    seats = tuple(
+        (seat, who, 1 + sum(other < rank for _, _, other in kept)) for seat, who, rank in kept
+    )
     pool = pool_of(payload["ruleset"])
     return Outcome(str(key_id), game_id, pool, scored.time_ms, seats)
 
