@@ -38,7 +38,7 @@ from services.redis_store.ratings import Rating, Ratings, Update, pool_of
 
 log = logging.getLogger(__name__)
 MODEL = PlackettLuce()  # openskill's defaults: mu 25, sigma 25/3, beta 25/6
-TRIES = 20  # 'stale' answers in a row before a game is left for the next sweep
+TRIES = 20  # 'stale' answers in a row before the batch stops (and is redone later)
 
 RATED = Counter("carcassonne_games_rated_total", "Finished games rated (once each)")
 UNRATED = Counter("carcassonne_games_unrated_total", "Finished games with nothing to rate")
@@ -47,6 +47,10 @@ RATING_LAG = Histogram(
     "From a game's final score event to its ratings",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
+
+
+class RatingsChanging(RuntimeError):
+    """A game's players' ratings changed under every try: its batch is redone later."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,7 @@ def rate(ratings: Ratings, game: Outcome) -> str:
                              updates(game, current))  # fmt: skip
         if done != "stale":
             return done
-    raise RuntimeError(f"game {game.game_id}: its players' ratings kept changing")
+    raise RatingsChanging(f"game {game.game_id}: its players' ratings kept changing")
 
 
 class RatingsConsumer:
@@ -152,13 +156,14 @@ class RatingsConsumer:
         """Rate each game whose final score event is in the batch. Its output is the key's
         ratings, written once per game by `rate` (so a redone batch rates nothing twice):
         nothing to write beside the position. A game that cannot be rated is logged and
-        skipped, not retried for ever; a Redis failure stops the batch (it is redone)."""
+        skipped, not retried for ever; a Redis failure, or ratings that kept changing under
+        every try, stops the batch (it is redone: skipped, the game would never be rated)."""
         for change in changes:
             if change.stream != SCORES or GAME_SCORED not in change.types:
                 continue
             try:
                 self.rate_game(change.game_id)
-            except redis.RedisError:
+            except (redis.RedisError, RatingsChanging):
                 raise
             except Exception:
                 log.exception("game %s: rating failed", change.game_id,

@@ -150,6 +150,26 @@ def test_two_games_of_one_player_rated_at_once_lose_no_update(client: redis.Redi
     assert ana is not None and ana.games == len(games)  # every win counted, none overwritten
 
 
+def test_a_game_whose_ratings_keep_changing_is_rated_later_not_dropped(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A game whose players' ratings changed under every one of its tries (a bot in many
+    games ending at once) stops its batch, as a Redis failure does: its position is not
+    saved, and the batch redone rates it. Skipped instead, it would never be rated."""
+    store = RedisEventStore(client)
+    game_id = finished_game(store, "k1", 7, ["ana", "ben"])
+    busy = RatingsConsumer(client, store)
+    monkeypatch.setattr(busy.ratings, "apply", lambda *_, **__: "stale")
+    before = busy.follower.positions()
+    with pytest.raises(RuntimeError, match="kept changing"):
+        busy.follower.catch_up()
+    assert busy.follower.positions() == before  # the batch is redone, not skipped
+    assert not Ratings(client).rated("k1", game_id)
+    assert RatingsConsumer(client, store).follower.catch_up() > 0
+    assert Ratings(client).rated("k1", game_id)
+    assert set(stored(client, "k1", "classic")) == {"ana", "ben"}
+
+
 def test_every_rating_rebuilt_from_the_logs_equals_the_live_one(client: redis.Redis) -> None:
     store = RedisEventStore(client)
     rng = random.Random(5)
