@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import redis
@@ -101,6 +101,32 @@ class Update:
     seat: int
 
 
+def history_entry(game_id: str, time_ms: int, update: Update, of: int) -> dict[str, Any]:
+    """The player's history entry for one rated game (`of`: its rated seats): what `apply`
+    stores and what a rebuild computes again."""
+    return {
+        "game_id": game_id,
+        "time_ms": time_ms,
+        "seat": update.seat,
+        "rank": update.rank,
+        "of": of,
+        "before": None if update.before is None else _view(update.before),
+        "after": _view(update.after),
+    }
+
+
+@dataclass
+class Projection:
+    """Everything the ratings of one API key are, as comparable values: each (pool, player)'s
+    rating, each pool's leaderboard in its order (player, ordinal; best first, ties by player
+    descending, as Redis orders equal scores) and each (pool, player)'s history, newest
+    first (at most `HISTORY`)."""
+
+    ratings: dict[tuple[str, str], Rating] = field(default_factory=dict)
+    boards: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    history: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+
+
 # KEYS: games hash, log stream, pool hash, board zset, then each player's history list.
 # ARGV: game id, pool, time (ms), history length, then per player five values: player, its
 # rating before ("" for none), after, ordinal after, history entry.
@@ -151,18 +177,29 @@ class Ratings:
         args: list[Any] = [game_id, pool, time_ms, HISTORY]
         for u in updates:
             keys.append(history_key(key_id, pool, u.player))
-            entry = {
-                "game_id": game_id,
-                "time_ms": time_ms,
-                "seat": u.seat,
-                "rank": u.rank,
-                "of": len(updates),
-                "before": None if u.before is None else _view(u.before),
-                "after": _view(u.after),
-            }
+            entry = history_entry(game_id, time_ms, u, len(updates))
             before = "" if u.before is None else u.before.to_json()
             args += [u.player, before, u.after.to_json(), u.after.ordinal, json.dumps(entry)]
         return text(self._apply(keys=keys, args=args))
+
+    def snapshot(self, key_id: str) -> Projection:
+        """The key's live ratings, leaderboards and histories, whole (for a rebuild's check
+        and an operator: bounded by the key's players, not paged)."""
+        out = Projection()
+        for pool in POOLS:
+            raw = cast(dict[bytes, bytes], self.client.hgetall(pool_key(key_id, pool)))
+            players = sorted(text(p) for p in raw)
+            out.ratings.update({(pool, text(p)): Rating.from_json(r) for p, r in raw.items()})
+            board = cast(list[Any], self.client.zrevrange(board_key(key_id, pool), 0, -1,
+                                                          withscores=True))  # fmt: skip
+            if board:
+                out.boards[pool] = [(text(p), float(score)) for p, score in board]
+            pipe = self.client.pipeline(transaction=False)  # one slot: the key's tag
+            for player in players:
+                pipe.lrange(history_key(key_id, pool, player), 0, -1)
+            for player, entries in zip(players, pipe.execute(), strict=True):
+                out.history[(pool, player)] = [json.loads(e) for e in entries]
+        return out
 
     def log_ids(self, key_id: str, count: int, after: str = "-") -> list[tuple[str, str, str]]:
         """(entry id, game id, pool) of the log, `count` from after `after`."""

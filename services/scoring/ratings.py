@@ -34,7 +34,15 @@ from eventstore.port import EventStore
 from eventstore.score_stream import GAME_SCORED
 from services.redis_store.bot_index import bot_seats, secrets_of
 from services.redis_store.changes import Change, Follower
-from services.redis_store.ratings import Rating, Ratings, Update, pool_of
+from services.redis_store.ratings import (
+    HISTORY,
+    Projection,
+    Rating,
+    Ratings,
+    Update,
+    history_entry,
+    pool_of,
+)
 
 log = logging.getLogger(__name__)
 MODEL = PlackettLuce()  # openskill's defaults: mu 25, sigma 25/3, beta 25/6
@@ -189,18 +197,36 @@ def rebuild(
     client: redis.Redis, store: EventStore, key_id: str, page: int = 1_000
 ) -> dict[tuple[str, str], Rating]:
     """Every rating of the key computed again from the rated games' logs, in the order its
-    ratings log applied them: (pool, player) -> rating. Bounded by the log's length.
-    Archived games are read from the archive when `store` falls through to it
-    (services.archive.fallthrough.FallThroughStore: the query service's reads)."""
+    ratings log applied them: (pool, player) -> rating (`rebuild_all`'s ratings)."""
+    return rebuild_all(client, store, key_id, page).ratings
+
+
+def rebuild_all(
+    client: redis.Redis, store: EventStore, key_id: str, page: int = 1_000
+) -> Projection:
+    """The key's ratings, leaderboards and histories computed again from the rated games'
+    logs, in the order its ratings log applied them: to compare with `Ratings.snapshot`.
+    Bounded by the log's length. Archived games are read from the archive when `store`
+    falls through to it (services.archive.fallthrough.FallThroughStore: the query
+    service's reads)."""
     ratings = Ratings(client)
-    built: dict[tuple[str, str], Rating] = {}
+    built = Projection()
     for game_id, pool in _rated_games(ratings, key_id, page):
         game = outcome(store, _record(client, store, game_id), game_id)
         if game is None or game.pool != pool:
             raise ValueError(f"game {game_id}: rated in {pool}, its log says otherwise")
-        current = [built.get((pool, player)) for _, player, _ in game.seats]
-        for update in updates(game, current):
-            built[(pool, update.player)] = update.after
+        current = [built.ratings.get((pool, player)) for _, player, _ in game.seats]
+        changes = updates(game, current)
+        for update in changes:
+            built.ratings[(pool, update.player)] = update.after
+            entries = built.history.setdefault((pool, update.player), [])
+            entries.insert(0, history_entry(game_id, game.time_ms, update, len(changes)))
+            del entries[HISTORY:]
+    for pool in sorted({pool for pool, _ in built.ratings}):
+        board = [(p, r.ordinal) for (q, p), r in built.ratings.items() if q == pool]
+        # Best first; equal ordinals by player descending, as ZREVRANGE orders equal scores.
+        built.boards[pool] = sorted(board, key=lambda row: (row[1], row[0].encode()),
+                                    reverse=True)  # fmt: skip
     return built
 
 

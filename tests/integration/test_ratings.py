@@ -33,7 +33,7 @@ from services.redis_store.apikeys import ApiKeys
 from services.redis_store.changes import positions_key
 from services.redis_store.keys import SHARDS, new_game_id, secrets_key
 from services.redis_store.ratings import Rating, Ratings, board_key, pool_key
-from services.scoring.ratings import Outcome, RatingsConsumer, rate, rebuild
+from services.scoring.ratings import Outcome, RatingsConsumer, rate, rebuild, rebuild_all
 from services.scoring.scorer import Scorer
 from tests.redis_server import private_redis
 
@@ -182,12 +182,25 @@ def test_every_rating_rebuilt_from_the_logs_equals_the_live_one(client: redis.Re
             finished_game(store, "k1", seed, list(seats))
     finished_game(store, "k1", 99, ["ana", "ben"], ruleset=Ruleset(tileset="demo"))
     finished_game(store, "k2", 98, ["ana", "ben"])  # another platform's ana: apart
+    # Two games between newcomers: their winners (and their losers) tie in ordinal, so the
+    # leaderboard's order of equal ordinals is compared too.
+    finished_game(store, "k1", 20, ["eve", "fay"])
+    finished_game(store, "k1", 21, ["gil", "hal"])
+    finished_game(store, "k1", 22, [None, "ivy", "jo"])  # a seat left out: ranks among two
     RatingsConsumer(client, store).follower.catch_up()
     live = {
         (pool, p): r for pool in ("classic", "demo") for p, r in stored(client, "k1", pool).items()
     }
     assert ("classic", "bot:greedy") in live and ("demo", "ana") in live
     assert rebuild(client, store, "k1") == live  # the same floats, not nearly the same
+    # Not only the ratings: every history entry and each leaderboard's order.
+    snapshot, rebuilt = Ratings(client).snapshot("k1"), rebuild_all(client, store, "k1")
+    assert rebuilt.ratings == snapshot.ratings and set(snapshot.boards) == {"classic", "demo"}
+    ordinals = [o for _, o in snapshot.boards["classic"]]
+    assert len(set(ordinals)) < len(ordinals)  # a tie, ordered as Redis orders it
+    assert rebuilt.boards == snapshot.boards
+    assert len(snapshot.history[("classic", "ana")]) == snapshot.ratings[("classic", "ana")].games
+    assert rebuilt.history == snapshot.history
     assert set(stored(client, "k2", "classic")) == {"ana", "ben"}
     assert stored(client, "k2", "classic")["ana"].games == 1
 
@@ -221,6 +234,7 @@ def test_ratings_rebuilt_with_some_games_archived_equal_the_live_ones(
         store, lambda game_id: bool(client.exists(archived_key(game_id))), lambda: archive
     )
     assert rebuild(client, reads, "k1") == live
+    assert rebuild_all(client, reads, "k1") == Ratings(client).snapshot("k1")
 
 
 def test_the_views_belong_to_the_key(client: redis.Redis) -> None:
