@@ -38,7 +38,10 @@ class RatingFields(Closed):
 
 
 class LeaderboardRow(RatingFields):
-    rank = fields.Integer(required=True, metadata={"description": "1 = the highest ordinal"})
+    rank = fields.Integer(
+        required=True,
+        metadata={"description": "1 + the players with a higher ordinal: equal ordinals share it"},
+    )
     player = fields.String(required=True, metadata=PLAYER)
 
 
@@ -124,14 +127,12 @@ class PoolBoard(MethodView):
         if pool not in POOLS:
             raise NotFound("pool_not_found", f"the pools are {', '.join(POOLS)}")
         offset, limit = args["offset"], args["limit"]
-        ratings = _ratings()
-        total = ratings.size(key_id, pool)
-        items = ratings.board(key_id, pool, offset, limit)
-        more = offset + limit < total
+        page = _ratings().board(key_id, pool, offset, limit)  # one snapshot: rows and size
+        more = offset + limit < page.total
         return {
             "pool": pool,
-            "players": total,
-            "items": items,
+            "players": page.total,
+            "items": page.rows,
             "next_offset": offset + limit if more else None,
         }
 

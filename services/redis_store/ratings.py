@@ -151,12 +151,39 @@ return 'ok'
 """
 
 
+# KEYS: board zset, pool hash. ARGV: from (a position), count. Reads only. One snapshot of a
+# leaderboard's page: its players with their scores and ratings, how many rank strictly above
+# its first row (equal ordinals share a rank: R7.5) and the board's size.
+BOARD_LUA = """
+local from, count = tonumber(ARGV[1]), tonumber(ARGV[2])
+local page = redis.call('ZREVRANGE', KEYS[1], from, from + count - 1, 'WITHSCORES')
+local above = 0
+if #page > 0 then above = redis.call('ZCOUNT', KEYS[1], '(' .. page[2], '+inf') end
+local players = {}
+for i = 1, #page, 2 do table.insert(players, page[i]) end
+local ratings = {}
+if #players > 0 then ratings = redis.call('HMGET', KEYS[2], unpack(players)) end
+for i = 1, #players do ratings[i] = ratings[i] or '' end
+return {from, above, redis.call('ZCARD', KEYS[1]), page, ratings}
+"""
+
+
+@dataclass(frozen=True)
+class BoardPage:
+    """A page of a leaderboard, read in one step: its rows and the board's size."""
+
+    rows: list[dict[str, Any]]
+    total: int
+    start: int  # the position of its first row (0: the best)
+
+
 class Ratings:
     """One Redis's ratings (every key's)."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._apply = script(client, APPLY_LUA)
+        self._board = script(client, BOARD_LUA)
 
     def current(self, key_id: str, pool: str, players: Sequence[str]) -> list[Rating | None]:
         """The players' ratings in the pool now (None: not rated there yet)."""
@@ -207,19 +234,36 @@ class Ratings:
         entries: list[Any] = cast(Any, self.client.xrange(log_key(key_id), start, "+", count=count))
         return [(text(i), text(f[b"g"]), text(f[b"p"])) for i, f in entries]
 
-    def board(self, key_id: str, pool: str, offset: int, limit: int) -> list[dict[str, Any]]:
-        """A page of the pool's leaderboard from rank `offset` + 1, best first."""
-        pairs = self.client.zrevrange(board_key(key_id, pool), offset, offset + limit - 1)
-        players = [text(p) for p in pairs]
-        ratings = self.current(key_id, pool, players)
-        return [
-            {"rank": offset + i + 1, "player": p, **_view(r)}
-            for i, (p, r) in enumerate(zip(players, ratings, strict=True))
-            if r is not None
-        ]
+    def board(self, key_id: str, pool: str, offset: int, limit: int) -> BoardPage:
+        """A page of the pool's leaderboard from position `offset` (0: the best), best first.
+        A row's rank is 1 + the players with a strictly higher ordinal: equal ordinals share
+        it (as R7.5's ties share a place), also across a page's edge."""
+        reply = self._board(keys=[board_key(key_id, pool), pool_key(key_id, pool)],
+                            args=[offset, limit])  # fmt: skip
+        reply = cast(list[Any], reply)
+        start, above, total = int(reply[0]), int(reply[1]), int(reply[2])
+        page, raws = cast(list[Any], reply[3]), cast(list[Any], reply[4])
+        rows: list[dict[str, Any]] = []
+        rank, last = above + 1, None
+        for i, raw in enumerate(raws):
+            player, score = text(page[2 * i]), float(page[2 * i + 1])
+            if last is not None and score != last:
+                rank = start + i + 1  # everyone before it ranks strictly above it
+            last = score
+            if raw:  # a board entry without its rating (never written apart): left out
+                rows.append({"rank": rank, "player": player, **_view(Rating.from_json(raw))})
+        return BoardPage(rows, total, start)
 
     def size(self, key_id: str, pool: str) -> int:
         return int(self.client.zcard(board_key(key_id, pool)))
+
+    def rank(self, key_id: str, pool: str, player: str) -> int | None:
+        """The player's rank on the pool's leaderboard: 1 + the players with a strictly
+        higher ordinal (equal ordinals share a rank); None when it is not on it."""
+        score = self.client.zscore(board_key(key_id, pool), player)
+        if score is None:
+            return None
+        return 1 + int(self.client.zcount(board_key(key_id, pool), f"({score!r}", "+inf"))
 
     def player(self, key_id: str, player: str, history: int) -> list[dict[str, Any]]:
         """The player's rating and rank in each pool it plays in, with its last games."""
@@ -228,13 +272,13 @@ class Ratings:
             (rating,) = self.current(key_id, pool, [player])
             if rating is None:
                 continue
-            rank: Any = self.client.zrevrank(board_key(key_id, pool), player)
+            rank = self.rank(key_id, pool, player)
             raw = self.client.lrange(history_key(key_id, pool, player), 0, history - 1)
             out.append(
                 {
                     "pool": pool,
                     **_view(rating),
-                    "rank": None if rank is None else int(rank) + 1,
+                    "rank": rank,
                     "players": self.size(key_id, pool),
                     "history": [json.loads(h) for h in raw],
                 }

@@ -281,6 +281,42 @@ def test_the_views_belong_to_the_key(client: redis.Redis) -> None:
     assert web.get("/v1/ratings", headers={"X-Api-Key": key1}).status_code == 422
 
 
+def query_app(client: redis.Redis) -> Any:
+    url = client.connection_pool.connection_kwargs
+    return create_query({"REDIS_URL": f"redis://{url['host']}:{url['port']}/0"}).test_client()
+
+
+def tied_board(client: redis.Redis, key_id: str) -> None:
+    """Two games between newcomers, won by eve and gil: the winners tie in ordinal, as do
+    the losers (fay, hal); then ana beats ben twice, alone at the top."""
+    ratings = Ratings(client)
+    pairs = [("eve", "fay"), ("gil", "hal"), ("ana", "ben"), ("ana", "ben")]
+    for i, (winner, loser) in enumerate(pairs):
+        game = Outcome(key_id, f"g{i}", "classic", i, ((0, winner, 1), (1, loser, 2)))
+        assert rate(ratings, game) == "ok"
+
+
+def test_players_tied_in_ordinal_share_their_leaderboard_rank(client: redis.Redis) -> None:
+    """Equal ordinals share a rank (as R7.5's ties share a place), on every page and in a
+    player's own view, whichever way Redis orders their names."""
+    key_id, key = ApiKeys(client).create("ties")
+    tied_board(client, key_id)
+    web = query_app(client)
+    head = {"X-Api-Key": key}
+    rows = web.get("/v1/ratings/classic", headers=head).get_json()["items"]
+    assert [r["player"] for r in rows][1:3] == ["gil", "eve"]  # equal: by name, descending
+    assert [r["rank"] for r in rows] == [1, 2, 2, 4, 4, 6]
+    assert rows[1]["ordinal"] == rows[2]["ordinal"] and rows[3]["ordinal"] == rows[4]["ordinal"]
+    paged = [
+        web.get(f"/v1/ratings/classic?offset={i}&limit=1", headers=head).get_json()["items"][0]
+        for i in range(len(rows))
+    ]
+    assert paged == rows  # a page that starts inside a tie shares its rank too
+    for row in rows:
+        mine = web.get(f"/v1/ratings?player_id={row['player']}", headers=head).get_json()
+        assert mine["pools"][0]["rank"] == row["rank"], row["player"]
+
+
 def test_the_scoring_worker_rates_a_game_played_over_http() -> None:
     from services.command.app import create_app as create_command
     from tests.integration.games import play
