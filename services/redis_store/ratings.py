@@ -151,11 +151,35 @@ return 'ok'
 """
 
 
-# KEYS: board zset, pool hash. ARGV: from (a position), count. Reads only. One snapshot of a
-# leaderboard's page: its players with their scores and ratings, how many rank strictly above
-# its first row (equal ordinals share a rank: R7.5) and the board's size.
+# KEYS: board zset, pool hash. ARGV: from (a position), count, then a cursor's ordinal ("" for
+# none) and player. Reads only. One snapshot of a leaderboard's page: its players with their
+# scores and ratings, how many rank strictly above its first row (equal ordinals share a rank:
+# R7.5) and the board's size. With a cursor, the page starts right after where (ordinal,
+# player) stands in the board's order (ordinal descending, then player descending byte by
+# byte, as Redis orders equal scores), wherever that player is now: its tied players are
+# searched by halves (bytes compared one by one: Lua's `<` on strings follows the locale).
 BOARD_LUA = """
 local from, count = tonumber(ARGV[1]), tonumber(ARGV[2])
+local function before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+if ARGV[3] ~= '' then
+  local lo = redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[3], '+inf')
+  local hi = lo + redis.call('ZCOUNT', KEYS[1], ARGV[3], ARGV[3])
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if before(redis.call('ZREVRANGE', KEYS[1], mid, mid)[1], ARGV[4]) then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  from = lo
+end
 local page = redis.call('ZREVRANGE', KEYS[1], from, from + count - 1, 'WITHSCORES')
 local above = 0
 if #page > 0 then above = redis.call('ZCOUNT', KEYS[1], '(' .. page[2], '+inf') end
@@ -175,6 +199,7 @@ class BoardPage:
     rows: list[dict[str, Any]]
     total: int
     start: int  # the position of its first row (0: the best)
+    last: tuple[float, str] | None  # its last row's (ordinal, player): the next page's cursor
 
 
 class Ratings:
@@ -234,17 +259,28 @@ class Ratings:
         entries: list[Any] = cast(Any, self.client.xrange(log_key(key_id), start, "+", count=count))
         return [(text(i), text(f[b"g"]), text(f[b"p"])) for i, f in entries]
 
-    def board(self, key_id: str, pool: str, offset: int, limit: int) -> BoardPage:
-        """A page of the pool's leaderboard from position `offset` (0: the best), best first.
-        A row's rank is 1 + the players with a strictly higher ordinal: equal ordinals share
-        it (as R7.5's ties share a place), also across a page's edge."""
+    def board(
+        self,
+        key_id: str,
+        pool: str,
+        offset: int,
+        limit: int,
+        after: tuple[float, str] | None = None,
+    ) -> BoardPage:
+        """A page of the pool's leaderboard from position `offset` (0: the best), or right
+        after the row `after` (its ordinal and player: a cursor, which does not shift when
+        ratings change between pages), best first. A row's rank is 1 + the players with a
+        strictly higher ordinal: equal ordinals share it (as R7.5's ties share a place), also
+        across a page's edge."""
+        ordinal, player = ("", "") if after is None else (repr(float(after[0])), after[1])
         reply = self._board(keys=[board_key(key_id, pool), pool_key(key_id, pool)],
-                            args=[offset, limit])  # fmt: skip
+                            args=[offset, limit, ordinal, player])  # fmt: skip
         reply = cast(list[Any], reply)
         start, above, total = int(reply[0]), int(reply[1]), int(reply[2])
         page, raws = cast(list[Any], reply[3]), cast(list[Any], reply[4])
         rows: list[dict[str, Any]] = []
         rank, last = above + 1, None
+        end = None if not raws else (float(page[-1]), text(page[-2]))
         for i, raw in enumerate(raws):
             player, score = text(page[2 * i]), float(page[2 * i + 1])
             if last is not None and score != last:
@@ -252,7 +288,7 @@ class Ratings:
             last = score
             if raw:  # a board entry without its rating (never written apart): left out
                 rows.append({"rank": rank, "player": player, **_view(Rating.from_json(raw))})
-        return BoardPage(rows, total, start)
+        return BoardPage(rows, total, start, end)
 
     def size(self, key_id: str, pool: str) -> int:
         return int(self.client.zcard(board_key(key_id, pool)))

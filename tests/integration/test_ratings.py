@@ -317,6 +317,116 @@ def test_players_tied_in_ordinal_share_their_leaderboard_rank(client: redis.Redi
         assert mine["pools"][0]["rank"] == row["rank"], row["player"]
 
 
+def board_pages(web: Any, head: dict[str, str], limit: int, between: Any = None) -> list[str]:
+    """Every row's player of the classic leaderboard, a page of `limit` at a time following
+    `next_cursor`; `between()` runs after the first page."""
+    seen: list[str] = []
+    url = f"/v1/ratings/classic?limit={limit}"
+    for _ in range(50):  # a cursor that does not move on would page for ever
+        page = web.get(url, headers=head)
+        assert page.status_code == 200, page.get_json()
+        body = page.get_json()
+        seen += [row["player"] for row in body["items"]]
+        if body["next_cursor"] is None:
+            assert body["next_offset"] is None
+            return seen
+        assert body["next_offset"] is not None
+        if between is not None and len(seen) == limit:
+            between()
+        url = f"/v1/ratings/classic?limit={limit}&cursor={body['next_cursor']}"
+    raise AssertionError(f"no last page: {seen}")
+
+
+def test_a_cursor_shows_every_unmoved_player_once_while_ratings_change(
+    client: redis.Redis,
+) -> None:
+    """Paging by offsets, a rating that changes between two pages shows a player twice or
+    skips one that did not move; after a cursor, each player whose rating did not change is
+    shown once, in order — ties and the cursor's own player moving included."""
+    key_id, key = ApiKeys(client).create("cursors")
+    tied_board(client, key_id)
+    web, head = query_app(client), {"X-Api-Key": key}
+    ratings, games = Ratings(client), iter(range(100, 1_000))
+    order = [r["player"] for r in web.get("/v1/ratings/classic", headers=head).get_json()["items"]]
+    for limit in (1, 2, 4, 6):
+        assert board_pages(web, head, limit) == order  # ties split across pages included
+
+    def win(winner: str, loser: str) -> None:
+        game = Outcome(key_id, f"g{next(games)}", "classic", 0, ((0, winner, 1), (1, loser, 2)))
+        assert rate(ratings, game) == "ok"
+
+    # Page 1 is ana, gil, eve; then ben (last) climbs above them all twice over.
+    first = order[:3]
+
+    def climb() -> None:
+        for _ in range(3):
+            win("ben", "zed")
+
+    seen = board_pages(web, head, 3, climb)
+    assert seen[:3] == first and len(seen) == len(set(seen)), seen
+    unmoved = [p for p in order if p != "ben"]
+    assert [p for p in seen if p in unmoved] == unmoved  # none skipped, none twice
+    # The last row of a page falls to the bottom before the next page: the cursor still
+    # stands where that row stood.
+    order = [r["player"] for r in web.get("/v1/ratings/classic", headers=head).get_json()["items"]]
+    edge = order[1]
+
+    def fall() -> None:
+        for _ in range(4):
+            win("zed", edge)
+
+    seen = board_pages(web, head, 2, fall)
+    rest = [p for p in order if p not in (edge, "zed")]  # zed won: it moved too
+    assert [p for p in seen if p not in (edge, "zed")] == rest, (order, seen)
+    # By offsets the same change shows a row twice: what the cursor is for.
+    by_offset = web.get("/v1/ratings/classic?limit=2", headers=head).get_json()["items"]
+    win("hal", "zed")
+    win("hal", "zed")
+    again = web.get("/v1/ratings/classic?limit=2&offset=2", headers=head).get_json()["items"]
+    assert {r["player"] for r in by_offset} & {r["player"] for r in again}
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "",
+        "!!!",
+        "a" * 401,
+        "bm90IGpzb24",  # base64 of "not json"
+        "WzEsMiwzXQ",  # [1,2,3]
+        "eyJhIjoxfQ",  # {"a":1}
+        "WyJ4IiwiYW5hIl0",  # ["x","ana"]
+        "W3RydWUsImFuYSJd",  # [true,"ana"]
+        "W05hTiwiYW5hIl0",  # [NaN,"ana"]
+        "WzFlOTk5LCJhbmEiXQ",  # [1e999,"ana"]: not finite
+        "WzEsImEgYiJd",  # [1,"a b"]: not a player id
+        "WzEsIiJd",  # [1,""]
+        "WzEsbnVsbF0",  # [1,null]
+        "__4",  # not UTF-8 once decoded
+    ],
+)
+def test_a_hostile_cursor_is_a_422(client: redis.Redis, cursor: str) -> None:
+    key_id, key = ApiKeys(client).create("hostile")
+    tied_board(client, key_id)
+    answer = query_app(client).get(
+        f"/v1/ratings/classic?cursor={cursor}", headers={"X-Api-Key": key}
+    )
+    assert answer.status_code == 422, answer.get_json()
+    assert answer.get_json()["code"] == "invalid_query"
+
+
+def test_a_cursor_with_an_offset_is_a_422(client: redis.Redis) -> None:
+    key_id, key = ApiKeys(client).create("both")
+    tied_board(client, key_id)
+    web, head = query_app(client), {"X-Api-Key": key}
+    cursor = web.get("/v1/ratings/classic?limit=2", headers=head).get_json()["next_cursor"]
+    both = web.get(f"/v1/ratings/classic?offset=2&cursor={cursor}", headers=head)
+    assert both.status_code == 422 and both.get_json()["code"] == "invalid_query"
+    # A cursor of a player no longer rated still starts where that row would stand.
+    gone = web.get("/v1/ratings/classic?cursor=WzEwMDAsIn56Il0", headers=head).get_json()
+    assert [r["rank"] for r in gone["items"]][:1] == [1]  # [1000,"~z"]: above everyone
+
+
 def test_the_scoring_worker_rates_a_game_played_over_http() -> None:
     from services.command.app import create_app as create_command
     from tests.integration.games import play
