@@ -63,6 +63,7 @@ from .service import GameService, seats_in_order
 log = logging.getLogger(__name__)
 KEPT_MS = 7 * 86_400_000  # a matched or cancelled ticket is kept a week for its polls
 SCAN = 64  # oldest tickets a match looks at (names that clash are passed over)
+LOOK = 1_024  # queue entries a match may read to find them (bounded work per request)
 WINDOW_GROWTH = 1.0  # how much a ticket's rating window widens a minute it waits (ordinal)
 
 # KEYS: waiting, queue, ticket, queues, order, pending. ARGV: player id, ticket JSON, ticket
@@ -82,22 +83,36 @@ return {'ok', raw, redis.call('SCARD', KEYS[6])}
 
 # KEYS: queue, waiting, pending, match. ARGV: players, game id, seed, now, ticket key
 # prefix (the same tag), kept ms, how many of the oldest tickets to look at, how much a rating
-# window widens a minute. The tickets' keys are named from the prefix: the queue holds their
-# ids, each on this script's slot. The oldest ticket that can fill a game with younger ones
-# (names that differ, every two ratings within both tickets' windows) is matched with the
-# oldest of those; a ticket without a window takes anyone.
+# window widens a minute, how many queue entries to read at most. The tickets' keys are named
+# from the prefix: the queue holds their ids, each on this script's slot. The oldest ticket
+# that can fill a game with younger ones (names that differ, every two ratings within both
+# tickets' windows) is matched with the oldest of those; a ticket without a window takes
+# anyone. Of one name only the `players` oldest are looked at (a game seats one of a name):
+# counted, the oldest tickets sharing a name (an app's default) would fill the look and stall
+# the queue for every other name behind them.
 MATCH_LUA = """
 local size, now = tonumber(ARGV[1]), tonumber(ARGV[4])
 local growth = tonumber(ARGV[8]) / 60000
-local waiting = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[7]) - 1)) do
-  local raw = redis.call('GET', ARGV[5] .. id)
-  local t = raw and cjson.decode(raw)
-  if not t or t.state ~= 'waiting' then
-    redis.call('ZREM', KEYS[1], id)
-  else
-    table.insert(waiting, t)
+local want, most = tonumber(ARGV[7]), tonumber(ARGV[9])
+local waiting, per_name, at, examined = {}, {}, 0, 0
+while #waiting < want and examined < most do
+  local ids = redis.call('ZRANGE', KEYS[1], at, at + want - 1)
+  examined = examined + #ids
+  if #ids == 0 then break end
+  local gone = 0
+  for _, id in ipairs(ids) do
+    local raw = redis.call('GET', ARGV[5] .. id)
+    local t = raw and cjson.decode(raw)
+    if not t or t.state ~= 'waiting' then
+      redis.call('ZREM', KEYS[1], id)
+      gone = gone + 1
+    elseif #waiting < want and (per_name[t.fold] or 0) < size then
+      per_name[t.fold] = (per_name[t.fold] or 0) + 1
+      table.insert(waiting, t)
+    end
   end
+  at = at + #ids - gone  -- the ones dropped from the queue moved the rest up
+  if #ids < want then break end
 end
 local function width(t)
   if type(t.window) ~= 'number' then return math.huge end
@@ -358,7 +373,7 @@ class Matchmaker:
                     match_key(key_id, game_id),
                 ],
                 args=[players, game_id, secrets.token_hex(16), now_ms(),
-                      mm_tag(key_id) + ":t:", KEPT_MS, SCAN, self.window_growth],
+                      mm_tag(key_id) + ":t:", KEPT_MS, SCAN, self.window_growth, LOOK],
             )  # fmt: skip
             if not raw:
                 return made

@@ -152,6 +152,25 @@ def test_names_that_clash_are_not_seated_together(client: FlaskClient, redis_url
         "state"] == "waiting"  # fmt: skip
 
 
+def test_many_old_tickets_of_one_name_do_not_stall_their_queue(
+    client: FlaskClient, redis_url: str
+) -> None:
+    """A match looks at a bounded number of the oldest tickets (SCAN). When more than that
+    many of the oldest share a name (an app's default "Player"), none of them can sit with
+    another, and a ticket of another name behind them must still be matched: with one of
+    them, at once."""
+    from services.command.matchmaking import SCAN
+
+    _, headers = new_key(redis_url)
+    players = [take(client, headers, f"p-{i}", name="Player")[1] for i in range(SCAN + 1)]
+    assert {t["state"] for t in players} == {"waiting"}
+    _, ann = take(client, headers, "u-ann", name="Ann")
+    assert ann["state"] == "matched", ann
+    oldest = client.get(f"/tickets/{players[0]['ticket_id']}", headers=headers).get_json()
+    assert oldest["game_id"] == ann["game_id"]  # the oldest ticket that can sit with Ann
+    assert len(client.get("/tickets?limit=1000", headers=headers).get_json()["tickets"]) == SCAN
+
+
 def test_a_match_cut_short_is_finished_by_the_next_poll(
     app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,
