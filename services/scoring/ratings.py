@@ -46,6 +46,7 @@ from services.redis_store.ratings import (
 
 log = logging.getLogger(__name__)
 MODEL = PlackettLuce()  # openskill's defaults: mu 25, sigma 25/3, beta 25/6
+BOT_PREFIX = "bot:"  # a bot seat's rated identity is bot:<level>
 TRIES = 20  # 'stale' answers in a row before the batch stops (and is redone later)
 
 RATED = Counter("carcassonne_games_rated_total", "Finished games rated (once each)")
@@ -95,7 +96,14 @@ def outcome(store: EventStore, record: dict[str, Any] | None, game_id: str) -> O
     identities: list[str | None] = []
     for seat, info in enumerate(payload["players"]):
         bot = bots[seat] if seat < len(bots) else None
-        identities.append(f"bot:{bot['level']}" if bot is not None else info.get("player_id"))
+        who = info.get("player_id")
+        if bot is not None:
+            who = f"bot:{bot['level']}"
+        elif isinstance(who, str) and who.startswith(BOT_PREFIX):
+            # A person whose app id spells a bot's rating name: rated as it, it would move
+            # the bot's rating (and beside the real bot, leave both seats unrated).
+            who = None
+        identities.append(who)
     ranks = scored.payload["ranks"]
     kept = [
         (seat, who, int(ranks[seat]))
