@@ -64,6 +64,9 @@ log = logging.getLogger(__name__)
 KEPT_MS = 7 * 86_400_000  # a matched or cancelled ticket is kept a week for its polls
 SCAN = 64  # oldest tickets a match looks at (names that clash are passed over)
 LOOK = 1_024  # queue entries a match may read to find them (bounded work per request)
+# Games one request's inline matcher makes at most: a backlog (tickets taken while matching
+# was cut short, windows that widened together) is a drain's work, not one poller's wait.
+INLINE_GAMES = 4
 WINDOW_GROWTH = 1.0  # how much a ticket's rating window widens a minute it waits (ordinal)
 
 # KEYS: waiting, queue, ticket, queues, order, pending. ARGV: player id, ticket JSON, ticket
@@ -292,7 +295,7 @@ class Matchmaker:
             try:
                 if int(reply[2]):  # a match of the key's whose game was not made: now
                     self.finish_pending(key_id)
-                self.match_queue(key_id, ruleset, players)
+                self.match_queue(key_id, ruleset, players, INLINE_GAMES)
             except redis.RedisError:
                 # The ticket is taken: its token must reach its player all the same. A
                 # match cut short is finished by the next poll or matcher run.
@@ -319,7 +322,7 @@ class Matchmaker:
         made first if a matcher was cut short: `game_id` and `seat`) or cancelled."""
         ticket = self._stored(key_id, ticket_id)
         if ticket["state"] == "waiting" and match and self.inline:
-            self.match_queue(key_id, ticket["ruleset"], ticket["players"])
+            self.match_queue(key_id, ticket["ruleset"], ticket["players"], INLINE_GAMES)
             ticket = self._stored(key_id, ticket_id)
         seat = None
         if ticket["state"] == "matched":
@@ -358,12 +361,14 @@ class Matchmaker:
         return view(json.loads(reply[1])) if len(reply) > 1 else view(ticket)
 
     # -- matching -----------------------------------------------------------------------
-    def match_queue(self, key_id: str, ruleset: str, players: int) -> list[str]:
-        """Match a queue's oldest tickets into games until too few are left; returns the
-        games made."""
+    def match_queue(
+        self, key_id: str, ruleset: str, players: int, most: int | None = None
+    ) -> list[str]:
+        """Match a queue's oldest tickets into games until too few are left (or `most`
+        games are made: a request's bound); returns the games made."""
         made: list[str] = []
         rules = preset(ruleset)
-        while True:
+        while most is None or len(made) < most:
             game_id = new_game_id()  # on an index shard's slot, as every game
             raw = self._match(
                 keys=[
@@ -379,6 +384,7 @@ class Matchmaker:
                 return made
             self._make(key_id, json.loads(raw), rules)
             made.append(game_id)
+        return made
 
     def finish(self, key_id: str, game_id: str) -> dict[str, Any]:
         """The secrets record of a match's game, made first if it is still pending."""

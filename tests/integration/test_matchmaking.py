@@ -171,6 +171,28 @@ def test_many_old_tickets_of_one_name_do_not_stall_their_queue(
     assert len(client.get("/tickets?limit=1000", headers=headers).get_json()["tickets"]) == SCAN
 
 
+def test_a_request_makes_a_bounded_number_of_games_and_a_drain_the_rest(
+    app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """A backlog of matchable tickets (taken while inline matching was off or cut short, or
+    windows that widened together) is not all made into games by the one request that
+    happens to poll: each request makes at most INLINE_GAMES of them (its own answer stays
+    quick); a drain makes the rest."""
+    from services.command.matchmaking import INLINE_GAMES
+
+    key_id, headers = new_key(redis_url)
+    service = app.extensions["game_service"]
+    offline = Matchmaker(redis_client, service, inline=False)
+    tickets = [offline.take(key_id, f"b-{i}", None, "classic", 2) for i in range(60)]
+    assert {t["state"] for t in tickets} == {"waiting"}
+    polled = client.get(f"/tickets/{tickets[0]['ticket_id']}", headers=headers).get_json()
+    assert polled["state"] == "matched"  # the oldest first: the poller's own game is made
+    left = len(client.get("/tickets?limit=1000", headers=headers).get_json()["tickets"])
+    assert left == 60 - 2 * INLINE_GAMES, left
+    assert offline.drain() == left // 2
+    assert client.get("/tickets", headers=headers).get_json()["tickets"] == []
+
+
 def test_a_match_cut_short_is_finished_by_the_next_poll(
     app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,
