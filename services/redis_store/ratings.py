@@ -309,7 +309,12 @@ class Ratings:
             if rating is None:
                 continue
             rank = self.rank(key_id, pool, player)
-            raw = self.client.lrange(history_key(key_id, pool, player), 0, history - 1)
+            # LRANGE's end is inclusive and -1 means the last: 0 games asked must read none.
+            raw = (
+                self.client.lrange(history_key(key_id, pool, player), 0, history - 1)
+                if history > 0
+                else []
+            )
             out.append(
                 {
                     "pool": pool,

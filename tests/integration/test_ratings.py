@@ -317,6 +317,16 @@ def test_players_tied_in_ordinal_share_their_leaderboard_rank(client: redis.Redi
         assert mine["pools"][0]["rank"] == row["rank"], row["player"]
 
 
+def test_history_zero_shows_no_games(client: redis.Redis) -> None:
+    """`history=0` asks for the rating without its games (LRANGE 0 -1 would be all)."""
+    key_id, key = ApiKeys(client).create("history")
+    tied_board(client, key_id)
+    web, head = query_app(client), {"X-Api-Key": key}
+    for wanted, shown in ((0, 0), (1, 1), (2, 2), (200, 2)):
+        body = web.get(f"/v1/ratings?player_id=ana&history={wanted}", headers=head).get_json()
+        assert len(body["pools"][0]["history"]) == shown, (wanted, body)
+
+
 def board_pages(web: Any, head: dict[str, str], limit: int, between: Any = None) -> list[str]:
     """Every row's player of the classic leaderboard, a page of `limit` at a time following
     `next_cursor`; `between()` runs after the first page."""
