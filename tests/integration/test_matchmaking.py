@@ -193,6 +193,55 @@ def test_a_request_makes_a_bounded_number_of_games_and_a_drain_the_rest(
     assert client.get("/tickets", headers=headers).get_json()["tickets"] == []
 
 
+def test_an_abandoned_ticket_expires_and_is_never_matched(
+    client: FlaskClient, redis_url: str, redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A ticket waits `expires_seconds` at most (default a week): a player who left the app
+    is not matched, days later, into a game the others play against an empty seat. Expired,
+    it is polled as `expired`, leaves the list and the queue, frees its player for a new
+    ticket, and a cancel leaves it as it is."""
+    from services.command import matchmaking
+
+    key_id, headers = new_key(redis_url)
+    status, gone = take(client, headers, "u-gone", expires_seconds=60)
+    assert status == 201 and gone["expires_ms"] == gone["created_ms"] + 60_000, gone
+    _, default = take(client, headers, "u-week", players=3)
+    assert default["expires_ms"] == default["created_ms"] + 7 * 86_400_000
+    for bad in (59, 30 * 86_400 + 1, "60", 60.5):
+        status, refused = take(client, headers, "u-bad", expires_seconds=bad)
+        assert status == 422 and refused["code"] == "invalid_body", bad
+    later = gone["expires_ms"]
+    monkeypatch.setattr(matchmaking, "now_ms", lambda: later)
+    _, fresh = take(client, headers, "u-new")
+    assert fresh["state"] == "waiting", fresh  # not matched with the expired ticket
+    polled = client.get(f"/tickets/{gone['ticket_id']}", headers=headers).get_json()
+    assert polled["state"] == "expired" and polled["game_id"] is None, polled
+    listed = client.get("/tickets", headers=headers).get_json()["tickets"]
+    assert {t["player_id"] for t in listed} == {"u-week", "u-new"}
+    assert redis_client.zcard(queue_key(key_id, "classic", 2)) == 1
+    cancel = client.delete(f"/tickets/{gone['ticket_id']}", headers=headers)
+    assert cancel.status_code == 200 and cancel.get_json()["state"] == "expired"
+    status, again = take(client, headers, "u-gone")  # its player may wait again
+    assert status == 201 and again["state"] == "matched", again
+
+
+def test_a_ticket_expired_unseen_frees_its_player(
+    client: FlaskClient, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nobody polled the expired ticket and no match looked at it: its player's next ticket
+    is taken all the same (not 409 already_waiting)."""
+    from services.command import matchmaking
+
+    _, headers = new_key(redis_url)
+    _, gone = take(client, headers, "u-1", players=4, expires_seconds=60)
+    monkeypatch.setattr(matchmaking, "now_ms", lambda: gone["expires_ms"] + 1)
+    status, again = take(client, headers, "u-1", players=2)
+    assert status == 201 and again["state"] == "waiting", again
+    polled = client.get(f"/tickets/{gone['ticket_id']}", headers=headers).get_json()
+    assert polled["state"] == "expired"
+
+
 def test_a_match_cut_short_is_finished_by_the_next_poll(
     app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,
