@@ -170,6 +170,39 @@ def test_a_game_whose_ratings_keep_changing_is_rated_later_not_dropped(
     assert set(stored(client, "k1", "classic")) == {"ana", "ben"}
 
 
+def test_a_game_is_due_for_the_archive_only_once_it_is_rated(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The archive removes a game's secrets record, which says whose it is: a game archived
+    before the consumer "ratings" got to it was never rated. The scoring worker's followers
+    run ratings before the archive's due index, so a ratings batch that stops (its game's
+    ratings kept changing, Redis failed) leaves that game not yet due."""
+    from services.redis_store.changes import follow
+    from services.redis_store.keys import archive_due_key, shard_of
+    from services.scoring import celery_app
+    from services.scoring import ratings as ratings_module
+    from services.scoring.ratings import RatingsChanging
+
+    store = RedisEventStore(client)
+    game_id = finished_game(store, "k1", 11, ["ana", "ben"])
+    monkeypatch.setattr(celery_app, "_scorer", Scorer(store))
+    monkeypatch.setattr(celery_app, "_timer", None)
+
+    def changing(*_: Any) -> str:
+        raise RatingsChanging("kept changing")
+
+    monkeypatch.setattr(ratings_module, "rate", changing)
+    followers = celery_app.followers()
+    with pytest.raises(RatingsChanging):
+        follow(followers)
+    due = archive_due_key(shard_of(game_id) or 0)
+    assert client.zscore(due, game_id) is None  # not due: not rated yet
+    monkeypatch.undo()
+    monkeypatch.setattr(celery_app, "_scorer", Scorer(store))
+    follow(followers)
+    assert Ratings(client).rated("k1", game_id) and client.zscore(due, game_id) is not None
+
+
 def test_every_rating_rebuilt_from_the_logs_equals_the_live_one(client: redis.Redis) -> None:
     store = RedisEventStore(client)
     rng = random.Random(5)
