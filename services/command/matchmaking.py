@@ -370,8 +370,19 @@ class Matchmaker:
         return view(ticket, seat)
 
     def waiting(self, key_id: str, limit: int) -> list[dict[str, Any]]:
-        """The key's waiting tickets, oldest first."""
-        ids = [_text(i) for i in cast(list[Any], self.client.hvals(waiting_key(key_id)))]
+        """The key's waiting tickets, oldest first: the oldest `limit` of each queue (each is
+        in taking order) merged, and only the oldest 2 x `limit` of those read — bounded by
+        `limit`, not by how many wait (the slack covers tickets expired but not yet swept)."""
+        queues = sorted(_text(q) for q in cast(set[Any], self.client.smembers(
+            mm_queues_key(key_id))))  # fmt: skip
+        if not queues:
+            return []
+        pipe = self.client.pipeline(transaction=False)  # one slot: the key's tag
+        for queue in queues:
+            ruleset, _, players = queue.rpartition(":")
+            pipe.zrange(queue_key(key_id, ruleset, int(players)), 0, limit - 1, withscores=True)
+        oldest = sorted((score, _text(i)) for rows in pipe.execute() for i, score in rows)
+        ids = [i for _, i in oldest[: 2 * limit]]
         if not ids:
             return []
         raws = cast(list[Any], self.client.mget([ticket_key(key_id, i) for i in ids]))

@@ -242,6 +242,31 @@ def test_a_ticket_expired_unseen_frees_its_player(
     assert polled["state"] == "expired"
 
 
+def test_listing_waiting_tickets_reads_a_bounded_number(
+    app: Flask, client: FlaskClient, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`GET /tickets?limit=n` reads about n tickets, not every waiting ticket of the key (a
+    key with ten thousand waiting paid for all of them on every list), and still answers the
+    oldest first across queues."""
+    _, headers = new_key(redis_url)
+    for i in range(30):  # one name: none can sit together, all wait
+        assert take(client, headers, f"p-{i}", players=2 + i % 3, name="Player")[0] == 201
+    matcher: Matchmaker = app.extensions["matchmaker"]
+    read: list[int] = []
+    real = matcher.client.mget
+
+    def counted(keys: Any, *more: Any) -> Any:
+        read.append(len(keys))
+        return real(keys, *more)
+
+    monkeypatch.setattr(matcher.client, "mget", counted)
+    listed = client.get("/tickets?limit=5", headers=headers).get_json()["tickets"]
+    assert [t["player_id"] for t in listed] == [f"p-{i}" for i in range(5)]
+    assert sum(read) <= 2 * 5, read
+    everyone = client.get("/tickets?limit=1000", headers=headers).get_json()["tickets"]
+    assert [t["player_id"] for t in everyone] == [f"p-{i}" for i in range(30)]
+
+
 def test_a_match_cut_short_is_finished_by_the_next_poll(
     app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,
