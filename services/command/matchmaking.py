@@ -329,7 +329,7 @@ class Matchmaker:
         if self.inline:
             try:
                 if int(reply[2]):  # a match of the key's whose game was not made: now
-                    self.finish_pending(key_id)
+                    self.finish_pending(key_id, INLINE_GAMES)
                 self.match_queue(key_id, ruleset, players, INLINE_GAMES)
             except redis.RedisError:
                 # The ticket is taken: its token must reach its player all the same. A
@@ -478,10 +478,15 @@ class Matchmaker:
         pipe.execute()
         return record
 
-    def finish_pending(self, key_id: str) -> None:
-        """Make the game of each of the key's matches still pending (idempotent)."""
-        for pending in sorted(cast(set[Any], self.client.smembers(mm_pending_key(key_id)))):
-            self.finish(key_id, _text(pending))
+    def finish_pending(self, key_id: str, most: int | None = None) -> None:
+        """Make the game of each of the key's matches still pending (idempotent), or of
+        `most` of them (a request's bound: the next requests or a drain make the rest)."""
+        if most is None:
+            pending = cast(set[Any], self.client.smembers(mm_pending_key(key_id)))
+        else:
+            pending = set(cast(list[Any], self.client.srandmember(mm_pending_key(key_id), most)))
+        for game_id in sorted(pending):
+            self.finish(key_id, _text(game_id))
 
     def drain(self) -> int:
         """Finish every pending match and match every queue of every key; returns the games

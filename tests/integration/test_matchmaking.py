@@ -267,6 +267,35 @@ def test_listing_waiting_tickets_reads_a_bounded_number(
     assert [t["player_id"] for t in everyone] == [f"p-{i}" for i in range(30)]
 
 
+def test_a_ticket_finishes_a_bounded_number_of_pending_matches(
+    app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """Matches cut short while the store was away are finished by the key's next tickets,
+    INLINE_GAMES a request (each makes a game), not all by the first; a drain finishes the
+    rest."""
+    from services.command.matchmaking import INLINE_GAMES
+
+    key_id, headers = new_key(redis_url)
+    service = app.extensions["game_service"]
+    offline = Matchmaker(redis_client, service, inline=False)
+
+    def down(*_: Any) -> Any:
+        raise redis.ConnectionError("the store went away")
+
+    for i in range(12):
+        offline.take(key_id, f"c-{i}", None, "classic", 2)
+    offline.service = type("Down", (), {"start_prepared": staticmethod(down)})()
+    for _ in range(6):
+        with pytest.raises(redis.ConnectionError):
+            offline.match_queue(key_id, "classic", 2)
+    assert redis_client.scard(mm_pending_key(key_id)) == 6
+    assert take(client, headers, "u-next", ruleset="demo")[0] == 201
+    assert redis_client.scard(mm_pending_key(key_id)) == 6 - INLINE_GAMES
+    offline.service = service
+    offline.drain()
+    assert redis_client.scard(mm_pending_key(key_id)) == 0
+
+
 def test_a_match_cut_short_is_finished_by_the_next_poll(
     app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,
