@@ -354,7 +354,8 @@ class Matchmaker:
 
     def get(self, key_id: str, ticket_id: str, match: bool = True) -> dict[str, Any]:
         """A ticket of the key: waiting (its queue matched first, inline), matched (its game
-        made first if a matcher was cut short: `game_id` and `seat`) or cancelled."""
+        made first if a matcher was cut short: `game_id` and `seat`), cancelled or expired
+        (expired here if its time is over and nothing did it before)."""
         ticket = self._stored(key_id, ticket_id)
         if due(ticket, now_ms()):
             self._expire(key_id, ticket_id)

@@ -4,8 +4,8 @@ tickets):
 - `POST /tickets` `{"player_id", "name", "ruleset", "players"}`: wait for a game; the answer
   holds the seat's token, shown only then;
 - `GET /tickets`: the key's waiting tickets, oldest first;
-- `GET /tickets/{id}`: poll one: `waiting`, `matched` (its `game_id` and `seat`) or
-  `cancelled`;
+- `GET /tickets/{id}`: poll one: `waiting`, `matched` (its `game_id` and `seat`),
+  `cancelled` or `expired` (it waited `expires_seconds`);
 - `DELETE /tickets/{id}`: cancel a waiting ticket.
 
 The logic is services/command/matchmaking.py; docs/lobby.md explains it.
