@@ -28,6 +28,7 @@ blp = Blueprint(
     "ratings", __name__, url_prefix="/v1/ratings", description="Ratings and leaderboards"
 )
 MAX_PAGE = 100
+MAX_CURSOR = 512  # a cursor's length: ~60 characters; ~380 for 128 quotes, escaped, as a player id
 POOL = {"description": "classic, hand (a hand of three, R10.3) or demo: docs/ratings.md"}
 PLAYER = {"description": "a player_id, or bot:<level> for a bot seat"}
 
@@ -92,6 +93,8 @@ class Cursor(fields.String):
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
         text = super()._deserialize(value, attr, data, **kwargs)
+        if len(text) > MAX_CURSOR:  # before decoding: `validate` sees the decoded pair
+            raise ValidationError(f"a cursor is at most {MAX_CURSOR} characters")
         try:
             return decode_cursor(text)
         except (ValueError, ValidationError) as e:
@@ -102,7 +105,7 @@ class BoardArgs(Schema):
     offset = fields.Integer(load_default=0, validate=validate.Range(0, 10_000_000))
     limit = fields.Integer(load_default=50, validate=validate.Range(1, MAX_PAGE))
     cursor = Cursor(
-        validate=validate.Length(1, 400),
+        validate=validate.Length(1, MAX_CURSOR),  # shown in the API document
         metadata={
             "description": "a page's `next_cursor`: the next page starts right after that "
             "page's last row (no row shown twice or skipped when ratings change between "

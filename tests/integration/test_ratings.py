@@ -434,7 +434,7 @@ def test_a_cursor_shows_every_unmoved_player_once_while_ratings_change(
     [
         "",
         "!!!",
-        "a" * 401,
+        "a" * 513,
         "bm90IGpzb24",  # base64 of "not json"
         "WzEsMiwzXQ",  # [1,2,3]
         "eyJhIjoxfQ",  # {"a":1}
@@ -468,6 +468,11 @@ def test_a_cursor_with_an_offset_is_a_422(client: redis.Redis) -> None:
     # A cursor of a player no longer rated still starts where that row would stand.
     gone = web.get("/v1/ratings/classic?cursor=WzEwMDAsIn56Il0", headers=head).get_json()
     assert [r["rank"] for r in gone["items"]][:1] == [1]  # [1000,"~z"]: above everyone
+    # The longest cursor a board can give (128 quotes, each escaped in it) is taken.
+    from services.query.ratings import encode_cursor
+
+    longest = encode_cursor(-1.2345678901234567e-3, '"' * 128)
+    assert web.get(f"/v1/ratings/classic?cursor={longest}", headers=head).status_code == 200
 
 
 def test_the_scoring_worker_rates_a_game_played_over_http() -> None:
