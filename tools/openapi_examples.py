@@ -594,6 +594,7 @@ TICKET_IN: dict[str, Any] = {
     "ruleset": "classic",
     "players": 2,
     "rating_window": 5.0,
+    "expires_seconds": 604800,
 }
 
 TICKET: dict[str, Any] = {
@@ -608,6 +609,7 @@ TICKET: dict[str, Any] = {
     "seat": 1,
     "rating": 12.4,
     "rating_window": 5.0,
+    "expires_ms": 1796064417994,
 }
 
 TICKET_TAKEN: dict[str, Any] = {

@@ -61,8 +61,16 @@ from .secrets_store import token_hash
 from .service import GameService, seats_in_order
 
 log = logging.getLogger(__name__)
-KEPT_MS = 7 * 86_400_000  # a matched or cancelled ticket is kept a week for its polls
+KEPT_MS = 7 * 86_400_000  # a matched, cancelled or expired ticket is kept a week for its polls
+# How long a ticket waits at most (seconds; `expires_seconds`): a player who left the app is
+# not matched, days later, into a game the others play against an empty seat.
+EXPIRES_S = 7 * 86_400
+MAX_EXPIRES_S = 30 * 86_400
 SCAN = 64  # oldest tickets a match looks at (names that clash are passed over)
+LOOK = 1_024  # queue entries a match may read to find them (bounded work per request)
+# Games one request's inline matcher makes at most: a backlog (tickets taken while matching
+# was cut short, windows that widened together) is a drain's work, not one poller's wait.
+INLINE_GAMES = 4
 WINDOW_GROWTH = 1.0  # how much a ticket's rating window widens a minute it waits (ordinal)
 
 # KEYS: waiting, queue, ticket, queues, order, pending. ARGV: player id, ticket JSON, ticket
@@ -82,22 +90,44 @@ return {'ok', raw, redis.call('SCARD', KEYS[6])}
 
 # KEYS: queue, waiting, pending, match. ARGV: players, game id, seed, now, ticket key
 # prefix (the same tag), kept ms, how many of the oldest tickets to look at, how much a rating
-# window widens a minute. The tickets' keys are named from the prefix: the queue holds their
-# ids, each on this script's slot. The oldest ticket that can fill a game with younger ones
-# (names that differ, every two ratings within both tickets' windows) is matched with the
-# oldest of those; a ticket without a window takes anyone.
+# window widens a minute, how many queue entries to read at most. The tickets' keys are named
+# from the prefix: the queue holds their ids, each on this script's slot. The oldest ticket
+# that can fill a game with younger ones (names that differ, every two ratings within both
+# tickets' windows) is matched with the oldest of those; a ticket without a window takes
+# anyone. Of one name only the `players` oldest are looked at (a game seats one of a name):
+# counted, the oldest tickets sharing a name (an app's default) would fill the look and stall
+# the queue for every other name behind them.
 MATCH_LUA = """
 local size, now = tonumber(ARGV[1]), tonumber(ARGV[4])
 local growth = tonumber(ARGV[8]) / 60000
-local waiting = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[7]) - 1)) do
-  local raw = redis.call('GET', ARGV[5] .. id)
-  local t = raw and cjson.decode(raw)
-  if not t or t.state ~= 'waiting' then
-    redis.call('ZREM', KEYS[1], id)
-  else
-    table.insert(waiting, t)
+local want, most = tonumber(ARGV[7]), tonumber(ARGV[9])
+local waiting, per_name, at, examined = {}, {}, 0, 0
+while #waiting < want and examined < most do
+  local ids = redis.call('ZRANGE', KEYS[1], at, at + want - 1)
+  examined = examined + #ids
+  if #ids == 0 then break end
+  local gone = 0
+  for _, id in ipairs(ids) do
+    local raw = redis.call('GET', ARGV[5] .. id)
+    local t = raw and cjson.decode(raw)
+    local due = t and t.state == 'waiting' and tonumber(t.expires_ms)
+    if due and due <= now then  -- expired: never matched, its player free to wait again
+      t.state = 'expired'
+      redis.call('SET', ARGV[5] .. id, cjson.encode(t), 'PX', tonumber(ARGV[6]))
+      if redis.call('HGET', KEYS[2], t.player_id) == id then
+        redis.call('HDEL', KEYS[2], t.player_id)
+      end
+    end
+    if not t or t.state ~= 'waiting' then
+      redis.call('ZREM', KEYS[1], id)
+      gone = gone + 1
+    elseif #waiting < want and (per_name[t.fold] or 0) < size then
+      per_name[t.fold] = (per_name[t.fold] or 0) + 1
+      table.insert(waiting, t)
+    end
   end
+  at = at + #ids - gone  -- the ones dropped from the queue moved the rest up
+  if #ids < want then break end
 end
 local function width(t)
   if type(t.window) ~= 'number' then return math.huge end
@@ -145,17 +175,25 @@ redis.call('SADD', KEYS[3], ARGV[2])
 return match
 """
 
-# KEYS: ticket, queue, waiting. ARGV: kept ms.
+# KEYS: ticket, queue, waiting. ARGV: kept ms, the state to leave it in ('cancelled', or
+# 'expired': only once its expiry has come), now (ms). A ticket no longer waiting answers its
+# state; one not due to expire, 'waiting'.
 CANCEL_LUA = """
 local raw = redis.call('GET', KEYS[1])
 if not raw then return {'ticket_not_found'} end
 local t = cjson.decode(raw)
 if t.state ~= 'waiting' then return {t.state, raw} end
-t.state = 'cancelled'
+local due = tonumber(t.expires_ms)
+if ARGV[2] == 'expired' and not (due and due <= tonumber(ARGV[3])) then
+  return {'waiting', raw}
+end
+t.state = ARGV[2]
 raw = cjson.encode(t)
 redis.call('SET', KEYS[1], raw, 'PX', tonumber(ARGV[1]))
 redis.call('ZREM', KEYS[2], t.id)
-redis.call('HDEL', KEYS[3], t.player_id)
+if redis.call('HGET', KEYS[3], t.player_id) == t.id then
+  redis.call('HDEL', KEYS[3], t.player_id)
+end
 return {'ok', raw}
 """
 
@@ -183,7 +221,15 @@ def view(ticket: dict[str, Any], seat: int | None = None) -> dict[str, Any]:
         "seat": seat,
         "rating": ticket.get("ordinal", 0.0),
         "rating_window": ticket.get("window"),
+        "expires_ms": ticket.get("expires_ms"),  # None: taken before tickets expired
     }
+
+
+def due(ticket: dict[str, Any], now: int) -> bool:
+    """Whether a waiting ticket's time to wait is over (it is expired by the next step that
+    sees it: a match, a poll, its player's next ticket, a cancel)."""
+    expires = ticket.get("expires_ms")
+    return ticket["state"] == "waiting" and expires is not None and int(expires) <= now
 
 
 def game_record(key_id: str, match: dict[str, Any]) -> dict[str, Any]:
@@ -229,15 +275,18 @@ class Matchmaker:
         ruleset: str,
         players: int,
         rating_window: float | None = None,
+        expires_seconds: int = EXPIRES_S,
     ) -> dict[str, Any]:
         """A new waiting ticket (409 `already_waiting` if the player waits already); answers
         its view and the seat token its player will play with (only here). The ticket keeps
         the player's rating ordinal in the ruleset's pool (0 before its first rated game);
-        with a `rating_window`, it is matched only with players that close (docs/lobby.md)."""
+        with a `rating_window`, it is matched only with players that close (docs/lobby.md).
+        It waits `expires_seconds` at most."""
         rules = preset(ruleset)  # 422 unknown_ruleset first
         name = name or player_id[:40]
         token = secrets.token_urlsafe(24)
         ticket_id = "t_" + secrets.token_hex(12)
+        created = now_ms()
         ticket = {
             "id": ticket_id,
             "key_id": key_id,
@@ -247,7 +296,8 @@ class Matchmaker:
             "ruleset": ruleset,
             "players": players,
             "state": "waiting",
-            "created_ms": now_ms(),
+            "created_ms": created,
+            "expires_ms": created + 1000 * expires_seconds,
             "token_hash": token_hash(token),
             "ordinal": self.ordinal(key_id, pool_of(rules.to_dict()), player_id),
         }
@@ -255,17 +305,20 @@ class Matchmaker:
             ticket["window"] = float(rating_window)
         queue = f"{ruleset}:{players}"
         self.client.sadd(mm_keys_key(), key_id)  # before: a drain then sees the key
-        reply = self._ticket(
-            keys=[
-                waiting_key(key_id),
-                queue_key(key_id, ruleset, players),
-                ticket_key(key_id, ticket_id),
-                mm_queues_key(key_id),
-                mm_order_key(key_id),
-                mm_pending_key(key_id),
-            ],
-            args=[player_id, json.dumps(ticket), ticket_id, queue],
-        )
+        for _ in range(2):  # again once, when the ticket the player waits on has expired
+            reply = self._ticket(
+                keys=[
+                    waiting_key(key_id),
+                    queue_key(key_id, ruleset, players),
+                    ticket_key(key_id, ticket_id),
+                    mm_queues_key(key_id),
+                    mm_order_key(key_id),
+                    mm_pending_key(key_id),
+                ],
+                args=[player_id, json.dumps(ticket), ticket_id, queue],
+            )
+            if _text(reply[0]) == "ok" or not self._expire(key_id, _text(reply[1])):
+                break
         if _text(reply[0]) != "ok":
             raise TicketConflict(
                 "already_waiting",
@@ -276,8 +329,8 @@ class Matchmaker:
         if self.inline:
             try:
                 if int(reply[2]):  # a match of the key's whose game was not made: now
-                    self.finish_pending(key_id)
-                self.match_queue(key_id, ruleset, players)
+                    self.finish_pending(key_id, INLINE_GAMES)
+                self.match_queue(key_id, ruleset, players, INLINE_GAMES)
             except redis.RedisError:
                 # The ticket is taken: its token must reach its player all the same. A
                 # match cut short is finished by the next poll or matcher run.
@@ -301,10 +354,14 @@ class Matchmaker:
 
     def get(self, key_id: str, ticket_id: str, match: bool = True) -> dict[str, Any]:
         """A ticket of the key: waiting (its queue matched first, inline), matched (its game
-        made first if a matcher was cut short: `game_id` and `seat`) or cancelled."""
+        made first if a matcher was cut short: `game_id` and `seat`), cancelled or expired
+        (expired here if its time is over and nothing did it before)."""
         ticket = self._stored(key_id, ticket_id)
+        if due(ticket, now_ms()):
+            self._expire(key_id, ticket_id)
+            ticket = self._stored(key_id, ticket_id)
         if ticket["state"] == "waiting" and match and self.inline:
-            self.match_queue(key_id, ticket["ruleset"], ticket["players"])
+            self.match_queue(key_id, ticket["ruleset"], ticket["players"], INLINE_GAMES)
             ticket = self._stored(key_id, ticket_id)
         seat = None
         if ticket["state"] == "matched":
@@ -314,26 +371,40 @@ class Matchmaker:
         return view(ticket, seat)
 
     def waiting(self, key_id: str, limit: int) -> list[dict[str, Any]]:
-        """The key's waiting tickets, oldest first."""
-        ids = [_text(i) for i in cast(list[Any], self.client.hvals(waiting_key(key_id)))]
+        """The key's waiting tickets, oldest first: the oldest `limit` of each queue (each is
+        in taking order) merged, and only the oldest 2 x `limit` of those read — bounded by
+        `limit`, not by how many wait (the slack covers tickets expired but not yet swept)."""
+        queues = sorted(_text(q) for q in cast(set[Any], self.client.smembers(
+            mm_queues_key(key_id))))  # fmt: skip
+        if not queues:
+            return []
+        pipe = self.client.pipeline(transaction=False)  # one slot: the key's tag
+        for queue in queues:
+            ruleset, _, players = queue.rpartition(":")
+            pipe.zrange(queue_key(key_id, ruleset, int(players)), 0, limit - 1, withscores=True)
+        oldest = sorted((score, _text(i)) for rows in pipe.execute() for i, score in rows)
+        ids = [i for _, i in oldest[: 2 * limit]]
         if not ids:
             return []
         raws = cast(list[Any], self.client.mget([ticket_key(key_id, i) for i in ids]))
         tickets = [json.loads(r) for r in raws if r is not None]
-        tickets = sorted((t for t in tickets if t["state"] == "waiting"), key=lambda t: t["order"])
+        now = now_ms()
+        tickets = sorted((t for t in tickets if t["state"] == "waiting" and not due(t, now)),
+                         key=lambda t: t["order"])  # fmt: skip
         return [view(t) for t in tickets[:limit]]
 
     def cancel(self, key_id: str, ticket_id: str) -> dict[str, Any]:
-        """Cancel a waiting ticket (409 `ticket_matched` once matched; a cancelled one
-        answers as it is)."""
+        """Cancel a waiting ticket (409 `ticket_matched` once matched; a cancelled or
+        expired one answers as it is)."""
         ticket = self._stored(key_id, ticket_id)
+        now = now_ms()
         reply = self._cancel(
             keys=[
                 ticket_key(key_id, ticket_id),
                 queue_key(key_id, ticket["ruleset"], ticket["players"]),
                 waiting_key(key_id),
             ],
-            args=[KEPT_MS],
+            args=[KEPT_MS, "expired" if due(ticket, now) else "cancelled", now],
         )
         outcome = _text(reply[0])
         if outcome == "ticket_not_found":
@@ -342,13 +413,33 @@ class Matchmaker:
             raise TicketConflict("ticket_matched", "this ticket is matched: its game exists", None)
         return view(json.loads(reply[1])) if len(reply) > 1 else view(ticket)
 
+    def _expire(self, key_id: str, ticket_id: str) -> bool:
+        """Expire a waiting ticket whose time is over: True if it is expired now."""
+        try:
+            ticket = self._stored(key_id, ticket_id)
+        except NotFound:
+            return False
+        if not due(ticket, now_ms()):
+            return ticket["state"] == "expired"
+        reply = self._cancel(
+            keys=[
+                ticket_key(key_id, ticket_id),
+                queue_key(key_id, ticket["ruleset"], ticket["players"]),
+                waiting_key(key_id),
+            ],
+            args=[KEPT_MS, "expired", now_ms()],
+        )
+        return _text(reply[0]) in ("ok", "expired")
+
     # -- matching -----------------------------------------------------------------------
-    def match_queue(self, key_id: str, ruleset: str, players: int) -> list[str]:
-        """Match a queue's oldest tickets into games until too few are left; returns the
-        games made."""
+    def match_queue(
+        self, key_id: str, ruleset: str, players: int, most: int | None = None
+    ) -> list[str]:
+        """Match a queue's oldest tickets into games until too few are left (or `most`
+        games are made: a request's bound); returns the games made."""
         made: list[str] = []
         rules = preset(ruleset)
-        while True:
+        while most is None or len(made) < most:
             game_id = new_game_id()  # on an index shard's slot, as every game
             raw = self._match(
                 keys=[
@@ -358,12 +449,13 @@ class Matchmaker:
                     match_key(key_id, game_id),
                 ],
                 args=[players, game_id, secrets.token_hex(16), now_ms(),
-                      mm_tag(key_id) + ":t:", KEPT_MS, SCAN, self.window_growth],
+                      mm_tag(key_id) + ":t:", KEPT_MS, SCAN, self.window_growth, LOOK],
             )  # fmt: skip
             if not raw:
                 return made
             self._make(key_id, json.loads(raw), rules)
             made.append(game_id)
+        return made
 
     def finish(self, key_id: str, game_id: str) -> dict[str, Any]:
         """The secrets record of a match's game, made first if it is still pending."""
@@ -387,10 +479,15 @@ class Matchmaker:
         pipe.execute()
         return record
 
-    def finish_pending(self, key_id: str) -> None:
-        """Make the game of each of the key's matches still pending (idempotent)."""
-        for pending in sorted(cast(set[Any], self.client.smembers(mm_pending_key(key_id)))):
-            self.finish(key_id, _text(pending))
+    def finish_pending(self, key_id: str, most: int | None = None) -> None:
+        """Make the game of each of the key's matches still pending (idempotent), or of
+        `most` of them (a request's bound: the next requests or a drain make the rest)."""
+        if most is None:
+            pending = cast(set[Any], self.client.smembers(mm_pending_key(key_id)))
+        else:
+            pending = set(cast(list[Any], self.client.srandmember(mm_pending_key(key_id), most)))
+        for game_id in sorted(pending):
+            self.finish(key_id, _text(game_id))
 
     def drain(self) -> int:
         """Finish every pending match and match every queue of every key; returns the games

@@ -4,8 +4,8 @@ tickets):
 - `POST /tickets` `{"player_id", "name", "ruleset", "players"}`: wait for a game; the answer
   holds the seat's token, shown only then;
 - `GET /tickets`: the key's waiting tickets, oldest first;
-- `GET /tickets/{id}`: poll one: `waiting`, `matched` (its `game_id` and `seat`) or
-  `cancelled`;
+- `GET /tickets/{id}`: poll one: `waiting`, `matched` (its `game_id` and `seat`),
+  `cancelled` or `expired` (it waited `expires_seconds`);
 - `DELETE /tickets/{id}`: cancel a waiting ticket.
 
 The logic is services/command/matchmaking.py; docs/lobby.md explains it.
@@ -27,7 +27,7 @@ from services.common.webapp import Blueprint
 from .client import command_client
 from .integration import SECURITY, authenticated
 from .lobby_views import PLAYER, RULESET
-from .matchmaking import Matchmaker
+from .matchmaking import EXPIRES_S, MAX_EXPIRES_S, Matchmaker
 from .schemas import Strict
 from .service import GameService
 
@@ -73,6 +73,15 @@ class TicketIn(Strict):
             "anyone"
         },
     )
+    expires_seconds = fields.Integer(
+        strict=True,
+        load_default=EXPIRES_S,
+        validate=validate.Range(60, MAX_EXPIRES_S),
+        metadata={
+            "description": "how long the ticket waits at most (default a week); then it is "
+            "`expired`, never matched, and its player may take another"
+        },
+    )
 
 
 class TicketArgs(Strict):
@@ -86,7 +95,7 @@ class TicketView(Closed):
     ruleset = fields.String(required=True)
     players = fields.Integer(required=True)
     state = fields.String(
-        required=True, validate=validate.OneOf(["waiting", "matched", "cancelled"])
+        required=True, validate=validate.OneOf(["waiting", "matched", "cancelled", "expired"])
     )
     created_ms = fields.Integer(required=True)
     game_id = fields.String(
@@ -101,6 +110,11 @@ class TicketView(Closed):
     )
     rating_window = fields.Float(
         required=True, allow_none=True, metadata={"description": "as asked (null: anyone)"}
+    )
+    expires_ms = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "when a ticket still waiting expires (Unix ms)"},
     )
 
 
@@ -135,6 +149,7 @@ class Tickets(MethodView):
             body["ruleset"],
             body["players"],
             body.get("rating_window"),
+            body["expires_seconds"],
         )
         return _json(taken, 201)
 

@@ -5,12 +5,16 @@ ratings consumer of the scoring worker writes them (services/scoring/ratings.py)
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import math
 from typing import Any
 
 from flask import current_app, request
 from flask.views import MethodView
 from flask_smorest import Blueprint
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from services.common.access import known_key, missing_key, request_key
 from services.common.schemas import Closed
@@ -24,6 +28,7 @@ blp = Blueprint(
     "ratings", __name__, url_prefix="/v1/ratings", description="Ratings and leaderboards"
 )
 MAX_PAGE = 100
+MAX_CURSOR = 512  # a cursor's length: ~60 characters; ~380 for 128 quotes, escaped, as a player id
 POOL = {"description": "classic, hand (a hand of three, R10.3) or demo: docs/ratings.md"}
 PLAYER = {"description": "a player_id, or bot:<level> for a bot seat"}
 
@@ -38,7 +43,10 @@ class RatingFields(Closed):
 
 
 class LeaderboardRow(RatingFields):
-    rank = fields.Integer(required=True, metadata={"description": "1 = the highest ordinal"})
+    rank = fields.Integer(
+        required=True,
+        metadata={"description": "1 + the players with a higher ordinal: equal ordinals share it"},
+    )
     player = fields.String(required=True, metadata=PLAYER)
 
 
@@ -49,11 +57,66 @@ class Leaderboard(Closed):
     next_offset = fields.Integer(
         required=True, allow_none=True, metadata={"description": "`offset` of the next page"}
     )
+    next_cursor = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "`cursor` of the next page (null on the last): it starts right "
+            "after this page's last row, however ratings change meanwhile"
+        },
+    )
+
+
+def encode_cursor(ordinal: float, player: str) -> str:
+    """The cursor of the row after (ordinal, player): opaque, URL-safe."""
+    raw = json.dumps([ordinal, player], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    """(ordinal, player) of a cursor `encode_cursor` made; ValueError for anything else."""
+    try:
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+        ordinal, player = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError) as e:  # not base64, JSON, or a pair
+        raise ValueError("not a cursor this service made") from e
+    if isinstance(ordinal, bool) or not isinstance(ordinal, int | float):
+        raise ValueError("not a cursor this service made")
+    if not math.isfinite(ordinal) or not isinstance(player, str):
+        raise ValueError("not a cursor this service made")
+    PLAYER_ID(player)  # a ValidationError too
+    return float(ordinal), player
+
+
+class Cursor(fields.String):
+    """A leaderboard cursor (`next_cursor`), loaded as its (ordinal, player)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if len(text) > MAX_CURSOR:  # before decoding: `validate` sees the decoded pair
+            raise ValidationError(f"a cursor is at most {MAX_CURSOR} characters")
+        try:
+            return decode_cursor(text)
+        except (ValueError, ValidationError) as e:
+            raise ValidationError("not a cursor: send a next_cursor as it was given") from e
 
 
 class BoardArgs(Schema):
     offset = fields.Integer(load_default=0, validate=validate.Range(0, 10_000_000))
     limit = fields.Integer(load_default=50, validate=validate.Range(1, MAX_PAGE))
+    cursor = Cursor(
+        validate=validate.Length(1, MAX_CURSOR),  # shown in the API document
+        metadata={
+            "description": "a page's `next_cursor`: the next page starts right after that "
+            "page's last row (no row shown twice or skipped when ratings change between "
+            "pages, but for the players whose rating changed); not with `offset`"
+        },
+    )
+
+    @validates_schema
+    def _one_start(self, data: dict[str, Any], **_: Any) -> None:
+        if "cursor" in data and data["offset"]:
+            raise ValidationError("a page starts at an offset or after a cursor", "cursor")
 
 
 class RatingShown(Closed):
@@ -118,21 +181,23 @@ class PoolBoard(MethodView):
     @blp.response(200, Leaderboard())
     def get(self, args: dict[str, Any], pool: str) -> dict[str, Any]:
         """A pool's leaderboard for the API key's players, best first, a page at a time
-        (`offset`, `limit`). Needs the key (401 missing_api_key, 403 bad_api_key): a
-        platform's ratings are its own. An unknown pool: 404 pool_not_found."""
+        (`limit`; from `offset`, or after the row of the `cursor` a page gave: ratings that
+        change between pages shift offsets, not cursors). Needs the key (401
+        missing_api_key, 403 bad_api_key): a platform's ratings are its own. An unknown
+        pool: 404 pool_not_found."""
         key_id = _key_id("a leaderboard")
         if pool not in POOLS:
             raise NotFound("pool_not_found", f"the pools are {', '.join(POOLS)}")
         offset, limit = args["offset"], args["limit"]
-        ratings = _ratings()
-        total = ratings.size(key_id, pool)
-        items = ratings.board(key_id, pool, offset, limit)
-        more = offset + limit < total
+        # One snapshot: its rows, their ranks and the size.
+        page = _ratings().board(key_id, pool, offset, limit, args.get("cursor"))
+        more = page.start + limit < page.total and page.last is not None
         return {
             "pool": pool,
-            "players": total,
-            "items": items,
-            "next_offset": offset + limit if more else None,
+            "players": page.total,
+            "items": page.rows,
+            "next_offset": page.start + limit if more else None,
+            "next_cursor": encode_cursor(*page.last) if more and page.last else None,
         }
 
 

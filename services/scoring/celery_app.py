@@ -243,12 +243,14 @@ def followers() -> list[Follower]:
         DirectoryIndex(client).follower,
         timer().index.follower,
         subscriptions.due_follower(client),
-        # Finished games due in the archive (only the due index: `archive.run` moves them).
-        ArchiveDue(client, int(settings["ARCHIVE_AFTER"] * 1000)).follower,
         # Each finished game rated once for its API key (docs/ratings.md); it reads the games
         # through the scorer's store (`followers()` is called by every sweep: a store of its
-        # own would open a connection pool each time).
+        # own would open a connection pool each time). Before the archive's due index: the
+        # archive removes the secrets record that says whose a game is, so a game must not
+        # be due before it is rated (a ratings batch that stops stops the round).
         RatingsConsumer(client, scorer().store, batch=settings["FOLLOW_BATCH"]).follower,
+        # Finished games due in the archive (only the due index: `archive.run` moves them).
+        ArchiveDue(client, int(settings["ARCHIVE_AFTER"] * 1000)).follower,
     ]
 
 

@@ -34,11 +34,20 @@ from eventstore.port import EventStore
 from eventstore.score_stream import GAME_SCORED
 from services.redis_store.bot_index import bot_seats, secrets_of
 from services.redis_store.changes import Change, Follower
-from services.redis_store.ratings import Rating, Ratings, Update, pool_of
+from services.redis_store.ratings import (
+    HISTORY,
+    Projection,
+    Rating,
+    Ratings,
+    Update,
+    history_entry,
+    pool_of,
+)
 
 log = logging.getLogger(__name__)
 MODEL = PlackettLuce()  # openskill's defaults: mu 25, sigma 25/3, beta 25/6
-TRIES = 20  # 'stale' answers in a row before a game is left for the next sweep
+BOT_PREFIX = "bot:"  # a bot seat's rated identity is bot:<level>
+TRIES = 20  # 'stale' answers in a row before the batch stops (and is redone later)
 
 RATED = Counter("carcassonne_games_rated_total", "Finished games rated (once each)")
 UNRATED = Counter("carcassonne_games_unrated_total", "Finished games with nothing to rate")
@@ -47,6 +56,10 @@ RATING_LAG = Histogram(
     "From a game's final score event to its ratings",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
+
+
+class RatingsChanging(RuntimeError):
+    """A game's players' ratings changed under every try: its batch is redone later."""
 
 
 @dataclass(frozen=True)
@@ -83,15 +96,28 @@ def outcome(store: EventStore, record: dict[str, Any] | None, game_id: str) -> O
     identities: list[str | None] = []
     for seat, info in enumerate(payload["players"]):
         bot = bots[seat] if seat < len(bots) else None
-        identities.append(f"bot:{bot['level']}" if bot is not None else info.get("player_id"))
+        who = info.get("player_id")
+        if bot is not None:
+            who = f"bot:{bot['level']}"
+        elif isinstance(who, str) and who.startswith(BOT_PREFIX):
+            # A person whose app id spells a bot's rating name: rated as it, it would move
+            # the bot's rating (and beside the real bot, leave both seats unrated).
+            who = None
+        identities.append(who)
     ranks = scored.payload["ranks"]
-    seats = tuple(
+    kept = [
         (seat, who, int(ranks[seat]))
         for seat, who in enumerate(identities)
         if who is not None and identities.count(who) == 1
-    )
-    if len(seats) < 2:
+    ]
+    if len(kept) < 2:
         return None
+    # Ranked again among the rated seats alone (competition ranks, ties shared: R7.5): the
+    # history shows `rank` `of` them, and a winner left out must not make them 2nd and 3rd
+    # of 2. OpenSkill reads only the ranks' order, so the ratings are the same either way.
+    seats = tuple(
+        (seat, who, 1 + sum(other < rank for _, _, other in kept)) for seat, who, rank in kept
+    )
     pool = pool_of(payload["ruleset"])
     return Outcome(str(key_id), game_id, pool, scored.time_ms, seats)
 
@@ -123,7 +149,7 @@ def rate(ratings: Ratings, game: Outcome) -> str:
                              updates(game, current))  # fmt: skip
         if done != "stale":
             return done
-    raise RuntimeError(f"game {game.game_id}: its players' ratings kept changing")
+    raise RatingsChanging(f"game {game.game_id}: its players' ratings kept changing")
 
 
 class RatingsConsumer:
@@ -146,13 +172,14 @@ class RatingsConsumer:
         """Rate each game whose final score event is in the batch. Its output is the key's
         ratings, written once per game by `rate` (so a redone batch rates nothing twice):
         nothing to write beside the position. A game that cannot be rated is logged and
-        skipped, not retried for ever; a Redis failure stops the batch (it is redone)."""
+        skipped, not retried for ever; a Redis failure, or ratings that kept changing under
+        every try, stops the batch (it is redone: skipped, the game would never be rated)."""
         for change in changes:
             if change.stream != SCORES or GAME_SCORED not in change.types:
                 continue
             try:
                 self.rate_game(change.game_id)
-            except redis.RedisError:
+            except (redis.RedisError, RatingsChanging):
                 raise
             except Exception:
                 log.exception("game %s: rating failed", change.game_id,
@@ -178,18 +205,36 @@ def rebuild(
     client: redis.Redis, store: EventStore, key_id: str, page: int = 1_000
 ) -> dict[tuple[str, str], Rating]:
     """Every rating of the key computed again from the rated games' logs, in the order its
-    ratings log applied them: (pool, player) -> rating. Bounded by the log's length.
-    Archived games are read from the archive when `store` falls through to it
-    (services.archive.fallthrough.FallThroughStore: the query service's reads)."""
+    ratings log applied them: (pool, player) -> rating (`rebuild_all`'s ratings)."""
+    return rebuild_all(client, store, key_id, page).ratings
+
+
+def rebuild_all(
+    client: redis.Redis, store: EventStore, key_id: str, page: int = 1_000
+) -> Projection:
+    """The key's ratings, leaderboards and histories computed again from the rated games'
+    logs, in the order its ratings log applied them: to compare with `Ratings.snapshot`.
+    Bounded by the log's length. Archived games are read from the archive when `store`
+    falls through to it (services.archive.fallthrough.FallThroughStore: the query
+    service's reads)."""
     ratings = Ratings(client)
-    built: dict[tuple[str, str], Rating] = {}
+    built = Projection()
     for game_id, pool in _rated_games(ratings, key_id, page):
         game = outcome(store, _record(client, store, game_id), game_id)
         if game is None or game.pool != pool:
             raise ValueError(f"game {game_id}: rated in {pool}, its log says otherwise")
-        current = [built.get((pool, player)) for _, player, _ in game.seats]
-        for update in updates(game, current):
-            built[(pool, update.player)] = update.after
+        current = [built.ratings.get((pool, player)) for _, player, _ in game.seats]
+        changes = updates(game, current)
+        for update in changes:
+            built.ratings[(pool, update.player)] = update.after
+            entries = built.history.setdefault((pool, update.player), [])
+            entries.insert(0, history_entry(game_id, game.time_ms, update, len(changes)))
+            del entries[HISTORY:]
+    for pool in sorted({pool for pool, _ in built.ratings}):
+        board = [(p, r.ordinal) for (q, p), r in built.ratings.items() if q == pool]
+        # Best first; equal ordinals by player descending, as ZREVRANGE orders equal scores.
+        built.boards[pool] = sorted(board, key=lambda row: (row[1], row[0].encode()),
+                                    reverse=True)  # fmt: skip
     return built
 
 

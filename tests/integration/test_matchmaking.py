@@ -152,6 +152,150 @@ def test_names_that_clash_are_not_seated_together(client: FlaskClient, redis_url
         "state"] == "waiting"  # fmt: skip
 
 
+def test_many_old_tickets_of_one_name_do_not_stall_their_queue(
+    client: FlaskClient, redis_url: str
+) -> None:
+    """A match looks at a bounded number of the oldest tickets (SCAN). When more than that
+    many of the oldest share a name (an app's default "Player"), none of them can sit with
+    another, and a ticket of another name behind them must still be matched: with one of
+    them, at once."""
+    from services.command.matchmaking import SCAN
+
+    _, headers = new_key(redis_url)
+    players = [take(client, headers, f"p-{i}", name="Player")[1] for i in range(SCAN + 1)]
+    assert {t["state"] for t in players} == {"waiting"}
+    _, ann = take(client, headers, "u-ann", name="Ann")
+    assert ann["state"] == "matched", ann
+    oldest = client.get(f"/tickets/{players[0]['ticket_id']}", headers=headers).get_json()
+    assert oldest["game_id"] == ann["game_id"]  # the oldest ticket that can sit with Ann
+    assert len(client.get("/tickets?limit=1000", headers=headers).get_json()["tickets"]) == SCAN
+
+
+def test_a_request_makes_a_bounded_number_of_games_and_a_drain_the_rest(
+    app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """A backlog of matchable tickets (taken while inline matching was off or cut short, or
+    windows that widened together) is not all made into games by the one request that
+    happens to poll: each request makes at most INLINE_GAMES of them (its own answer stays
+    quick); a drain makes the rest."""
+    from services.command.matchmaking import INLINE_GAMES
+
+    key_id, headers = new_key(redis_url)
+    service = app.extensions["game_service"]
+    offline = Matchmaker(redis_client, service, inline=False)
+    tickets = [offline.take(key_id, f"b-{i}", None, "classic", 2) for i in range(60)]
+    assert {t["state"] for t in tickets} == {"waiting"}
+    polled = client.get(f"/tickets/{tickets[0]['ticket_id']}", headers=headers).get_json()
+    assert polled["state"] == "matched"  # the oldest first: the poller's own game is made
+    left = len(client.get("/tickets?limit=1000", headers=headers).get_json()["tickets"])
+    assert left == 60 - 2 * INLINE_GAMES, left
+    assert offline.drain() == left // 2
+    assert client.get("/tickets", headers=headers).get_json()["tickets"] == []
+
+
+def test_an_abandoned_ticket_expires_and_is_never_matched(
+    client: FlaskClient, redis_url: str, redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A ticket waits `expires_seconds` at most (default a week): a player who left the app
+    is not matched, days later, into a game the others play against an empty seat. Expired,
+    it is polled as `expired`, leaves the list and the queue, frees its player for a new
+    ticket, and a cancel leaves it as it is."""
+    from services.command import matchmaking
+
+    key_id, headers = new_key(redis_url)
+    status, gone = take(client, headers, "u-gone", expires_seconds=60)
+    assert status == 201 and gone["expires_ms"] == gone["created_ms"] + 60_000, gone
+    _, default = take(client, headers, "u-week", players=3)
+    assert default["expires_ms"] == default["created_ms"] + 7 * 86_400_000
+    for bad in (59, 30 * 86_400 + 1, "60", 60.5):
+        status, refused = take(client, headers, "u-bad", expires_seconds=bad)
+        assert status == 422 and refused["code"] == "invalid_body", bad
+    later = gone["expires_ms"]
+    monkeypatch.setattr(matchmaking, "now_ms", lambda: later)
+    _, fresh = take(client, headers, "u-new")
+    assert fresh["state"] == "waiting", fresh  # not matched with the expired ticket
+    polled = client.get(f"/tickets/{gone['ticket_id']}", headers=headers).get_json()
+    assert polled["state"] == "expired" and polled["game_id"] is None, polled
+    listed = client.get("/tickets", headers=headers).get_json()["tickets"]
+    assert {t["player_id"] for t in listed} == {"u-week", "u-new"}
+    assert redis_client.zcard(queue_key(key_id, "classic", 2)) == 1
+    cancel = client.delete(f"/tickets/{gone['ticket_id']}", headers=headers)
+    assert cancel.status_code == 200 and cancel.get_json()["state"] == "expired"
+    status, again = take(client, headers, "u-gone")  # its player may wait again
+    assert status == 201 and again["state"] == "matched", again
+
+
+def test_a_ticket_expired_unseen_frees_its_player(
+    client: FlaskClient, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nobody polled the expired ticket and no match looked at it: its player's next ticket
+    is taken all the same (not 409 already_waiting)."""
+    from services.command import matchmaking
+
+    _, headers = new_key(redis_url)
+    _, gone = take(client, headers, "u-1", players=4, expires_seconds=60)
+    monkeypatch.setattr(matchmaking, "now_ms", lambda: gone["expires_ms"] + 1)
+    status, again = take(client, headers, "u-1", players=2)
+    assert status == 201 and again["state"] == "waiting", again
+    polled = client.get(f"/tickets/{gone['ticket_id']}", headers=headers).get_json()
+    assert polled["state"] == "expired"
+
+
+def test_listing_waiting_tickets_reads_a_bounded_number(
+    app: Flask, client: FlaskClient, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`GET /tickets?limit=n` reads about n tickets, not every waiting ticket of the key (a
+    key with ten thousand waiting paid for all of them on every list), and still answers the
+    oldest first across queues."""
+    _, headers = new_key(redis_url)
+    for i in range(30):  # one name: none can sit together, all wait
+        assert take(client, headers, f"p-{i}", players=2 + i % 3, name="Player")[0] == 201
+    matcher: Matchmaker = app.extensions["matchmaker"]
+    read: list[int] = []
+    real = matcher.client.mget
+
+    def counted(keys: Any, *more: Any) -> Any:
+        read.append(len(keys))
+        return real(keys, *more)
+
+    monkeypatch.setattr(matcher.client, "mget", counted)
+    listed = client.get("/tickets?limit=5", headers=headers).get_json()["tickets"]
+    assert [t["player_id"] for t in listed] == [f"p-{i}" for i in range(5)]
+    assert sum(read) <= 2 * 5, read
+    everyone = client.get("/tickets?limit=1000", headers=headers).get_json()["tickets"]
+    assert [t["player_id"] for t in everyone] == [f"p-{i}" for i in range(30)]
+
+
+def test_a_ticket_finishes_a_bounded_number_of_pending_matches(
+    app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """Matches cut short while the store was away are finished by the key's next tickets,
+    INLINE_GAMES a request (each makes a game), not all by the first; a drain finishes the
+    rest."""
+    from services.command.matchmaking import INLINE_GAMES
+
+    key_id, headers = new_key(redis_url)
+    service = app.extensions["game_service"]
+    offline = Matchmaker(redis_client, service, inline=False)
+
+    def down(*_: Any) -> Any:
+        raise redis.ConnectionError("the store went away")
+
+    for i in range(12):
+        offline.take(key_id, f"c-{i}", None, "classic", 2)
+    offline.service = type("Down", (), {"start_prepared": staticmethod(down)})()
+    for _ in range(6):
+        with pytest.raises(redis.ConnectionError):
+            offline.match_queue(key_id, "classic", 2)
+    assert redis_client.scard(mm_pending_key(key_id)) == 6
+    assert take(client, headers, "u-next", ruleset="demo")[0] == 201
+    assert redis_client.scard(mm_pending_key(key_id)) == 6 - INLINE_GAMES
+    offline.service = service
+    offline.drain()
+    assert redis_client.scard(mm_pending_key(key_id)) == 0
+
+
 def test_a_match_cut_short_is_finished_by_the_next_poll(
     app: Flask, client: FlaskClient, redis_url: str, redis_client: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,

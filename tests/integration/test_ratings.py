@@ -33,7 +33,7 @@ from services.redis_store.apikeys import ApiKeys
 from services.redis_store.changes import positions_key
 from services.redis_store.keys import SHARDS, new_game_id, secrets_key
 from services.redis_store.ratings import Rating, Ratings, board_key, pool_key
-from services.scoring.ratings import Outcome, RatingsConsumer, rate, rebuild
+from services.scoring.ratings import Outcome, RatingsConsumer, rate, rebuild, rebuild_all
 from services.scoring.scorer import Scorer
 from tests.redis_server import private_redis
 
@@ -150,6 +150,59 @@ def test_two_games_of_one_player_rated_at_once_lose_no_update(client: redis.Redi
     assert ana is not None and ana.games == len(games)  # every win counted, none overwritten
 
 
+def test_a_game_whose_ratings_keep_changing_is_rated_later_not_dropped(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A game whose players' ratings changed under every one of its tries (a bot in many
+    games ending at once) stops its batch, as a Redis failure does: its position is not
+    saved, and the batch redone rates it. Skipped instead, it would never be rated."""
+    store = RedisEventStore(client)
+    game_id = finished_game(store, "k1", 7, ["ana", "ben"])
+    busy = RatingsConsumer(client, store)
+    monkeypatch.setattr(busy.ratings, "apply", lambda *_, **__: "stale")
+    before = busy.follower.positions()
+    with pytest.raises(RuntimeError, match="kept changing"):
+        busy.follower.catch_up()
+    assert busy.follower.positions() == before  # the batch is redone, not skipped
+    assert not Ratings(client).rated("k1", game_id)
+    assert RatingsConsumer(client, store).follower.catch_up() > 0
+    assert Ratings(client).rated("k1", game_id)
+    assert set(stored(client, "k1", "classic")) == {"ana", "ben"}
+
+
+def test_a_game_is_due_for_the_archive_only_once_it_is_rated(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The archive removes a game's secrets record, which says whose it is: a game archived
+    before the consumer "ratings" got to it was never rated. The scoring worker's followers
+    run ratings before the archive's due index, so a ratings batch that stops (its game's
+    ratings kept changing, Redis failed) leaves that game not yet due."""
+    from services.redis_store.changes import follow
+    from services.redis_store.keys import archive_due_key, shard_of
+    from services.scoring import celery_app
+    from services.scoring import ratings as ratings_module
+    from services.scoring.ratings import RatingsChanging
+
+    store = RedisEventStore(client)
+    game_id = finished_game(store, "k1", 11, ["ana", "ben"])
+    monkeypatch.setattr(celery_app, "_scorer", Scorer(store))
+    monkeypatch.setattr(celery_app, "_timer", None)
+
+    def changing(*_: Any) -> str:
+        raise RatingsChanging("kept changing")
+
+    monkeypatch.setattr(ratings_module, "rate", changing)
+    followers = celery_app.followers()
+    with pytest.raises(RatingsChanging):
+        follow(followers)
+    due = archive_due_key(shard_of(game_id) or 0)
+    assert client.zscore(due, game_id) is None  # not due: not rated yet
+    monkeypatch.undo()
+    monkeypatch.setattr(celery_app, "_scorer", Scorer(store))
+    follow(followers)
+    assert Ratings(client).rated("k1", game_id) and client.zscore(due, game_id) is not None
+
+
 def test_every_rating_rebuilt_from_the_logs_equals_the_live_one(client: redis.Redis) -> None:
     store = RedisEventStore(client)
     rng = random.Random(5)
@@ -162,12 +215,25 @@ def test_every_rating_rebuilt_from_the_logs_equals_the_live_one(client: redis.Re
             finished_game(store, "k1", seed, list(seats))
     finished_game(store, "k1", 99, ["ana", "ben"], ruleset=Ruleset(tileset="demo"))
     finished_game(store, "k2", 98, ["ana", "ben"])  # another platform's ana: apart
+    # Two games between newcomers: their winners (and their losers) tie in ordinal, so the
+    # leaderboard's order of equal ordinals is compared too.
+    finished_game(store, "k1", 20, ["eve", "fay"])
+    finished_game(store, "k1", 21, ["gil", "hal"])
+    finished_game(store, "k1", 22, [None, "ivy", "jo"])  # a seat left out: ranks among two
     RatingsConsumer(client, store).follower.catch_up()
     live = {
         (pool, p): r for pool in ("classic", "demo") for p, r in stored(client, "k1", pool).items()
     }
     assert ("classic", "bot:greedy") in live and ("demo", "ana") in live
     assert rebuild(client, store, "k1") == live  # the same floats, not nearly the same
+    # Not only the ratings: every history entry and each leaderboard's order.
+    snapshot, rebuilt = Ratings(client).snapshot("k1"), rebuild_all(client, store, "k1")
+    assert rebuilt.ratings == snapshot.ratings and set(snapshot.boards) == {"classic", "demo"}
+    ordinals = [o for _, o in snapshot.boards["classic"]]
+    assert len(set(ordinals)) < len(ordinals)  # a tie, ordered as Redis orders it
+    assert rebuilt.boards == snapshot.boards
+    assert len(snapshot.history[("classic", "ana")]) == snapshot.ratings[("classic", "ana")].games
+    assert rebuilt.history == snapshot.history
     assert set(stored(client, "k2", "classic")) == {"ana", "ben"}
     assert stored(client, "k2", "classic")["ana"].games == 1
 
@@ -201,6 +267,7 @@ def test_ratings_rebuilt_with_some_games_archived_equal_the_live_ones(
         store, lambda game_id: bool(client.exists(archived_key(game_id))), lambda: archive
     )
     assert rebuild(client, reads, "k1") == live
+    assert rebuild_all(client, reads, "k1") == Ratings(client).snapshot("k1")
 
 
 def test_the_views_belong_to_the_key(client: redis.Redis) -> None:
@@ -245,6 +312,167 @@ def test_the_views_belong_to_the_key(client: redis.Redis) -> None:
         refused = web.get(f"/v1/ratings/classic?{query}", headers={"X-Api-Key": key1})
         assert refused.status_code == 422, query
     assert web.get("/v1/ratings", headers={"X-Api-Key": key1}).status_code == 422
+
+
+def query_app(client: redis.Redis) -> Any:
+    url = client.connection_pool.connection_kwargs
+    return create_query({"REDIS_URL": f"redis://{url['host']}:{url['port']}/0"}).test_client()
+
+
+def tied_board(client: redis.Redis, key_id: str) -> None:
+    """Two games between newcomers, won by eve and gil: the winners tie in ordinal, as do
+    the losers (fay, hal); then ana beats ben twice, alone at the top."""
+    ratings = Ratings(client)
+    pairs = [("eve", "fay"), ("gil", "hal"), ("ana", "ben"), ("ana", "ben")]
+    for i, (winner, loser) in enumerate(pairs):
+        game = Outcome(key_id, f"g{i}", "classic", i, ((0, winner, 1), (1, loser, 2)))
+        assert rate(ratings, game) == "ok"
+
+
+def test_players_tied_in_ordinal_share_their_leaderboard_rank(client: redis.Redis) -> None:
+    """Equal ordinals share a rank (as R7.5's ties share a place), on every page and in a
+    player's own view, whichever way Redis orders their names."""
+    key_id, key = ApiKeys(client).create("ties")
+    tied_board(client, key_id)
+    web = query_app(client)
+    head = {"X-Api-Key": key}
+    rows = web.get("/v1/ratings/classic", headers=head).get_json()["items"]
+    assert [r["player"] for r in rows][1:3] == ["gil", "eve"]  # equal: by name, descending
+    assert [r["rank"] for r in rows] == [1, 2, 2, 4, 4, 6]
+    assert rows[1]["ordinal"] == rows[2]["ordinal"] and rows[3]["ordinal"] == rows[4]["ordinal"]
+    paged = [
+        web.get(f"/v1/ratings/classic?offset={i}&limit=1", headers=head).get_json()["items"][0]
+        for i in range(len(rows))
+    ]
+    assert paged == rows  # a page that starts inside a tie shares its rank too
+    for row in rows:
+        mine = web.get(f"/v1/ratings?player_id={row['player']}", headers=head).get_json()
+        assert mine["pools"][0]["rank"] == row["rank"], row["player"]
+
+
+def test_history_zero_shows_no_games(client: redis.Redis) -> None:
+    """`history=0` asks for the rating without its games (LRANGE 0 -1 would be all)."""
+    key_id, key = ApiKeys(client).create("history")
+    tied_board(client, key_id)
+    web, head = query_app(client), {"X-Api-Key": key}
+    for wanted, shown in ((0, 0), (1, 1), (2, 2), (200, 2)):
+        body = web.get(f"/v1/ratings?player_id=ana&history={wanted}", headers=head).get_json()
+        assert len(body["pools"][0]["history"]) == shown, (wanted, body)
+
+
+def board_pages(web: Any, head: dict[str, str], limit: int, between: Any = None) -> list[str]:
+    """Every row's player of the classic leaderboard, a page of `limit` at a time following
+    `next_cursor`; `between()` runs after the first page."""
+    seen: list[str] = []
+    url = f"/v1/ratings/classic?limit={limit}"
+    for _ in range(50):  # a cursor that does not move on would page for ever
+        page = web.get(url, headers=head)
+        assert page.status_code == 200, page.get_json()
+        body = page.get_json()
+        seen += [row["player"] for row in body["items"]]
+        if body["next_cursor"] is None:
+            assert body["next_offset"] is None
+            return seen
+        assert body["next_offset"] is not None
+        if between is not None and len(seen) == limit:
+            between()
+        url = f"/v1/ratings/classic?limit={limit}&cursor={body['next_cursor']}"
+    raise AssertionError(f"no last page: {seen}")
+
+
+def test_a_cursor_shows_every_unmoved_player_once_while_ratings_change(
+    client: redis.Redis,
+) -> None:
+    """Paging by offsets, a rating that changes between two pages shows a player twice or
+    skips one that did not move; after a cursor, each player whose rating did not change is
+    shown once, in order — ties and the cursor's own player moving included."""
+    key_id, key = ApiKeys(client).create("cursors")
+    tied_board(client, key_id)
+    web, head = query_app(client), {"X-Api-Key": key}
+    ratings, games = Ratings(client), iter(range(100, 1_000))
+    order = [r["player"] for r in web.get("/v1/ratings/classic", headers=head).get_json()["items"]]
+    for limit in (1, 2, 4, 6):
+        assert board_pages(web, head, limit) == order  # ties split across pages included
+
+    def win(winner: str, loser: str) -> None:
+        game = Outcome(key_id, f"g{next(games)}", "classic", 0, ((0, winner, 1), (1, loser, 2)))
+        assert rate(ratings, game) == "ok"
+
+    # Page 1 is ana, gil, eve; then ben (last) climbs above them all twice over.
+    first = order[:3]
+
+    def climb() -> None:
+        for _ in range(3):
+            win("ben", "zed")
+
+    seen = board_pages(web, head, 3, climb)
+    assert seen[:3] == first and len(seen) == len(set(seen)), seen
+    unmoved = [p for p in order if p != "ben"]
+    assert [p for p in seen if p in unmoved] == unmoved  # none skipped, none twice
+    # The last row of a page falls to the bottom before the next page: the cursor still
+    # stands where that row stood.
+    order = [r["player"] for r in web.get("/v1/ratings/classic", headers=head).get_json()["items"]]
+    edge = order[1]
+
+    def fall() -> None:
+        for _ in range(4):
+            win("zed", edge)
+
+    seen = board_pages(web, head, 2, fall)
+    rest = [p for p in order if p not in (edge, "zed")]  # zed won: it moved too
+    assert [p for p in seen if p not in (edge, "zed")] == rest, (order, seen)
+    # By offsets the same change shows a row twice: what the cursor is for.
+    by_offset = web.get("/v1/ratings/classic?limit=2", headers=head).get_json()["items"]
+    win("hal", "zed")
+    win("hal", "zed")
+    again = web.get("/v1/ratings/classic?limit=2&offset=2", headers=head).get_json()["items"]
+    assert {r["player"] for r in by_offset} & {r["player"] for r in again}
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "",
+        "!!!",
+        "a" * 513,
+        "bm90IGpzb24",  # base64 of "not json"
+        "WzEsMiwzXQ",  # [1,2,3]
+        "eyJhIjoxfQ",  # {"a":1}
+        "WyJ4IiwiYW5hIl0",  # ["x","ana"]
+        "W3RydWUsImFuYSJd",  # [true,"ana"]
+        "W05hTiwiYW5hIl0",  # [NaN,"ana"]
+        "WzFlOTk5LCJhbmEiXQ",  # [1e999,"ana"]: not finite
+        "WzEsImEgYiJd",  # [1,"a b"]: not a player id
+        "WzEsIiJd",  # [1,""]
+        "WzEsbnVsbF0",  # [1,null]
+        "__4",  # not UTF-8 once decoded
+    ],
+)
+def test_a_hostile_cursor_is_a_422(client: redis.Redis, cursor: str) -> None:
+    key_id, key = ApiKeys(client).create("hostile")
+    tied_board(client, key_id)
+    answer = query_app(client).get(
+        f"/v1/ratings/classic?cursor={cursor}", headers={"X-Api-Key": key}
+    )
+    assert answer.status_code == 422, answer.get_json()
+    assert answer.get_json()["code"] == "invalid_query"
+
+
+def test_a_cursor_with_an_offset_is_a_422(client: redis.Redis) -> None:
+    key_id, key = ApiKeys(client).create("both")
+    tied_board(client, key_id)
+    web, head = query_app(client), {"X-Api-Key": key}
+    cursor = web.get("/v1/ratings/classic?limit=2", headers=head).get_json()["next_cursor"]
+    both = web.get(f"/v1/ratings/classic?offset=2&cursor={cursor}", headers=head)
+    assert both.status_code == 422 and both.get_json()["code"] == "invalid_query"
+    # A cursor of a player no longer rated still starts where that row would stand.
+    gone = web.get("/v1/ratings/classic?cursor=WzEwMDAsIn56Il0", headers=head).get_json()
+    assert [r["rank"] for r in gone["items"]][:1] == [1]  # [1000,"~z"]: above everyone
+    # The longest cursor a board can give (128 quotes, each escaped in it) is taken.
+    from services.query.ratings import encode_cursor
+
+    longest = encode_cursor(-1.2345678901234567e-3, '"' * 128)
+    assert web.get(f"/v1/ratings/classic?cursor={longest}", headers=head).status_code == 200
 
 
 def test_the_scoring_worker_rates_a_game_played_over_http() -> None:

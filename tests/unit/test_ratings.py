@@ -55,6 +55,32 @@ def test_bots_are_rated_by_level_and_an_identity_twice_in_a_game_is_left_out() -
     assert [who for _, who, _ in game.seats] == ["ana", "bot:mcts"]  # two greedy: neither
 
 
+def test_a_player_id_that_spells_a_bot_is_not_rated_as_that_bot() -> None:
+    """`bot:<level>` names a bot's rating: a seat a person plays whose player_id reads
+    `bot:mcts` (any app user id is accepted) is left out, so it neither moves the bot's
+    rating nor, beside the real bot, leaves both seats unrated."""
+    store, game_id, _ = finished(["bot:mcts", "ana", None])
+    bots = [None, None, {"level": "mcts", "think_ms": 100}]
+    game = outcome(store, record(bots=bots), game_id)
+    assert game is not None
+    assert [(seat, who) for seat, who, _ in game.seats] == [(1, "ana"), (2, "bot:mcts")]
+    store, game_id, _ = finished(["bot:greedy", "ana"])
+    assert outcome(store, record(), game_id) is None  # ana alone: not rated
+
+
+@pytest.mark.parametrize(("seed", "expected"), [(3, (2, 1)), (9, (2, 1)), (1, (1, 2))])
+def test_seats_left_out_leave_the_rated_seats_ranked_among_themselves(
+    seed: int, expected: tuple[int, int]
+) -> None:
+    """The history says a game's `rank` `of` its rated seats (docs/ratings.md): a seat left
+    out (no player_id, no bot) that won does not leave the rated seats ranked 2 and 3 of 2.
+    Ranks shared in the game stay shared (R7.5)."""
+    store, game_id, ranks = finished([None, "ana", "ben"], seed)
+    game = outcome(store, record(), game_id)
+    assert game is not None
+    assert tuple(rank for _, _, rank in game.seats) == expected, ranks
+
+
 @pytest.mark.parametrize(
     ("ids", "extra", "why"),
     [
