@@ -159,7 +159,14 @@ class VacationBooksOfItsYear(VacationBooks):
 
 
 class VacationDeclared(VacationBooksOfItsYear):
-    vacation = fields.Nested(Vacation, required=True)
+    vacation = fields.Nested(
+        Vacation,
+        required=True,
+        metadata={
+            "description": "as the book has it once the games are paused: one ended or "
+            "called off meanwhile has its ended_ms, days and until_ms (the books follow)"
+        },
+    )
     paused = fields.List(
         fields.Nested(PausedSeat),
         required=True,

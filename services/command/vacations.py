@@ -120,7 +120,14 @@ class Vacations:
             paused += self.service.pause_clocks(
                 game_id, key_id, player_id, now, (start, until), vacation_id
             )
-        self._resume_if_ended(key_id, player_id, vacation_id)
+        ended = self._resume_if_ended(key_id, player_id, vacation_id)
+        if ended is not None:
+            # Ended or called off meanwhile: the answer is the vacation as it now stands (its
+            # end, the days it still counts) and the books with the days it gave back, not
+            # the declaration as first recorded (the caller would think it still holds).
+            vacation, listed = ended
+            books = self._books_of(player_id, year, listed, allowance)
+            return {**books, "vacation": vacation, "paused": paused}
         return {
             **self._books(player_id, year, found.used_days, allowance),
             "vacation": {
@@ -198,15 +205,21 @@ class Vacations:
             resumed += self.service.resume_clocks(game_id, key_id, player_id, back, which)
         return resumed
 
-    def _resume_if_ended(self, key_id: str, player_id: str, vacation_id: str) -> None:
+    def _resume_if_ended(
+        self, key_id: str, player_id: str, vacation_id: str
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         """After a declaration's pauses: if the vacation was ended or called off meanwhile
         (an edit: the platform calls it off as soon as it is declared), resume it again in
         each of the player's games, so a game its pause reached after its end's request had
         passed, or one that request did not list yet, does not keep it (each end appended
-        once: its command id)."""
-        for vacation in self.book.listed(key_id, player_id):
+        once: its command id). Returns the vacation as the book has it and the player's
+        vacations then, if it was ended; None if it holds."""
+        listed = self.book.listed(key_id, player_id)
+        for vacation in listed:
             if vacation["vacation_id"] == vacation_id and vacation["ended_ms"] is not None:
                 self._resume(key_id, player_id, vacation)
+                return vacation, listed
+        return None
 
     def _pause_declared(
         self, key_id: str, player_id: str, now: int, vacation_id: str | None

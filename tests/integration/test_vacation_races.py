@@ -1,0 +1,98 @@
+"""Vacations racing their own end, the game's moves and the caller (docs/clocks.md,
+"Vacations"), on real parts in process: a private Redis, the command service's app (Flask's
+test client) and its `GameService` and `Vacations`. Each test here stood for a finding of a
+review of the vacation code: it failed before its fix.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis
+from flask import Flask
+from flask.testing import FlaskClient
+
+from carcassonne.ruleset import Ruleset
+from eventstore.envelope import MOVES
+from services.command.app import create_app
+from services.command.secrets_store import RedisSecrets
+from services.command.service import GameService
+from services.command.vacations import Vacations
+from services.redis_store import RedisEventStore
+from services.redis_store.apikeys import ApiKeys
+from services.redis_store.vacations import VacationBook
+
+from .http_client import api_key
+
+DAY_MS = 86_400_000
+SETTINGS = {"NOTIFY_MS": 0, "API_KEY_RATE": 10_000.0, "API_KEY_BURST": 10_000,
+            "VACATION_DAYS_PER_YEAR": 10}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def app(redis_url: str) -> Flask:
+    return create_app({"REDIS_URL": redis_url, **SETTINGS})
+
+
+@pytest.fixture
+def http(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture
+def key(redis_url: str) -> dict[str, str]:
+    return api_key(redis_url)
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def key_record(client: redis.Redis, key: dict[str, str]) -> dict[str, Any]:
+    found = ApiKeys(client).get(key["X-Api-Key"])
+    assert found is not None
+    return found
+
+
+def banked_game(service: GameService, key_id: str, player_id: str) -> str:
+    """A 2-player game with a 300 s bank, `player_id` in seat 0 (to move)."""
+    game_id, _ = service.create_game(["P", "Ann"], Ruleset(initial_seconds=300), [0, 1],
+                                     [player_id, None], key_id)  # fmt: skip
+    return game_id
+
+
+def log_of(client: redis.Redis, game_id: str) -> list[Any]:
+    return RedisEventStore(client).read(game_id, MOVES)
+
+
+def test_a_declaration_called_off_meanwhile_answers_the_vacation_as_the_book_has_it(
+    client: redis.Redis, key: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The platform calls the vacation off while its declaration is still pausing the games:
+    the declaration resumes it there (its second look at the book), and its answer says so:
+    `ended_ms` set, no day used, an empty window, and the year's books with the days back."""
+    record = key_record(client, key)
+    store = RedisEventStore(client)
+    service = GameService(store, RedisSecrets(client))
+    vacations = Vacations(client, service, 10)
+    banked_game(service, record["id"], "u-race-off")
+    pause = service.pause_clocks
+
+    def called_off_first(game: str, key_id: str, player: str, now: int, *rest: Any) -> Any:
+        assert VacationBook(client).end(key_id, player, rest[-1], now).outcome == "ok"
+        return pause(game, key_id, player, now, *rest)
+
+    monkeypatch.setattr(service, "pause_clocks", called_off_first)
+    start = now_ms() + 3_600_000
+    declared = vacations.declare(record, "u-race-off", 2, start)
+    (stands,) = VacationBook(client).listed(record["id"], "u-race-off")
+    assert stands["ended_ms"] is not None and stands["days"] == 0
+    assert declared["vacation"] == stands
+    assert (declared["used_days"], declared["left_days"]) == (0, 10)
