@@ -284,12 +284,17 @@ class Pause(Handler[Taken, "TurnResult | None"]):
 
     def __init__(self, command: PauseClock | ResumeClock, command_id: str) -> None:
         self.command, self.command_id = command, command_id
+        # The seat's absences the last decision was taken on: an end that leaves them as
+        # they were (logged before its pause, or in a game its vacation never paused) stops
+        # no clock, and the end's answer does not list it as resumed.
+        self.before: list[tuple[int, int]] = []
 
     def decide(self, unit: Taken) -> Decision | TurnResult | None:
         """See `Handler.decide`."""
         state = unit.state
         if state.phase == OVER or state.out[self.command.player] is not None:
             return None
+        self.before = list(state.pauses_ms[self.command.player])
         events = decide(state, self.command)
         return Decision(events, self.command_id, None) if events else None
 

@@ -439,10 +439,13 @@ class GameService:
             if found != player_id:
                 continue
             unit = Taken(self.games, game_id, False, False)
-            done = run_command(self.store, game_id, unit, handler(seat))
+            change = handler(seat)
+            done = run_command(self.store, game_id, unit, change)
             if done is None:
                 continue
             state = done.state
+            if isinstance(change.command, ResumeClock) and state.pauses_ms[seat] == change.before:
+                continue  # an end logged for a pause to come: no clock of the seat ran again
             seq = done.appended.result.last_seq if isinstance(done, Committed) else done.seq
             running = state.deadline_ms if state.current == seat and state.drawn else None
             paused.append({"game_id": game_id, "seat": seat, "seq": seq, "deadline_ms": running})

@@ -23,6 +23,7 @@ from services.command.vacations import Vacations
 from services.redis_store import RedisEventStore
 from services.redis_store.apikeys import ApiKeys
 from services.redis_store.vacations import VacationBook
+from services.scoring.feed import feed_items
 
 from .http_client import api_key
 
@@ -96,3 +97,37 @@ def test_a_declaration_called_off_meanwhile_answers_the_vacation_as_the_book_has
     assert stands["ended_ms"] is not None and stands["days"] == 0
     assert declared["vacation"] == stands
     assert (declared["used_days"], declared["left_days"]) == (0, 10)
+
+
+def new_game(http: FlaskClient, key: dict[str, str], player_id: str) -> dict[str, Any]:
+    """A 2-player game with a 300 s bank made over HTTP, `player_id` in seat 0 (to move)."""
+    body = {"players": [{"name": "P", "player_id": player_id}, {"name": "Ann"}],
+            "seat_order": [0, 1], "ruleset": {"initial_seconds": 300}}  # fmt: skip
+    made = http.post("/games", json=body, headers=key)
+    assert made.status_code == 201, made.get_json()
+    return dict(made.get_json())
+
+
+def test_an_end_retried_after_a_game_started_tells_that_game_nothing(
+    http: FlaskClient, client: redis.Redis, key: dict[str, str]
+) -> None:
+    """Back early, then a game starts (no pause: the vacation is over), then the end's
+    retry: the new game never had the player away, so its players hear no `player_back`
+    and the retry answers `resumed` empty, as a retry does."""
+    base = "/v1/players/u-race-back/vacations"
+    first = new_game(http, key, "u-race-back")["game_id"]
+    declared = http.post(base, json={"days": 3}, headers=key).get_json()
+    vacation_id = declared["vacation"]["vacation_id"]
+    ended = http.delete(f"{base}/{vacation_id}", headers=key)
+    assert ended.status_code == 200 and len(ended.get_json()["resumed"]) == 1
+    later = new_game(http, key, "u-race-back")["game_id"]
+    assert "ClockPaused" not in [e.type for e in log_of(client, later)]
+    again = http.delete(f"{base}/{vacation_id}", headers=key)
+    assert again.status_code == 200, again.get_json()
+    assert again.get_json()["resumed"] == []
+    assert again.get_json()["vacation"] == ended.get_json()["vacation"]
+    kinds = [i.kind for i in feed_items(log_of(client, later), [])]
+    assert "player_back" not in kinds and "player_away" not in kinds
+    # the first game: away, then back, once each
+    kinds = [i.kind for i in feed_items(log_of(client, first), [])]
+    assert (kinds.count("player_away"), kinds.count("player_back")) == (1, 1)
