@@ -131,3 +131,52 @@ def test_an_end_retried_after_a_game_started_tells_that_game_nothing(
     # the first game: away, then back, once each
     kinds = [i.kind for i in feed_items(log_of(client, first), [])]
     assert (kinds.count("player_away"), kinds.count("player_back")) == (1, 1)
+
+
+HOSTILE_BODIES: list[tuple[Any, int, str]] = [
+    ({"days": 10**30}, 422, "bad_vacation"),
+    ({"days": -(10**30)}, 422, "bad_vacation"),
+    ({"days": 2**64}, 422, "bad_vacation"),
+    ({"days": True}, 422, "invalid_body"),
+    ({"days": {"a": 1}}, 422, "invalid_body"),
+    ({"days": 1, "from_ms": 10**30}, 422, "bad_vacation_start"),
+    ({"days": 1, "from_ms": -(10**30)}, 422, "bad_vacation_start"),
+    ({"days": 1, "from_ms": 2**63}, 422, "bad_vacation_start"),
+    ({"days": 1, "from_ms": 0}, 422, "bad_vacation_start"),
+    ({"days": 1, "from_ms": True}, 422, "invalid_body"),
+    ({"days": 1, "player_id": "u-someone-else"}, 422, "invalid_body"),
+    ([], 422, "invalid_body"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "code"), HOSTILE_BODIES)
+def test_a_hostile_declaration_is_a_4xx_that_changes_nothing(
+    http: FlaskClient, client: redis.Redis, key: dict[str, str], body: Any, status: int, code: str
+) -> None:
+    game_id = new_game(http, key, "u-hostile")["game_id"]
+    log = log_of(client, game_id)
+    answer = http.post("/v1/players/u-hostile/vacations", json=body, headers=key)
+    assert (answer.status_code, answer.get_json()["code"]) == (status, code)
+    assert log_of(client, game_id) == log
+    listed = http.get("/v1/players/u-hostile/vacations", headers=key).get_json()
+    assert listed["vacations"] == []
+
+
+def test_no_caller_ends_a_vacation_of_another_player_or_platform(
+    http: FlaskClient, client: redis.Redis, key: dict[str, str]
+) -> None:
+    """Someone else's vacation id, a player id of the same platform or another platform's
+    key: 404, and nothing changes (the book, the games)."""
+    game_id = new_game(http, key, "u-owner")["game_id"]
+    declared = http.post("/v1/players/u-owner/vacations", json={"days": 2}, headers=key)
+    vacation_id = declared.get_json()["vacation"]["vacation_id"]
+    other = {"X-Api-Key": ApiKeys(client).create("another-platform")[1]}
+    book, log = VacationBook(client), log_of(client, game_id)
+    before = book.listed(key_record(client, key)["id"], "u-owner")
+    for player, headers in (("u-intruder", key), ("u-owner", other), ("u-intruder", other)):
+        answer = http.delete(f"/v1/players/{player}/vacations/{vacation_id}", headers=headers)
+        assert (answer.status_code, answer.get_json()["code"]) == (404, "vacation_not_found")
+    for path in ("u-owner/vacations/" + "0" * 31, "%00/vacations/" + vacation_id):
+        assert 400 <= http.delete(f"/v1/players/{path}", headers=key).status_code < 500
+    assert book.listed(key_record(client, key)["id"], "u-owner") == before
+    assert log_of(client, game_id) == log
