@@ -180,3 +180,51 @@ def test_no_caller_ends_a_vacation_of_another_player_or_platform(
         assert 400 <= http.delete(f"/v1/players/{path}", headers=key).status_code < 500
     assert book.listed(key_record(client, key)["id"], "u-owner") == before
     assert log_of(client, game_id) == log
+
+
+def test_a_pause_that_loses_every_race_in_a_busy_game_is_not_answered_as_done(
+    client: redis.Redis, key: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One game's pause loses its conditional append at every attempt (moves of a busy game
+    got in first each time): the declaration pauses the player's other games, then answers
+    409 `stale_sequence` (retry) instead of 201 without that game, which would leave the
+    player's clock running there for the whole vacation. The retry mends it (docs/clocks.md:
+    refused as overlapping, after pausing what the first try missed)."""
+    from carcassonne.errors import OutOfTurnError
+    from eventstore.errors import ConcurrencyError
+
+    record = key_record(client, key)
+    store = RedisEventStore(client)
+    service = GameService(store, RedisSecrets(client))
+    vacations = Vacations(client, service, 10)
+    busy, calm = (banked_game(service, record["id"], "u-busy") for _ in range(2))
+    append = store.append
+
+    def busy_game_first(game_id: str, *args: Any, **kwargs: Any) -> Any:
+        if game_id == busy and str(kwargs.get("command_id", "")).startswith("vacation"):
+            raise ConcurrencyError(kwargs["expected"], kwargs["expected"] + 1)
+        return append(game_id, *args, **kwargs)
+
+    monkeypatch.setattr(store, "append", busy_game_first)
+    with pytest.raises(OutOfTurnError) as refused:
+        vacations.declare(record, "u-busy", 2)
+    assert refused.value.code == "stale_sequence"
+    assert [e.type for e in log_of(client, calm)][-1] == "ClockPaused"  # the others are done
+    assert "ClockPaused" not in [e.type for e in log_of(client, busy)]
+    monkeypatch.setattr(store, "append", append)  # the game calms down: the retry mends it
+    with pytest.raises(OutOfTurnError) as again:
+        vacations.declare(record, "u-busy", 2)
+    assert again.value.code == "vacation_overlaps"
+    assert [e.type for e in log_of(client, busy)][-1] == "ClockPaused"
+    # back early, alike: 409 while the busy game still has the pause, the retry resumes it
+    (vacation,) = VacationBook(client).listed(record["id"], "u-busy")
+    monkeypatch.setattr(store, "append", busy_game_first)
+    with pytest.raises(OutOfTurnError) as refused:
+        vacations.end(record, "u-busy", vacation["vacation_id"])
+    assert refused.value.code == "stale_sequence"
+    assert [e.type for e in log_of(client, calm)][-1] == "ClockResumed"
+    assert [e.type for e in log_of(client, busy)][-1] == "ClockPaused"
+    monkeypatch.setattr(store, "append", append)
+    ended = vacations.end(record, "u-busy", vacation["vacation_id"])
+    assert [r["game_id"] for r in ended["resumed"]] == [busy]
+    assert [e.type for e in log_of(client, busy)][-1] == "ClockResumed"
