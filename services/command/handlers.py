@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carcassonne.errors import OutOfTurnError
@@ -282,8 +282,18 @@ class Pause(Handler[Taken, "TurnResult | None"]):
 
     stale = "the game moved on; retry"
 
-    def __init__(self, command: PauseClock | ResumeClock, command_id: str) -> None:
+    def __init__(
+        self,
+        command: PauseClock | ResumeClock,
+        command_id: str,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
         self.command, self.command_id = command, command_id
+        # A pause's clock is read as it is decided (`clock`, Unix ms), not only when its
+        # request began: a turn of the seat drawn in between started its clock at its draw,
+        # and counted from the earlier reading its deadline would come too soon (what is
+        # left of a turn is capped at its allotment).
+        self.clock = clock
         # The seat's absences the last decision was taken on: an end that leaves them as
         # they were (logged before its pause, or in a game its vacation never paused) stops
         # no clock, and the end's answer does not list it as resumed.
@@ -295,7 +305,10 @@ class Pause(Handler[Taken, "TurnResult | None"]):
         if state.phase == OVER or state.out[self.command.player] is not None:
             return None
         self.before = list(state.pauses_ms[self.command.player])
-        events = decide(state, self.command)
+        command = self.command
+        if isinstance(command, PauseClock) and self.clock is not None:
+            command = replace(command, now_ms=max(command.now_ms, self.clock()))
+        events = decide(state, command)
         return Decision(events, self.command_id, None) if events else None
 
     def lost(self, unit: Taken, appended: Appended | None) -> TurnResult | None:

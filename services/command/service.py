@@ -407,7 +407,7 @@ class GameService:
 
         def pause(seat: int) -> Pause:
             command = PauseClock(seat, now_ms, until, start, vacation_id)
-            return Pause(command, f"vacation:{vacation_id}:{seat}")
+            return Pause(command, f"vacation:{vacation_id}:{seat}", self._now_ms)
 
         return self._clock_change(game_id, key_id, player_id, pause)
 
@@ -430,6 +430,9 @@ class GameService:
             return Pause(command, f"vacation-end:{vacation_id}:{seat}")
 
         return self._clock_change(game_id, key_id, player_id, resume)
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
 
     def _clock_change(
         self, game_id: str, key_id: str, player_id: str, handler: Callable[[int], Pause]

@@ -228,3 +228,38 @@ def test_a_pause_that_loses_every_race_in_a_busy_game_is_not_answered_as_done(
     ended = vacations.end(record, "u-busy", vacation["vacation_id"])
     assert [r["game_id"] for r in ended["resumed"]] == [busy]
     assert [e.type for e in log_of(client, busy)][-1] == "ClockResumed"
+
+
+def test_a_turn_drawn_while_the_declaration_walks_the_games_keeps_its_whole_clock(
+    client: redis.Redis, key: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vacation declared to start later: the declaration reads its clock, records, then
+    walks the player's games; in one of them the player's turn is drawn meanwhile. The pause
+    moves that turn's deadline by the window it crosses, and by nothing else: the turn's
+    clock started at its draw, not at the declaration's clock (it lost the time between)."""
+    from carcassonne.game import actions, fold
+    from eventstore.schemas import to_engine
+
+    record = key_record(client, key)
+    store = RedisEventStore(client)
+    service = GameService(store, RedisSecrets(client))
+    game_id, seats = service.create_game(["Ann", "Lou"], Ruleset(initial_seconds=300), [0, 1],
+                                         [None, "u-late"], record["id"])  # fmt: skip
+    declared_at = now_ms() - 10_000  # the declaration read its clock 10 s before the draw
+    readings = iter([declared_at / 1000])
+    vacations = Vacations(client, service, 10, clock=lambda: next(readings, time.time()))
+    pause = service.pause_clocks
+
+    def ann_plays_first(game: str, *args: Any) -> Any:
+        state = fold(to_engine(e) for e in log_of(client, game))
+        x, y, rotation, _ = actions(state)[0]
+        service.play_turn(game, seats[0]["token"], x, y, rotation, None)  # Lou's turn drawn
+        return pause(game, *args)
+
+    monkeypatch.setattr(service, "pause_clocks", ann_plays_first)
+    start = declared_at + 100_000
+    declared = vacations.declare(record, "u-late", 1, start)
+    drawn = [e for e in log_of(client, game_id) if e.type == "TileDrawn"][-1]
+    assert fold(to_engine(e) for e in log_of(client, game_id)).current == 1
+    (paused,) = declared["paused"]
+    assert paused["deadline_ms"] == drawn.payload["deadline_ms"] + DAY_MS
