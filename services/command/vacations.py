@@ -148,14 +148,16 @@ class Vacations:
                     game_id, key_id, player_id, now, (start, until), vacation_id
                 )
         ended = self._resume_if_ended(key_id, player_id, vacation_id)
-        busy.raise_lost()
         if ended is not None:
             # Ended or called off meanwhile: the answer is the vacation as it now stands (its
             # end, the days it still counts) and the books with the days it gave back, not
-            # the declaration as first recorded (the caller would think it still holds).
+            # the declaration as first recorded (the caller would think it still holds). A
+            # game a pause lost at every attempt is the end's to mend, not a retry of this
+            # declaration's (which would now record a new vacation): no stale_sequence here.
             vacation, listed = ended
             books = self._books_of(player_id, year, listed, allowance)
             return {**books, "vacation": vacation, "paused": paused}
+        busy.raise_lost()
         return {
             **self._books(player_id, year, found.used_days, allowance),
             "vacation": {
@@ -222,18 +224,21 @@ class Vacations:
         return {**books, "vacation": vacation, "resumed": resumed}
 
     def _resume(
-        self, key_id: str, player_id: str, vacation: dict[str, Any]
+        self, key_id: str, player_id: str, vacation: dict[str, Any], own: bool = True
     ) -> list[dict[str, Any]]:
         """Resume the player's clocks in each of their games from `vacation`, ended (or
         called off) at its `ended_ms`: a retry resumes at the first end's time, and each
-        append is under its command id, so what was appended already is not again."""
+        append is under its command id, so what was appended already is not again. `own`:
+        the end's own request, whose retry mends a game lost at every attempt (it raises
+        `stale_sequence` then); a declaration's second look leaves that to the end."""
         back, which = vacation["ended_ms"], (vacation["vacation_id"], vacation["from_ms"])
         resumed: list[dict[str, Any]] = []
         busy = Busy()
         for game_id in self.games_of(key_id, player_id):
             with busy:
                 resumed += self.service.resume_clocks(game_id, key_id, player_id, back, which)
-        busy.raise_lost()
+        if own:
+            busy.raise_lost()
         return resumed
 
     def _resume_if_ended(
@@ -248,7 +253,7 @@ class Vacations:
         listed = self.book.listed(key_id, player_id)
         for vacation in listed:
             if vacation["vacation_id"] == vacation_id and vacation["ended_ms"] is not None:
-                self._resume(key_id, player_id, vacation)
+                self._resume(key_id, player_id, vacation, own=False)
                 return vacation, listed
         return None
 

@@ -263,3 +263,34 @@ def test_a_turn_drawn_while_the_declaration_walks_the_games_keeps_its_whole_cloc
     assert fold(to_engine(e) for e in log_of(client, game_id)).current == 1
     (paused,) = declared["paused"]
     assert paused["deadline_ms"] == drawn.payload["deadline_ms"] + DAY_MS
+
+
+def test_a_declaration_called_off_meanwhile_is_answered_even_if_a_game_was_busy(
+    client: redis.Redis, key: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Called off while declared, and one game lost every append: the declaration answers
+    the vacation as called off, not 409 `stale_sequence` (a retry of the declaration would
+    record a new vacation; the busy game is the call-off's to mend, and has no pause)."""
+    from eventstore.errors import ConcurrencyError
+
+    record = key_record(client, key)
+    store = RedisEventStore(client)
+    service = GameService(store, RedisSecrets(client))
+    vacations = Vacations(client, service, 10)
+    busy = banked_game(service, record["id"], "u-edit")
+    append, pause = store.append, service.pause_clocks
+
+    def busy_game(game_id: str, *args: Any, **kwargs: Any) -> Any:
+        if game_id == busy and str(kwargs.get("command_id", "")).startswith("vacation"):
+            raise ConcurrencyError(kwargs["expected"], kwargs["expected"] + 1)
+        return append(game_id, *args, **kwargs)
+
+    def called_off_first(game: str, key_id: str, player: str, now: int, *rest: Any) -> Any:
+        assert VacationBook(client).end(key_id, player, rest[-1], now).outcome == "ok"
+        return pause(game, key_id, player, now, *rest)
+
+    monkeypatch.setattr(store, "append", busy_game)
+    monkeypatch.setattr(service, "pause_clocks", called_off_first)
+    declared = vacations.declare(record, "u-edit", 2, now_ms() + 3_600_000)
+    assert declared["vacation"]["ended_ms"] is not None and declared["vacation"]["days"] == 0
+    assert "ClockPaused" not in [e.type for e in log_of(client, busy)]
