@@ -294,3 +294,18 @@ def test_a_declaration_called_off_meanwhile_is_answered_even_if_a_game_was_busy(
     declared = vacations.declare(record, "u-edit", 2, now_ms() + 3_600_000)
     assert declared["vacation"]["ended_ms"] is not None and declared["vacation"]["days"] == 0
     assert "ClockPaused" not in [e.type for e in log_of(client, busy)]
+
+
+def test_an_end_at_the_very_start_is_a_call_off_in_the_book_as_in_the_games(
+    client: redis.Redis,
+) -> None:
+    """Ended at its start's millisecond, nothing of the vacation ran: every game drops its
+    window (a call-off, `pauses.ended_at`), so the book gives every day back too (it counted
+    one day begun, for an absence that never was)."""
+    book, now = VacationBook(client), now_ms()
+    start = now + 60_000
+    assert book.declare("k-edge", "u-edge", "v", start, start + DAY_MS, 1, 2026, 10,
+                        now_ms=now).outcome == "ok"  # fmt: skip
+    ended = book.end("k-edge", "u-edge", "v", start)
+    assert ended.vacation is not None
+    assert (ended.vacation["days"], ended.vacation["until_ms"]) == (0, start)
