@@ -289,10 +289,10 @@ class Pause(Handler[Taken, "TurnResult | None"]):
         clock: Callable[[], int] | None = None,
     ) -> None:
         self.command, self.command_id = command, command_id
-        # A pause's clock is read as it is decided (`clock`, Unix ms), not only when its
-        # request began: a turn of the seat drawn in between started its clock at its draw,
-        # and counted from the earlier reading its deadline would come too soon (what is
-        # left of a turn is capped at its allotment).
+        # A pause's (and a call-off's) clock is read as it is decided (`clock`, Unix ms), not
+        # only when its request began: a turn of the seat drawn in between started its clock
+        # at its draw, and counted from the earlier reading its deadline would come too soon
+        # (what is left of a turn is capped at its allotment).
         self.clock = clock
         # The seat's absences the last decision was taken on: an end that leaves them as
         # they were (logged before its pause, or in a game its vacation never paused) stops
@@ -305,11 +305,22 @@ class Pause(Handler[Taken, "TurnResult | None"]):
         if state.phase == OVER or state.out[self.command.player] is not None:
             return None
         self.before = list(state.pauses_ms[self.command.player])
-        command = self.command
-        if isinstance(command, PauseClock) and self.clock is not None:
-            command = replace(command, now_ms=max(command.now_ms, self.clock()))
-        events = decide(state, command)
+        events = decide(state, self._fresh(self.command))
         return Decision(events, self.command_id, None) if events else None
+
+    def _fresh(self, command: PauseClock | ResumeClock) -> PauseClock | ResumeClock:
+        """`command` on the clock read now: a pause counts from then (its window's start at
+        the latest); a call-off (a start later than its request's clock) too, up to that
+        start, which stays where the window goes (`ResumeClock`'s `at`). An early end keeps
+        its return: every game ends the vacation at the one time the book has."""
+        if self.clock is None:
+            return command
+        if isinstance(command, PauseClock):
+            return replace(command, now_ms=max(command.now_ms, self.clock()))
+        start = command.from_ms
+        if start is not None and command.now_ms < start:
+            return replace(command, now_ms=min(max(command.now_ms, self.clock()), start))
+        return command
 
     def lost(self, unit: Taken, appended: Appended | None) -> TurnResult | None:
         """See `Handler.lost`: a duplicate is this very pause, appended already."""

@@ -427,7 +427,7 @@ class GameService:
 
         def resume(seat: int) -> Pause:
             command = ResumeClock(seat, now_ms, start, vacation_id)
-            return Pause(command, f"vacation-end:{vacation_id}:{seat}")
+            return Pause(command, f"vacation-end:{vacation_id}:{seat}", self._now_ms)
 
         return self._clock_change(game_id, key_id, player_id, resume)
 

@@ -309,3 +309,38 @@ def test_an_end_at_the_very_start_is_a_call_off_in_the_book_as_in_the_games(
     ended = book.end("k-edge", "u-edge", "v", start)
     assert ended.vacation is not None
     assert (ended.vacation["days"], ended.vacation["until_ms"]) == (0, start)
+
+
+def test_a_turn_drawn_while_a_call_off_walks_the_games_gets_its_whole_clock_back(
+    client: redis.Redis, key: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vacation to come is called off; in one game the player's turn is drawn after the
+    call-off read its clock but before its walk reached the game (the draw skipped the
+    window, still in the log). Without the window the turn's deadline is its draw plus its
+    clock: the call-off gives back the window alone, not the time before the draw too."""
+    from carcassonne.game import actions, fold
+    from eventstore.schemas import to_engine
+
+    record = key_record(client, key)
+    store = RedisEventStore(client)
+    service = GameService(store, RedisSecrets(client))
+    game_id, seats = service.create_game(["Ann", "Lou"], Ruleset(initial_seconds=300), [0, 1],
+                                         [None, "u-calloff"], record["id"])  # fmt: skip
+    declared = Vacations(client, service, 10).declare(record, "u-calloff", 1, now_ms() + 100_000)
+    called_off_at = now_ms() - 10_000  # the call-off read its clock 10 s before the draw
+    readings = iter([called_off_at / 1000])
+    vacations = Vacations(client, service, 10, clock=lambda: next(readings, time.time()))
+    resume = service.resume_clocks
+
+    def ann_plays_first(game: str, *args: Any) -> Any:
+        state = fold(to_engine(e) for e in log_of(client, game))
+        x, y, rotation, _ = actions(state)[0]
+        service.play_turn(game, seats[0]["token"], x, y, rotation, None)  # Lou's turn drawn
+        return resume(game, *args)
+
+    monkeypatch.setattr(service, "resume_clocks", ann_plays_first)
+    ended = vacations.end(record, "u-calloff", declared["vacation"]["vacation_id"])
+    assert ended["vacation"]["days"] == 0  # called off
+    drawn = [e for e in log_of(client, game_id) if e.type == "TileDrawn"][-1]
+    (resumed,) = ended["resumed"]
+    assert resumed["deadline_ms"] == drawn.payload["deadline_ms"] - DAY_MS
