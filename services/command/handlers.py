@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carcassonne.errors import OutOfTurnError
@@ -282,16 +282,45 @@ class Pause(Handler[Taken, "TurnResult | None"]):
 
     stale = "the game moved on; retry"
 
-    def __init__(self, command: PauseClock | ResumeClock, command_id: str) -> None:
+    def __init__(
+        self,
+        command: PauseClock | ResumeClock,
+        command_id: str,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
         self.command, self.command_id = command, command_id
+        # A pause's (and a call-off's) clock is read as it is decided (`clock`, Unix ms), not
+        # only when its request began: a turn of the seat drawn in between started its clock
+        # at its draw, and counted from the earlier reading its deadline would come too soon
+        # (what is left of a turn is capped at its allotment).
+        self.clock = clock
+        # The seat's absences the last decision was taken on: an end that leaves them as
+        # they were (logged before its pause, or in a game its vacation never paused) stops
+        # no clock, and the end's answer does not list it as resumed.
+        self.before: list[tuple[int, int]] = []
 
     def decide(self, unit: Taken) -> Decision | TurnResult | None:
         """See `Handler.decide`."""
         state = unit.state
         if state.phase == OVER or state.out[self.command.player] is not None:
             return None
-        events = decide(state, self.command)
+        self.before = list(state.pauses_ms[self.command.player])
+        events = decide(state, self._fresh(self.command))
         return Decision(events, self.command_id, None) if events else None
+
+    def _fresh(self, command: PauseClock | ResumeClock) -> PauseClock | ResumeClock:
+        """`command` on the clock read now: a pause counts from then (its window's start at
+        the latest); a call-off (a start later than its request's clock) too, up to that
+        start, which stays where the window goes (`ResumeClock`'s `at`). An early end keeps
+        its return: every game ends the vacation at the one time the book has."""
+        if self.clock is None:
+            return command
+        if isinstance(command, PauseClock):
+            return replace(command, now_ms=max(command.now_ms, self.clock()))
+        start = command.from_ms
+        if start is not None and command.now_ms < start:
+            return replace(command, now_ms=min(max(command.now_ms, self.clock()), start))
+        return command
 
     def lost(self, unit: Taken, appended: Appended | None) -> TurnResult | None:
         """See `Handler.lost`: a duplicate is this very pause, appended already."""

@@ -41,7 +41,14 @@ from eventstore.port import EventStore
 from services.archive.fallthrough import FallThroughStore
 from services.common.access import RateLimited
 from services.common.draws import draw_until_placeable
-from services.common.moves import Committed, Handler, append_moves, now_ms, run_command
+from services.common.moves import (
+    STALE_SEQUENCE,
+    Committed,
+    Handler,
+    append_moves,
+    now_ms,
+    run_command,
+)
 from services.common.pace import move_ms
 from services.common.takeover import TakeoverBudget, TakeoverPayer
 from services.redis_store.bot_budget import Refused, seconds_to_midnight
@@ -211,7 +218,14 @@ class GameService:
         for player_id, ended in self.ends(key_id, sorted({i for i in ids if i})).items():
             for vacation_id, start, back in ended:
                 if vacation_id in paused:
-                    self.resume_clocks(game_id, key_id, player_id, back, (vacation_id, start))
+                    try:
+                        self.resume_clocks(game_id, key_id, player_id, back, (vacation_id, start))
+                    except GameError as exc:
+                        # The game is made: refusing its creation now would have the
+                        # caller make another. Left to a retry of the end (rare: every
+                        # attempt here lost to the new game's own moves).
+                        if exc.code != STALE_SEQUENCE:
+                            raise
 
     def _away_at_start(self, state: GameState, record: dict[str, Any], now: int) -> list[Event]:
         """`ClockPaused` for each vacation, running or declared to come, of each seat's
@@ -393,7 +407,7 @@ class GameService:
 
         def pause(seat: int) -> Pause:
             command = PauseClock(seat, now_ms, until, start, vacation_id)
-            return Pause(command, f"vacation:{vacation_id}:{seat}")
+            return Pause(command, f"vacation:{vacation_id}:{seat}", self._now_ms)
 
         return self._clock_change(game_id, key_id, player_id, pause)
 
@@ -413,18 +427,25 @@ class GameService:
 
         def resume(seat: int) -> Pause:
             command = ResumeClock(seat, now_ms, start, vacation_id)
-            return Pause(command, f"vacation-end:{vacation_id}:{seat}")
+            return Pause(command, f"vacation-end:{vacation_id}:{seat}", self._now_ms)
 
         return self._clock_change(game_id, key_id, player_id, resume)
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
 
     def _clock_change(
         self, game_id: str, key_id: str, player_id: str, handler: Callable[[int], Pause]
     ) -> list[dict[str, Any]]:
         """Each seat of `player_id` in the game of `key_id`: `handler(seat)` run; what it
-        appended (a game refusing it, e.g. over or archived, gives nothing)."""
+        appended (a game refusing it, e.g. over or archived, gives nothing). A change that
+        lost its append to the game's moves at every attempt raises `stale_sequence`: not a
+        refusal but not done either, and the caller's retry must do it."""
         try:
             return self._clock_changes(game_id, key_id, player_id, handler)
-        except GameError:
+        except GameError as exc:
+            if exc.code == STALE_SEQUENCE:
+                raise
             return []
 
     def _clock_changes(
@@ -439,10 +460,13 @@ class GameService:
             if found != player_id:
                 continue
             unit = Taken(self.games, game_id, False, False)
-            done = run_command(self.store, game_id, unit, handler(seat))
+            change = handler(seat)
+            done = run_command(self.store, game_id, unit, change)
             if done is None:
                 continue
             state = done.state
+            if isinstance(change.command, ResumeClock) and state.pauses_ms[seat] == change.before:
+                continue  # an end logged for a pause to come: no clock of the seat ran again
             seq = done.appended.result.last_seq if isinstance(done, Committed) else done.seq
             running = state.deadline_ms if state.current == seat and state.drawn else None
             paused.append({"game_id": game_id, "seat": seat, "seq": seq, "deadline_ms": running})

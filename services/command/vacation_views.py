@@ -159,7 +159,14 @@ class VacationBooksOfItsYear(VacationBooks):
 
 
 class VacationDeclared(VacationBooksOfItsYear):
-    vacation = fields.Nested(Vacation, required=True)
+    vacation = fields.Nested(
+        Vacation,
+        required=True,
+        metadata={
+            "description": "as the book has it once the games are paused: one ended or "
+            "called off meanwhile has its ended_ms, days and until_ms (the books follow)"
+        },
+    )
     paused = fields.List(
         fields.Nested(PausedSeat),
         required=True,
@@ -193,7 +200,9 @@ class PlayerVacations(MethodView):
     def post(self, body: dict[str, Any], player_id: str) -> Response:
         """Declare days away, from now or from a later `from_ms`: the player's clocks in this
         key's games in progress pause for them (each game's log gets `ClockPaused` at once,
-        with the start, and its players `player_away`)."""
+        with the start, and its players `player_away`). 409 `stale_sequence`: recorded,
+        but a game's own moves won its pause's append at every attempt; the retry (refused
+        as `vacation_overlaps`) pauses it."""
         player = _player(player_id)
         declared = _vacations().declare(g.api_key, player, body["days"], body["from_ms"])
         return _json(declared, 201)
@@ -225,7 +234,9 @@ class PlayerVacation(MethodView):
         """Back early: the running vacation ends now; its days not begun go back to its
         year's allowance (the books answered), and the player's clocks run again (each
         game's log gets `ClockResumed`, its players `player_back`). One not begun yet is
-        called off: every day goes back. Retried: 200 again, nothing appended twice."""
+        called off: every day goes back. Retried: 200 again, nothing appended twice. 409
+        `stale_sequence`: ended, but a game's own moves won its end's append at every
+        attempt; the retry resumes it."""
         player = _player(player_id)
         if not _VACATION_ID.match(vacation_id):
             raise NotFound("vacation_not_found", f"this player has no vacation {vacation_id}")

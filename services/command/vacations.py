@@ -27,6 +27,7 @@ from typing import Any
 import redis
 
 from carcassonne.errors import MalformedError, OutOfTurnError
+from services.common.moves import STALE_SEQUENCE
 from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.keys import IN_PROGRESS, SHARDS, key_player_id_key, status_key
 from services.redis_store.vacations import DAY_MS, MAX_PENDING, VacationBook
@@ -41,6 +42,30 @@ MAX_AHEAD_MS = MAX_DAYS * DAY_MS  # a vacation starts now to a year ahead
 def year_of(at_ms: int) -> int:
     """The calendar year (UTC) of a Unix time in ms: the allowance's period."""
     return datetime.fromtimestamp(at_ms / 1000, UTC).year
+
+
+class Busy:
+    """A walk over a player's games that goes on past a game whose pause or end lost its
+    append at every attempt (`stale_sequence`: that game's moves got in first each time),
+    then raises it (`raise_lost`): the answer must not say done, and a retry of the request
+    does that game (each append under its command id: nothing twice)."""
+
+    def __init__(self) -> None:
+        self.lost: OutOfTurnError | None = None
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> bool:
+        if isinstance(exc, OutOfTurnError) and exc.code == STALE_SEQUENCE:
+            self.lost = exc
+            return True
+        return False
+
+    def raise_lost(self) -> None:
+        """Raise the `stale_sequence` a game of the walk gave, if any."""
+        if self.lost is not None:
+            raise self.lost
 
 
 class Vacations:
@@ -116,11 +141,23 @@ class Vacations:
                 year=year,
             )
         paused: list[dict[str, Any]] = []
+        busy = Busy()
         for game_id in self.games_of(key_id, player_id):
-            paused += self.service.pause_clocks(
-                game_id, key_id, player_id, now, (start, until), vacation_id
-            )
-        self._resume_if_ended(key_id, player_id, vacation_id)
+            with busy:
+                paused += self.service.pause_clocks(
+                    game_id, key_id, player_id, now, (start, until), vacation_id
+                )
+        ended = self._resume_if_ended(key_id, player_id, vacation_id)
+        if ended is not None:
+            # Ended or called off meanwhile: the answer is the vacation as it now stands (its
+            # end, the days it still counts) and the books with the days it gave back, not
+            # the declaration as first recorded (the caller would think it still holds). A
+            # game a pause lost at every attempt is the end's to mend, not a retry of this
+            # declaration's (which would now record a new vacation): no stale_sequence here.
+            vacation, listed = ended
+            books = self._books_of(player_id, year, listed, allowance)
+            return {**books, "vacation": vacation, "paused": paused}
+        busy.raise_lost()
         return {
             **self._books(player_id, year, found.used_days, allowance),
             "vacation": {
@@ -187,26 +224,38 @@ class Vacations:
         return {**books, "vacation": vacation, "resumed": resumed}
 
     def _resume(
-        self, key_id: str, player_id: str, vacation: dict[str, Any]
+        self, key_id: str, player_id: str, vacation: dict[str, Any], own: bool = True
     ) -> list[dict[str, Any]]:
         """Resume the player's clocks in each of their games from `vacation`, ended (or
         called off) at its `ended_ms`: a retry resumes at the first end's time, and each
-        append is under its command id, so what was appended already is not again."""
+        append is under its command id, so what was appended already is not again. `own`:
+        the end's own request, whose retry mends a game lost at every attempt (it raises
+        `stale_sequence` then); a declaration's second look leaves that to the end."""
         back, which = vacation["ended_ms"], (vacation["vacation_id"], vacation["from_ms"])
         resumed: list[dict[str, Any]] = []
+        busy = Busy()
         for game_id in self.games_of(key_id, player_id):
-            resumed += self.service.resume_clocks(game_id, key_id, player_id, back, which)
+            with busy:
+                resumed += self.service.resume_clocks(game_id, key_id, player_id, back, which)
+        if own:
+            busy.raise_lost()
         return resumed
 
-    def _resume_if_ended(self, key_id: str, player_id: str, vacation_id: str) -> None:
+    def _resume_if_ended(
+        self, key_id: str, player_id: str, vacation_id: str
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         """After a declaration's pauses: if the vacation was ended or called off meanwhile
         (an edit: the platform calls it off as soon as it is declared), resume it again in
         each of the player's games, so a game its pause reached after its end's request had
         passed, or one that request did not list yet, does not keep it (each end appended
-        once: its command id)."""
-        for vacation in self.book.listed(key_id, player_id):
+        once: its command id). Returns the vacation as the book has it and the player's
+        vacations then, if it was ended; None if it holds."""
+        listed = self.book.listed(key_id, player_id)
+        for vacation in listed:
             if vacation["vacation_id"] == vacation_id and vacation["ended_ms"] is not None:
-                self._resume(key_id, player_id, vacation)
+                self._resume(key_id, player_id, vacation, own=False)
+                return vacation, listed
+        return None
 
     def _pause_declared(
         self, key_id: str, player_id: str, now: int, vacation_id: str | None
@@ -218,10 +267,13 @@ class Vacations:
             span = (vacation["from_ms"], vacation["until_ms"])
             if vacation["vacation_id"] != vacation_id or span[1] <= max(now, span[0]):
                 continue  # another one, over, or called off
+            busy = Busy()
             for game_id in self.games_of(key_id, player_id):
-                self.service.pause_clocks(
-                    game_id, key_id, player_id, now, span, vacation["vacation_id"]
-                )
+                with busy:
+                    self.service.pause_clocks(
+                        game_id, key_id, player_id, now, span, vacation["vacation_id"]
+                    )
+            busy.raise_lost()
 
     def listed(self, key: dict[str, Any], player_id: str) -> dict[str, Any]:
         """The player's vacations and this year's allowance: GET's body."""

@@ -33,6 +33,7 @@ from services.common.draws import draw_until_placeable
 from services.common.observability import REQUEST_ID
 
 STALE = "the game moved on; reload and retry"
+STALE_SEQUENCE = "stale_sequence"  # every attempt of a command lost its append (`run_command`)
 
 
 def now_ms() -> int:
@@ -233,7 +234,7 @@ def run_command(
             unit.release()
             return answer
     unit.release()
-    raise OutOfTurnError("stale_sequence", handler.stale, None)
+    raise OutOfTurnError(STALE_SEQUENCE, handler.stale, None)
 
 
 def _decided(unit: U, handler: Handler[U, A]) -> Decision | A:

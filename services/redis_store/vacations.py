@@ -70,7 +70,8 @@ return {'ok', used + days, '', '', ''}
 
 
 # KEYS[1] the player's list; ARGV: vacation id, now ms, a day in ms. 'ok' with the vacation
-# as it now stands: ended at now, its days those begun; or, not begun yet, called off: it
+# as it now stands: ended at now, its days those begun; or, not begun yet (its start's very
+# millisecond included: nothing of it ran, and the games drop its window), called off: it
 # ends where it was to start and counts no day. 'ended' with it if it was ended early
 # before (a retry); 'over' if it ran to its end; 'missing'.
 END_LUA = """
@@ -82,7 +83,7 @@ for _, v in ipairs(list) do
   if v.id == ARGV[1] then
     if v.ended_ms then return {'ended', cjson.encode(v)} end
     if tonumber(v.until_ms) <= now then return {'over', cjson.encode(v)} end
-    if tonumber(v.from_ms) > now then
+    if tonumber(v.from_ms) >= now then
       v.days, v.until_ms = 0, v.from_ms
     else
       local begun = math.max(1, math.ceil((now - tonumber(v.from_ms)) / day))

@@ -32,7 +32,8 @@ fold), so an item says who is to play after each move. For move seq M, in this o
 - ``player_back``: that seat's vacation ended early, or was called off before its start
   (`ClockResumed`, `at_ms` then the start it will not have): the seat, its player id,
   `at_ms` and its running turn's new deadline (`deadline_ms`, null when it was not that
-  seat's turn).
+  seat's turn). Only for an end that stops an absence of this game: one logged before its
+  pause (which it then drops or cuts) or in a game its vacation never paused says nothing.
 
 - ``game_started`` (move 1, `GameStarted`, before the first ``turn_started``): every seat
   with its name and player id (``players``: seat order), so each player of a game made for
@@ -105,6 +106,12 @@ def _hand_turn_starts(state: GameState, was: tuple[str, int]) -> bool:
     return was != (PLACE, state.current) and bool(state.hands[state.current])
 
 
+def _away(state: GameState, stored: StoredEvent) -> list[tuple[int, int]]:
+    """The absences of the seat a clock event names, as `state` has them."""
+    player = int(stored.payload["player"])
+    return list(state.pauses_ms[player]) if 0 <= player < len(state.pauses_ms) else []
+
+
 class Feed:
     """A game's feed folded forward: `advance` turns the moves after `seq` into their items
     and keeps the fold, so a dispatcher that keeps a `Feed` per game folds each move once
@@ -135,6 +142,10 @@ class Feed:
         state = self.state
         event = to_engine(stored)
         was = (state.phase, state.current)
+        # A vacation's end tells the others only if it stops an absence of this game: one
+        # that reached the game before its pause (logged for that pause to come), or a
+        # retry reaching a game the vacation never paused, changes no clock here.
+        away_was = _away(state, stored) if stored.type == RESUMED else None
         state.apply(event)
         seq, at = stored.seq, stored.time_ms
         if isinstance(event, GameStarted):
@@ -177,7 +188,7 @@ class Feed:
             player = int(stored.payload["player"])
             away = {k: stored.payload.get(k) for k in ("from_ms", "until_ms", "deadline_ms")}
             items.append(Item("player_away", seq, at, {**_seat(ids, player), **away}))
-        if stored.type == RESUMED:
+        if stored.type == RESUMED and away_was != _away(state, stored):
             player = int(stored.payload["player"])
             back = {k: stored.payload.get(k) for k in ("at_ms", "deadline_ms")}
             items.append(Item("player_back", seq, at, {**_seat(ids, player), **back}))

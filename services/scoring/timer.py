@@ -79,10 +79,12 @@ class TimerIndex:
         return self.follower.catch_up()
 
     def writes(self, shard: int, changes: list[Change]) -> list[Write]:
-        """A batch's index writes: a move appended makes its game idle from then on; a draw
-        or an undo sets its turn's deadline (or clears it); the game's end drops both. Only
+        """A batch's index writes: a move appended (not a vacation's pause or end) makes its
+        game idle from then on; a draw or an undo sets its turn's deadline (or clears it), and
+        a pause or an end may move it; the game's end drops both. Only
         each game's last state in the batch is written (a catch-up over many turns of one
         game reads one event range, not one per turn)."""
+        changed: dict[str, None] = {}  # every game of the batch, in order
         idle: dict[str, int] = {}
         turn: dict[str, list[Change]] = {}  # the last change with a draw, then later pauses
         ended: set[str] = set()
@@ -90,7 +92,12 @@ class TimerIndex:
             if change.stream != MOVES or not change.types:  # no move appended (an announcement)
                 continue
             game = change.game_id
-            idle[game] = change.time_ms
+            changed[game] = None
+            if not CLOCK_MOVES.issuperset(change.types):
+                # A vacation's pause or end is no move: counted as one, any seat's
+                # declaration (or a call-off, which costs no day) would put off the game's
+                # abandon sweep however long its seat to move has been gone.
+                idle[game] = change.time_ms
             if any(t in TURNS for t in change.types):
                 turn[game] = [change]
             elif CLOCK_MOVES.intersection(change.types):
@@ -98,12 +105,13 @@ class TimerIndex:
             if any(t in ENDINGS for t in change.types):
                 ended.add(game)
         out: list[Write] = []
-        for game, at in idle.items():
+        for game in changed:
             if game in ended:  # nothing is appended after the end
                 out += [Write("zrem", deadlines_key(shard), game),
                         Write("zrem", idle_key(shard), game)]  # fmt: skip
                 continue
-            out.append(Write("zadd", idle_key(shard), game, at))
+            if game in idle:
+                out.append(Write("zadd", idle_key(shard), game, idle[game]))
             deadline: int | None = _UNSET
             for change in reversed(turn.get(game, [])):
                 deadline = self._deadline(change)
@@ -197,7 +205,8 @@ class Timer:
         stored = self.store.read(game_id, MOVES)
         if not stored:
             return False
-        last = stored[-1].time_ms
+        # since the last move: a vacation's pause or end is none (the index's `writes`)
+        last = next((e.time_ms for e in reversed(stored) if e.type not in CLOCK_MOVES), 0)
         if now_ms - last < after_ms:
             return False  # moved since the index was read
         state = GameState()

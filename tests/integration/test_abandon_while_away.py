@@ -12,11 +12,12 @@ given the time as data.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 import redis
 
-from carcassonne.events import PauseClock
+from carcassonne.events import PauseClock, ResumeClock
 from carcassonne.game import decide
 from carcassonne.ruleset import Ruleset
 from carcassonne.state import GameState
@@ -25,6 +26,7 @@ from eventstore.schemas import to_engine, to_new
 from services.command.secrets_store import RedisSecrets
 from services.command.service import GameService
 from services.redis_store import RedisEventStore
+from services.redis_store import store as store_module
 from services.redis_store.keys import idle_key, index_shard
 from services.scoring.timer import Timer
 from tests.redis_server import private_redis
@@ -69,7 +71,7 @@ def test_a_game_waiting_on_a_player_away_is_abandoned_only_once_their_clock_ran_
     _, _, declared = folded(store, game_id)
     start, end = declared + 10 * DAY, declared + 38 * DAY  # 28 days away, from 10 days on
     away(store, game_id, start, end, declared)
-    _, _, last = folded(store, game_id)  # the pause is the game's last move
+    last = declared  # the wait counts from the last move, the draw: the pause is none
     timer = Timer(store, client)
     timer.index.catch_up()
     shard = index_shard(game_id)
@@ -111,4 +113,33 @@ def test_a_game_with_nobody_away_is_abandoned_after_the_time_as_before(
     timer = Timer(store, client)
     assert not timer.abandon(game_id, last + AFTER - 1, AFTER)
     assert timer.abandon(game_id, last + AFTER, AFTER)
+    assert store.read(game_id, MOVES)[-1].payload["idle_ms"] == AFTER
+
+
+def test_another_seats_vacation_is_no_move_of_the_seat_that_keeps_the_game_waiting(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seat 0 is to move and gone; seat 1 declares a vacation of its own (and calls it off:
+    that costs no day, so it can be done again and again). Neither is a move: the game is
+    abandoned when seat 0's clock has run the time since the last move, as without them."""
+    store = RedisEventStore(client)
+    games = GameService(store, RedisSecrets(client))
+    game_id, _ = games.create_game(["ann", "bob"], Ruleset(tileset="demo"), [0, 1])
+    _, _, moved = folded(store, game_id)  # the first draw: seat 0's turn from then
+    state, seq, _ = folded(store, game_id)
+    declared = moved + 29 * DAY
+    start, until = declared + DAY, declared + 5 * DAY
+    # the store stamps its appends with its own clock: 29 days on, for these two
+    monkeypatch.setattr(store_module, "time", SimpleNamespace(time=lambda: declared / 1000))
+    events = decide(state, PauseClock(1, declared, until, start, "v"))
+    store.append(game_id, MOVES, [to_new(e) for e in events], expected=seq, command_id="away")
+    state, seq, _ = folded(store, game_id)
+    events = decide(state, ResumeClock(1, declared, start, "v"))  # called off at once
+    store.append(game_id, MOVES, [to_new(e) for e in events], expected=seq, command_id="back")
+    assert store.read(game_id, MOVES)[-1].time_ms == declared
+    timer = Timer(store, client)
+    timer.index.catch_up()
+    assert client.zscore(idle_key(index_shard(game_id)), game_id) == moved  # still due then
+    assert not timer.abandon(game_id, moved + AFTER - 1, AFTER)
+    assert timer.abandon(game_id, moved + AFTER, AFTER)
     assert store.read(game_id, MOVES)[-1].payload["idle_ms"] == AFTER

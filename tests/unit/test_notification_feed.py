@@ -136,3 +136,24 @@ def test_a_hand_game_starts_each_turn_without_naming_a_tile() -> None:
     for item, move in zip(started, made, strict=True):
         assert item.seq <= move.seq and item.data["seat"] == move.payload["player"]
         assert item.data["tile"] is None
+
+
+def test_an_end_that_changes_no_clock_in_the_game_is_no_player_back() -> None:
+    """docs/clocks.md: a vacation's end may reach a game before its pause (logged there for
+    the pause to come, which it drops or cuts). The others hear `player_back` only of an end
+    that stops an absence of the game; a call-off that came first then says nothing at all,
+    and an early end that came first tells of the absence as it was (`player_away`)."""
+    from carcassonne.events import PauseClock, ResumeClock
+    from tests.unit.engine_steps import NOW, run, started
+
+    for back, kinds in ((NOW + 1_000, []), (NOW + 500_000, ["player_away"])):
+        state, log = started(initial_seconds=300)
+        start, until = NOW + 200_000, NOW + 900_000
+        log += run(state, ResumeClock(0, back, start, "v"))  # the end, before its pause
+        log += run(state, PauseClock(0, NOW + 2_000, until, start, "v"))
+        store = InMemoryEventStore()
+        store.append("g", MOVES, [to_new(e) for e in log], expected=0, command_id="c")
+        items = feed_items(store.read("g", MOVES), [])
+        assert [i.kind for i in items if i.kind.startswith("player_")] == kinds
+    (away,) = [i for i in items if i.kind == "player_away"]
+    assert (away.data["from_ms"], away.data["until_ms"]) == (start, NOW + 500_000)
