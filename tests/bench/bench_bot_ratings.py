@@ -50,6 +50,9 @@ Fifth, the same code with `--seed 2` (other seatings and bags), 1 process beside
 rated in 229-236 games: in order, random clear, greedy and mcts overlapping by 0.62 points
 (the gap 9.1); shuffled labels 24.9, 25.4, 25.5. MISSED: the figure sits on its edge, met in
 one run of two.
+Not run for the 3-player changes tried next (the mover's own playout turn by the leaf, its
+draw stratified or played twice, a leaf by turns to move; docs/bots.md, "What was tried for 3
+and 4 players"): none gained head to head, none was kept.
 """
 
 from __future__ import annotations
