@@ -97,6 +97,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                "tileset_not_found", "unknown_farm_scoring", "unknown_on_leave", "unknown_tile",
                "unknown_tile_edition", "unknown_tileset", "unknown_unplaceable"),
     "record": ("at_and_turn", "at_out_of_range", "bad_commitment", "bad_cursor", "bad_event",
+               "cursor_and_offset",
                "bad_export", "bad_format", "bad_nonce", "bad_notation", "bad_record",
                "cursor_beyond_log", "invalid_notation", "no_takeover_to_refuse",
                "too_many_turns", "turn_out_of_range", "unknown_command"),

@@ -14,14 +14,14 @@ from typing import Any
 from flask import current_app, request
 from flask.views import MethodView
 from flask_smorest import Blueprint
-from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import Schema, ValidationError, fields, validate
 
 from services.common.access import known_key, missing_key, request_key
 from services.common.schemas import Closed
 from services.redis_store.apikeys import ApiKeys
 from services.redis_store.ratings import POOLS, Ratings
 
-from .projector import NotFound
+from .projector import BadParameter, NotFound
 from .schemas import PLAYER_ID
 
 blp = Blueprint(
@@ -88,35 +88,37 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
     return float(ordinal), player
 
 
-class Cursor(fields.String):
-    """A leaderboard cursor (`next_cursor`), loaded as its (ordinal, player)."""
-
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
-        text = super()._deserialize(value, attr, data, **kwargs)
-        if len(text) > MAX_CURSOR:  # before decoding: `validate` sees the decoded pair
-            raise ValidationError(f"a cursor is at most {MAX_CURSOR} characters")
-        try:
-            return decode_cursor(text)
-        except (ValueError, ValidationError) as e:
-            raise ValidationError("not a cursor: send a next_cursor as it was given") from e
-
-
 class BoardArgs(Schema):
     offset = fields.Integer(load_default=0, validate=validate.Range(0, 10_000_000))
     limit = fields.Integer(load_default=50, validate=validate.Range(1, MAX_PAGE))
-    cursor = Cursor(
-        validate=validate.Length(1, MAX_CURSOR),  # shown in the API document
+    # Opaque: its form is the service's own, so the document gives its length alone and a
+    # string this service did not make is a 422 `bad_cursor` (`after`), as the directory's.
+    cursor = fields.String(
+        validate=validate.Length(1, MAX_CURSOR),
         metadata={
             "description": "a page's `next_cursor`: the next page starts right after that "
             "page's last row (no row shown twice or skipped when ratings change between "
-            "pages, but for the players whose rating changed); not with `offset`"
+            "pages, but for the players whose rating changed); not with `offset` (422 "
+            "cursor_and_offset); a string no page gave: 422 bad_cursor"
         },
     )
 
-    @validates_schema
-    def _one_start(self, data: dict[str, Any], **_: Any) -> None:
-        if "cursor" in data and data["offset"]:
-            raise ValidationError("a page starts at an offset or after a cursor", "cursor")
+
+def after(args: dict[str, Any]) -> tuple[float, str] | None:
+    """The (ordinal, player) a page starts after: its `cursor` decoded, if given."""
+    cursor = args.get("cursor")
+    if cursor is None:
+        return None
+    if args["offset"]:
+        raise BadParameter(
+            "cursor_and_offset", "a page starts at an offset or after a cursor, not both", None
+        )
+    try:
+        return decode_cursor(cursor)
+    except (ValueError, ValidationError):
+        raise BadParameter(
+            "bad_cursor", "not a cursor: send a next_cursor as it was given", None
+        ) from None
 
 
 class RatingShown(Closed):
@@ -184,13 +186,14 @@ class PoolBoard(MethodView):
         (`limit`; from `offset`, or after the row of the `cursor` a page gave: ratings that
         change between pages shift offsets, not cursors). Needs the key (401
         missing_api_key, 403 bad_api_key): a platform's ratings are its own. An unknown
-        pool: 404 pool_not_found."""
+        pool: 404 pool_not_found; a cursor no page gave, 422 bad_cursor; a cursor with an
+        offset, 422 cursor_and_offset."""
         key_id = _key_id("a leaderboard")
         if pool not in POOLS:
             raise NotFound("pool_not_found", f"the pools are {', '.join(POOLS)}")
         offset, limit = args["offset"], args["limit"]
         # One snapshot: its rows, their ranks and the size.
-        page = _ratings().board(key_id, pool, offset, limit, args.get("cursor"))
+        page = _ratings().board(key_id, pool, offset, limit, after(args))
         more = page.start + limit < page.total and page.last is not None
         return {
             "pool": pool,

@@ -273,6 +273,7 @@ def _spare_subscription(stack: Stack) -> str:
 SEMANTIC = {
     "at_and_turn",  # `at` and `turn` both given: each is valid alone
     "bad_cursor",  # a cursor is opaque: only the service knows which strings it made
+    "cursor_and_offset",  # a leaderboard's `cursor` and `offset` both given: each valid alone
     "bad_notation",  # a record in notation: its grammar is prose, not a schema
     "bad_player_ids",  # a record's player_ids: one per seat (`players` of the same record)
     "bad_webhook_url",  # the URL policy: http(s), a host an HTTP client reads the same way

@@ -455,7 +455,9 @@ def test_a_hostile_cursor_is_a_422(client: redis.Redis, cursor: str) -> None:
         f"/v1/ratings/classic?cursor={cursor}", headers={"X-Api-Key": key}
     )
     assert answer.status_code == 422, answer.get_json()
-    assert answer.get_json()["code"] == "invalid_query"
+    # its length is in the document (invalid_query); its form is the service's (bad_cursor)
+    sized = 1 <= len(cursor) <= 512
+    assert answer.get_json()["code"] == ("bad_cursor" if sized else "invalid_query")
 
 
 def test_a_cursor_with_an_offset_is_a_422(client: redis.Redis) -> None:
@@ -464,7 +466,7 @@ def test_a_cursor_with_an_offset_is_a_422(client: redis.Redis) -> None:
     web, head = query_app(client), {"X-Api-Key": key}
     cursor = web.get("/v1/ratings/classic?limit=2", headers=head).get_json()["next_cursor"]
     both = web.get(f"/v1/ratings/classic?offset=2&cursor={cursor}", headers=head)
-    assert both.status_code == 422 and both.get_json()["code"] == "invalid_query"
+    assert both.status_code == 422 and both.get_json()["code"] == "cursor_and_offset"
     # A cursor of a player no longer rated still starts where that row would stand.
     gone = web.get("/v1/ratings/classic?cursor=WzEwMDAsIn56Il0", headers=head).get_json()
     assert [r["rank"] for r in gone["items"]][:1] == [1]  # [1000,"~z"]: above everyone
