@@ -14,8 +14,10 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
+from carcassonne.game import actions, fold
 from carcassonne.ruleset import Ruleset
 from eventstore.envelope import MOVES
+from eventstore.schemas import to_engine
 from services.command.app import create_app
 from services.command.secrets_store import RedisSecrets
 from services.command.service import GameService
@@ -230,6 +232,26 @@ def test_a_pause_that_loses_every_race_in_a_busy_game_is_not_answered_as_done(
     assert [e.type for e in log_of(client, busy)][-1] == "ClockResumed"
 
 
+def ann_plays_first(
+    monkeypatch: pytest.MonkeyPatch,
+    client: redis.Redis,
+    service: GameService,
+    token: str,
+    method: str,
+) -> None:
+    """Ann (seat 0, `token`) plays in each game just before the service's `method` (its
+    pause or its resume) reaches it: Lou's turn is drawn while the request walks the games."""
+    walk = getattr(service, method)
+
+    def first(game: str, *args: Any) -> Any:
+        state = fold(to_engine(e) for e in log_of(client, game))
+        x, y, rotation, _ = actions(state)[0]
+        service.play_turn(game, token, x, y, rotation, None)
+        return walk(game, *args)
+
+    monkeypatch.setattr(service, method, first)
+
+
 def test_a_turn_drawn_while_the_declaration_walks_the_games_keeps_its_whole_clock(
     client: redis.Redis, key: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -237,9 +259,6 @@ def test_a_turn_drawn_while_the_declaration_walks_the_games_keeps_its_whole_cloc
     walks the player's games; in one of them the player's turn is drawn meanwhile. The pause
     moves that turn's deadline by the window it crosses, and by nothing else: the turn's
     clock started at its draw, not at the declaration's clock (it lost the time between)."""
-    from carcassonne.game import actions, fold
-    from eventstore.schemas import to_engine
-
     record = key_record(client, key)
     store = RedisEventStore(client)
     service = GameService(store, RedisSecrets(client))
@@ -248,15 +267,7 @@ def test_a_turn_drawn_while_the_declaration_walks_the_games_keeps_its_whole_cloc
     declared_at = now_ms() - 10_000  # the declaration read its clock 10 s before the draw
     readings = iter([declared_at / 1000])
     vacations = Vacations(client, service, 10, clock=lambda: next(readings, time.time()))
-    pause = service.pause_clocks
-
-    def ann_plays_first(game: str, *args: Any) -> Any:
-        state = fold(to_engine(e) for e in log_of(client, game))
-        x, y, rotation, _ = actions(state)[0]
-        service.play_turn(game, seats[0]["token"], x, y, rotation, None)  # Lou's turn drawn
-        return pause(game, *args)
-
-    monkeypatch.setattr(service, "pause_clocks", ann_plays_first)
+    ann_plays_first(monkeypatch, client, service, seats[0]["token"], "pause_clocks")
     start = declared_at + 100_000
     declared = vacations.declare(record, "u-late", 1, start)
     drawn = [e for e in log_of(client, game_id) if e.type == "TileDrawn"][-1]
@@ -318,9 +329,6 @@ def test_a_turn_drawn_while_a_call_off_walks_the_games_gets_its_whole_clock_back
     call-off read its clock but before its walk reached the game (the draw skipped the
     window, still in the log). Without the window the turn's deadline is its draw plus its
     clock: the call-off gives back the window alone, not the time before the draw too."""
-    from carcassonne.game import actions, fold
-    from eventstore.schemas import to_engine
-
     record = key_record(client, key)
     store = RedisEventStore(client)
     service = GameService(store, RedisSecrets(client))
@@ -330,15 +338,7 @@ def test_a_turn_drawn_while_a_call_off_walks_the_games_gets_its_whole_clock_back
     called_off_at = now_ms() - 10_000  # the call-off read its clock 10 s before the draw
     readings = iter([called_off_at / 1000])
     vacations = Vacations(client, service, 10, clock=lambda: next(readings, time.time()))
-    resume = service.resume_clocks
-
-    def ann_plays_first(game: str, *args: Any) -> Any:
-        state = fold(to_engine(e) for e in log_of(client, game))
-        x, y, rotation, _ = actions(state)[0]
-        service.play_turn(game, seats[0]["token"], x, y, rotation, None)  # Lou's turn drawn
-        return resume(game, *args)
-
-    monkeypatch.setattr(service, "resume_clocks", ann_plays_first)
+    ann_plays_first(monkeypatch, client, service, seats[0]["token"], "resume_clocks")
     ended = vacations.end(record, "u-calloff", declared["vacation"]["vacation_id"])
     assert ended["vacation"]["days"] == 0  # called off
     drawn = [e for e in log_of(client, game_id) if e.type == "TileDrawn"][-1]
