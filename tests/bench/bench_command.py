@@ -53,6 +53,16 @@ the baseline's at the same rate, so a p99 at 1.5x would need a turn about as che
 XADD. Trimming more of the path does not get there; a turn served outside Flask and
 flask-smorest, or a compiled engine, might, and neither was attempted: both figures are
 still missed.
+
+Against the code of `fd1710e` (where issue 27 measured 56 %) on one machine, in one sitting
+(2026-11-28 18:27-18:33 UTC, load 0.4 at the start; a slower machine of the same kind, where
+this bench read 0.625x once before): this bench on this code, then fd1710e's own bench on
+fd1710e's code (its turns on 3 workers of one instance with the affinity handoff), twice in
+turn. This code: turns 951 and 835/s against the baseline's 1661 and 1390 (0.572x, 0.601x;
+half-load p99 5.62x, 2.05x). fd1710e: turns 1050 and 847/s against 1273 and 1193 (0.83x,
+0.71x). The turns run at about the same rate (the rounds of either spread over 620-1050); the
+baseline, which runs under this code's gunicorn config and worker, is the faster one now.
+So the ratio read lower than fd1710e's did on this machine, with no turn lost.
 """
 
 from __future__ import annotations
