@@ -334,3 +334,45 @@ def test_a_thousand_joins_for_the_last_seat_seat_exactly_one_player(
     assert token_hash(won[0]["token"]) in record["tokens"] and record["key_id"] == key_id
     status, turn = call(two_commands[0], "GET", f"/games/{lobby_id}/turn")
     assert status == 200 and turn["seq"] >= 2
+
+
+def test_a_retried_join_of_a_seated_player_is_already_joined_after_the_start_too(
+    app: Flask,
+    client: FlaskClient,
+    key: tuple[str, dict[str, str]],
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/lobby.md, "A lost answer": a join whose answer was lost is retried and answered
+    409 `already_joined` — the player holds a seat, its token is re-issued by the key. That
+    holds for the join that took the last seat too (the lobby `starting` or `started` by it):
+    not `lobby_full` / `lobby_started`, which tell the player it has no seat. A player who is
+    not seated still gets those."""
+    _, headers = key
+    lobby_id = open_lobby(client, headers, host={"player_id": "h"})["lobby_id"]
+    status, joined = post(client, f"/lobbies/{lobby_id}/join", {"player_id": "b"}, headers)
+    assert status == 200 and joined["lobby"]["state"] == "started"
+    before = stored(redis_client, lobby_id)
+    for player in ("b", "h"):
+        status, answer = post(client, f"/lobbies/{lobby_id}/join", {"player_id": player}, headers)
+        assert (status, answer["code"]) == (409, "already_joined"), answer
+    status, answer = post(client, f"/lobbies/{lobby_id}/join", {"player_id": "c"}, headers)
+    assert (status, answer["code"]) == (409, "lobby_started")
+    assert stored(redis_client, lobby_id) == before
+
+    # Its game cut short (`starting`): the retry is `already_joined`, and makes the game.
+    lobby_id = open_lobby(client, headers, host={"player_id": "h"})["lobby_id"]
+    service = app.extensions["game_service"]
+
+    def down(*_: Any) -> Any:
+        raise redis.ConnectionError("the store went away")
+
+    monkeypatch.setattr(service, "start_prepared", down)
+    status, joined = post(client, f"/lobbies/{lobby_id}/join", {"player_id": "b"}, headers)
+    assert status == 200 and joined["lobby"]["state"] == "starting"
+    monkeypatch.undo()
+    status, answer = post(client, f"/lobbies/{lobby_id}/join", {"player_id": "b"}, headers)
+    assert (status, answer["code"]) == (409, "already_joined"), answer
+    assert stored(redis_client, lobby_id)["state"] == "started"
+    record = json.loads(redis_client.get(secrets_key(lobby_id)) or "{}")
+    assert token_hash(joined["token"]) in record["tokens"]
