@@ -9,6 +9,8 @@ refusals (a game not over, another key's game, no key, no game) change nothing."
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -16,8 +18,12 @@ from typing import Any
 import pytest
 import redis
 
+from carcassonne.ruleset import Ruleset
 from services.command.apikeys import ApiKeys
-from services.redis_store import secrets_key
+from services.command.secrets_store import RedisSecrets
+from services.command.service import GameService
+from services.redis_store import RedisEventStore, secrets_key
+from services.redis_store.bot_budget import BotBudget, day_key, in_flight_key, release
 
 from .http_client import call, gunicorn
 from .test_subscriptions_worker import Receiver, wait_for
@@ -130,6 +136,41 @@ def test_a_rematch_is_refused_before_the_end_to_other_keys_and_without_a_key(
         got, answer = call(base, "POST", f"/games/{game_id}/rematch", None, sent)
         assert (got, answer["code"]) == (status, code), (game_id, answer)
     assert set(redis_client.scan_iter(match="*:secrets")) == keys_before
+
+
+def test_a_rematch_retried_after_its_first_request_died_charges_its_bots_once(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rematch reserves its bot seats' seconds (docs/bots.md) before it stores the new game.
+    A first request that dies between the two (the store went away: a 503 the platform
+    retries), or a second request at once, must not charge the key's day (or its in-flight
+    check) twice for the one game the rematch's id names."""
+    key = "k_rematch_" + uuid.uuid4().hex[:8]
+    budget = BotBudget(redis_client, 7_200, 28_800)
+    games = GameService(RedisEventStore(redis_client), RedisSecrets(redis_client),
+                        bot_budget=budget, move_floor_ms=250)  # fmt: skip
+    game_id, seats = games.create_game(
+        ["ann", "robot"], Ruleset(tileset="demo"), [0, 1], key_id=key,
+        bots=[None, {"level": "greedy", "think_ms": 1}],
+    )  # fmt: skip
+    games.resign(game_id, seats[0]["token"])  # the last human leaves: over
+    release(redis_client, key, game_id)  # the bot consumer saw its end
+    day_before = float(redis_client.get(day_key(key, time.time())) or 0)
+
+    def down(*_: Any) -> Any:
+        raise redis.ConnectionError("the store went away")
+
+    monkeypatch.setattr(games, "start_prepared", down)
+    with pytest.raises(redis.ConnectionError):
+        games.rematch(game_id, key)
+    monkeypatch.undo()
+    made = games.rematch(game_id, key)
+    assert made["created"] and made["players"][0]["bot"]
+    share = redis_client.zscore(in_flight_key(key), made["game_id"])
+    assert share and share > 0
+    assert float(redis_client.get(day_key(key, time.time())) or 0) == day_before + share
+    assert not games.rematch(game_id, key)["created"]  # a repeat: nothing more
+    assert float(redis_client.get(day_key(key, time.time())) or 0) == day_before + share
 
 
 def test_a_match_is_delivered_to_the_key_as_match_found_with_every_seats_ticket(
