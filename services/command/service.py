@@ -307,9 +307,12 @@ class GameService:
             secrets.token_hex(16), names, tokens, ids, key_id, bots, bool(record.get("public"))
         )
         fresh["rematch_of"] = game_id
-        if self.secrets.get(new_id) is None:  # a repeat reserves no bot time again
+        created = False
+        if self.secrets.get(new_id) is not None:  # a repeat reserves no bot time again
+            _, created = self.start_prepared(new_id, fresh, ruleset)
+        elif not self.secrets.archived(new_id):  # played and archived: never made again
             self._reserve_bots(key_id, new_id, bots, ruleset)
-        _, created = self.start_prepared(new_id, fresh, ruleset)
+            _, created = self.start_prepared(new_id, fresh, ruleset)
         players = []
         for seat, old in enumerate(moved):
             player: dict[str, Any] = {
