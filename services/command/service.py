@@ -250,8 +250,12 @@ class GameService:
         """Start a game from a secrets record made elsewhere (a lobby's seats, a rematch):
         the record is stored unless the game has one (SET NX), then the start is appended
         from the stored record. Idempotent: any number of calls, at once or after a crash
-        between the two steps, make one game. Returns the stored record and whether this call
-        stored it (only then are tokens it made the game's)."""
+        between the two steps, make one game — and none once that game went to the archive
+        (its secrets record gone, its tombstone kept: a lobby or match finished late). Returns
+        the stored record and whether this call stored it (only then are tokens it made the
+        game's)."""
+        if self.secrets.archived(game_id):
+            return record, False
         stored = self.secrets.put_new(game_id, with_takeover(record, ruleset))
         if not stored:
             record = self.secrets.get(game_id) or record
