@@ -82,11 +82,20 @@ if l.listed then redis.call('ZADD', KEYS[2], l.expires_ms, l.id) end
 return 1
 """
 
-# ARGV: now, key id, player id, name, folded name, invite hash ("" none), token hash.
+# ARGV: now, key id, player id, name, folded name, invite hash ("" none), token hash. A
+# player seated in a lobby that filled (the retry of a join whose answer was lost, maybe the
+# one that took the last seat) is `already_joined`, not refused as if it had no seat.
 JOIN_LUA = (
     _LOAD
     + """
-if l.state ~= 'open' then return {'state', raw} end
+if l.state ~= 'open' then
+  if l.state == 'starting' or l.state == 'started' then
+    for _, p in ipairs(l.players) do
+      if p.player_id == ARGV[3] then return {'already_joined', raw} end
+    end
+  end
+  return {'state', raw}
+end
 if l.invite ~= '' and ARGV[6] ~= l.invite then return {'bad_invite_code', raw} end
 for _, p in ipairs(l.players) do
   if p.player_id == ARGV[3] then return {'already_joined', raw} end
@@ -411,7 +420,9 @@ def refusal(outcome: str, lobby: dict[str, Any]) -> GameError:
     if outcome == "bad_invite_code":
         return Forbidden("bad_invite_code", "this lobby is joined by invitation: send its code")
     if outcome == "already_joined":
-        return LobbyConflict("already_joined", "this player is in the lobby already", None)
+        return LobbyConflict(
+            "already_joined", "this player is in the lobby already", None, state=lobby["state"]
+        )
     if outcome == "name_taken":
         return LobbyConflict(
             "name_taken",

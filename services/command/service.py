@@ -250,8 +250,12 @@ class GameService:
         """Start a game from a secrets record made elsewhere (a lobby's seats, a rematch):
         the record is stored unless the game has one (SET NX), then the start is appended
         from the stored record. Idempotent: any number of calls, at once or after a crash
-        between the two steps, make one game. Returns the stored record and whether this call
-        stored it (only then are tokens it made the game's)."""
+        between the two steps, make one game — and none once that game went to the archive
+        (its secrets record gone, its tombstone kept: a lobby or match finished late). Returns
+        the stored record and whether this call stored it (only then are tokens it made the
+        game's)."""
+        if self.secrets.archived(game_id):
+            return record, False
         stored = self.secrets.put_new(game_id, with_takeover(record, ruleset))
         if not stored:
             record = self.secrets.get(game_id) or record
@@ -307,9 +311,12 @@ class GameService:
             secrets.token_hex(16), names, tokens, ids, key_id, bots, bool(record.get("public"))
         )
         fresh["rematch_of"] = game_id
-        if self.secrets.get(new_id) is None:  # a repeat reserves no bot time again
+        created = False
+        if self.secrets.get(new_id) is not None:  # a repeat reserves no bot time again
+            _, created = self.start_prepared(new_id, fresh, ruleset)
+        elif not self.secrets.archived(new_id):  # played and archived: never made again
             self._reserve_bots(key_id, new_id, bots, ruleset)
-        _, created = self.start_prepared(new_id, fresh, ruleset)
+            _, created = self.start_prepared(new_id, fresh, ruleset)
         players = []
         for seat, old in enumerate(moved):
             player: dict[str, Any] = {

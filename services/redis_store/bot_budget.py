@@ -27,7 +27,8 @@ run`, the tests) then crashed in the next script it ran.
 
 A creation reserves in one script that sums what is in flight (games and hints), reads the
 day's charge and refuses when the new game would take the key past either limit, so two
-creations at once never both take the last seconds.
+creations at once never both take the last seconds. A game reserves once: its id held
+already is charged nothing more (a rematch, whose id is its old game's, asked again).
 """
 
 from __future__ import annotations
@@ -74,7 +75,15 @@ redis.call('ZADD', KEYS[1], asked, ARGV[1])
 redis.call('SET', KEYS[3], tostring(today + asked), 'PX', tonumber(ARGV[6]) * 1000)
 return {1, tostring(total + asked)}
 """
-RESERVE_LUA = IN_FLIGHT_LUA + CHARGE_LUA
+# A game's reservation: idempotent, as a takeover's. A game held already is a repeat (a
+# rematch retried after its first request died, or asked twice at once: one game id).
+RESERVE_LUA = (
+    IN_FLIGHT_LUA
+    + """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return {1, 'held'} end
+"""
+    + CHARGE_LUA
+)
 
 # A takeover's reservation (ARGV[1]: its member `<game>:takeover:<seat>`); KEYS[4]: the
 # game's `ended` mark. Idempotent: a member held already is a retry of the same takeover

@@ -113,10 +113,17 @@ def answer_undo(state: GameState, cmd: AnswerUndo) -> list[Event]:
         raise UnknownRequestError(
             "no_such_request", f"this game has no undo request {number!r}", None, request=number
         )
-    if pending is None or pending.request != number or pending.refused_by is not None:
+    # Without an undo point the placement stands (refused, or a resignation or timeout since).
+    if (
+        pending is None
+        or pending.request != number
+        or pending.refused_by is not None
+        or state.undo_point is None
+    ):
         raise OutOfTurnError(
             "undo_closed",
-            f"undo request {number} is closed (undone, refused, or played on)",
+            f"undo request {number} is closed (undone, refused, played on, or a "
+            "resignation or timeout since)",
             None,
             request=number,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,12 +17,16 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
+from eventstore.envelope import MOVES
+from services.archive.archiver import Archiver
+from services.archive.sqlite import SqliteArchive
 from services.command import lobby as lobby_module
 from services.command.apikeys import ApiKeys
 from services.command.app import create_app
 from services.command.secrets_store import token_hash
-from services.redis_store import secrets_key
+from services.redis_store import RedisEventStore, secrets_key
 from services.redis_store.keys import index_shard, lobbies_key, lobby_key
+from services.scoring.scorer import Scorer
 
 from .http_client import call
 
@@ -334,3 +339,83 @@ def test_a_thousand_joins_for_the_last_seat_seat_exactly_one_player(
     assert token_hash(won[0]["token"]) in record["tokens"] and record["key_id"] == key_id
     status, turn = call(two_commands[0], "GET", f"/games/{lobby_id}/turn")
     assert status == 200 and turn["seq"] >= 2
+
+
+def test_a_retried_join_of_a_seated_player_is_already_joined_after_the_start_too(
+    app: Flask,
+    client: FlaskClient,
+    key: tuple[str, dict[str, str]],
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/lobby.md, "A lost answer": a join whose answer was lost is retried and answered
+    409 `already_joined` — the player holds a seat, its token is re-issued by the key. That
+    holds for the join that took the last seat too (the lobby `starting` or `started` by it):
+    not `lobby_full` / `lobby_started`, which tell the player it has no seat. A player who is
+    not seated still gets those."""
+    _, headers = key
+    lobby_id = open_lobby(client, headers, host={"player_id": "h"})["lobby_id"]
+    status, joined = post(client, f"/lobbies/{lobby_id}/join", {"player_id": "b"}, headers)
+    assert status == 200 and joined["lobby"]["state"] == "started"
+    before = stored(redis_client, lobby_id)
+    for player in ("b", "h"):
+        status, answer = post(client, f"/lobbies/{lobby_id}/join", {"player_id": player}, headers)
+        assert (status, answer["code"]) == (409, "already_joined"), answer
+    status, answer = post(client, f"/lobbies/{lobby_id}/join", {"player_id": "c"}, headers)
+    assert (status, answer["code"]) == (409, "lobby_started")
+    assert stored(redis_client, lobby_id) == before
+
+    # Its game cut short (`starting`): the retry is `already_joined`, and makes the game.
+    lobby_id = open_lobby(client, headers, host={"player_id": "h"})["lobby_id"]
+    service = app.extensions["game_service"]
+
+    def down(*_: Any) -> Any:
+        raise redis.ConnectionError("the store went away")
+
+    monkeypatch.setattr(service, "start_prepared", down)
+    status, joined = post(client, f"/lobbies/{lobby_id}/join", {"player_id": "b"}, headers)
+    assert status == 200 and joined["lobby"]["state"] == "starting"
+    monkeypatch.undo()
+    status, answer = post(client, f"/lobbies/{lobby_id}/join", {"player_id": "b"}, headers)
+    assert (status, answer["code"]) == (409, "already_joined"), answer
+    assert stored(redis_client, lobby_id)["state"] == "started"
+    record = json.loads(redis_client.get(secrets_key(lobby_id)) or "{}")
+    assert token_hash(joined["token"]) in record["tokens"]
+
+
+def test_a_lobby_left_starting_whose_game_was_played_and_archived_is_not_started_again(
+    app: Flask,
+    client: FlaskClient,
+    key: tuple[str, dict[str, str]],
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The last join made the game but the store went away before the lobby turned `started`:
+    the lobby stays `starting` and the next read finishes it. If that read comes after the
+    game was played and archived (its secrets and streams left Redis, its tombstone
+    stayed), finishing must not start a second game under the archived game's id (the same
+    token hashes, a fresh log): the lobby only turns `started`."""
+    _, headers = key
+    lobby_id = open_lobby(client, headers, host={"player_id": "h"})["lobby_id"]
+    lobbies = app.extensions["lobbies"]
+
+    def down(*_: Any, **__: Any) -> Any:
+        raise redis.ConnectionError("the store went away")
+
+    monkeypatch.setattr(lobbies, "_started", down)
+    status, joined = post(client, f"/lobbies/{lobby_id}/join", {"player_id": "b"}, headers)
+    assert status == 200 and joined["lobby"]["state"] == "starting"
+    monkeypatch.undo()
+    reply = client.post(f"/games/{lobby_id}/resign",
+                        headers={"Authorization": f"Bearer {joined['token']}"})  # fmt: skip
+    assert reply.status_code == 200 and reply.get_json()["next"]["over"], reply.get_json()
+    store = RedisEventStore(redis_client)
+    Scorer(store).catch_up(lobby_id)
+    archiver = Archiver(redis_client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0)
+    assert archiver.archive_game(index_shard(lobby_id), lobby_id) == "archived"
+
+    view = client.get(f"/lobbies/{lobby_id}", headers=headers).get_json()
+    assert view["state"] == "started" and view["game_id"] == lobby_id
+    assert not redis_client.exists(secrets_key(lobby_id))
+    assert store.last_seq(lobby_id, MOVES) == 0

@@ -12,6 +12,7 @@ import random
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,12 +20,16 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
+from eventstore.envelope import MOVES
+from services.archive.archiver import Archiver
+from services.archive.sqlite import SqliteArchive
 from services.command.apikeys import ApiKeys
 from services.command.app import create_app
 from services.command.matchmaking import Matchmaker
 from services.command.secrets_store import token_hash
-from services.redis_store import secrets_key
-from services.redis_store.keys import mm_pending_key, queue_key, waiting_key
+from services.redis_store import RedisEventStore, secrets_key
+from services.redis_store.keys import index_shard, mm_pending_key, queue_key, waiting_key
+from services.scoring.scorer import Scorer
 
 from .http_client import call
 
@@ -424,3 +429,32 @@ def test_a_rating_window_out_of_range_is_refused_and_takes_no_ticket(
         status, refused = take(client, headers, "picky", rating_window=bad)
         assert status == 422 and refused["code"] == "invalid_body", (bad, refused)
     assert redis_client.hlen(waiting_key(key_id)) == 0
+
+
+def test_polling_a_matched_ticket_after_its_game_was_archived_makes_no_second_game(
+    client: FlaskClient, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A matched ticket is kept a week for its polls, and each poll makes the match's game if
+    it has no secrets record (a match cut short). A game played and archived an hour after
+    its end (ARCHIVE_AFTER) has none either: a poll then must answer the ticket as matched,
+    not start the game again under its id (the same tokens, a fresh log, a second
+    `game_started`)."""
+    _, headers = new_key(redis_url)
+    first = take(client, headers, "u-1")[1]
+    matched = take(client, headers, "u-2")[1]
+    game_id = matched["game_id"]
+    assert matched["state"] == "matched"
+    resigned = client.post(f"/games/{game_id}/resign",
+                           headers={"Authorization": f"Bearer {first['token']}"})  # fmt: skip
+    assert resigned.status_code == 200 and resigned.get_json()["next"]["over"]
+    store = RedisEventStore(redis_client)
+    Scorer(store).catch_up(game_id)
+    archiver = Archiver(redis_client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0)
+    assert archiver.archive_game(index_shard(game_id), game_id) == "archived"
+
+    for ticket in (first, matched):
+        polled = client.get(f"/tickets/{ticket['ticket_id']}", headers=headers)
+        assert polled.status_code == 200, polled.get_json()
+        assert (polled.get_json()["state"], polled.get_json()["game_id"]) == ("matched", game_id)
+    assert not redis_client.exists(secrets_key(game_id))
+    assert store.last_seq(game_id, MOVES) == 0

@@ -9,15 +9,27 @@ refusals (a game not over, another key's game, no key, no game) change nothing."
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+from carcassonne.ruleset import Ruleset
+from eventstore.envelope import MOVES
+from services.archive.archiver import Archiver
+from services.archive.sqlite import SqliteArchive
 from services.command.apikeys import ApiKeys
-from services.redis_store import secrets_key
+from services.command.secrets_store import RedisSecrets
+from services.command.service import GameService
+from services.redis_store import RedisEventStore, secrets_key
+from services.redis_store.bot_budget import BotBudget, day_key, in_flight_key, release
+from services.redis_store.keys import index_shard
+from services.scoring.scorer import Scorer
 
 from .http_client import call, gunicorn
 from .test_subscriptions_worker import Receiver, wait_for
@@ -130,6 +142,68 @@ def test_a_rematch_is_refused_before_the_end_to_other_keys_and_without_a_key(
         got, answer = call(base, "POST", f"/games/{game_id}/rematch", None, sent)
         assert (got, answer["code"]) == (status, code), (game_id, answer)
     assert set(redis_client.scan_iter(match="*:secrets")) == keys_before
+
+
+def test_a_rematch_retried_after_its_first_request_died_charges_its_bots_once(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rematch reserves its bot seats' seconds (docs/bots.md) before it stores the new game.
+    A first request that dies between the two (the store went away: a 503 the platform
+    retries), or a second request at once, must not charge the key's day (or its in-flight
+    check) twice for the one game the rematch's id names."""
+    key = "k_rematch_" + uuid.uuid4().hex[:8]
+    budget = BotBudget(redis_client, 7_200, 28_800)
+    games = GameService(RedisEventStore(redis_client), RedisSecrets(redis_client),
+                        bot_budget=budget, move_floor_ms=250)  # fmt: skip
+    game_id, seats = games.create_game(
+        ["ann", "robot"], Ruleset(tileset="demo"), [0, 1], key_id=key,
+        bots=[None, {"level": "greedy", "think_ms": 1}],
+    )  # fmt: skip
+    games.resign(game_id, seats[0]["token"])  # the last human leaves: over
+    release(redis_client, key, game_id)  # the bot consumer saw its end
+    day_before = float(redis_client.get(day_key(key, time.time())) or 0)
+
+    def down(*_: Any) -> Any:
+        raise redis.ConnectionError("the store went away")
+
+    monkeypatch.setattr(games, "start_prepared", down)
+    with pytest.raises(redis.ConnectionError):
+        games.rematch(game_id, key)
+    monkeypatch.undo()
+    made = games.rematch(game_id, key)
+    assert made["created"] and made["players"][0]["bot"]
+    share = redis_client.zscore(in_flight_key(key), made["game_id"])
+    assert share and share > 0
+    assert float(redis_client.get(day_key(key, time.time())) or 0) == day_before + share
+    assert not games.rematch(game_id, key)["created"]  # a repeat: nothing more
+    assert float(redis_client.get(day_key(key, time.time())) or 0) == day_before + share
+
+
+def test_a_rematch_asked_again_after_its_game_went_to_the_archive_makes_it_no_second_time(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """The rematch's id is derived from its old game's, so once the rematch was played and
+    archived (its secrets and streams left Redis, its tombstone stayed) while the old game
+    is still in Redis (held back from the archive, or restored for support), a rematch asked
+    again names the archived game: 200, `created` false, no tokens — not a second game
+    started under that id with new tokens beside the one in the archive."""
+    key = "k_rematch_" + uuid.uuid4().hex[:8]
+    store = RedisEventStore(redis_client)
+    games = GameService(store, RedisSecrets(redis_client))
+    game_id, seats = games.create_game(["ann", "bob"], Ruleset(tileset="demo"), [0, 1], key_id=key)
+    games.resign(game_id, seats[1]["token"])
+    made = games.rematch(game_id, key)
+    new_id = made["game_id"]
+    games.resign(new_id, made["players"][0]["token"])  # the rematch is over too
+    for played in (game_id, new_id):
+        Scorer(store).catch_up(played)
+    archiver = Archiver(redis_client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0)
+    assert archiver.archive_game(index_shard(new_id), new_id) == "archived"
+
+    again = games.rematch(game_id, key)
+    assert (again["game_id"], again["created"]) == (new_id, False)
+    assert all(p["token"] is None for p in again["players"])
+    assert not redis_client.exists(secrets_key(new_id)) and store.last_seq(new_id, MOVES) == 0
 
 
 def test_a_match_is_delivered_to_the_key_as_match_found_with_every_seats_ticket(

@@ -15,6 +15,7 @@ from carcassonne.errors import GameError
 from carcassonne.events import (
     AnswerUndo,
     RequestUndo,
+    TimeOutTurn,
     TurnUndone,
     UndoAccepted,
     UndoRefused,
@@ -23,7 +24,7 @@ from carcassonne.events import (
     event_to_dict,
     meeple_from_dict,
 )
-from carcassonne.game import actions, fold
+from carcassonne.game import actions, decide, fold
 from carcassonne.notation import format_record, parse_record
 from carcassonne.record import Record, load_record, record_events, record_from_events, replay
 from carcassonne.ruleset import Ruleset
@@ -34,6 +35,8 @@ from eventstore.score_stream import FEATURE_SCORED, SCORE_REVERTED
 from services.command.records import replay_record, score_body
 from services.command.secrets_store import MemorySecrets
 from services.command.service import GameService
+from services.common.draws import draw_until_placeable
+from services.common.moves import append_moves
 from services.scoring.scorer import Scorer
 from tests.undo_games import CityJoin, city_join
 
@@ -457,3 +460,37 @@ def test_the_tile_an_undo_showed_comes_next_only_by_its_share_of_the_bag() -> No
     sigma = (expected * (1 - expected / trials)) ** 0.5
     assert again <= expected + 4 * sigma, (again, expected)  # chance, not 300 of 300
     assert again < trials / 4
+
+
+def test_an_answer_after_a_resignation_or_a_timeout_closed_the_window_is_undo_closed() -> None:
+    """A `consent` request waits for Bob and Cy; meanwhile a resignation, or the next turn's
+    timeout (the turn timer's append), closes the window (docs/undo.md): the placement stands
+    for good. An answer then is 409 `undo_closed` and appends nothing — not a `TurnUndone`
+    with no state to put back (it was an AssertionError: a 500)."""
+    for closing in ("resignation", "timeout"):
+        clock = [NOW]
+        service, store = service_at(clock)
+        rules = Ruleset(undo="consent", turn_seconds=60)
+        game_id, seats = service.create_game(["Ann", "Bob", "Cy"], rules, [0, 1, 2], seed="s1")
+        tokens = {s["seat"]: s["token"] for s in seats}
+        service.play_turn(game_id, tokens[0], *actions(service.load(game_id).state)[0][:3], None)
+        service.request_undo(game_id, tokens[0])
+        if closing == "resignation":
+            service.resign(game_id, tokens[2])
+        else:  # Bob's turn runs out, as services/scoring/timer.py appends it
+            clock[0] += 61_000
+            state, seq = service.load(game_id).state.copy(), store.last_seq(game_id, MOVES)
+            events = decide(state, TimeOutTurn(1, clock[0]))
+            for event in events:
+                state.apply(event)
+            events += draw_until_placeable(state, "s1", clock[0])
+            append_moves(store, game_id, events, expected=seq, command_id=f"timeout:{seq}")
+        seq = store.last_seq(game_id, MOVES)
+        for accept in (True, False):
+            with pytest.raises(GameError) as info:
+                service.answer_undo(game_id, tokens[1], 1, accept)
+            assert code(info) == ("undo_closed", 409), closing
+        assert store.last_seq(game_id, MOVES) == seq
+        with pytest.raises(GameError) as info:
+            service.request_undo(game_id, tokens[0])
+        assert code(info) == ("undo_not_allowed", 409), closing
