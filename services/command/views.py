@@ -8,6 +8,7 @@ from carcassonne.errors import OutOfTurnError
 from carcassonne.events import meeple_to_dict
 from carcassonne.game import RECALL_ABBOT, actions, hand_actions, hand_of
 from carcassonne.state import OVER, PLACE, GameState
+from carcassonne.undo import request_view
 
 from .cache import Cached
 
@@ -114,5 +115,5 @@ def undo_view(state: GameState) -> dict[str, Any]:
     return {
         "mode": state.ruleset.undo,
         "may_request": point.current if point is not None and pending is None else None,
-        "request": None if pending is None else pending.to_dict(),
+        "request": request_view(state),
     }

@@ -203,6 +203,15 @@ class UndoRequestView(Closed):
     deadline_ms = fields.Integer(required=True, allow_none=True)
     accepted = ints(required=True)
     refused_by = fields.Integer(required=True, allow_none=True)
+    closed = fields.Boolean(
+        required=True,
+        metadata={
+            "description": "refused, or the placement stands for good (a resignation, a "
+            "timeout or the game's end since): an answer is 409 undo_closed. Unanswered past "
+            "deadline_ms it is refused too (compare with your clock): an answer is 409 "
+            "undo_expired"
+        },
+    )
 
 
 class Board(Closed):

@@ -8,6 +8,7 @@ from carcassonne.explain import explain, seat_name
 from carcassonne.projection import farms_if_ended, open_features, projected_scores
 from carcassonne.state import NEW, OVER, GameState
 from carcassonne.track import track_position
+from carcassonne.undo import request_view
 from eventstore.score_stream import FEATURE_SCORED, GAME_SCORED, SCORE_REVERTED
 
 from .projector import Position
@@ -109,7 +110,7 @@ def board_view(pos: Position) -> dict[str, Any]:
         "turn": turn,
         "tiles_placed": state.turn,  # tiles standing (`?turn=` counts undone placements too)
         "turns": pos.turns,  # placements in the log so far: the last `?turn=`
-        "undo": None if state.undo is None else state.undo.to_dict(),
+        "undo": request_view(state),
         "undone": pos.undone,
         "tiles_left": state.bag_size,
         "discarded": list(state.discarded),

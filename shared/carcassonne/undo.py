@@ -64,6 +64,19 @@ def _undone(state: GameState, request: int, player: int, now_ms: int | None) -> 
     return TurnUndone(request, player, placed.tile.name, x, y, placed.rotation, deadline)
 
 
+def request_view(state: GameState) -> dict[str, object] | None:
+    """The last placement's undo request as the views show it (None: none), with `closed`:
+    refused, or no longer answerable because the placement stands for good (a resignation,
+    a timeout or the game's end since: no undo point is kept). An answer to a closed request
+    is 409 `undo_closed`; one past `deadline_ms` is 409 `undo_expired` (the client's clock
+    decides that one: the engine has none)."""
+    pending = state.undo
+    if pending is None:
+        return None
+    closed = pending.refused_by is not None or state.undo_point is None
+    return {**pending.to_dict(), "closed": closed}
+
+
 def request_undo(state: GameState, cmd: RequestUndo) -> list[Event]:
     """The events of `cmd`: the request, and the undo itself when nobody has to consent."""
     _expect_playing(state)

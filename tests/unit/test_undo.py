@@ -28,6 +28,7 @@ from carcassonne.game import actions, decide, fold
 from carcassonne.notation import format_record, parse_record
 from carcassonne.record import Record, load_record, record_events, record_from_events, replay
 from carcassonne.ruleset import Ruleset
+from carcassonne.undo import request_view
 from eventstore.envelope import MOVES, SCORES
 from eventstore.port import InMemoryEventStore
 from eventstore.schemas import to_engine, to_new, validate_payload
@@ -475,6 +476,7 @@ def test_an_answer_after_a_resignation_or_a_timeout_closed_the_window_is_undo_cl
         tokens = {s["seat"]: s["token"] for s in seats}
         service.play_turn(game_id, tokens[0], *actions(service.load(game_id).state)[0][:3], None)
         service.request_undo(game_id, tokens[0])
+        assert service.turn_view(game_id)["undo"]["request"]["closed"] is False, closing
         if closing == "resignation":
             service.resign(game_id, tokens[2])
         else:  # Bob's turn runs out, as services/scoring/timer.py appends it
@@ -491,6 +493,10 @@ def test_an_answer_after_a_resignation_or_a_timeout_closed_the_window_is_undo_cl
                 service.answer_undo(game_id, tokens[1], 1, accept)
             assert code(info) == ("undo_closed", 409), closing
         assert store.last_seq(game_id, MOVES) == seq
+        # The views say so: the request is shown, closed, though unrefused and in its time.
+        request = service.turn_view(game_id)["undo"]["request"]
+        assert (request["refused_by"], request["closed"]) == (None, True), closing
+        assert request_view(service.load(game_id).state) == request, closing
         with pytest.raises(GameError) as info:
             service.request_undo(game_id, tokens[0])
         assert code(info) == ("undo_not_allowed", 409), closing
