@@ -412,19 +412,47 @@ def test_a_receiver_that_drips_its_status_line_is_cut_at_the_attempts_deadline()
     assert elapsed < 3.0, elapsed  # the old code took one read timeout per byte: ~60 s
 
 
-def test_the_receivers_check_in_the_docs_accepts_our_signature_and_refuses_a_replay() -> None:
-    """docs/integration.md's `verified` (what receivers copy) run as written."""
+# Forged headers a receiver must refuse, not raise on: Unicode digits and a stamp too long for
+# int(), a non-ASCII mac that compare_digest will not take.
+FORGED = ("t=²,v1=00", "t=" + "1" * 5000 + ",v1=00", "t=١٧٠٠٠٠٠٠٠٠,v1=00", "t={now},v1=é")
+
+
+def _docs_receiver(doc: str, name: str) -> Any:
+    """The receivers' check in `doc`, as written there (our own docs)."""
     import re
 
+    text = (Path(__file__).resolve().parents[2] / "docs" / doc).read_text()
+    code = re.search(r"```python\n(import hashlib, hmac, re, time\n.*?)```", text, re.S)
+    assert code is not None, doc
+    scope: dict[str, Any] = {}
+    exec(code.group(1), scope)
+    return scope[name]
+
+
+def test_the_receivers_check_in_the_docs_accepts_our_signature_and_refuses_a_replay() -> None:
+    """docs/integration.md's `verified` and docs/subscriptions.md's `verify` (what receivers
+    copy) run as written: our signature passes, another secret, a replay and a forged header
+    are refused — a forged one without an exception (a receiver's 500)."""
     from services.common.signing import sign
 
-    text = (Path(__file__).resolve().parents[2] / "docs" / "integration.md").read_text()
-    code = re.search(r"```python\n(import hashlib, hmac, time\n.*?)```", text, re.S)
-    assert code is not None
-    scope: dict[str, Any] = {}
-    exec(code.group(1), scope)  # our own docs, as written
+    verified = _docs_receiver("integration.md", "verified")
+    subscriptions = _docs_receiver("subscriptions.md", "verify")
     body, now = b'{"seq":1}', int(time.time())
     header = sign(["new" * 6, "old" * 6], body, now)  # a rotation's overlap: two secrets
-    assert scope["verified"]("new" * 6, body, header) and scope["verified"]("old" * 6, body, header)
-    assert not scope["verified"]("other" * 4, body, header)
-    assert not scope["verified"]("new" * 6, body, sign(["new" * 6], body, now - 3_600))
+    assert verified("new" * 6, body, header) and verified("old" * 6, body, header)
+    assert subscriptions(header, body, "new" * 6) and subscriptions(header, body, "old" * 6)
+    assert not verified("other" * 4, body, header)
+    assert not subscriptions(header, body, "other" * 4)
+    replayed = sign(["new" * 6], body, now - 3_600)
+    assert not verified("new" * 6, body, replayed)
+    assert not subscriptions(replayed, body, "new" * 6)
+    for forged in (f.format(now=now) for f in FORGED):
+        assert not verified("new" * 6, body, forged), forged
+        assert not subscriptions(forged, body, "new" * 6), forged
+
+
+def test_the_services_verify_refuses_a_forged_header_without_raising() -> None:
+    """`services.common.signing.verify`, which docs/subscriptions.md says receivers may copy."""
+    now = 1_800_000_000
+    for forged in (f.format(now=now) for f in FORGED):
+        assert not verify(forged, b"{}", "secret", now=now), forged
