@@ -11,9 +11,10 @@ Two terms look at the bag: the open cities beside an empty square that no tile l
 (`stuck_cities`: they can never close), their tiles and pennants and their closing term again,
 so the fit can take back what a closed city would pay. Fitted with 3 and 4 players
 (`tools/fit_leaf.py --games 200 --seed fitb --players 3 4`): with them mcts at 200 ms took
-more from greedy with 3 players, +3.1 points a game against two series without them
-(docs/bots.md, "A leaf that sees the bag"). With 2 players their weights are 0 and the rest
-is the 9-term fit as it was (not refitted), so that search plays exactly as before.
+more from greedy with 3 players, +2.3 (+0.6..+4.0) points a game against two series without
+them, 240 games on two seeds; nothing seen with 4 (docs/bots.md, "A leaf that sees the bag").
+With 2 players their weights are 0 and the rest is the 9-term fit as it was (not refitted),
+so that search plays exactly as before.
 
 Where the fit does not apply (another ruleset's scoring, a player count or an empty bag it
 was not fitted for) it is `worth` itself; with the bag empty `worth` is exact anyway.
