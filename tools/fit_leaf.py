@@ -8,6 +8,9 @@ every player's `leaf.terms` after every move with their final score, fits one we
 a (player count, stage) by least squares on the even games and reports, on the odd ones, the
 spread (sd) of (final lead − foretold lead) by `heuristic.worth` and by the fit; then prints
 `WEIGHTS` fitted on all the games. About 2.5 minutes of CPU for 300 games a count.
+`--players 3 4` fits only those counts: `WEIGHTS`' rows for 3 and 4 players are
+`--games 200 --seed fitb --players 3 4` (1.5 minutes); its rows for 2 players are the fit of
+`--seed fit1` from before the stuck-city terms, with 0 for those (leaf.py).
 """
 
 from __future__ import annotations
@@ -60,10 +63,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--games", type=int, default=300, help="games a player count")
     parser.add_argument("--seed", default="fit1")
+    parser.add_argument("--players", type=int, nargs="+", default=[2, 3, 4], help="player counts")
     args = parser.parse_args()
     rows: dict[tuple[int, int, int], Rows] = defaultdict(list)  # (players, stage, odd) -> rows
     test: list[tuple[int, Position, list[int]]] = []
-    for players in (2, 3, 4):
+    for players in args.players:
         for game in range(args.games):
             seen, final = greedy_game(players, args.seed, game)
             for position in seen:
@@ -98,7 +102,7 @@ def main() -> None:
         sds = f"{math.sqrt(by_worth / n):24.2f}  {math.sqrt(by_fit / n):22.2f}"
         print(f"{players:7}  {low:>4}-{high:<5}  {int(n):5}  {sds}")
     print("WEIGHTS: dict[int, tuple[tuple[float, ...], ...]] = {")
-    for players in (2, 3, 4):
+    for players in args.players:
         print(f"    {players}: (")
         for at in range(len(STAGES)):
             both = rows[(players, at, 0)] + rows[(players, at, 1)]

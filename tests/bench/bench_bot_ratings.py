@@ -57,6 +57,13 @@ Sixth, the same code as the fourth and fifth with `--seed 3`, 1 process at nice 
 run, 37 min: random -4.42 [-13.31, 4.48], greedy 33.52 [28.69, 38.34], mcts 41.77 [36.84,
 46.69], rated in 213-245 games: in order, random clear, greedy and mcts overlapping by 1.50
 points (the gap 8.25); shuffled labels 25.10, 26.27, 23.10. MISSED: met in one run of three.
+Seventh, after mcts's leaf learnt which open cities no tile left can close (bots/leaf.py,
+`stuck_cities`, 3 and 4 players; head to head with 3 players +2.3 (+0.6..+4.0) points a game
+against the search before, 240 games on two seeds; docs/bots.md, "A leaf that sees the bag"),
+`--seed 1`, 1 process at nice 19, 20:42-21:06 UTC, 24 min: random -6.71 [-15.62, 2.20], greedy
+32.45 [27.52, 37.38], mcts 45.00 [39.98, 50.03], rated in 230-236 games: in order, each interval
+clear of the next (greedy's and mcts's by 2.60 points; the gap 12.55, was 10.9 on this seed);
+shuffled labels 25.16, 25.85, 23.11. MET on this run (one run; seed 2: docs/bots.md).
 """
 
 from __future__ import annotations

@@ -9,9 +9,18 @@ import random
 import pytest
 
 from carcassonne.bots import leaf
-from carcassonne.bots.heuristic import FARM_OPEN_CITY, meeple_value, worth
-from carcassonne.bots.leaf import TERMS, WEIGHTS, fit_weights, leaf_worth, stage, terms
-from carcassonne.game import fold
+from carcassonne.bots.heuristic import FARM_OPEN_CITY, majority, meeple_value, worth
+from carcassonne.bots.leaf import (
+    TERMS,
+    WEIGHTS,
+    fit_weights,
+    leaf_worth,
+    stage,
+    stuck_cities,
+    terms,
+)
+from carcassonne.game import fold, placements
+from carcassonne.geometry import DELTA
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
 from carcassonne.state import GameState
@@ -34,7 +43,10 @@ def worths_own_weights(tiles_left: int, players: int) -> tuple[float, ...]:
     late = min(1.0, tiles_left / 10)
     fill = min(1.0, tiles_left / 40)
     meeple = meeple_value(tiles_left, players)
-    return (1.0, 1.0, late, 1.0, fill, 3.0, 3.0 * FARM_OPEN_CITY * late, meeple, 0.5 * meeple)
+    return (
+        *(1.0, 1.0, late, 1.0, fill, 3.0, 3.0 * FARM_OPEN_CITY * late, meeple, 0.5 * meeple),
+        *(0.0, 0.0),  # a stuck city: worth does not look at the bag
+    )
 
 
 @pytest.mark.parametrize("players", [2, 3, 4])
@@ -85,3 +97,70 @@ def test_stages_split_the_bag_by_tiles_left() -> None:
     assert stage(71) == len(leaf.STAGES) - 1
     for players, table in WEIGHTS.items():
         assert 2 <= players <= 4 and len(table) == len(leaf.STAGES)
+
+
+def stuck_by_placements(state: GameState) -> set[int]:
+    """The open cities with an edge facing an empty square where no tile left in the bag has
+    a legal placement (`game.placements`), found from the cities' own tiles."""
+    fillable = {(x, y) for name, n in state.bag.items() if n for x, y, _ in placements(state, name)}
+    board = state.board
+    out = set()
+    for pos, placed in board.tiles.items():
+        for edge, (dx, dy) in enumerate(DELTA):
+            square = (pos[0] + dx, pos[1] + dy)
+            segment = placed.orientation.slot_segment[edge]
+            if square in board.tiles or square in fillable or segment < 0:
+                continue
+            root = board.find(placed.base + segment)
+            feat = board.feats[root]
+            assert feat is not None
+            if feat.kind == "city" and not feat.done:
+                out.add(root)
+    return out
+
+
+@pytest.mark.parametrize("players", [2, 3, 4])
+def test_a_city_is_stuck_where_no_tile_left_fits_a_gap_beside_it(players: int) -> None:
+    """R4.2, R6.2: a city beside an empty square that no tile left in the bag fits can never
+    close; `stuck_cities` finds exactly those (checked by the engine's own placements)."""
+    found = 0
+    for state in positions(players, 30):
+        assert stuck_cities(state) == stuck_by_placements(state)
+        found += bool(stuck_cities(state))
+        # with none left of the tiles with a city edge, every open city is stuck
+        roads = state.copy()
+        types = roads.tiles.types
+        roads.bag = {name: 0 if "C" in types[name].edges else n for name, n in roads.bag.items()}
+        open_cities = {
+            roads.board.find(placed.base + segment)
+            for placed in roads.board.tiles.values()
+            for segment in placed.orientation.slot_segment[:4]
+            if segment >= 0
+        }
+        open_cities = {
+            root
+            for root in open_cities
+            if (feat := roads.board.feats[root]) is not None and feat.kind == "city" and feat.open
+        }
+        assert stuck_cities(roads) == open_cities
+    assert found  # some random positions have one
+
+
+def test_a_stuck_city_counts_in_its_holders_stuck_terms_only() -> None:
+    """The stuck terms repeat the city's own terms (tiles and pennants, and the same times
+    the chance factor) for the cities `stuck_cities` names, and are 0 for the others."""
+    seen = 0
+    for state in positions(3, 30):
+        stuck = stuck_cities(state)
+        rows = terms(state)
+        held = [0.0] * state.players
+        for root in stuck:
+            feat = state.board.feats[root]
+            assert feat is not None
+            if feat.meeples:
+                for p in majority(state, feat):
+                    held[p] += len(feat.tiles) + feat.pennants
+        assert [row[9] for row in rows] == pytest.approx(held)
+        assert all(row[10] <= row[9] and row[9] <= row[1] for row in rows)
+        seen += any(held)
+    assert seen

@@ -7,6 +7,15 @@ score now) on their terms, over the positions of greedy games (`fit_weights`), o
 player count and stage of the game (`STAGES`, by tiles left). It is for mcts's leaves and
 its candidates' priors only; greedy's choice stays `worth`'s.
 
+Two terms look at the bag: the open cities beside an empty square that no tile left fits
+(`stuck_cities`: they can never close), their tiles and pennants and their closing term again,
+so the fit can take back what a closed city would pay. Fitted with 3 and 4 players
+(`tools/fit_leaf.py --games 200 --seed fitb --players 3 4`): with them mcts at 200 ms took
+more from greedy with 3 players, +2.3 (+0.6..+4.0) points a game against two series without
+them, 240 games on two seeds; nothing seen with 4 (docs/bots.md, "A leaf that sees the bag").
+With 2 players their weights are 0 and the rest is the 9-term fit as it was (not refitted),
+so that search plays exactly as before.
+
 Where the fit does not apply (another ruleset's scoring, a player count or an empty bag it
 was not fitted for) it is `worth` itself; with the bag empty `worth` is exact anyway.
 """
@@ -16,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..board import Board
+from ..geometry import DELTA
 from ..state import GameState
 from ..tiles import CITY, FIELD, MONASTERY, ROAD
 from .heuristic import CITY_CLOSE, FULL_MEEPLES, farm_cities, majority, worth
@@ -30,33 +40,36 @@ TERMS = (
     "farm open",  # and open ones
     "supply",  # meeples in supply, up to FULL_MEEPLES
     "supply extra",  # beyond
+    "city stuck",  # open cities held with a gap no tile left fits: tiles and pennants
+    "city stuck closing",  # the same times CITY_CLOSE ** open edges
 )
 # A stage is the tiles left from its bound (inclusive) up to the next stage's.
 STAGES = (1, 6, 12, 21, 36)
 
 # players -> one weight vector per stage (TERMS' order), fitted by `fit_weights` on greedy
-# games of the base set with farmers, 3rd-edition farms (docs/bots.md, "A fitted leaf").
+# games of the base set with farmers, 3rd-edition farms (docs/bots.md, "A fitted leaf"); 3 and
+# 4 players with the stuck terms (--games 200 --seed fitb), 2 players without (fit1, 300 games).
 WEIGHTS: dict[int, tuple[tuple[float, ...], ...]] = {
     2: (
-        (1.041, 0.926, 0.196, 1.004, -0.160, 2.757, 0.064, 3.580, 0.000),
-        (1.141, 0.770, 0.722, 1.087, -0.262, 2.473, 0.191, 5.382, 0.000),
-        (1.191, 0.765, 0.946, 1.087, -0.227, 2.111, 0.156, 5.967, 0.000),
-        (1.353, 0.357, 1.741, 0.988, 0.035, 1.282, 0.314, 4.703, 0.000),
-        (1.413, -0.605, 2.990, 0.683, -0.001, -0.516, 0.489, 6.402, 2.877),
+        (1.041, 0.926, 0.196, 1.004, -0.160, 2.757, 0.064, 3.580, 0.000, 0.000, 0.000),
+        (1.141, 0.770, 0.722, 1.087, -0.262, 2.473, 0.191, 5.382, 0.000, 0.000, 0.000),
+        (1.191, 0.765, 0.946, 1.087, -0.227, 2.111, 0.156, 5.967, 0.000, 0.000, 0.000),
+        (1.353, 0.357, 1.741, 0.988, 0.035, 1.282, 0.314, 4.703, 0.000, 0.000, 0.000),
+        (1.413, -0.605, 2.990, 0.683, -0.001, -0.516, 0.489, 6.402, 2.877, 0.000, 0.000),
     ),
     3: (
-        (1.005, 0.909, 0.209, 0.944, 0.218, 2.864, 0.127, 2.215, 0.000),
-        (0.987, 0.758, 0.606, 0.930, 0.278, 2.522, 0.489, 4.239, 0.000),
-        (1.016, 0.530, 1.039, 0.897, 0.234, 2.160, 0.610, 3.742, 0.000),
-        (1.032, 0.507, 0.951, 0.763, 0.224, 1.325, 0.658, 3.352, 0.000),
-        (0.854, 0.177, 1.071, 0.726, -0.004, 0.236, 0.738, 4.117, 3.505),
+        (0.959, 0.649, 0.862, 0.977, 0.111, 2.795, 0.057, 1.835, 0.000, 0.378, -1.074),
+        (0.991, 0.389, 1.518, 0.974, 0.141, 2.448, 0.243, 3.165, 0.000, 0.847, -2.256),
+        (0.986, 0.344, 1.606, 0.867, 0.113, 1.948, 0.357, 2.175, 0.000, 1.024, -2.817),
+        (0.883, 0.313, 1.544, 0.737, 0.133, 1.376, 0.370, 2.871, 0.000, 0.636, -2.298),
+        (0.904, 0.151, 1.456, 0.474, 0.038, 0.354, 0.606, 4.054, 3.527, -0.093, -1.652),
     ),
     4: (
-        (0.975, 0.904, 0.270, 0.964, 0.098, 2.883, 0.044, 1.318, 0.000),
-        (0.927, 0.670, 0.710, 0.945, 0.083, 2.460, 0.261, 1.890, 0.000),
-        (0.896, 0.499, 0.905, 0.895, 0.088, 1.929, 0.430, 1.694, 0.616),
-        (0.874, 0.289, 1.237, 0.775, 0.232, 1.388, 0.438, 2.053, -3.364),
-        (0.562, -0.631, 2.195, 0.548, 0.133, 0.039, 0.264, 2.360, 2.711),
+        (0.952, 0.680, 0.883, 0.961, 0.021, 2.781, 0.109, 1.266, 0.000, 0.301, -0.889),
+        (0.871, 0.450, 1.268, 0.916, 0.020, 2.452, 0.183, 1.914, 0.000, 0.628, -1.605),
+        (0.865, 0.439, 1.328, 0.888, 0.012, 2.015, 0.294, 2.020, 0.000, 0.736, -2.170),
+        (0.847, 0.283, 1.581, 0.770, 0.020, 1.328, 0.550, 2.031, -1.843, 0.995, -3.315),
+        (0.501, -0.125, 1.687, 0.683, -0.113, 0.282, 0.483, 2.521, 2.872, 0.504, -3.107),
     ),
 }
 
@@ -83,6 +96,34 @@ def fitted(state: GameState) -> bool:
     )
 
 
+def stuck_cities(state: GameState) -> set[int]:
+    """The roots of the cities that border an empty square no tile left in the bag fits
+    (R4.2, R4.3): such a city never closes (R6.2)."""
+    board: Board = state.board
+    types = state.tiles.types
+    left = [types[name] for name, count in state.bag.items() if count > 0]
+    fits: dict[str, bool] = {}
+    out: set[int] = set()
+    for (x, y), key in board.frontier.items():
+        if "C" not in key:
+            continue
+        fit = fits.get(key)
+        if fit is None:
+            fit = fits[key] = any(tile.rotations_for(key) for tile in left)
+        if fit:
+            continue
+        for edge in range(4):  # the tiles beside the gap whose city edge faces it
+            if key[edge] != "C":
+                continue
+            dx, dy = DELTA[edge]
+            placed = board.tiles.get((x + dx, y + dy))
+            if placed is not None:
+                segment = placed.orientation.slot_segment[edge ^ 2]
+                if segment >= 0:
+                    out.add(board.find(placed.base + segment))
+    return out
+
+
 def terms(state: GameState) -> list[list[float]]:
     """Each player's `TERMS`: the features they hold the majority of (R6.4: ties hold each)
     and their supply."""
@@ -90,6 +131,7 @@ def terms(state: GameState) -> list[list[float]]:
     out = [[0.0] * len(TERMS) for _ in range(players)]
     board: Board = state.board
     feats = board.feats
+    stuck = stuck_cities(state)
     for root in sorted({board.find(m.node) for m in state.meeples.values()}):
         feat = feats[root]
         if feat is None or feat.done or not feat.meeples:
@@ -102,6 +144,8 @@ def terms(state: GameState) -> list[list[float]]:
             base = float(len(feat.tiles) + feat.pennants)
             row[1] = base
             row[2] = base * CITY_CLOSE**feat.open
+            if root in stuck:
+                row[9], row[10] = base, row[2]
         elif kind == MONASTERY:
             (pos,) = feat.tiles
             have = board.neighbours(pos)
