@@ -18,6 +18,7 @@ from services.common.schemas import (
     Record,
     Ruleset,
     StrictBoolean,
+    UndoRequestView,
     ints,
 )
 
@@ -271,26 +272,6 @@ class Placement(Closed):
     )
 
 
-class UndoRequestOut(Closed):
-    """An undo request: its number, who asked, the deadline (Unix ms; null: none), who
-    accepted, who refused (null: nobody). Past its deadline unanswered it counts as refused."""
-
-    request = fields.Integer(required=True)
-    player = fields.Integer(required=True)
-    deadline_ms = fields.Integer(required=True, allow_none=True)
-    accepted = ints(required=True)
-    refused_by = fields.Integer(required=True, allow_none=True)
-    closed = fields.Boolean(
-        required=True,
-        metadata={
-            "description": "refused, or the placement stands for good (a resignation, a "
-            "timeout or the game's end since): an answer is 409 undo_closed. Unanswered past "
-            "deadline_ms it is refused too (compare with your clock): an answer is 409 "
-            "undo_expired"
-        },
-    )
-
-
 class UndoState(Closed):
     """Undo in this game (ruleset `undo` not off): who may ask now, and the last placement's
     request."""
@@ -301,7 +282,7 @@ class UndoState(Closed):
         allow_none=True,
         metadata={"description": "the seat that may ask to undo its placement now, or null"},
     )
-    request = fields.Nested(UndoRequestOut, required=True, allow_none=True)
+    request = fields.Nested(UndoRequestView, required=True, allow_none=True)
 
 
 class TurnView(Closed):

@@ -347,3 +347,24 @@ class Record(Closed):
             "order with the nonce of its commitment (docs/rules.md)"
         },
     )
+
+
+class UndoRequestView(Closed):
+    """An undo request: its number, who asked, the deadline (Unix ms; null: none), who
+    accepted, who refused (null: nobody), and whether it is closed. Past its deadline
+    unanswered it counts as refused. Both services show it (`carcassonne.undo.request_view`)."""
+
+    request = fields.Integer(required=True)
+    player = fields.Integer(required=True)
+    deadline_ms = fields.Integer(required=True, allow_none=True)
+    accepted = ints(required=True)
+    refused_by = fields.Integer(required=True, allow_none=True)
+    closed = fields.Boolean(
+        required=True,
+        metadata={
+            "description": "refused, or the placement stands for good (a resignation, a "
+            "timeout or the game's end since): an answer is 409 undo_closed. Unanswered past "
+            "deadline_ms it is refused too (compare with your clock): an answer is 409 "
+            "undo_expired"
+        },
+    )

@@ -17,6 +17,7 @@ from services.common.schemas import (
     ExplainedScore,
     Ruleset,
     ScoreEvent,
+    UndoRequestView,
     ints,
     position,
 )
@@ -192,25 +193,6 @@ class OpenFeature(Closed):
         required=True,
         allow_none=True,
         metadata={"description": "its R7.2 score if the game ended now (null: no meeple)"},
-    )
-
-
-class UndoRequestView(Closed):
-    """An undo request (deadline in Unix ms, null: none; unanswered past it: refused)."""
-
-    request = fields.Integer(required=True)
-    player = fields.Integer(required=True)
-    deadline_ms = fields.Integer(required=True, allow_none=True)
-    accepted = ints(required=True)
-    refused_by = fields.Integer(required=True, allow_none=True)
-    closed = fields.Boolean(
-        required=True,
-        metadata={
-            "description": "refused, or the placement stands for good (a resignation, a "
-            "timeout or the game's end since): an answer is 409 undo_closed. Unanswered past "
-            "deadline_ms it is refused too (compare with your clock): an answer is 409 "
-            "undo_expired"
-        },
     )
 
 
