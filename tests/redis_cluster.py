@@ -184,22 +184,48 @@ def start_cluster(
     ready. `ports`: the nodes' ports (primaries first), default free ones; `directory`
     default: a new temporary one, removed by `stop()`."""
     count = primaries * (1 + replicas)
-    chosen = list(ports) if ports is not None else free_ports(count, bus=True)
-    if len(chosen) != count:
-        raise ClusterError(f"{count} nodes need {count} ports, got {len(chosen)}")
-    made = directory is None
-    directory = tempfile.mkdtemp(prefix="cc-cluster-") if directory is None else directory
-    cluster = Cluster(host, chosen, Path(directory), replicas, persist, node_timeout_ms)
-    cluster.remove_directory = made
-    try:
-        for port in chosen:
-            cluster.start_node(port)
-        form_cluster(host, chosen, replicas, timeout)
-        cluster.wait_ready(timeout)
-    except BaseException:
-        cluster.stop()
-        raise
-    return cluster
+    for _ in range(PORT_TRIES if ports is None else 1):
+        chosen = list(ports) if ports is not None else free_ports(count, bus=True)
+        if len(chosen) != count:
+            raise ClusterError(f"{count} nodes need {count} ports, got {len(chosen)}")
+        made = directory is None
+        where = tempfile.mkdtemp(prefix="cc-cluster-") if directory is None else directory
+        cluster = Cluster(host, chosen, Path(where), replicas, persist, node_timeout_ms)
+        cluster.remove_directory = made
+        try:
+            for port in chosen:
+                cluster.start_node(port)
+            if not _listening(cluster, timeout):
+                cluster.stop()  # a node could not bind its port: other free ones
+                continue
+            form_cluster(host, chosen, replicas, timeout)
+            cluster.wait_ready(timeout)
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+    raise ClusterError(f"no node set of {count} started on free ports in {PORT_TRIES} tries")
+
+
+# A port found free may be taken before its node binds it (or its bus port, +10000, which can
+# lie in the kernel's range for clients' ephemeral ports): then that node exits at once.
+PORT_TRIES = 3
+
+
+def _listening(cluster: Cluster, timeout: float) -> bool:
+    """Until every node answers a PING: True; False as soon as one's process has exited."""
+    deadline, waiting = time.monotonic() + timeout, set(cluster.ports)
+    while waiting:
+        for port in sorted(waiting):
+            if not cluster.alive(port):
+                return False
+            with contextlib.suppress(redis.RedisError), cluster.node_client(port) as node:
+                node.ping()
+                waiting.discard(port)
+        if waiting and time.monotonic() > deadline:
+            return True  # running but silent: form_cluster's error names the ports
+        time.sleep(0.05)
+    return True
 
 
 def flush_cluster(cluster: Cluster) -> None:
