@@ -311,12 +311,11 @@ class GameService:
             secrets.token_hex(16), names, tokens, ids, key_id, bots, bool(record.get("public"))
         )
         fresh["rematch_of"] = game_id
-        created = False
-        if self.secrets.get(new_id) is not None:  # a repeat reserves no bot time again
-            _, created = self.start_prepared(new_id, fresh, ruleset)
-        elif not self.secrets.archived(new_id):  # played and archived: never made again
+        # A repeat reserves no bot time again, nor a rematch played and archived (whose
+        # reservation was given back): start_prepared makes that one no second time.
+        if self.secrets.get(new_id) is None and not self.secrets.archived(new_id):
             self._reserve_bots(key_id, new_id, bots, ruleset)
-            _, created = self.start_prepared(new_id, fresh, ruleset)
+        _, created = self.start_prepared(new_id, fresh, ruleset)
         players = []
         for seat, old in enumerate(moved):
             player: dict[str, Any] = {

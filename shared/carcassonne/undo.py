@@ -64,17 +64,20 @@ def _undone(state: GameState, request: int, player: int, now_ms: int | None) -> 
     return TurnUndone(request, player, placed.tile.name, x, y, placed.rotation, deadline)
 
 
+def _closed(state: GameState, pending: UndoRequest) -> bool:
+    """Whether the last placement's request is closed: refused, or the placement stands for
+    good (a resignation, a timeout or the game's end since: no undo point is kept)."""
+    return pending.refused_by is not None or state.undo_point is None
+
+
 def request_view(state: GameState) -> dict[str, object] | None:
-    """The last placement's undo request as the views show it (None: none), with `closed`:
-    refused, or no longer answerable because the placement stands for good (a resignation,
-    a timeout or the game's end since: no undo point is kept). An answer to a closed request
-    is 409 `undo_closed`; one past `deadline_ms` is 409 `undo_expired` (the client's clock
-    decides that one: the engine has none)."""
+    """The last placement's undo request as the views show it (None: none), with `closed`
+    (`_closed`). An answer to a closed request is 409 `undo_closed`; one past `deadline_ms`
+    is 409 `undo_expired` (the client's clock decides that one: the engine has none)."""
     pending = state.undo
     if pending is None:
         return None
-    closed = pending.refused_by is not None or state.undo_point is None
-    return {**pending.to_dict(), "closed": closed}
+    return {**pending.to_dict(), "closed": _closed(state, pending)}
 
 
 def request_undo(state: GameState, cmd: RequestUndo) -> list[Event]:
@@ -82,7 +85,7 @@ def request_undo(state: GameState, cmd: RequestUndo) -> list[Event]:
     _expect_playing(state)
     player = _seat(state, cmd.player)
     pending = state.undo
-    if pending is not None and pending.refused_by is None and state.undo_point is not None:
+    if pending is not None and not _closed(state, pending):
         if _expired(pending, cmd.now_ms):
             raise OutOfTurnError(
                 "undo_not_allowed",
@@ -126,13 +129,7 @@ def answer_undo(state: GameState, cmd: AnswerUndo) -> list[Event]:
         raise UnknownRequestError(
             "no_such_request", f"this game has no undo request {number!r}", None, request=number
         )
-    # Without an undo point the placement stands (refused, or a resignation or timeout since).
-    if (
-        pending is None
-        or pending.request != number
-        or pending.refused_by is not None
-        or state.undo_point is None
-    ):
+    if pending is None or pending.request != number or _closed(state, pending):
         raise OutOfTurnError(
             "undo_closed",
             f"undo request {number} is closed (undone, refused, played on, or a "
