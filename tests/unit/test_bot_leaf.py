@@ -91,6 +91,21 @@ def test_the_leaf_is_the_fit_mid_game_and_the_heuristic_where_the_fit_does_not_a
     assert leaf_worth(empty) == worth(empty)  # the heuristic is exact with the bag empty
 
 
+@pytest.mark.parametrize("players", [2, 3, 4])
+def test_a_leaf_reads_the_bag_only_where_the_stuck_terms_weigh_and_values_stay_the_same(
+    players: int,
+) -> None:
+    """2 players weigh the stuck cities' terms 0, so their leaf skips `stuck_cities`; every
+    leaf is still the fit over all the terms, to the last bit."""
+    for state in positions(players, 40):
+        weights = WEIGHTS[players][stage(state.bag_size)]
+        expected = [
+            score + sum(w * t for w, t in zip(weights, row, strict=True))
+            for score, row in zip(state.scores, terms(state), strict=True)
+        ]
+        assert leaf_worth(state) == expected
+
+
 def test_stages_split_the_bag_by_tiles_left() -> None:
     assert stage(0) == -1
     assert [stage(n) for n in leaf.STAGES] == list(range(len(leaf.STAGES)))

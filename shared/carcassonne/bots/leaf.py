@@ -124,14 +124,15 @@ def stuck_cities(state: GameState) -> set[int]:
     return out
 
 
-def terms(state: GameState) -> list[list[float]]:
+def terms(state: GameState, stuck_terms: bool = True) -> list[list[float]]:
     """Each player's `TERMS`: the features they hold the majority of (R6.4: ties hold each)
-    and their supply."""
+    and their supply. `stuck_terms` False leaves the stuck cities' terms 0 (a leaf whose
+    weights for them are 0 need not look at the bag)."""
     players = state.players
     out = [[0.0] * len(TERMS) for _ in range(players)]
     board: Board = state.board
     feats = board.feats
-    stuck = stuck_cities(state)
+    stuck = stuck_cities(state) if stuck_terms else set()
     for root in sorted({board.find(m.node) for m in state.meeples.values()}):
         feat = feats[root]
         if feat is None or feat.done or not feat.meeples:
@@ -171,9 +172,10 @@ def leaf_worth(state: GameState) -> list[float]:
     if not fitted(state):
         return worth(state)
     weights = WEIGHTS[state.players][stage(state.bag_size)]
+    rows = terms(state, stuck_terms=any(weights[9:11]))  # 2 players: 0, the bag not read
     return [
         score + sum(w * t for w, t in zip(weights, row, strict=True))
-        for score, row in zip(state.scores, terms(state), strict=True)
+        for score, row in zip(state.scores, rows, strict=True)
     ]
 
 
