@@ -191,6 +191,34 @@ def test_commands_on_an_archived_game_answer_as_on_a_finished_game(
     assert (reply.status_code, reply.get_json()["code"]) == (404, "game_not_found")
 
 
+def test_a_process_that_had_the_game_cached_answers_game_over_once_it_is_archived(
+    client, store, redis_url, tmp_path
+) -> None:
+    """A command process keeps the games it served (its fold cache): once such a game was
+    archived, its stream is gone from under the cached state. Every command must still get
+    a finished game's 409 `game_over`, as in a process that never saw the game (before: a
+    turn 409 `game_not_started`, folded again from an empty stream and kept so; then a
+    resign 404 `game_not_found`), and nothing is written back."""
+    archive_url = f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+    key_id, key = ApiKeys(client).create("fallthrough")
+    game_id = finished_game(client, store, 15, key_id)
+    seat = {"Authorization": f"Bearer {TOKEN}"}
+    web = command_app(redis_url, archive_url).test_client()  # one process, before and after
+    assert web.get(f"/games/{game_id}/turn", headers=seat).status_code == 200  # now cached
+    assert archive_all(client, archive_url) == {"archived": 1}
+    commands: list[tuple[str, str, dict[str, str], Any]] = [
+        ("POST", f"/games/{game_id}/turns", seat, {"x": 0, "y": 1, "rotation": 0}),
+        ("POST", f"/games/{game_id}/resign", seat, None),
+        ("GET", f"/games/{game_id}/turn", seat, None),
+        ("POST", f"/games/{game_id}/turns", seat, {"x": 0, "y": 1, "rotation": 0}),
+        ("POST", f"/games/{game_id}/players/0/token", {"X-Api-Key": key}, None),
+    ]
+    for method, path, headers, body in commands:
+        reply = web.open(path, method=method, headers=headers, json=body)
+        assert (reply.status_code, reply.get_json()["code"]) == (409, "game_over"), path
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+
+
 def test_an_unknown_id_is_404_and_an_archive_down_is_503_with_retry_after(
     client, store, redis_url
 ) -> None:
