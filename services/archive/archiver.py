@@ -399,17 +399,23 @@ class Archiver:
         copied = {g.game_id for g in copies}
         self._give_back_bot_time(verified)
         crash_point("released")
+        # Before the removal: once it is done a rerun finds the game (its webhooks too) gone,
+        # and a place forgotten after it would stay taken for ever if this process died
+        # between the two.
+        self._count_hooks([snap for _, snap in verified], counted=False)
         removed = self._remove_many(verified, now)
         crash_point("removed")
+        stayed = []
         for (_, snap), done in zip(verified, removed, strict=True):
             game_id = snap.game.game_id
             if done == 0:
                 outcome[game_id] = "changed"  # the copy is stale: the next run copies again
+                stayed.append(snap)
             elif done == 2:
                 outcome[game_id] = "gone"
             else:
-                self._forget_hooks(snap)
                 outcome[game_id] = "archived" if game_id in copied else "removed"
+        self._count_hooks(stayed, counted=True)  # still in Redis, their webhooks too
         return outcome
 
     def archive_game(self, shard: int, game_id: str, now_ms: int | None = None) -> str:
@@ -477,16 +483,18 @@ class Archiver:
         ]
         return keys, args
 
-    def _forget_hooks(self, snap: Snapshot) -> None:
-        """The removed game's webhooks no longer count in their keys' caps."""
-        if not snap.subscriptions:
-            return
+    def _count_hooks(self, snaps: list[Snapshot], counted: bool) -> None:
+        """The games' webhooks counted in their keys' caps (`counted`), or no longer (the
+        games are being removed). Idempotent: a rerun does it again."""
         pipe = self.client.pipeline(transaction=False)
-        for hook, config in snap.subscriptions.items():
-            key_id = config.get("key_id") if isinstance(config, dict) else None
-            if key_id:
-                pipe.srem(key_hooks_key(str(key_id)), f"{snap.game.game_id}:{hook}")
-        pipe.execute()
+        for snap in snaps:
+            for hook, config in snap.subscriptions.items():
+                key_id = config.get("key_id") if isinstance(config, dict) else None
+                if key_id:
+                    member = f"{snap.game.game_id}:{hook}"
+                    (pipe.sadd if counted else pipe.srem)(key_hooks_key(str(key_id)), member)
+        if len(pipe):
+            pipe.execute()
 
     # ------------------------------------------------------------------ runs
 

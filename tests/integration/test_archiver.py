@@ -144,8 +144,12 @@ def test_an_abandoned_game_is_due_once_its_end_is_scored(client, store, tmp_path
 
 
 def test_a_game_appended_to_after_its_copy_is_not_removed(client, store, tmp_path) -> None:
+    from services.redis_store.keys import game_subscriptions_key, key_hooks_key
+
     game_id = play(store, 4)
     scores = store.last_seq(game_id, SCORES)
+    client.hset(game_subscriptions_key(game_id), "h1", '{"key_id": "k9"}')  # a webhook
+    client.sadd(key_hooks_key("k9"), f"{game_id}:h1")
     archive = SqliteArchive(tmp_path / "a.sqlite3")
 
     class Meddling(SqliteArchive):
@@ -159,6 +163,8 @@ def test_a_game_appended_to_after_its_copy_is_not_removed(client, store, tmp_pat
     archiver = Archiver(client, Meddling(tmp_path / "a.sqlite3"), after_ms=0)
     assert archiver.run(int(time.time() * 1000) + 1) == {"changed": 1}
     assert client.exists(game_keys(game_id, MOVES)[0]) and not client.exists(archived_key(game_id))
+    # Its webhook stays, counted in its key's cap as before.
+    assert client.smembers(key_hooks_key("k9")) == {f"{game_id}:h1".encode()}
     # The next run copies the game as it is now, and moves it.
     client.zadd(archive_due_key(shard_of(game_id) or 0), {game_id: 0})
     archiver = Archiver(client, archive, after_ms=0)
@@ -166,6 +172,7 @@ def test_a_game_appended_to_after_its_copy_is_not_removed(client, store, tmp_pat
     copy = archive.read(game_id)
     assert copy is not None and copy.count(SCORES) == scores + 1
     assert copy.events[-1].command_id == "late"
+    assert not client.exists(key_hooks_key("k9"))
 
 
 def command(
@@ -379,6 +386,30 @@ def test_a_game_with_deliveries_due_waits_and_its_hooks_go_with_it(client, store
     assert archiver.run(now + 1) == {"archived": 1}
     assert game_keys_in(client, game_id) == [archived_key(game_id)]
     assert not client.sismember(key_hooks_key("k9"), f"{game_id}:h1")
+
+
+@pytest.mark.slow
+def test_an_archiver_killed_after_the_removal_leaves_no_webhook_counted_for_its_key(
+    client, store, tmp_path
+) -> None:
+    """A webhook's place in its API key's set (`MAX_HOOKS_PER_KEY`) goes with its game even
+    when the archiver is SIGKILLed right after the removal: the rerun finds the game gone
+    (and its webhooks with it), so nothing would free the place again (a DELETE of the hook
+    answers 404 once archived): each such crash took one of the key's places for ever."""
+    from services.redis_store.keys import game_subscriptions_key, key_hooks_key
+
+    game_id = play(store, 6)
+    client.hset(game_subscriptions_key(game_id), "h1", '{"key_id": "k9"}')
+    client.sadd(key_hooks_key("k9"), f"{game_id}:h1", "other-game:h2")
+    url = client.connection_pool.connection_kwargs
+    redis_url = f"redis://{url['host']}:{url['port']}/0"
+    archive_url = f"sqlite:///{tmp_path}/a.sqlite3"
+    killed = command(redis_url, archive_url, "run", crash="removed")
+    assert killed.returncode == -9, killed.stderr
+    assert game_keys_in(client, game_id) == [archived_key(game_id)]
+    done = command(redis_url, archive_url, "run", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert client.smembers(key_hooks_key("k9")) == {b"other-game:h2"}
 
 
 def test_streams_are_read_by_columns_as_entry_by_entry_and_odd_entries_are_refused(
