@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 
+from carcassonne.errors import GameError
 from carcassonne.record import record_from_events
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
@@ -217,6 +218,35 @@ def test_a_process_that_had_the_game_cached_answers_game_over_once_it_is_archive
         reply = web.open(path, method=method, headers=headers, json=body)
         assert (reply.status_code, reply.get_json()["code"]) == (409, "game_over"), path
     assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+
+
+def test_a_webhook_on_an_archived_game_is_refused_as_over_and_writes_nothing(
+    client, store, redis_url, tmp_path
+) -> None:
+    """`POST /games/{id}/webhooks` on an archived game: 409 `game_over` as every command
+    (before: 404 `game_not_found`, an id that names no game); and the registration's script
+    itself refuses a game archived after the request's check (its tombstone), so no webhook
+    is ever added beside an archived game's tombstone, nor counted in its key's cap."""
+    from services.redis_store.keys import key_hooks_key
+
+    archive_url = f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+    key_id, key = ApiKeys(client).create("fallthrough")
+    game_id = finished_game(client, store, 16, key_id)
+    app = command_app(redis_url, archive_url)
+    web = app.test_client()
+    hook = {"url": "https://example.com/hook", "secret": "s" * 20}
+    owner = {"X-Api-Key": key}
+    assert archive_all(client, archive_url) == {"archived": 1}
+    reply = web.post(f"/games/{game_id}/webhooks", headers=owner, json=hook)
+    assert (reply.status_code, reply.get_json()["code"]) == (409, "game_over")
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+    # Archived between the request's check and its script: refused there, nothing kept.
+    hooks = app.extensions["integration"].hooks
+    with pytest.raises(GameError) as refused:
+        hooks._add(game_id, "h_late", {"created_ms": 1})
+    assert (refused.value.status, refused.value.code) == (409, "game_over")
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+    assert not client.exists(key_hooks_key(key_id))
 
 
 def test_an_unknown_id_is_404_and_an_archive_down_is_503_with_retry_after(
