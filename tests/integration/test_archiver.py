@@ -412,6 +412,47 @@ def test_an_archiver_killed_after_the_removal_leaves_no_webhook_counted_for_its_
     assert client.smembers(key_hooks_key("k9")) == {b"other-game:h2"}
 
 
+def test_a_webhook_registered_after_the_read_keeps_its_game_in_redis(
+    client, store, tmp_path
+) -> None:
+    """A webhook registered between the archiver's read and its removal (its registration
+    answered 201) is the game changing: the removal refuses, the game and the webhook stay
+    (before: the removal deleted the new webhook with the game's hash, left its place in the
+    key's set taken for ever and its delivery due for an archived game)."""
+    from services.command.hooks import Webhooks
+    from services.redis_store.keys import game_subscriptions_key, key_hooks_key, subs_due_key
+
+    game_id = play(store, 7)
+    shard = shard_of(game_id)
+    assert shard is not None
+    hooks = Webhooks(client, store, None, allow_private=True)
+    old = hooks.register(game_id, "https://example.com/old", "s" * 20, "k9")["hook_id"]
+    client.zrem(subs_due_key(shard), f"{game_id}:{old}")  # delivered
+    made: list[str] = []
+
+    class Meddling(SqliteArchive):
+        def put_many(self, games: Any) -> None:
+            super().put_many(games)
+            hooks.delete(game_id, old, "k9")  # its place given back: not counted again
+            made.append(hooks.register(game_id, "https://example.com/h", "s" * 20, "k9")["hook_id"])
+
+    archiver = Archiver(client, Meddling(tmp_path / "a.sqlite3"), after_ms=0)
+    assert archiver.run(int(time.time() * 1000) + 1) == {"changed": 1}
+    member = f"{game_id}:{made[0]}"
+    assert client.hexists(game_subscriptions_key(game_id), made[0])
+    assert client.smembers(key_hooks_key("k9")) == {member.encode()}
+    # Its deliveries are due: the game waits for them, then goes with its webhook.
+    assert client.zscore(subs_due_key(shard), member) is not None
+    client.zrem(subs_due_key(shard), member)
+    client.zadd(archive_due_key(shard), {game_id: 0})
+    # (its copy, made before the webhook, verifies still: only removed)
+    assert Archiver(client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0).run() == {
+        "removed": 1
+    }
+    assert game_keys_in(client, game_id) == [archived_key(game_id)]
+    assert not client.exists(key_hooks_key("k9"))
+
+
 def test_streams_are_read_by_columns_as_entry_by_entry_and_odd_entries_are_refused(
     client, store
 ) -> None:
