@@ -20,7 +20,7 @@ from typing import Any
 from carcassonne.errors import MalformedError
 from carcassonne.events import Event, with_seats
 from eventstore.envelope import MOVES
-from eventstore.errors import CommandReused, SchemaError
+from eventstore.errors import CommandReused, GameArchived, SchemaError
 from eventstore.schemas import to_new, validate_payload
 from services.common.body import fingerprint
 from services.common.moves import append_moves
@@ -146,7 +146,9 @@ def import_game(
     else:
         imported["fingerprint"] = request
         if not service.secrets.put_new(game_id, secrets):
-            found = service.secrets.get(game_id) or {}
+            found = service.secrets.get(game_id)
+            if found is None:  # archived since the check above (put_new refuses it then)
+                return archived_import(service, game_id, request)
             check_reuse(found.get("imported", {}).get("fingerprint", "?"), request)
     try:
         # Scored like any other moves: the worker follows the change feed.
@@ -160,4 +162,6 @@ def import_game(
         ).result
     except CommandReused:
         raise IdempotencyKeyReused from None
+    except GameArchived:  # archived since its claim was read: answered from the archive
+        return archived_import(service, game_id, request)
     return Imported(game_id, result.last_seq, replayed=result.duplicate)
