@@ -359,6 +359,28 @@ def test_redis_restarting_mid_run_leaves_every_game_whole_in_one_place(tmp_path)
         proc.wait()
 
 
+@pytest.mark.slow
+def test_the_command_says_in_one_line_that_the_archive_is_down(client, store) -> None:
+    """`python -m services.archive` with its PostgreSQL down: exit 3 and one line on stderr
+    naming the outage, for each subcommand (before: a traceback and exit 1, the status of a
+    game that failed); every game stays in Redis."""
+    why = postgres_missing()
+    if why:
+        pytest.skip(f"no PostgreSQL server: {why}")
+    games = {g: hot(client, g) for g in (play(store, 40 + i) for i in range(2))}
+    url = client.connection_pool.connection_kwargs
+    redis_url = f"redis://{url['host']}:{url['port']}/0"
+    with private_postgres() as pg:
+        pg.stop("immediate")
+        for args in (["status"], ["run", "--quiet"], ["restore", next(iter(games))]):
+            done = command(redis_url, pg.url, *args)
+            assert done.returncode == 3, (args, done.stderr)
+            assert "Traceback" not in done.stderr, args
+            assert done.stderr.startswith("error: the archive is unavailable"), done.stderr
+            assert done.stderr.count("\n") == 1, done.stderr
+    assert set(whole_or_gone(client, _Down(), games).values()) == {"redis"}
+
+
 def test_a_game_with_deliveries_due_waits_and_its_hooks_go_with_it(client, store, tmp_path) -> None:
     """A subscription delivery still due keeps the game in Redis (it would be lost with the
     game's keys); once delivered the game goes, its webhook's state and its place in the
