@@ -311,7 +311,7 @@ OPERATIONS: dict[tuple[str, str], Op] = {
     ),
     ("post", "/games/{game_id}/webhooks"): Op(
         "registerWebhook",
-        (*BODY, 401, 403, 404, 429, 503),
+        (*BODY, 401, 403, 404, 409, 429, 503),  # 409 game_over: an archived game
         security="apiKey",
         request={JSON: ex.WEBHOOK_IN},
         examples={201: ex.WEBHOOK},

@@ -1,7 +1,9 @@
 """The operator's command: ``python -m services.archive status|run|restore GAME_ID``.
 
 Settings as the scoring worker's (services/scoring/config.py): REDIS_URL, ARCHIVE_URL,
-ARCHIVE_AFTER; ``--redis-url`` and ``--archive-url`` override them.
+ARCHIVE_AFTER; ``--redis-url`` and ``--archive-url`` override them. Exit status: 0, 1 when a
+game failed to move, 2 when refused (a restore of a game not archived), 3 when the archive
+database cannot be reached (one line on stderr, not a traceback).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from services.scoring.config import from_env
 
 from . import open_archive
 from .archiver import Archiver
+from .fallthrough import unavailable_errors
 
 
 def _bar(done: int, total: int, outcomes: Counter[str], started: float) -> None:
@@ -78,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     client = redis.Redis.from_url(args.redis_url)
-    archive = open_archive(args.archive_url)
+    try:
+        archive = open_archive(args.archive_url)
+    except unavailable_errors() as e:
+        return _unavailable(e)
     batch = getattr(args, "batch", 100)
     archiver = Archiver(client, archive, after_ms=int(args.after * 1000), batch=batch)
     try:
@@ -105,9 +111,22 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except unavailable_errors() as e:
+        return _unavailable(e)
     finally:
         archive.close()
     return 0
+
+
+UNAVAILABLE = 3  # the exit status when the archive database cannot be reached
+
+
+def _unavailable(error: BaseException) -> int:
+    """Say on one line that the archive is down (nothing was moved: every game stays in
+    Redis) and give `UNAVAILABLE`, apart from a game that failed (1) or a refusal (2)."""
+    why = " ".join(str(error).split())
+    print(f"error: the archive is unavailable, nothing was moved: {why}", file=sys.stderr)
+    return UNAVAILABLE
 
 
 if __name__ == "__main__":

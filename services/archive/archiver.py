@@ -16,10 +16,10 @@ Everything that moves a game lives here:
   the bot consumer, which gives them back at the game's end, may not have got there yet);
   then remove the game's keys from Redis in one Lua script, which leaves the
   tombstone ``{g:G}:archived`` and refuses if anything was appended or saved since the
-  read (stream lengths, markers, command records compared). A crash anywhere leaves the
-  game whole in Redis (and perhaps also in the archive); the next run copies again or, if
-  the archive already holds a verified copy, only removes. Nothing is removed before the
-  archive holds a copy read back and verified.
+  read (stream lengths, markers, command records, the game's webhook ids compared). A
+  crash anywhere leaves the game whole in Redis (and perhaps also in the archive); the
+  next run copies again or, if the archive already holds a verified copy, only removes.
+  Nothing is removed before the archive holds a copy read back and verified.
 - **Restore** (`Archiver.restore`): the archived game back into Redis (streams with their
   ids, markers, each command's record rebuilt from its events — without the request
   fingerprint or the scorer's saves without events —, a tokenless secrets record and its
@@ -32,6 +32,7 @@ archive's row: nothing in this process.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import json
@@ -124,11 +125,14 @@ class ArchiveDue:
 
 
 # KEYS: moves, scores, cmd:moves, cmd:scores, marker:moves, marker:scores, tombstone, then
-#       ARGV[9] more keys of the game to delete, then ARGV[10] indexes of its shard to drop
-#       it from (the directory's lists, the timer's, the bots', the archive's due index;
-#       none for a game off the shard slots on a cluster: another slot's).
+#       ARGV[9] more keys of the game to delete (the first three: secrets, seats, its
+#       webhooks' hash), then ARGV[10] indexes of its shard to drop it from (the directory's
+#       lists, the timer's, the bots', the archive's due index; none for a game off the
+#       shard slots on a cluster: another slot's).
 # ARGV: moves length, scores length, marker:moves, marker:scores ("" = none), cmd:moves and
-#       cmd:scores sizes, the time (ms), the game id, how many more keys, how many indexes.
+#       cmd:scores sizes, the time (ms), the game id, how many more keys, how many indexes,
+#       the ids of its webhooks as read (sorted, joined by ","): one registered since (its
+#       registration answered) is the game changing too.
 # Returns 1 when removed, 0 when the game changed since it was read (nothing done), 2 when it
 # was removed before (dropped from the indexes again).
 REMOVE_LUA = """
@@ -148,6 +152,9 @@ if redis.call('XLEN', KEYS[1]) ~= tonumber(ARGV[1])
    or redis.call('HLEN', KEYS[4]) ~= tonumber(ARGV[6]) then
   return 0
 end
+local hooks = redis.call('HKEYS', KEYS[10])
+table.sort(hooks)
+if table.concat(hooks, ',') ~= ARGV[11] then return 0 end
 for i = 1, 6 do redis.call('DEL', KEYS[i]) end
 for i = 8, 7 + n do redis.call('DEL', KEYS[i]) end
 unlist()
@@ -399,17 +406,23 @@ class Archiver:
         copied = {g.game_id for g in copies}
         self._give_back_bot_time(verified)
         crash_point("released")
+        # Before the removal: once it is done a rerun finds the game (its webhooks too) gone,
+        # and a place forgotten after it would stay taken for ever if this process died
+        # between the two.
+        self._count_hooks([snap for _, snap in verified], counted=False)
         removed = self._remove_many(verified, now)
         crash_point("removed")
+        stayed = []
         for (_, snap), done in zip(verified, removed, strict=True):
             game_id = snap.game.game_id
             if done == 0:
                 outcome[game_id] = "changed"  # the copy is stale: the next run copies again
+                stayed.append(snap)
             elif done == 2:
                 outcome[game_id] = "gone"
             else:
-                self._forget_hooks(snap)
                 outcome[game_id] = "archived" if game_id in copied else "removed"
+        self._count_hooks(self._still_hooked(stayed), counted=True)  # still in Redis
         return outcome
 
     def archive_game(self, shard: int, game_id: str, now_ms: int | None = None) -> str:
@@ -474,19 +487,35 @@ class Archiver:
             game_id,
             len(more),
             len(listed),
+            ",".join(sorted(snap.subscriptions)),
         ]
         return keys, args
 
-    def _forget_hooks(self, snap: Snapshot) -> None:
-        """The removed game's webhooks no longer count in their keys' caps."""
-        if not snap.subscriptions:
-            return
+    def _still_hooked(self, snaps: list[Snapshot]) -> list[Snapshot]:
+        """The games with only those of their webhooks read that are still theirs (one deleted
+        since gave its place back itself: not to be counted again)."""
         pipe = self.client.pipeline(transaction=False)
-        for hook, config in snap.subscriptions.items():
-            key_id = config.get("key_id") if isinstance(config, dict) else None
-            if key_id:
-                pipe.srem(key_hooks_key(str(key_id)), f"{snap.game.game_id}:{hook}")
-        pipe.execute()
+        for snap in snaps:
+            pipe.hkeys(game_subscriptions_key(snap.game.game_id))
+        out = []
+        for snap, hooks in zip(snaps, pipe.execute() if snaps else [], strict=True):
+            now = {text(h) for h in hooks}
+            kept = {h: c for h, c in snap.subscriptions.items() if h in now}
+            out.append(dataclasses.replace(snap, subscriptions=kept))
+        return out
+
+    def _count_hooks(self, snaps: list[Snapshot], counted: bool) -> None:
+        """The games' webhooks counted in their keys' caps (`counted`), or no longer (the
+        games are being removed). Idempotent: a rerun does it again."""
+        pipe = self.client.pipeline(transaction=False)
+        for snap in snaps:
+            for hook, config in snap.subscriptions.items():
+                key_id = config.get("key_id") if isinstance(config, dict) else None
+                if key_id:
+                    member = f"{snap.game.game_id}:{hook}"
+                    (pipe.sadd if counted else pipe.srem)(key_hooks_key(str(key_id)), member)
+        if len(pipe):
+            pipe.execute()
 
     # ------------------------------------------------------------------ runs
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from carcassonne.errors import OutOfTurnError
+from carcassonne.errors import GameError, OutOfTurnError
 from carcassonne.events import Event, TokenReissued
 from carcassonne.state import GameState
 from eventstore.envelope import MOVES
@@ -143,15 +143,13 @@ class FoldCache:
         if cached is None:
             found = self.secrets.get(game_id)
             if found is None:
-                if self.secrets.archived(game_id):
-                    raise archived_game(game_id)
-                raise NotFound("game_not_found", f"no game {game_id}")
+                raise self._missing(game_id)
             cached = Cached(GameState(), 0, found)
         # A state at sequence 0 is new here; a taken one is ours alone when one thread runs.
         own = (take and self.in_place) or cached.seq == 0
         cached = self.caught_up(game_id, cached, own=own)
-        if cached.seq == 0:
-            raise NotFound("game_not_found", f"no game {game_id}")
+        if cached.seq == 0:  # no moves (or archived between the two reads above)
+            raise self._missing(game_id)
         if not take:
             self.keep(game_id, cached)
         return cached
@@ -166,6 +164,12 @@ class FoldCache:
         again from its first move, so nothing lost is believed or played on."""
         fresh = self.store.read(game_id, MOVES, after=max(0, cached.seq - 1))
         if cached.seq:
+            if not fresh and self.secrets.archived(game_id):
+                # The stream is gone from under a cached state: the game was archived (a
+                # failover never loses a whole stream and leaves a tombstone). Folding it
+                # again from nothing would answer as if the game had never started.
+                self.kept.take(game_id)
+                raise archived_game(game_id)
             if not still_holds(fresh, cached.seq, cached.command):
                 FOLDED_AGAIN.inc()
                 secrets = self.secrets.get(game_id) or cached.secrets
@@ -190,6 +194,13 @@ class FoldCache:
             # A seat's token was replaced: the cached token hashes are stale from here on.
             advanced.secrets = self.secrets.get(game_id) or advanced.secrets
         return advanced
+
+    def _missing(self, game_id: str) -> GameError:
+        """What a command on a game without moves here answers: a finished game's 409
+        `game_over` when it was archived (its tombstone), else 404 `game_not_found`."""
+        if self.secrets.archived(game_id):
+            return archived_game(game_id)
+        return NotFound("game_not_found", f"no game {game_id}")
 
     def keep(self, game_id: str, cached: Cached) -> None:
         """Cache a state (unless a newer one is there already)."""

@@ -38,6 +38,7 @@ from services.common.notifications import (
 )
 from services.common.webhook_url import MAX_URL, RefusedUrl, check, normalise
 from services.redis_store.keys import (
+    archived_key,
     game_subscriptions_key,
     key_hooks_key,
     legacy_shard,
@@ -47,20 +48,23 @@ from services.redis_store.keys import (
 )
 from services.redis_store.scripts import script
 
+from .cache import archived_game
 from .errors import Forbidden, NotFound
 
 DISPATCH_TASK = "subscriptions.dispatch"
 MAX_HOOKS_PER_GAME = 10  # every score event is sent to each: this bounds the fan-out
 SECRET_LENGTH = (16, 256)
 EVENTS = ("FeatureScored", "ScoreReverted", "GameScored")  # every score event (docs/undo.md)
-# KEYS: the game's subscriptions hash[, its shard's subs-due index]. ARGV: hook id, config
-# JSON, the hook's index member, now (ms), the limit. The new hook has the game's score
-# events so far to dispatch: due now, in the same step (the sweep sends the dispatch if ours
-# is lost).
+# KEYS: the game's subscriptions hash, its tombstone[, its shard's subs-due index]. ARGV:
+# hook id, config JSON, the hook's index member, now (ms), the limit. The new hook has the
+# game's score events so far to dispatch: due now, in the same step (the sweep sends the
+# dispatch if ours is lost). Returns 1 when added, 0 at the limit, -1 when the game was
+# archived (after the request found it in Redis: nothing is added beside its tombstone).
 REGISTER_LUA = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if KEYS[2] then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3]) end
+if KEYS[3] then redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3]) end
 return 1
 """
 # KEYS: a subscriptions hash (a game's hooks, a key's subscriptions). ARGV: id, the
@@ -147,6 +151,8 @@ class Webhooks:
         url = check_receiver(url, self.allow_private)
         secret = check_secret(secret)
         if self.store.last_seq(game_id, MOVES) == 0:
+            if self.client.exists(archived_key(game_id)):
+                raise archived_game(game_id)  # as every command on it: 409 game_over
             raise NotFound("game_not_found", f"no game {game_id}")
         if self.records is not None:
             check_owner(self.records(game_id), game_id, key_id)
@@ -202,7 +208,7 @@ class Webhooks:
         # The limit is checked in the script that adds the hook: two registrations at once
         # cannot both take the last place (the limit bounds every score event's fan-out).
         added = self._register(
-            keys=[game_subscriptions_key(game_id), *due],
+            keys=[game_subscriptions_key(game_id), archived_key(game_id), *due],
             args=[
                 hook_id,
                 json.dumps(config),
@@ -211,6 +217,8 @@ class Webhooks:
                 MAX_HOOKS_PER_GAME,
             ],
         )
+        if added == -1:
+            raise archived_game(game_id)
         if not added:
             raise BadWebhook(
                 "too_many_webhooks", f"a game has at most {MAX_HOOKS_PER_GAME} webhooks"

@@ -20,7 +20,7 @@ from typing import Any
 from carcassonne.errors import MalformedError
 from carcassonne.events import Event, with_seats
 from eventstore.envelope import MOVES
-from eventstore.errors import CommandReused, SchemaError
+from eventstore.errors import CommandReused, GameArchived, SchemaError
 from eventstore.schemas import to_new, validate_payload
 from services.common.body import fingerprint
 from services.common.moves import append_moves
@@ -54,14 +54,18 @@ def import_game_id(key_id: str, idempotency_key: str) -> str:
 
 
 def import_fingerprint(
-    key_id: str, replayed: Replayed, names: list[str], rated: bool = False
+    key_id: str, replayed: Replayed, names: list[str], rated: bool = False, public: bool = False
 ) -> str:
     """What an import's Idempotency-Key is bound to: the record as read (the same game sent as
-    JSON or as notation is the same request), the names and whether it is rated (only when
-    it is: an unrated import's fingerprint is what it was before `rated` existed)."""
+    JSON or as notation is the same request), the names, whether it is rated and whether it
+    is public (each only when it is: a private unrated import's fingerprint is what it was
+    before either existed). `public` left out, a retry asking another listing was answered
+    as a replay of the first and its flag silently dropped."""
     body: dict[str, Any] = {"key": key_id, "record": replayed.record.to_dict(), "names": names}
     if rated:
         body["rated"] = True
+    if public:
+        body["public"] = True
     return fingerprint("POST", "/games/import", body)
 
 
@@ -118,7 +122,7 @@ def import_game(
     """
     events = with_seats(replayed.events, names, player_ids)
     check_stored_schemas(events)  # before anything is written
-    request = import_fingerprint(key_id, replayed, names, rated) if idempotency_key else ""
+    request = import_fingerprint(key_id, replayed, names, rated, public) if idempotency_key else ""
     game_id = import_game_id(key_id, idempotency_key) if idempotency_key else new_game_id()
     imported: dict[str, Any] = {"key_id": key_id, "time_ms": int(time.time() * 1000)}
     if rated:
@@ -142,7 +146,9 @@ def import_game(
     else:
         imported["fingerprint"] = request
         if not service.secrets.put_new(game_id, secrets):
-            found = service.secrets.get(game_id) or {}
+            found = service.secrets.get(game_id)
+            if found is None:  # archived since the check above (put_new refuses it then)
+                return archived_import(service, game_id, request)
             check_reuse(found.get("imported", {}).get("fingerprint", "?"), request)
     try:
         # Scored like any other moves: the worker follows the change feed.
@@ -156,4 +162,6 @@ def import_game(
         ).result
     except CommandReused:
         raise IdempotencyKeyReused from None
+    except GameArchived:  # archived since its claim was read: answered from the archive
+        return archived_import(service, game_id, request)
     return Imported(game_id, result.last_seq, replayed=result.duplicate)

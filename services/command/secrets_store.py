@@ -48,7 +48,8 @@ class Secrets(Protocol):
         """Store a new game's secrets."""
 
     def put_new(self, game_id: str, data: dict[str, Any]) -> bool:
-        """Store a game's secrets unless it has some already; True if these were stored."""
+        """Store a game's secrets unless it has some already (or was archived); True if
+        these were stored."""
 
     def get(self, game_id: str) -> dict[str, Any] | None:
         """A game's secrets, or None for an unknown game."""
@@ -120,9 +121,10 @@ class RedisSecrets:
 
     def put_new(self, game_id: str, data: dict[str, Any]) -> bool:
         """See `Secrets.put_new` (SET NX in a script that writes the seats record too:
-        atomic, so two racing requests cannot both win)."""
+        atomic, so two racing requests cannot both win; an archived game's is not written
+        again)."""
         seats = json.dumps(public_seats(data))
-        keys = [self.key(game_id), seats_key(game_id)]
+        keys = [self.key(game_id), seats_key(game_id), archived_key(game_id)]
         return bool(self._put_new(keys=keys, args=[json.dumps(data), seats]))
 
     def get(self, game_id: str) -> dict[str, Any] | None:

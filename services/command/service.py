@@ -10,7 +10,6 @@ deliveries) is for the consumers of the change feed: the service only appends.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import secrets
 import time
@@ -36,7 +35,7 @@ from carcassonne.ruleset import Ruleset
 from carcassonne.state import OVER, GameState
 from carcassonne.tiles import Meeple
 from carcassonne.undo import undo_voters
-from eventstore.errors import CommandReused, ConcurrencyError
+from eventstore.errors import CommandReused, ConcurrencyError, GameArchived
 from eventstore.port import EventStore
 from services.archive.fallthrough import FallThroughStore
 from services.common.access import RateLimited
@@ -200,8 +199,12 @@ class GameService:
         events += draw_until_placeable(state, record["seed"], now)
         # The worker learns of the game from the change feed, as of every move: a game with
         # an owner key's subscriptions hears of its first turn once the worker has passed it.
-        with contextlib.suppress(ConcurrencyError):  # started already: the first draws stand
+        try:
             append_moves(self.store, game_id, events, expected=0, command_id="create")
+        except GameArchived:  # (a ConcurrencyError too: first)
+            return  # started, played and archived meanwhile: nothing to start or resume
+        except ConcurrencyError:
+            pass  # started already: the first draws stand
         self._resume_ended_at_start(game_id, record, events)
 
     def _resume_ended_at_start(

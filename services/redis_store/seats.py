@@ -20,10 +20,12 @@ from typing import Any
 
 from .keys import seats_key, secrets_key
 
-# KEYS: secrets record, seats record. ARGV: their JSON. Both written if the game has no
-# secrets record yet (SET NX: two racing imports of one Idempotency-Key cannot both win);
-# returns 1 if they were.
+# KEYS: secrets record, seats record[, the game's tombstone]. ARGV: their JSON. Both written
+# if the game has no secrets record yet (SET NX: two racing imports of one Idempotency-Key
+# cannot both win) and was not archived (its records left Redis with it: not written again
+# beside its tombstone); returns 1 if they were.
 PUT_NEW_LUA = """
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 0 end
 redis.call('SET', KEYS[2], ARGV[2])
 return 1

@@ -17,19 +17,20 @@ from typing import Any, cast
 import redis
 
 from eventstore.envelope import STREAMS, AppendResult, NewEvent, StoredEvent
-from eventstore.errors import ConcurrencyError, MarkerConflict, StoreError
+from eventstore.errors import ConcurrencyError, GameArchived, MarkerConflict, StoreError
 from eventstore.port import ANY, check_append, check_fingerprint
 from eventstore.schemas import upcast
 
 from .changes import changes_key
 from .cluster_wire import ClusterWire
 from .connect import is_cluster
-from .keys import game_keys, legacy_shard, shard_of
+from .keys import archived_key, game_keys, legacy_shard, shard_of
 from .replication import NotReplicated, evalsha_wait
 from .wire import Wire
 
-# KEYS: stream, command hash, marker key, then the change feed of the game's shard (absent
-#       only for a game off the shard slots on a Redis Cluster: that feed is another slot's).
+# KEYS: stream, command hash, marker key, the game's tombstone (services/archive), then the
+#       change feed of the game's shard (absent only for a game off the shard slots on a
+#       Redis Cluster: that feed is another slot's).
 # ARGV: expected seq (-1 = any), command id, time ms, marker ("" = none, "$seq" = last seq),
 #       expected marker ("" = no check, else "=" .. value), request fingerprint ("" = none),
 #       game id, stream name, trace (the causing request's id, "" = none), the command id
@@ -50,6 +51,9 @@ if done then
   return {'dup', done}
 end
 local seq = redis.call('XLEN', KEYS[1])  -- never trimmed: the length is the last seq
+-- An empty stream of an archived game: its keys left Redis, which must not start it again
+-- (an import's retry, a lobby's start racing the archiver). Checked only on an empty stream.
+if seq == 0 and redis.call('EXISTS', KEYS[4]) == 1 then return {'archived', '0'} end
 local expected = tonumber(ARGV[1])
 if expected >= 0 and expected ~= seq then return {'conflict', tostring(seq)} end
 if ARGV[10] ~= '' and expected > 0 then  -- the same history, not only the same length
@@ -84,8 +88,8 @@ if ARGV[4] == '$seq' then
 elseif ARGV[4] ~= '' then
   redis.call('SET', KEYS[3], ARGV[4])
 end
-if KEYS[4] and (seq >= first or ARGV[4] ~= '') then  -- events, or progress saved
-  redis.call('XADD', KEYS[4], '*', 'g', ARGV[7], 's', ARGV[8], 'f', first, 'l', seq,
+if KEYS[5] and (seq >= first or ARGV[4] ~= '') then  -- events, or progress saved
+  redis.call('XADD', KEYS[5], '*', 'g', ARGV[7], 's', ARGV[8], 'f', first, 'l', seq,
              't', ARGV[3], 'e', table.concat(types, ','), 'r', ARGV[9])
 end
 return {'ok', result}
@@ -183,7 +187,7 @@ class RedisEventStore:
             trace,
             after_command,
         ]
-        keys = list(game_keys(game_id, stream)[:3])
+        keys = [*game_keys(game_id, stream)[:3], archived_key(game_id)]
         feed = self._feed_key(game_id)
         if feed is not None:
             keys.append(feed)
@@ -198,6 +202,8 @@ class RedisEventStore:
         else:
             reply = self.wire.evalsha(self._append.sha, APPEND_LUA, keys, args)
         status, value = (v.decode() if isinstance(v, bytes) else str(v) for v in reply[:2])
+        if status == "archived":
+            raise GameArchived(game_id, expected)
         if status == "conflict":
             raise ConcurrencyError(expected, int(value))
         if status == "marker":

@@ -244,6 +244,7 @@ def _header_words(line: str) -> tuple[list[str], dict[str, Any]]:
                 ) from None
             if key in lists:
                 raise MalformedError("bad_notation", f"a header option is given twice: {key}")
+            _check_text(key, value)
             lists[key] = value
             if i < size and not line[i].isspace() and line[i] != "#":
                 raise MalformedError("bad_notation", f"a space must follow {key[:-1]}'s list")
@@ -254,6 +255,24 @@ def _header_words(line: str) -> tuple[list[str], dict[str, Any]]:
         words.append(line[i:end])
         i = end
     return words, lists
+
+
+def _check_text(key: str, value: Any) -> None:
+    """Refuse a list holding text UTF-8 cannot encode: a JSON escape of a lone UTF-16
+    surrogate (``"\\ud800"``) decodes to one. Such a name passes every length rule, then
+    fails each store and index that writes it (a JSON body with one is refused likewise)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and not item.isascii():
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise MalformedError(
+                    "bad_notation", f"{key[:-1]} holds a lone UTF-16 surrogate (not text)"
+                ) from None
 
 
 def _header_and_turns(text: str) -> tuple[str, list[str]]:

@@ -26,6 +26,20 @@ class MarkerConflict(ConcurrencyError):
         self.expected = self.actual = -1
 
 
+class GameArchived(ConcurrencyError):
+    """The game was moved to the archive (its tombstone is in the store): an append that
+    would start its stream again is refused, so a finished game never gets a second life in
+    the hot store beside its archived copy (nothing was appended). A `ConcurrencyError`
+    (its stream is at 0, not where the append expected): a writer that catches up on a
+    conflict reads the game again and finds it archived."""
+
+    def __init__(self, game_id: str, expected: int) -> None:
+        StoreError.__init__(self, f"game {game_id} is archived")
+        self.game_id = game_id
+        self.expected = expected
+        self.actual = 0
+
+
 class CommandReused(StoreError):
     """A command id already appended with a different request fingerprint: an idempotency
     key reused for another request (nothing was appended)."""

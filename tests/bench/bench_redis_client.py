@@ -33,7 +33,7 @@ from services.command.service import GameService  # noqa: E402
 from services.redis_store import RedisEventStore, game_keys  # noqa: E402
 from services.redis_store.changes import changes_key  # noqa: E402
 from services.redis_store.connect import connect  # noqa: E402
-from services.redis_store.keys import new_game_id, shard_of  # noqa: E402
+from services.redis_store.keys import archived_key, new_game_id, shard_of  # noqa: E402
 from services.redis_store.store import APPEND_LUA  # noqa: E402
 from tests.bench.smoke import size  # noqa: E402
 from tests.bench.targets import exit_code, judge  # noqa: E402
@@ -86,9 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         store = RedisEventStore(client)
         raw = store.wire
         game = new_game_id()
-        # The append script's keys as the store names them: stream, idempotency, marker, and
-        # the change feed of the game's shard.
-        keys = [*game_keys(game, "moves")[:3], changes_key(shard_of(game) or 0)]
+        # The append script's keys as the store names them: stream, idempotency, marker, the
+        # game's tombstone and the change feed of the game's shard.
+        feed = changes_key(shard_of(game) or 0)
+        keys = [*game_keys(game, "moves")[:3], archived_key(game), feed]
         stream = keys[0]
         client.xadd(
             stream, {"type": "TileDrawn", "v": 1, "cmd": "c", "t": 1, "data": "{}"}, id="1-0"

@@ -19,7 +19,7 @@ from services.redis_store import RedisEventStore, game_keys, secrets_key
 from services.redis_store.changes import Change, Follower, Write, changes_key
 from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.indexes import marker_number
-from services.redis_store.keys import new_game_id, seats_key, shard_of
+from services.redis_store.keys import archived_key, new_game_id, seats_key, shard_of
 from services.redis_store.store import APPEND_LUA
 from services.scoring import subscriptions
 from services.scoring.ratings import RatingsConsumer
@@ -30,13 +30,13 @@ def _append_args(
     game_id: str, stream: str, time_ms: int, marker: str, events: list[tuple[str, int, str]]
 ) -> tuple[list[str], list[Any]]:
     """KEYS and ARGV of the store's append script, as `RedisEventStore.append` builds them:
-    the game's stream, command hash and marker, then its shard's change feed; expected (any),
-    command id, time, marker, expected marker (none), fingerprint (none), game, stream, trace
-    (none), after command (none), then (type, version, payload) per event. (test_indexes
-    checks them against the store's own.)"""
+    the game's stream, command hash and marker, its tombstone, then its shard's change feed;
+    expected (any), command id, time, marker, expected marker (none), fingerprint (none),
+    game, stream, trace (none), after command (none), then (type, version, payload) per
+    event. (test_indexes checks them against the store's own.)"""
     shard = shard_of(game_id)
     assert shard is not None
-    keys = [*game_keys(game_id, stream), changes_key(shard)]
+    keys = [*game_keys(game_id, stream), archived_key(game_id), changes_key(shard)]
     args: list[Any] = [-1, f"bulk-{stream}", time_ms, marker, "", "", game_id, stream, "", ""]
     for kind, version, payload in events:
         args += [kind, version, payload]

@@ -144,8 +144,12 @@ def test_an_abandoned_game_is_due_once_its_end_is_scored(client, store, tmp_path
 
 
 def test_a_game_appended_to_after_its_copy_is_not_removed(client, store, tmp_path) -> None:
+    from services.redis_store.keys import game_subscriptions_key, key_hooks_key
+
     game_id = play(store, 4)
     scores = store.last_seq(game_id, SCORES)
+    client.hset(game_subscriptions_key(game_id), "h1", '{"key_id": "k9"}')  # a webhook
+    client.sadd(key_hooks_key("k9"), f"{game_id}:h1")
     archive = SqliteArchive(tmp_path / "a.sqlite3")
 
     class Meddling(SqliteArchive):
@@ -159,6 +163,8 @@ def test_a_game_appended_to_after_its_copy_is_not_removed(client, store, tmp_pat
     archiver = Archiver(client, Meddling(tmp_path / "a.sqlite3"), after_ms=0)
     assert archiver.run(int(time.time() * 1000) + 1) == {"changed": 1}
     assert client.exists(game_keys(game_id, MOVES)[0]) and not client.exists(archived_key(game_id))
+    # Its webhook stays, counted in its key's cap as before.
+    assert client.smembers(key_hooks_key("k9")) == {f"{game_id}:h1".encode()}
     # The next run copies the game as it is now, and moves it.
     client.zadd(archive_due_key(shard_of(game_id) or 0), {game_id: 0})
     archiver = Archiver(client, archive, after_ms=0)
@@ -166,6 +172,7 @@ def test_a_game_appended_to_after_its_copy_is_not_removed(client, store, tmp_pat
     copy = archive.read(game_id)
     assert copy is not None and copy.count(SCORES) == scores + 1
     assert copy.events[-1].command_id == "late"
+    assert not client.exists(key_hooks_key("k9"))
 
 
 def command(
@@ -352,6 +359,28 @@ def test_redis_restarting_mid_run_leaves_every_game_whole_in_one_place(tmp_path)
         proc.wait()
 
 
+@pytest.mark.slow
+def test_the_command_says_in_one_line_that_the_archive_is_down(client, store) -> None:
+    """`python -m services.archive` with its PostgreSQL down: exit 3 and one line on stderr
+    naming the outage, for each subcommand (before: a traceback and exit 1, the status of a
+    game that failed); every game stays in Redis."""
+    why = postgres_missing()
+    if why:
+        pytest.skip(f"no PostgreSQL server: {why}")
+    games = {g: hot(client, g) for g in (play(store, 40 + i) for i in range(2))}
+    url = client.connection_pool.connection_kwargs
+    redis_url = f"redis://{url['host']}:{url['port']}/0"
+    with private_postgres() as pg:
+        pg.stop("immediate")
+        for args in (["status"], ["run", "--quiet"], ["restore", next(iter(games))]):
+            done = command(redis_url, pg.url, *args)
+            assert done.returncode == 3, (args, done.stderr)
+            assert "Traceback" not in done.stderr, args
+            assert done.stderr.startswith("error: the archive is unavailable"), done.stderr
+            assert done.stderr.count("\n") == 1, done.stderr
+    assert set(whole_or_gone(client, _Down(), games).values()) == {"redis"}
+
+
 def test_a_game_with_deliveries_due_waits_and_its_hooks_go_with_it(client, store, tmp_path) -> None:
     """A subscription delivery still due keeps the game in Redis (it would be lost with the
     game's keys); once delivered the game goes, its webhook's state and its place in the
@@ -379,6 +408,71 @@ def test_a_game_with_deliveries_due_waits_and_its_hooks_go_with_it(client, store
     assert archiver.run(now + 1) == {"archived": 1}
     assert game_keys_in(client, game_id) == [archived_key(game_id)]
     assert not client.sismember(key_hooks_key("k9"), f"{game_id}:h1")
+
+
+@pytest.mark.slow
+def test_an_archiver_killed_after_the_removal_leaves_no_webhook_counted_for_its_key(
+    client, store, tmp_path
+) -> None:
+    """A webhook's place in its API key's set (`MAX_HOOKS_PER_KEY`) goes with its game even
+    when the archiver is SIGKILLed right after the removal: the rerun finds the game gone
+    (and its webhooks with it), so nothing would free the place again (a DELETE of the hook
+    answers 404 once archived): each such crash took one of the key's places for ever."""
+    from services.redis_store.keys import game_subscriptions_key, key_hooks_key
+
+    game_id = play(store, 6)
+    client.hset(game_subscriptions_key(game_id), "h1", '{"key_id": "k9"}')
+    client.sadd(key_hooks_key("k9"), f"{game_id}:h1", "other-game:h2")
+    url = client.connection_pool.connection_kwargs
+    redis_url = f"redis://{url['host']}:{url['port']}/0"
+    archive_url = f"sqlite:///{tmp_path}/a.sqlite3"
+    killed = command(redis_url, archive_url, "run", crash="removed")
+    assert killed.returncode == -9, killed.stderr
+    assert game_keys_in(client, game_id) == [archived_key(game_id)]
+    done = command(redis_url, archive_url, "run", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert client.smembers(key_hooks_key("k9")) == {b"other-game:h2"}
+
+
+def test_a_webhook_registered_after_the_read_keeps_its_game_in_redis(
+    client, store, tmp_path
+) -> None:
+    """A webhook registered between the archiver's read and its removal (its registration
+    answered 201) is the game changing: the removal refuses, the game and the webhook stay
+    (before: the removal deleted the new webhook with the game's hash, left its place in the
+    key's set taken for ever and its delivery due for an archived game)."""
+    from services.command.hooks import Webhooks
+    from services.redis_store.keys import game_subscriptions_key, key_hooks_key, subs_due_key
+
+    game_id = play(store, 7)
+    shard = shard_of(game_id)
+    assert shard is not None
+    hooks = Webhooks(client, store, None, allow_private=True)
+    old = hooks.register(game_id, "https://example.com/old", "s" * 20, "k9")["hook_id"]
+    client.zrem(subs_due_key(shard), f"{game_id}:{old}")  # delivered
+    made: list[str] = []
+
+    class Meddling(SqliteArchive):
+        def put_many(self, games: Any) -> None:
+            super().put_many(games)
+            hooks.delete(game_id, old, "k9")  # its place given back: not counted again
+            made.append(hooks.register(game_id, "https://example.com/h", "s" * 20, "k9")["hook_id"])
+
+    archiver = Archiver(client, Meddling(tmp_path / "a.sqlite3"), after_ms=0)
+    assert archiver.run(int(time.time() * 1000) + 1) == {"changed": 1}
+    member = f"{game_id}:{made[0]}"
+    assert client.hexists(game_subscriptions_key(game_id), made[0])
+    assert client.smembers(key_hooks_key("k9")) == {member.encode()}
+    # Its deliveries are due: the game waits for them, then goes with its webhook.
+    assert client.zscore(subs_due_key(shard), member) is not None
+    client.zrem(subs_due_key(shard), member)
+    client.zadd(archive_due_key(shard), {game_id: 0})
+    # (its copy, made before the webhook, verifies still: only removed)
+    assert Archiver(client, SqliteArchive(tmp_path / "a.sqlite3"), after_ms=0).run() == {
+        "removed": 1
+    }
+    assert game_keys_in(client, game_id) == [archived_key(game_id)]
+    assert not client.exists(key_hooks_key("k9"))
 
 
 def test_streams_are_read_by_columns_as_entry_by_entry_and_odd_entries_are_refused(

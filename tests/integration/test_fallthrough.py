@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 
+from carcassonne.errors import GameError
 from carcassonne.record import record_from_events
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
@@ -191,6 +192,96 @@ def test_commands_on_an_archived_game_answer_as_on_a_finished_game(
     assert (reply.status_code, reply.get_json()["code"]) == (404, "game_not_found")
 
 
+def test_a_process_that_had_the_game_cached_answers_game_over_once_it_is_archived(
+    client, store, redis_url, tmp_path
+) -> None:
+    """A command process keeps the games it served (its fold cache): once such a game was
+    archived, its stream is gone from under the cached state. Every command must still get
+    a finished game's 409 `game_over`, as in a process that never saw the game (before: a
+    turn 409 `game_not_started`, folded again from an empty stream and kept so; then a
+    resign 404 `game_not_found`), and nothing is written back."""
+    archive_url = f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+    key_id, key = ApiKeys(client).create("fallthrough")
+    game_id = finished_game(client, store, 15, key_id)
+    seat = {"Authorization": f"Bearer {TOKEN}"}
+    web = command_app(redis_url, archive_url).test_client()  # one process, before and after
+    assert web.get(f"/games/{game_id}/turn", headers=seat).status_code == 200  # now cached
+    assert archive_all(client, archive_url) == {"archived": 1}
+    commands: list[tuple[str, str, dict[str, str], Any]] = [
+        ("POST", f"/games/{game_id}/turns", seat, {"x": 0, "y": 1, "rotation": 0}),
+        ("POST", f"/games/{game_id}/resign", seat, None),
+        ("GET", f"/games/{game_id}/turn", seat, None),
+        ("POST", f"/games/{game_id}/turns", seat, {"x": 0, "y": 1, "rotation": 0}),
+        ("POST", f"/games/{game_id}/players/0/token", {"X-Api-Key": key}, None),
+    ]
+    for method, path, headers, body in commands:
+        reply = web.open(path, method=method, headers=headers, json=body)
+        assert (reply.status_code, reply.get_json()["code"]) == (409, "game_over"), path
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+
+
+def test_a_command_on_a_state_cached_before_the_games_end_and_archiving_is_game_over(
+    client, store, redis_url, tmp_path
+) -> None:
+    """A process that trusts its cached state (TRUST_CACHE, the default) decides a command on
+    it and appends on that state's sequence. When the game was ended elsewhere (the turn
+    timer, another process) and archived since, that append meets an archived game's empty
+    stream: 409 `game_over` as for any command on an archived game, never a 5xx, nothing
+    written."""
+    from tests.archive_games import turns
+
+    archive_url = f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+    game_id = "f" * 24 + "00000abc"
+    played = turns(18)
+    names = [f"P{i}" for i in range(len(played[0][0].payload["players"]))]
+    write_both(client, game_id, {"seed": "s" * 32, "names": names,
+                                 "tokens": {token_hash(TOKEN): 0}})  # fmt: skip
+    at = 0
+    for i, turn in enumerate(played):
+        if i == 5:  # the process caches the game in progress here
+            web = command_app(redis_url, archive_url).test_client()
+            seat = {"Authorization": f"Bearer {TOKEN}"}
+            assert web.get(f"/games/{game_id}/turn", headers=seat).status_code == 200
+        store.append(game_id, "moves", turn, expected=at, command_id=f"c{i}", marker="$seq")
+        at += len(turn)
+    Scorer(store).catch_up(game_id)
+    assert archive_all(client, archive_url) == {"archived": 1}
+    placed = played[5][0].payload  # seat 0's legal turn on the cached state
+    body = {k: placed[k] for k in ("x", "y", "rotation", "meeple")}
+    reply = web.post(f"/games/{game_id}/turns", headers=seat, json=body)
+    assert (reply.status_code, reply.get_json()["code"]) == (409, "game_over"), reply.data
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+
+
+def test_a_webhook_on_an_archived_game_is_refused_as_over_and_writes_nothing(
+    client, store, redis_url, tmp_path
+) -> None:
+    """`POST /games/{id}/webhooks` on an archived game: 409 `game_over` as every command
+    (before: 404 `game_not_found`, an id that names no game); and the registration's script
+    itself refuses a game archived after the request's check (its tombstone), so no webhook
+    is ever added beside an archived game's tombstone, nor counted in its key's cap."""
+    from services.redis_store.keys import key_hooks_key
+
+    archive_url = f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+    key_id, key = ApiKeys(client).create("fallthrough")
+    game_id = finished_game(client, store, 16, key_id)
+    app = command_app(redis_url, archive_url)
+    web = app.test_client()
+    hook = {"url": "https://example.com/hook", "secret": "s" * 20}
+    owner = {"X-Api-Key": key}
+    assert archive_all(client, archive_url) == {"archived": 1}
+    reply = web.post(f"/games/{game_id}/webhooks", headers=owner, json=hook)
+    assert (reply.status_code, reply.get_json()["code"]) == (409, "game_over")
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+    # Archived between the request's check and its script: refused there, nothing kept.
+    hooks = app.extensions["integration"].hooks
+    with pytest.raises(GameError) as refused:
+        hooks._add(game_id, "h_late", {"created_ms": 1})
+    assert (refused.value.status, refused.value.code) == (409, "game_over")
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+    assert not client.exists(key_hooks_key(key_id))
+
+
 def test_an_unknown_id_is_404_and_an_archive_down_is_503_with_retry_after(
     client, store, redis_url
 ) -> None:
@@ -243,6 +334,84 @@ def test_an_import_key_still_answers_its_game_once_archived(client, redis_url, t
         .post("/games/import", headers=headers, json=other)
     )
     assert (reused.status_code, reused.get_json()["code"]) == (422, "idempotency_key_reused")
+
+
+@pytest.mark.parametrize("window", ["archived", "get"])
+def test_an_import_retried_while_its_game_is_archived_never_makes_it_again(
+    client, redis_url, tmp_path, window
+) -> None:
+    """An import's retry (same Idempotency-Key, same record) whose game the archiver moves
+    while the retry runs — right after the retry looked for the tombstone, or right after it
+    read the game's claim — answers the archived game and writes nothing: before, its
+    conditional append found an empty stream and made the game again in Redis beside its
+    archived copy (a second life: listed, scored and archived twice)."""
+    from services.command.imports import import_game
+    from services.command.records import read_record, replay_record
+    from services.command.secrets_store import RedisSecrets
+
+    archive_url = f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+    key_id, key = ApiKeys(client).create("importer")
+    _, events = random_game(random.Random(6), 2, Ruleset())
+    record = {**record_from_events(events).to_dict(), "names": ["Ann", "Bob"]}
+    app = command_app(redis_url, archive_url)
+    headers = {"X-Api-Key": key, "Idempotency-Key": "import-race"}
+    first = app.test_client().post("/games/import", headers=headers, json=record)
+    assert first.status_code == 201, first.data
+    game_id = first.get_json()["game_id"]
+    Scorer(RedisEventStore(client)).catch_up(game_id)
+
+    class Meddling(RedisSecrets):
+        """The archiver runs once, right after the call named `window` answered."""
+
+        def archived(self, game_id: str) -> bool:
+            found = super().archived(game_id)
+            self._archive("archived")
+            return found
+
+        def get(self, game_id: str) -> dict[str, Any] | None:
+            found = super().get(game_id)
+            self._archive("get")
+            return found
+
+        def _archive(self, step: str) -> None:
+            if step == window and not super().archived(game_id):
+                assert archive_all(client, archive_url) == {"archived": 1}
+
+    service = app.extensions["game_service"]
+    service.secrets = Meddling(client)
+    body = json.dumps(record).encode()
+    parsed, extra = read_record(body, "application/json", extra=("names", "public", "rated"))
+    done = import_game(service, replay_record(parsed), extra["names"], key_id, "import-race")
+    assert (done.game_id, done.seq, done.replayed) == (game_id, first.get_json()["seq"], True)
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+
+
+def test_a_start_racing_the_archiving_of_its_game_starts_nothing(
+    client, store, redis_url, tmp_path
+) -> None:
+    """`start_prepared` (a lobby's or a rematch's start, idempotent) for a game the archiver
+    moves right after the start looked for its tombstone: nothing is written and nothing
+    raised (before: its claim and first append made the game again in Redis)."""
+    from services.command.secrets_store import RedisSecrets
+    from services.command.service import secrets_record
+
+    archive_url = f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+    key_id, _ = ApiKeys(client).create("lobby")
+    game_id = finished_game(client, store, 17, key_id)
+
+    class Meddling(RedisSecrets):
+        def archived(self, game_id: str) -> bool:
+            found = super().archived(game_id)
+            if not found:
+                assert archive_all(client, archive_url) == {"archived": 1}
+            return found
+
+    service = command_app(redis_url, archive_url).extensions["game_service"]
+    service.secrets = Meddling(client)
+    fresh = secrets_record("ab" * 16, ["Ann", "Bob"], ["t0", "t1"], [None, None], key_id, [])
+    _, stored = service.start_prepared(game_id, fresh, Ruleset())
+    assert not stored
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
 
 
 def test_the_query_service_under_gunicorn_reads_an_archived_game(

@@ -20,6 +20,7 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
+from carcassonne.notation import format_record
 from eventstore.envelope import MOVES
 from services.command.apikeys import ApiKeys
 from services.command.app import create_app
@@ -140,6 +141,32 @@ def test_every_hostile_body_gets_its_4xx_and_writes_nothing(
         assert "application/json" in error["message"], error
     assert key_snapshot(redis_client) <= before
     assert moves(redis_client, game[0]) == stream
+
+
+@pytest.mark.parametrize("route", RECORD_ROUTES)
+def test_a_lone_surrogate_in_a_notation_header_is_422_and_stores_nothing(
+    client, redis_client, game, key, route
+) -> None:
+    """A notation record's header lists are JSON: `names=["\\ud800x","b"]` decodes to a
+    name UTF-8 cannot encode (JSON bodies refuse such text: 400 invalid_json). Before, an
+    import of it was stored (201), and the games directory's consumer of the change feed
+    then failed on that game's entry at every try (UnicodeEncodeError writing the name's
+    index): the shard's lists stopped moving on, and with them the archiver, whose every
+    run catches the directory up first."""
+    from carcassonne.record import record_from_events
+    from carcassonne.ruleset import Ruleset
+    from carcassonne.simulate import random_game
+    from services.redis_store.directory_index import DirectoryIndex
+
+    _, events = random_game(__import__("random").Random(3), 2, Ruleset())
+    text = format_record(record_from_events(events, ["x", "b"]))
+    text = text.replace('names=["x","b"]', 'names=["\\ud800x","b"]')
+    path, headers = target(route, game, key)
+    before = key_snapshot(redis_client)
+    reply = client.post(path, data=text.encode(), headers=headers, content_type="text/plain")
+    assert (reply.status_code, reply.get_json()["code"]) == (422, "bad_notation"), reply.data
+    assert key_snapshot(redis_client) <= before
+    DirectoryIndex(redis_client).catch_up()  # the directory's consumer still moves on
 
 
 def test_a_meeple_nested_deep_is_400_and_the_same_turn_then_plays(client, game) -> None:

@@ -221,6 +221,32 @@ def test_an_import_key_is_bound_to_the_record_not_its_spelling(server, keys) -> 
     assert status == 201 and again == first and head.get("Idempotent-Replayed") == "true"
 
 
+def test_an_import_key_sent_again_with_another_listing_is_another_request(
+    server, redis_client, keys
+) -> None:
+    """`public` is part of an import's body as the record and the names are: the same key
+    with `public: true` after a private import is another request (422, the game left
+    private), not a replay that answers 201 and ignores the flag (before: the fingerprint
+    left `public` out)."""
+    status, first, _ = post_import(server, keys[0], RECORDS[0], "listing")
+    assert status == 201, first
+    status, error, _ = post_import(server, keys[0], {**RECORDS[0], "public": True}, "listing")
+    assert (status, error["code"]) == (422, "idempotency_key_reused"), error
+    stored = json.loads(redis_client.get(secrets_key(first["game_id"])))
+    assert "public" not in stored
+    # Sent as it was (public false said out loud, or left out): the same request.
+    for body in (RECORDS[0], {**RECORDS[0], "public": False}):
+        status, again, head = post_import(server, keys[0], body, "listing")
+        assert status == 201 and again == first and head.get("Idempotent-Replayed") == "true"
+    # A public import's retry is its replay; a private body under its key, another request.
+    status, shown, _ = post_import(server, keys[0], {**RECORDS[1], "public": True}, "shown")
+    assert status == 201, shown
+    status, again, _ = post_import(server, keys[0], {**RECORDS[1], "public": True}, "shown")
+    assert status == 201 and again == shown
+    status, error, _ = post_import(server, keys[0], RECORDS[1], "shown")
+    assert (status, error["code"]) == (422, "idempotency_key_reused"), error
+
+
 def test_racing_imports_with_one_key_make_one_game_with_the_winners_names(
     server, redis_client, keys
 ) -> None:
