@@ -66,7 +66,7 @@ from services.redis_store.bot_budget import release
 from services.redis_store.bot_index import plays_bots
 from services.redis_store.changes import Change, Follower, Write
 from services.redis_store.connect import is_cluster
-from services.redis_store.directory_index import DirectoryIndex
+from services.redis_store.directory_index import DirectoryIndex, keyable
 from services.redis_store.indexes import text
 from services.redis_store.keys import (
     ABANDONED,
@@ -208,8 +208,8 @@ def _listed(shard: int, snap: Snapshot) -> list[str]:
     bots', the archive's due index. An archived game is listed from the archive database
     (its own indexes)."""
     meta = snap.game.meta
-    names = sorted({n.casefold() for n in meta.names})
-    ids = sorted(set(meta.player_ids))
+    names = sorted({n.casefold() for n in keyable(meta.names)})
+    ids = sorted(set(keyable(meta.player_ids)))
     owned = []
     if meta.key_id is not None:
         owned = [
@@ -614,9 +614,9 @@ class Archiver:
         pipe = self.client.pipeline(transaction=False)  # listed again, as the directory lists
         for key in (games_key(shard), status_key(shard, meta.status)):
             pipe.zadd(key, {game_id: meta.created_ms})
-        for name in sorted({n.casefold() for n in meta.names}):
+        for name in sorted({n.casefold() for n in keyable(meta.names)}):
             pipe.zadd(player_key(shard, name), {game_id: meta.created_ms})
-        for player_id in sorted(set(meta.player_ids)):
+        for player_id in sorted(set(keyable(meta.player_ids))):
             pipe.zadd(player_id_key(shard, player_id), {game_id: meta.created_ms})
         owner_entries(pipe, shard, game_id, json.dumps(meta.record), meta.created_ms)
         if schedule:

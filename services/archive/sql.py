@@ -73,7 +73,10 @@ class Row:
         """The names and player ids (None where not given) in seat order, one JSON text."""
         ids = self.record.get("player_ids")
         seats = {"names": self.names, "player_ids": ids if isinstance(ids, list) else None}
-        return json.dumps(seats, separators=(",", ":"), ensure_ascii=False)
+        text = json.dumps(seats, separators=(",", ":"), ensure_ascii=False)
+        # A name with a lone UTF-16 surrogate (stored before notation imports refused one)
+        # is no text a database can hold: escaped, it reads back the same.
+        return text if is_text(text) else json.dumps(seats, separators=(",", ":"))
 
     def who(self) -> list[str]:
         """The game's players as lists look them up: ``n:`` + name casefolded (`GET /games?
@@ -82,11 +85,22 @@ class Row:
         found = {"n:" + n.casefold() for n in self.names} | {"i:" + i for i in self.player_ids}
         if self.key_id:
             found.add("k:" + self.key_id)
-        return sorted(found)
+        # One that is no text (a lone surrogate, see `seats`) is left out: no list can ask
+        # for it, and the database could not store it.
+        return sorted(w for w in found if is_text(w))
 
     def players(self) -> list[tuple[str, int, str]]:
         """The ``archived_players`` rows of the game (SQLite)."""
         return [(w, self.created_ms, self.game_id) for w in self.who()]
+
+
+def is_text(value: str) -> bool:
+    """Whether UTF-8 can encode `value` (not if it holds a lone UTF-16 surrogate)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def wanted(query: ListQuery) -> list[str]:

@@ -47,7 +47,7 @@ from eventstore.envelope import MOVES, SCORES
 from .acl import default_url
 from .changes import changes_key
 from .connect import connect, is_cluster
-from .directory_index import owner_of, seats_of
+from .directory_index import keyable, owner_of, seats_of
 from .indexes import marker_number, text
 from .keys import (
     ABANDONED,
@@ -155,7 +155,9 @@ def _names(raw: Any) -> list[str]:
         names = json.loads(raw).get("names") if raw is not None else None
     except (ValueError, AttributeError):
         return []
-    return sorted({str(n).casefold() for n in names}) if isinstance(names, list) else []
+    if not isinstance(names, list):
+        return []
+    return sorted({n.casefold() for n in keyable(map(str, names))})
 
 
 def nodes(client: redis.Redis) -> list[redis.Redis]:

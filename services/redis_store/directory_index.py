@@ -19,6 +19,7 @@ read secrets).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import redis
@@ -54,9 +55,24 @@ def seats_of(raw: Any) -> tuple[list[str], list[str]]:
     except (ValueError, AttributeError):
         return [], []
     return (
-        [str(n) for n in names] if isinstance(names, list) else [],
-        [str(i) for i in ids if i is not None] if isinstance(ids, list) else [],
+        keyable(str(n) for n in names) if isinstance(names, list) else [],
+        keyable(str(i) for i in ids if i is not None) if isinstance(ids, list) else [],
     )
+
+
+def keyable(values: Iterable[str]) -> list[str]:
+    """The values that are text UTF-8 can encode (a Redis key is made of each). A lone UTF-16
+    surrogate (a JSON escape such as "\\ud800") is not: a game stored with one before notation
+    imports refused it is left out of that name's index, which no request could name anyway,
+    rather than failing its change at every try and holding up the shard's consumer for good."""
+    out = []
+    for value in values:
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            continue
+        out.append(value)
+    return out
 
 
 def owner_of(raw: Any) -> tuple[str | None, bool]:

@@ -285,7 +285,13 @@ def _canonical(game: ArchivedGame) -> bytes:
         "lines": len(lines),
     }
     header = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
-    return (header + "\n" + "\n".join(lines)).encode()
+    try:
+        return (header + "\n" + "\n".join(lines)).encode()
+    except UnicodeEncodeError:
+        # A record's name holding a lone UTF-16 surrogate (stored before notation imports
+        # refused one) is no UTF-8: the header escapes it then, and reads back the same.
+        header = json.dumps(doc, separators=(",", ":"), sort_keys=True)
+        return (header + "\n" + "\n".join(lines)).encode()
 
 
 def digest(game: ArchivedGame) -> bytes:

@@ -524,3 +524,23 @@ def test_an_api_keys_public_game_leaves_the_keys_lists_and_comes_back_to_them(
     assert game_keys_in(client, game_id) == [archived_key(game_id)]
     archiver.restore(game_id, schedule=False)
     assert None not in [client.zscore(k, game_id) for k in listed]
+
+
+def test_a_name_that_is_no_text_does_not_hold_up_the_archive(client, store, tmp_path) -> None:
+    """A seat name holding a lone UTF-16 surrogate (stored before notation imports refused
+    one) cannot be written as UTF-8 text. Its game is archived with the name as JSON keeps
+    it (escaped), and the games archived in the same batch with it are archived too: a copy
+    that failed at every run would have held them all in Redis for good. Restored, it is
+    listed again as the directory lists it (without that name)."""
+    games = [play(store, 2, names=["\ud800x", "Kim"]), play(store, 3)]
+    archive = SqliteArchive(tmp_path / "a.sqlite3")
+    archiver = Archiver(client, archive, after_ms=0)
+    DirectoryIndex(client).catch_up()
+    archiver.due_index.follower.catch_up()
+    assert archiver.run(int(time.time() * 1000) + 1) == {"archived": 2}
+    copy = archive.read(games[0])
+    assert copy is not None and copy.meta.names == ["\ud800x", "Kim"]
+    assert [game_keys_in(client, g) for g in games] == [[archived_key(g)] for g in games]
+    archiver.restore(games[0], schedule=False)  # back, listed but under that name
+    assert json.loads(client.get(seats_key(games[0])))["names"] == ["\ud800x", "Kim"]
+    assert client.zscore(player_key(shard_of(games[0]) or 0, "kim"), games[0]) is not None

@@ -945,3 +945,24 @@ def test_filters_that_disagree_cost_one_page_of_work_and_go_on_by_cursor(lone_re
         assert found == []
         pages += 1
         assert pages <= 2_000 // MAX_EXAMINED + 1
+
+
+def test_a_name_that_is_no_text_leaves_the_directory_following_the_feed(
+    redis_client, store
+) -> None:
+    """A seat name holding a lone UTF-16 surrogate (stored before notation imports refused
+    one) cannot be a Redis key's text. Such a name is left out of the name indexes; the
+    game is indexed otherwise, and the consumer goes on past it: had it failed on the entry
+    at every try, its shard's lists (and the archiver, which catches them up first) would
+    have stopped for good."""
+    game_id, _ = stored_game(store, "no-text", ["\ud800x", "Kim"])
+    later, _ = stored_game(store, "after-it", ["Lee", "Max"])
+    directory = DirectoryIndex(redis_client)
+    directory.catch_up()
+    created = first_time(store, game_id)
+    assert where(redis_client, game_id) == {"games": created, "in_progress": None,
+                                            "over": created}  # fmt: skip
+    shard = index_shard(game_id)
+    assert redis_client.zscore(player_key(shard, "kim"), game_id) == created
+    assert where(redis_client, later)["games"] == first_time(store, later)
+    assert behind(redis_client, directory.follower.consumer, game_id) == []
