@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -363,3 +364,50 @@ def test_a_format_1_copy_stored_before_format_2_reads_back(archive: Archive) -> 
     assert not verify(archive, Summary.of(game), game.game_id)
     archive.put(game)
     assert verify(archive, Summary.of(game), game.game_id)
+
+
+def test_two_archivers_storing_the_same_games_in_other_orders_never_deadlock(
+    postgres: PrivatePostgres | None,
+) -> None:
+    """Two archivers whose batches overlap (a rerun beside a run, two workers' ticks) upsert
+    the same rows in one transaction each. Taken in each batch's own order, one locks a row
+    the other holds while holding one the other waits for, and PostgreSQL fails one batch
+    as a deadlock (its games wait for a later run). In the rows' key order, one waits and
+    both commit."""
+    if postgres is None:
+        pytest.skip(f"no PostgreSQL server: {postgres_missing()}")
+    url = fresh_database(postgres)
+    games = [archived(gid(100 + n), n % 5) for n in range(60)]
+    archives = [PostgresArchive(url), PostgresArchive(url)]
+    try:
+        archives[0].put_many(games)  # every row there: each upsert locks it
+        start = threading.Barrier(2)
+        failed: list[BaseException] = []
+
+        def store(archive: PostgresArchive, order: list[ArchivedGame]) -> None:
+            for _ in range(4):
+                start.wait(timeout=30)
+                try:
+                    archive.put_many(order)
+                except Exception as e:  # a deadlock retried and lost again: ArchiveUnavailable
+                    failed.append(e)
+
+        runs = [threading.Thread(target=store, args=(archives[0], games)),
+                threading.Thread(target=store, args=(archives[1], games[::-1]))]  # fmt: skip
+        for run in runs:
+            run.start()
+        for run in runs:
+            run.join(timeout=120)
+        assert not any(run.is_alive() for run in runs)
+        assert failed == []
+        with psycopg.connect(url) as db:  # one retried on a new connection shows here
+            found: Any = db.execute(
+                "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()
+        assert found[0] == 0
+        assert archives[1].summaries([g.game_id for g in games]) == {
+            g.game_id: Summary.of(g) for g in games
+        }
+    finally:
+        for archive in archives:
+            archive.close()
