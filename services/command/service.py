@@ -35,8 +35,10 @@ from carcassonne.ruleset import Ruleset
 from carcassonne.state import OVER, GameState
 from carcassonne.tiles import Meeple
 from carcassonne.undo import undo_voters
+from eventstore.envelope import MOVES
 from eventstore.errors import CommandReused, ConcurrencyError, GameArchived
 from eventstore.port import EventStore
+from eventstore.schemas import to_engine
 from services.archive.fallthrough import FallThroughStore
 from services.common.access import RateLimited
 from services.common.draws import draw_until_placeable
@@ -294,13 +296,12 @@ class GameService:
         retried, make one game: the request that stored its secrets answers each seat's new
         token (`created`), every other the same game with no token (a lost answer's tokens
         are re-issued by `POST /games/{id}/players/{seat}/token`)."""
-        cached = self.load(game_id)
-        record = cached.secrets
+        state, record = self._finished(game_id)
         if record.get("key_id") is None or record.get("key_id") != key_id:
             raise Forbidden(
                 "not_game_owner", "only the API key that created this game may ask a rematch"
             )
-        if cached.state.phase != OVER:
+        if state.phase != OVER:
             raise OutOfTurnError("game_not_over", "a rematch follows a game that is over", "R7.1")
         count = len(record["names"])
         moved = [(seat + 1) % count for seat in range(count)]  # new seat -> old seat
@@ -309,7 +310,7 @@ class GameService:
         bots = [(record.get("bots") or [None] * count)[old] for old in moved]
         tokens = [None if bot else secrets.token_urlsafe(24) for bot in bots]
         new_id = derived_game_id(b"rematch:" + game_id.encode())
-        ruleset = cached.state.ruleset
+        ruleset = state.ruleset
         fresh = secrets_record(
             secrets.token_hex(16), names, tokens, ids, key_id, bots, bool(record.get("public"))
         )
@@ -332,6 +333,24 @@ class GameService:
                 player["bot"] = bots[seat]
             players.append(player)
         return {"game_id": new_id, "rematch_of": game_id, "created": created, "players": players}
+
+    def _finished(self, game_id: str) -> tuple[GameState, dict[str, Any]]:
+        """A game a rematch may follow and its record (names, player ids, bots, owner key):
+        from Redis, or from its archived copy once it was archived. Players of an
+        asynchronous game ask for their rematch when they next open the app, often after
+        ARCHIVE_AFTER (an hour by default); every other command on an archived game is
+        over (409 `game_over`)."""
+        reads = self.archive_reads
+        if reads is not None and self.secrets.archived(game_id):
+            events = reads.read(game_id, MOVES)  # the copy read once (`record` needs it)
+            record = reads.record(game_id)
+            if events and record is not None:
+                state = GameState()
+                for event in events:
+                    state.apply(to_engine(event))
+                return state, record
+        cached = self.load(game_id)
+        return cached.state, cached.secrets
 
     def play_turn(
         self,

@@ -452,3 +452,35 @@ def fetch(base: str, path: str) -> tuple[int, bytes]:
         return resp.status, resp.read()
     finally:
         conn.close()
+
+
+def test_a_rematch_asked_once_the_game_was_archived_is_made_from_its_copy(
+    client, store, redis_url, tmp_path
+) -> None:
+    """Players of an asynchronous game ask for their rematch when they next open the app,
+    often after the game was archived (ARCHIVE_AFTER, an hour by default). The rematch is
+    made from the archived copy's record as from the hot game's: the same players, seats
+    rotated by one, the owner key alone; asked again, the same game (200, no tokens)."""
+    archive_url = f"sqlite:///{tmp_path / 'archive.sqlite3'}"
+    key_id, key = ApiKeys(client).create("fallthrough")
+    _, other = ApiKeys(client).create("another")
+    game_id = finished_game(client, store, 13, key_id)
+    names = json.loads(client.get(secrets_key(game_id)) or b"{}")["names"]
+    assert archive_all(client, archive_url) == {"archived": 1}
+    web = command_app(redis_url, archive_url).test_client()
+    refused = web.post(f"/games/{game_id}/rematch", headers={"X-Api-Key": other})
+    assert (refused.status_code, refused.get_json()["code"]) == (403, "not_game_owner")
+    made = web.post(f"/games/{game_id}/rematch", headers={"X-Api-Key": key})
+    assert made.status_code == 201, made.get_json()
+    body = made.get_json()
+    assert body["created"] and body["rematch_of"] == game_id
+    assert [p["name"] for p in body["players"]] == names[1:] + names[:1]
+    assert all(p["token"] for p in body["players"])
+    again = web.post(f"/games/{game_id}/rematch", headers={"X-Api-Key": key})
+    assert again.status_code == 200 and again.get_json()["game_id"] == body["game_id"]
+    assert not again.get_json()["created"]
+    # The archived game stays archived: only its tombstone is in Redis.
+    assert client.keys("{g:" + game_id + "}:*") == [archived_key(game_id).encode()]
+    turn = web.get(f"/games/{body['game_id']}/turn",
+                   headers={"Authorization": f"Bearer {body['players'][0]['token']}"})  # fmt: skip
+    assert turn.status_code == 200, turn.get_json()
