@@ -69,6 +69,11 @@ Eighth, the same code with `--seed 2`, 1 process at nice 19, 24 min: random -7.1
 order, random clear, greedy and mcts overlapping by 3.13 points (the gap 6.71; 9.1 before on
 this seed); shuffled labels 24.73, 24.99, 24.81. MISSED: met in one run of two after the change,
 as in one of three before it.
+Ninth, the same code with `--seed 3`, 1 process at nice 19 beside two helpers' test runs, 27
+min: random -4.65 [-13.70, 4.39], greedy 34.45 [29.56, 39.35], mcts 41.79 [36.79, 46.80], rated
+in 213-245 games: in order, random clear, greedy and mcts overlapping by 2.56 points (the gap
+7.34; 8.25 before the change on this seed); shuffled labels 25.03, 24.96, 23.96. MISSED: met in
+one run of three since the change (docs/bots.md, "Four more tries for 3 and 4 players").
 """
 
 from __future__ import annotations
