@@ -65,6 +65,9 @@ class Position:
     turns: int = 0  # placements in the log up to `seq`, undone ones too: what `?turn=` counts
     bots: tuple[dict[str, Any] | None, ...] | None = None  # each seat's bot, None: a human
     undone: bool = False  # a `?turn=` whose placement a later `TurnUndone` took back
+    # R10.3: folded from the log with every hand opened (`open_all`, once `HandsRevealed` is
+    # in it): a past position then shows the tiles it showed as secret before the end.
+    opened: bool = False
 
 
 @dataclass
@@ -84,6 +87,7 @@ class _Entry:
     player_ids: tuple[str | None, ...] | None = None
     bots: tuple[dict[str, Any] | None, ...] | None = None
     cursor: tuple[int, GameState] | None = None  # the last past state built (stepping is cheap)
+    opened: bool = False  # R10.3: `events` have every hand opened (`Position.opened`)
 
 
 class Projector:
@@ -203,6 +207,7 @@ class Projector:
             now.player_ids,
             turns,
             now.bots,
+            opened=now.opened,
         )
 
     # -- catching up ------------------------------------------------------------------
@@ -223,6 +228,7 @@ class Projector:
             entry.player_ids,
             len(entry.placements),
             entry.bots,
+            opened=entry.opened,
         )
 
     def _catch_up(self, game_id: str, entry: _Entry) -> None:
@@ -242,7 +248,7 @@ class Projector:
             if any(isinstance(e, HandsRevealed) for e in entry.events[-len(fresh) :]):
                 # R10.3: the hands are public now: every position replays with them known
                 entry.events = open_all(entry.events)
-                entry.snapshots, entry.cursor = {}, None
+                entry.snapshots, entry.cursor, entry.opened = {}, None, True
             if first:
                 self._seat(game_id, entry)
         # The marker first: the worker sets it in the same atomic append as the events, so
