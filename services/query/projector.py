@@ -253,8 +253,11 @@ class Projector:
                 self._seat(game_id, entry)
         # The marker first: the worker sets it in the same atomic append as the events, so
         # every score event of a move up to it is already in the stream when it is read.
+        # No further than the moves read: a move appended and scored since they were read
+        # must not count in scores shown beside the meeples of the move before it (its
+        # score events wait for the next read, with the move).
         raw = self.store.marker(game_id, SCORES)
-        progress = int(raw) if raw else 0
+        progress = min(int(raw) if raw else 0, entry.seq)
         if progress > entry.progress:
             added = []
             for stored in self.store.read(game_id, SCORES, after=entry.score_seq):

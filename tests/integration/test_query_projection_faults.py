@@ -61,3 +61,72 @@ def test_a_hand_games_past_board_shows_its_hands_once_revealed(url: str) -> None
         f"/games/{game_id}/board?turn=3", headers={"If-None-Match": during.headers["ETag"]}
     )
     assert again.status_code == 200 and again.get_json()["hands"] == shown
+
+
+class MovesThenMore(RedisEventStore):
+    """A real store whose next read of a move stream is followed, before the caller reads on,
+    by `then()`: a move appended and scored between the projector's two reads, as a busy game
+    with a fast worker interleaves them."""
+
+    then: Any = None
+
+    def read(self, game_id: str, stream: str, after: int = 0, limit: int | None = None) -> Any:
+        found = super().read(game_id, stream, after, limit)
+        then, self.then = (self.then, None) if stream == MOVES else (None, self.then)
+        if then is not None:
+            then()
+        return found
+
+
+def test_scores_never_count_a_move_the_view_has_not_read(url: str) -> None:
+    """The projector reads the moves, then the worker's progress marker: a move appended and
+    scored in between gave a score view with `scored_up_to` past its `seq` (`unscored_moves`
+    -1) and that move's score events counted in totals beside meeples of the move before."""
+    from services.query.service import QueryService
+    from services.scoring.scorer import Scorer
+    from tests.archive_games import turns
+
+    client = redis.Redis.from_url(url)
+    store = MovesThenMore(client)
+    played = turns(11)
+    game_id = new_game_id(random.Random("race"))
+    scorer = Scorer(RedisEventStore(client))
+    at = 0
+    # Up to (not including) a turn that scores something: the view's totals would move.
+    scored_turn = next(
+        i
+        for i in range(2, len(played))
+        if any(e.type == "TilePlaced" for e in played[i]) and scorer_finds_points(played[: i + 1])
+    )
+    for i, turn in enumerate(played[:scored_turn]):
+        store.append(game_id, MOVES, turn, expected=at, command_id=f"c{i}")
+        at += len(turn)
+    scorer.catch_up(game_id)
+
+    def next_turn() -> None:
+        store.append(game_id, MOVES, played[scored_turn], expected=at, command_id="late")
+        scorer.catch_up(game_id)
+
+    web = create_app({"QUERY_SERVICE": QueryService(store)}).test_client()
+    store.then = next_turn
+    view = web.get(f"/games/{game_id}/scores").get_json()
+    assert view["seq"] == at  # the moves read before the turn was appended
+    assert view["scored_up_to"] <= view["seq"] and view["unscored_moves"] >= 0
+    assert all(e["move"] <= view["seq"] for e in view["events"])
+    now = web.get(f"/games/{game_id}/scores").get_json()  # the next read has it all
+    assert now["seq"] == now["scored_up_to"] > at and now["events"] != view["events"]
+
+
+def scorer_finds_points(turns: list[list[Any]]) -> bool:
+    """Whether the last of `turns` (a game's first turns) causes a score event."""
+    from carcassonne.state import GameState
+    from eventstore.envelope import StoredEvent
+    from eventstore.score_stream import score_events
+
+    moves = [m for turn in turns for m in turn]
+    stored = [
+        StoredEvent("g", MOVES, i + 1, m.type, m.version, 0, "", m.payload)
+        for i, m in enumerate(moves)
+    ]
+    last = len(moves) - len(turns[-1])
+    return any(e.payload["move"] > last for e in score_events(GameState(), stored))
