@@ -153,8 +153,9 @@ class QueryService:
         self.projector = Projector(
             store, names, cache_size, snapshot_every, replay_games, seats=seats, bots=bots
         )
-        # Rendered views by (game, kind, ETag): a body never changes for its ETag.
-        self._views: Kept[tuple[str, str, str], bytes] = Kept(view_cache_size)
+        # Rendered views by (game, kind, ETag, the fold's generation): a body never changes
+        # for its ETag while the log holds the history folded (a failover may cut it back).
+        self._views: Kept[tuple[str, str, str, int], bytes] = Kept(view_cache_size)
 
     # -- board and scores ---------------------------------------------------------------
     def position(self, game_id: str, at: int | None = None, turn: int | None = None) -> Position:
@@ -178,7 +179,7 @@ class QueryService:
     def _view(
         self, pos: Position, kind: str, etag: str, render: Callable[[Position], dict[str, Any]]
     ) -> tuple[str, Callable[[], bytes]]:
-        key = (pos.game_id, kind, etag)
+        key = (pos.game_id, kind, etag, pos.generation)
 
         def body() -> bytes:
             cached = self._views.get(key)

@@ -12,11 +12,11 @@ import redis
 
 from carcassonne.ruleset import Ruleset
 from carcassonne.simulate import random_game
-from eventstore.envelope import MOVES
-from eventstore.schemas import to_new
+from eventstore.envelope import MOVES, SCORES
+from eventstore.schemas import to_engine, to_new
 from services.query.app import create_app
 from services.redis_store import RedisEventStore
-from services.redis_store.keys import new_game_id
+from services.redis_store.keys import game_keys, new_game_id
 from tests.redis_server import private_redis
 
 pytestmark = pytest.mark.integration
@@ -130,3 +130,92 @@ def scorer_finds_points(turns: list[list[Any]]) -> bool:
     ]
     last = len(moves) - len(turns[-1])
     return any(e.payload["move"] > last for e in score_events(GameState(), stored))
+
+
+def test_views_follow_a_log_a_failover_cut_back_and_grew_again(url: str) -> None:
+    """A failover (or a restart from an AOF a second behind) leaves a game's streams cut back
+    to a prefix of what the process folded (tests/integration/test_lost_suffix.py). The
+    projector read only after its cached seq: it went on showing the lost moves (a board at
+    a seq the log no longer reaches, a game Redis no longer holds), and once the log grew
+    back it folded the new moves on the lost ones, its cached views kept under their ETags."""
+    from tests.integration.test_lost_suffix import lose_suffix
+
+    client = redis.Redis.from_url(url)
+    store = RedisEventStore(client)
+    _, events = random_game(random.Random(8), 2, Ruleset())
+    moves = [to_new(e) for e in events]
+    whole = next(i for i in range(40, len(moves)) if moves[i].type == "TileDrawn") + 1
+    game_id = new_game_id(random.Random("failover"))
+    for seq, move in enumerate(moves[:whole]):
+        store.append(game_id, MOVES, [move], expected=seq, command_id=f"c{seq}", marker="$seq")
+    web = create_app({"REDIS_URL": url}).test_client()
+    board = web.get(f"/games/{game_id}/board").get_json()
+    assert board["seq"] == whole and board["turn"]["deadline_ms"] is None
+
+    keep = whole - 5
+    lose_suffix(client, game_id, MOVES, keep)
+    cut = web.get(f"/games/{game_id}/board").get_json()
+    assert cut["seq"] == keep and len(cut["tiles"]) == len(fold_of(store, game_id).board.tiles)
+
+    # Grown back to the very length cached, the last draw with a deadline this time.
+    again = [to_new(to_engine(e)) for e in store.read(game_id, MOVES)]  # the kept prefix
+    again += [to_new(to_engine(e)) for e in stored_moves(moves[keep:whole], keep)]
+    again[-1].payload["deadline_ms"] = 1_900_000_000_000
+    lose_suffix(client, game_id, MOVES, 0)
+    store.append(game_id, MOVES, again, expected=0, command_id="again", marker="$seq")
+    grown = web.get(f"/games/{game_id}/board").get_json()
+    assert grown["seq"] == whole and grown["turn"]["deadline_ms"] == 1_900_000_000_000
+
+    lose_suffix(client, game_id, MOVES, 0)  # a restart that lost the whole game
+    assert web.get(f"/games/{game_id}/board").status_code == 404
+
+
+def fold_of(store: RedisEventStore, game_id: str) -> Any:
+    """The game folded from its stored moves (no cache)."""
+    from carcassonne.state import GameState
+
+    state = GameState()
+    for stored in store.read(game_id, MOVES):
+        state.apply(to_engine(stored))
+    return state
+
+
+def stored_moves(moves: list[Any], after: int) -> list[Any]:
+    """New events as stored events numbered from `after` + 1 (to upcast them as read)."""
+    from eventstore.envelope import StoredEvent
+
+    return [
+        StoredEvent("g", MOVES, after + i + 1, m.type, m.version, 0, "", m.payload)
+        for i, m in enumerate(moves)
+    ]
+
+
+def test_scores_follow_a_score_stream_a_failover_cut_back(url: str) -> None:
+    """The score stream and its progress marker cut back (the moves kept): the view showed
+    the lost score events and progress until the worker's progress passed it again."""
+    from services.scoring.scorer import Scorer
+    from tests.integration.test_lost_suffix import lose_suffix
+
+    client = redis.Redis.from_url(url)
+    store = RedisEventStore(client)
+    _, events = random_game(random.Random(9), 2, Ruleset())
+    moves = [to_new(e) for e in events]
+    game_id = new_game_id(random.Random("scores cut"))
+    store.append(game_id, MOVES, moves, expected=0, command_id="all", marker="$seq")
+    Scorer(store, batch=20).catch_up(game_id)
+    web = create_app({"REDIS_URL": url}).test_client()
+    before = web.get(f"/games/{game_id}/scores").get_json()
+    assert before["scored_up_to"] == len(moves) and before["result"] is not None
+
+    keep = len(moves) // 2
+    kept = [e for e in store.read(game_id, SCORES) if e.payload["move"] <= keep]
+    lose_suffix(client, game_id, SCORES, len(kept))
+    client.set(game_keys(game_id, SCORES)[2], keep)  # the marker as it stood then
+    cut = web.get(f"/games/{game_id}/scores").get_json()
+    assert cut["scored_up_to"] == keep and cut["score_seq"] == len(kept)
+    assert [e["seq"] for e in cut["events"]] == [e.seq for e in kept if e.type == "FeatureScored"]
+    assert cut["result"] is None
+
+    Scorer(store, batch=7).catch_up(game_id)  # scored again, in other batches
+    again = web.get(f"/games/{game_id}/scores").get_json()
+    assert again["players"] == before["players"] and again["result"] == before["result"]
