@@ -219,3 +219,30 @@ def test_scores_follow_a_score_stream_a_failover_cut_back(url: str) -> None:
     Scorer(store, batch=7).catch_up(game_id)  # scored again, in other batches
     again = web.get(f"/games/{game_id}/scores").get_json()
     assert again["players"] == before["players"] and again["result"] == before["result"]
+
+
+def test_an_events_cursor_beyond_the_log_is_refused_as_on_live(url: str) -> None:
+    """`/events?after=` past the end of the game's log (made up, another game's, or from
+    before a failover cut the log back) answered 200: an empty page whose `next` was that
+    cursor for ever, or, with only its score position beyond, the moves with cursors naming
+    score events the game does not have (its real ones never sent). As `/live` does: 422
+    `cursor_beyond_log`, with the log's end."""
+    client = redis.Redis.from_url(url)
+    store = RedisEventStore(client)
+    from tests.archive_games import play
+
+    game_id = play(store, 4)
+    ends = f"{store.last_seq(game_id, MOVES)}-{store.last_seq(game_id, SCORES)}"
+    web = create_app({"REDIS_URL": url}).test_client()
+    moves, scores = (int(n) for n in ends.split("-"))
+    for after in (f"{moves + 1}-0", f"0-{scores + 1}", "999999999999999-999999999999999"):
+        for fmt in ("json", "ndjson"):
+            reply = web.get(f"/games/{game_id}/events?after={after}&format={fmt}")
+            assert reply.status_code == 422, (after, fmt, reply.data[:200])
+            body = reply.get_json()
+            assert body["code"] == "cursor_beyond_log"
+            assert body["details"] == {"cursor": after, "last": ends}
+    at_end = web.get(f"/games/{game_id}/events?after={ends}").get_json()
+    assert at_end["items"] == [] and at_end["next"] == ends
+    whole = web.get(f"/games/{game_id}/events?after=0-0&limit=1000").get_json()
+    assert whole["next"] == ends and len(whole["items"]) == moves + scores
