@@ -180,7 +180,8 @@ class Events(MethodView):
     def get(self, args: dict[str, Any], game_id: str) -> Response:
         """The merged log of moves and score events after a cursor, a page at a time; NDJSON
         (one event per line, the whole log unless `limit` is given) with `format=ndjson` or
-        `Accept: application/x-ndjson`."""
+        `Accept: application/x-ndjson`. A cursor past the log's end: 422
+        `cursor_beyond_log`."""
         game_id = checked_game_id(game_id)
         after = parse_cursor(args["after"])
         wanted = args.get("format")

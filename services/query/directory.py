@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -108,11 +109,18 @@ def encode_cursor(after: Entry) -> str:
     return base64.urlsafe_b64encode(f"v2:{after[0]}:{after[1]}".encode()).decode().rstrip("=")
 
 
+# A cursor's creation time: what `encode_cursor` writes (Unix ms, 13 digits until 2286).
+# Bounded so that a made-up one stays an integer every store takes: the archive's lists
+# compare it with a 64-bit column (SQLite raised OverflowError on a larger one: a 500).
+CURSOR_MS = re.compile(r"[0-9]{1,15}")
+
+
 def decode_cursor(cursor: str) -> Entry:
+    """The (creation ms, game id) of a cursor `encode_cursor` made; 422 `bad_cursor` else."""
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         version, ms, game_id = text.split(":", 2)
-        if version != "v2" or not game_id:
+        if version != "v2" or not game_id or not CURSOR_MS.fullmatch(ms):
             raise ValueError(cursor)
         return int(ms), game_id
     except (ValueError, binascii.Error, UnicodeDecodeError):

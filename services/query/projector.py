@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +33,12 @@ from eventstore.port import EventStore
 from eventstore.schemas import to_engine
 from eventstore.score_stream import FEATURE_SCORED  # noqa: F401  (registers score schemas)
 from services.common.kept import Kept
+from services.common.moves import still_holds
+
+log = logging.getLogger(__name__)
+# Each cached fold of a game gets a new number: a view rendered from one is never served for
+# another (the same ETag names another history once a failover cut the log back).
+_GENERATIONS = itertools.count(1)
 
 Names = Callable[[str], "list[str] | None"]
 # A game's seats: names and the apps' player ids (None where not given), in seat order.
@@ -65,11 +73,16 @@ class Position:
     turns: int = 0  # placements in the log up to `seq`, undone ones too: what `?turn=` counts
     bots: tuple[dict[str, Any] | None, ...] | None = None  # each seat's bot, None: a human
     undone: bool = False  # a `?turn=` whose placement a later `TurnUndone` took back
+    # R10.3: folded from the log with every hand opened (`open_all`, once `HandsRevealed` is
+    # in it): a past position then shows the tiles it showed as secret before the end.
+    opened: bool = False
+    generation: int = 0  # the cached fold it comes from (`_Entry.generation`)
 
 
 @dataclass
 class _Entry:
     lock: threading.Lock = field(default_factory=threading.Lock)
+    generation: int = field(default_factory=lambda: next(_GENERATIONS))
     state: GameState = field(default_factory=GameState)
     seq: int = 0
     events: list[Event] = field(default_factory=list)  # events[i] is move i + 1
@@ -84,6 +97,9 @@ class _Entry:
     player_ids: tuple[str | None, ...] | None = None
     bots: tuple[dict[str, Any] | None, ...] | None = None
     cursor: tuple[int, GameState] | None = None  # the last past state built (stepping is cheap)
+    opened: bool = False  # R10.3: `events` have every hand opened (`Position.opened`)
+    command: str = ""  # the command id of move `seq`: is it still the log's (`still_holds`)?
+    score_command: str = ""  # the command id of score event `score_seq`
 
 
 class Projector:
@@ -203,6 +219,8 @@ class Projector:
             now.player_ids,
             turns,
             now.bots,
+            opened=now.opened,
+            generation=now.generation,
         )
 
     # -- catching up ------------------------------------------------------------------
@@ -223,42 +241,100 @@ class Projector:
             entry.player_ids,
             len(entry.placements),
             entry.bots,
+            opened=entry.opened,
+            generation=entry.generation,
         )
 
     def _catch_up(self, game_id: str, entry: _Entry) -> None:
-        fresh = self.store.read(game_id, MOVES, after=entry.seq)
+        fresh = self._fresh_moves(game_id, entry)
         if fresh:
             first = entry.seq == 0
             state = entry.state.copy()  # readers may still hold the old state
-            for stored in fresh:
+            events: list[Event] = []
+            placements: list[int] = []
+            undone: dict[int, int] = {}
+            for stored in fresh:  # into locals: a move that fails to fold changes nothing
                 event = to_engine(stored)
                 state.apply(event)
-                entry.events.append(event)
+                events.append(event)
                 if isinstance(event, TilePlaced):
-                    entry.placements.append(stored.seq)
+                    placements.append(stored.seq)
                 elif isinstance(event, TurnUndone):
-                    entry.undone[len(entry.placements)] = stored.seq
-            entry.state, entry.seq = state, fresh[-1].seq
-            if any(isinstance(e, HandsRevealed) for e in entry.events[-len(fresh) :]):
+                    undone[len(entry.placements) + len(placements)] = stored.seq
+            entry.events += events
+            entry.placements += placements
+            entry.undone.update(undone)
+            entry.state, entry.seq, entry.command = state, fresh[-1].seq, fresh[-1].command_id
+            if any(isinstance(e, HandsRevealed) for e in events):
                 # R10.3: the hands are public now: every position replays with them known
                 entry.events = open_all(entry.events)
-                entry.snapshots, entry.cursor = {}, None
+                entry.snapshots, entry.cursor, entry.opened = {}, None, True
             if first:
                 self._seat(game_id, entry)
-        # The marker first: the worker sets it in the same atomic append as the events, so
-        # every score event of a move up to it is already in the stream when it is read.
+        self._catch_up_scores(game_id, entry)
+
+    def _fresh_moves(self, game_id: str, entry: _Entry) -> list[StoredEvent]:
+        """The moves after the entry's. Read from its own last move, which the stream must
+        still hold: if a failover (or a restart from a stale AOF) cut the log back, the entry
+        is emptied and the game read from its first move, as the command service's cache
+        and the scorer do (tests/integration/test_lost_suffix.py)."""
+        if entry.seq == 0:
+            return self.store.read(game_id, MOVES)
+        fresh = self.store.read(game_id, MOVES, after=entry.seq - 1)
+        if still_holds(fresh, entry.seq, entry.command):
+            return fresh[1:]
+        log.warning("game %s: its log no longer holds move %d as folded; folding it again",
+                    game_id, entry.seq, extra={"game_id": game_id})  # fmt: skip
+        self._empty(entry)
+        return self.store.read(game_id, MOVES)
+
+    @staticmethod
+    def _empty(entry: _Entry) -> None:
+        """The entry as new (its lock kept, a new generation): nothing folded, nothing scored."""
+        blank = _Entry()
+        for found in dataclasses.fields(_Entry):
+            if found.name != "lock":
+                setattr(entry, found.name, getattr(blank, found.name))
+
+    def _catch_up_scores(self, game_id: str, entry: _Entry) -> None:
+        """The score events up to the worker's progress (no further than the moves read).
+
+        The marker first: the worker sets it in the same atomic append as the events, so
+        every score event of a move up to it is already in the stream when it is read. A
+        marker behind the entry's progress, or a score stream that no longer holds the
+        entry's last score event, was cut back by a failover: the scores are read again."""
+        # No further than the moves read: a move appended and scored since they were read
+        # must not count in scores shown beside the meeples of the move before it (its
+        # score events wait for the next read, with the move).
         raw = self.store.marker(game_id, SCORES)
-        progress = int(raw) if raw else 0
-        if progress > entry.progress:
-            added = []
-            for stored in self.store.read(game_id, SCORES, after=entry.score_seq):
-                if stored.payload["move"] > progress:
-                    break  # a batch appended after the marker was read: next time
-                added.append(stored)
-            if added:
-                entry.scores += tuple(added)
-                entry.score_seq = added[-1].seq
-            entry.progress = progress
+        progress = min(int(raw) if raw else 0, entry.seq)
+        if progress < entry.progress:
+            self._forget_scores(game_id, entry)
+        if progress <= entry.progress:
+            return
+        read = self.store.read(game_id, SCORES, after=max(0, entry.score_seq - 1))
+        if entry.score_seq:
+            if still_holds(read, entry.score_seq, entry.score_command):
+                read = read[1:]
+            else:
+                self._forget_scores(game_id, entry)
+                read = self.store.read(game_id, SCORES)
+        added = []
+        for stored in read:
+            if stored.payload["move"] > progress:
+                break  # a batch appended after the marker was read: next time
+            added.append(stored)
+        if added:
+            entry.scores += tuple(added)
+            entry.score_seq, entry.score_command = added[-1].seq, added[-1].command_id
+        entry.progress = progress
+
+    @staticmethod
+    def _forget_scores(game_id: str, entry: _Entry) -> None:
+        log.warning("game %s: its score stream was cut back; reading it again", game_id,
+                    extra={"game_id": game_id})  # fmt: skip
+        entry.scores, entry.score_seq, entry.score_command, entry.progress = (), 0, "", 0
+        entry.generation = next(_GENERATIONS)  # views rendered from the old scores: not these
 
     def _seat(self, game_id: str, entry: _Entry) -> None:
         """The seats' names and player ids: those the game's `GameStarted` logged (schema

@@ -153,8 +153,9 @@ class QueryService:
         self.projector = Projector(
             store, names, cache_size, snapshot_every, replay_games, seats=seats, bots=bots
         )
-        # Rendered views by (game, kind, ETag): a body never changes for its ETag.
-        self._views: Kept[tuple[str, str, str], bytes] = Kept(view_cache_size)
+        # Rendered views by (game, kind, ETag, the fold's generation): a body never changes
+        # for its ETag while the log holds the history folded (a failover may cut it back).
+        self._views: Kept[tuple[str, str, str, int], bytes] = Kept(view_cache_size)
 
     # -- board and scores ---------------------------------------------------------------
     def position(self, game_id: str, at: int | None = None, turn: int | None = None) -> Position:
@@ -178,7 +179,7 @@ class QueryService:
     def _view(
         self, pos: Position, kind: str, etag: str, render: Callable[[Position], dict[str, Any]]
     ) -> tuple[str, Callable[[], bytes]]:
-        key = (pos.game_id, kind, etag)
+        key = (pos.game_id, kind, etag, pos.generation)
 
         def body() -> bytes:
             cached = self._views.get(key)
@@ -192,12 +193,21 @@ class QueryService:
 
     # -- the merged log -----------------------------------------------------------------
     def events(self, game_id: str, after: Cursor, limit: int) -> tuple[str, dict[str, Any]]:
-        """A page of the merged log after `after`, and its ETag (the positions it spans)."""
+        """A page of the merged log after `after`, and its ETag (the positions it spans); 422
+        `cursor_beyond_log` for a cursor past the log's end, as `live`."""
         items, last = page(self.store, game_id, after, limit)
         if not items:
-            self.require(game_id)
+            self.within(game_id, after, self.require(game_id))
             if _archived(self.store, game_id):  # found archived just now: read it from there
                 items, last = page(self.store, game_id, after, limit)
+        else:
+            # An item of a stream shows the cursor short of that stream's end; a stream with
+            # none on the page may be beyond it (its events would then never be sent).
+            streams = {event.stream for event, _ in items}
+            if (MOVES not in streams and after[0] > self.store.last_seq(game_id, MOVES)) or (
+                SCORES not in streams and after[1] > self.store.last_seq(game_id, SCORES)
+            ):
+                self.within(game_id, after, self.require(game_id))  # the log's ends told
         body = {
             "game_id": game_id,
             "after": format_cursor(after),
@@ -208,9 +218,24 @@ class QueryService:
         return f"e{format_cursor(after)}.{format_cursor(last)}.{limit}", body
 
     def export(self, game_id: str, after: Cursor, limit: int | None) -> Iterator[bytes]:
-        """The merged log after `after` as NDJSON lines (404 before the first line if unknown)."""
-        self.require(game_id)
+        """The merged log after `after` as NDJSON lines (404 before the first line if unknown,
+        422 `cursor_beyond_log` for a cursor past the log's end)."""
+        self.within(game_id, after, self.require(game_id))
         return ndjson_lines(self.store, game_id, after, limit)
+
+    @staticmethod
+    def within(game_id: str, after: Cursor, ends: Cursor) -> None:
+        """422 `cursor_beyond_log` when `after` is past the log's `ends` in either stream: a
+        made-up cursor, another game's, or one from before a failover cut the log back."""
+        if after[0] > ends[0] or after[1] > ends[1]:
+            raise BadParameter(
+                "cursor_beyond_log",
+                f"cursor {format_cursor(after)} is beyond this game's log, which ends at "
+                f"{format_cursor(ends)}",
+                None,
+                cursor=format_cursor(after),
+                last=format_cursor(ends),
+            )
 
     def require(self, game_id: str) -> Cursor:
         """The ends of the game's streams (404 `game_not_found` when it has no moves)."""
@@ -234,15 +259,8 @@ class QueryService:
         `cursor_beyond_log` rather than streamed from: its ids would not be this game's.
         """
         ends = self.require(game_id)
-        if after is not None and (after[0] > ends[0] or after[1] > ends[1]):
-            raise BadParameter(
-                "cursor_beyond_log",
-                f"cursor {format_cursor(after)} is beyond this game's log, which ends at "
-                f"{format_cursor(ends)}",
-                None,
-                cursor=format_cursor(after),
-                last=format_cursor(ends),
-            )
+        if after is not None:
+            self.within(game_id, after, ends)
         start = ends if after is None else after
         if _archived(self.store, game_id):  # a finished game that never changes again
             return live(self.store, _Idle(), game_id, start, max_seconds, heartbeat)

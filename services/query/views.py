@@ -51,8 +51,9 @@ def status(pos: Position) -> str:
 
 def board_etag(pos: Position) -> str:
     """The board view depends on the moves only (and, at the same move, on whether it is an
-    undone placement's `?turn=`)."""
-    return f"m{pos.seq}{'u' if pos.undone else ''}"
+    undone placement's `?turn=`, and on whether a hand game's hands are open: R10.3, a past
+    position shows its secret tiles once the game is over)."""
+    return f"m{pos.seq}{'u' if pos.undone else ''}{'h' if pos.opened else ''}"
 
 
 def scores_etag(pos: Position) -> str:

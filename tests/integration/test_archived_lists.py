@@ -7,6 +7,7 @@ first, across small pages, each row as the directory showed it before archiving.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Iterator
@@ -150,3 +151,27 @@ def test_lists_read_the_archive_only_once_a_game_was_archived_and_503_when_it_is
     assert reply.get_json()["code"] == "archive_unavailable"
     assert reply.get_json()["message"].startswith("lists include archived games")
     assert reply.headers.get("Retry-After")
+
+
+@pytest.mark.parametrize("ms", ["99999999999999999999", "9223372036854775808", "-1", "+5", "1_0"])
+def test_a_made_up_cursor_is_a_422_bad_cursor_when_lists_read_the_archive(
+    redis_url: str, archive_url: str, ms: str
+) -> None:
+    """A cursor is opaque, but a client can make one: a creation time larger than 64 bits
+    reached the archive's query (SQLite: OverflowError, a 500); any time `encode_cursor`
+    could not have written is refused before a store is asked."""
+    from services.query.app import create_app
+    from services.query.directory import encode_cursor
+
+    client = redis.Redis.from_url(redis_url)
+    make_game(client, RedisEventStore(client), 1, "k_none", True, ["Ann", "Bo"], "p1")
+    client.set(archive_used_key(), 1)  # lists read the archive too
+    web = create_app({"REDIS_URL": redis_url, "ARCHIVE_URL": archive_url}).test_client()
+    made_up = base64.urlsafe_b64encode(f"v2:{ms}:{'a' * 32}".encode()).decode()
+    reply = web.get(f"/games?cursor={made_up}")
+    assert reply.status_code == 422, reply.data
+    assert reply.get_json()["code"] == "bad_cursor"
+    first = web.get("/games?limit=1").get_json()  # a cursor the list gave still works
+    assert first["games"] and first["next"] is None
+    reply = web.get(f"/games?cursor={encode_cursor((1_790_000_000_000, 'f' * 32))}")
+    assert reply.status_code == 200, reply.data
