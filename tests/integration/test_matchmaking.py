@@ -458,3 +458,21 @@ def test_polling_a_matched_ticket_after_its_game_was_archived_makes_no_second_ga
         assert (polled.get_json()["state"], polled.get_json()["game_id"]) == ("matched", game_id)
     assert not redis_client.exists(secrets_key(game_id))
     assert store.last_seq(game_id, MOVES) == 0
+
+
+def test_a_player_id_with_a_trailing_newline_is_refused_everywhere(
+    client: FlaskClient, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """A player_id is 1-128 visible ASCII characters (docs): Python's `$` also matches before
+    a final newline, so "u-1\\n" passed as a second, invisible twin of "u-1" (a second
+    waiting ticket of one user, a vacation booked for nobody's games)."""
+    key_id, headers = new_key(redis_url)
+    for player in ("u-nl\n", "u-nl\r\n"):
+        status, body = take(client, headers, player)
+        assert (status, body["code"]) == (422, "invalid_body"), body
+    assert redis_client.hgetall(waiting_key(key_id)) == {}
+    game = {"players": [{"name": "Ann", "player_id": "u-nl\n"}, {"name": "Bob"}]}
+    reply = client.post("/games", json=game, headers=headers)
+    assert (reply.status_code, reply.get_json()["code"]) == (422, "invalid_body")
+    reply = client.post("/v1/players/u-nl%0A/vacations", json={"days": 1}, headers=headers)
+    assert (reply.status_code, reply.get_json()["code"]) == (422, "bad_player_id")
