@@ -149,7 +149,8 @@ ERRORS: dict[int, tuple[str, str, tuple[str, ...]]] = {
         "already_waiting (a second ticket of a waiting player), ticket_matched; vacations "
         "(docs/clocks.md): vacation_allowance_exceeded (details.allowance_days, used_days, "
         "asked_days, year), vacation_overlaps (details.from_ms, until_ms: the vacation it "
-        "overlaps), too_many_vacations (details.max_vacations: running or to come), "
+        "overlaps), too_many_vacations (details.max_vacations: running or to come; "
+        "details.max_called_off: call-offs within a day), "
         "vacation_over (ended already: details.until_ms)",
         (),
     ),

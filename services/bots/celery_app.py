@@ -220,14 +220,14 @@ def hint(owner: str, game_id: str, seq: int, level: str, nonce: str, ms: int, th
     the time it may be shown; nothing if it was given up on or its game moved on."""
     store = HintStore(_client())
     if not store.is_pending(owner, game_id, seq, level, nonce):
-        store.drop(owner, game_id, seq, level, ms)
+        store.drop(owner, game_id, seq, level, ms, nonce)
         return "gone"
     think_ms = min(think_ms, settings["MAX_THINK_MS"])
     worked = work_out(
         player().store, lambda g: secrets_of(_client(), g), game_id, seq, level, ms, think_ms
     )
     if worked is None:
-        store.drop(owner, game_id, seq, level, ms)
+        store.drop(owner, game_id, seq, level, ms, nonce)
         return "moved_on"
     answer, ready_ms = worked
     HINTS.labels(level).inc()

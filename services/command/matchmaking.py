@@ -487,7 +487,14 @@ class Matchmaker:
         else:
             pending = set(cast(list[Any], self.client.srandmember(mm_pending_key(key_id), most)))
         for game_id in sorted(pending):
-            self.finish(key_id, _text(game_id))
+            try:
+                self.finish(key_id, _text(game_id))
+            except GameError:
+                # A match whose game can no longer be made (its ruleset withdrawn since): it
+                # stays pending for an operator. Raised, it failed every ticket of its key
+                # (taken, its token unanswered) and stopped a drain for every later key.
+                log.warning("matchmaking: pending match %s of %s cannot be made", game_id,
+                            key_id, exc_info=True)  # fmt: skip
 
     def drain(self) -> int:
         """Finish every pending match and match every queue of every key; returns the games

@@ -19,6 +19,7 @@ from services.common.schemas import (
     Ruleset,
     StrictBoolean,
     UndoRequestView,
+    WholeRegexp,
     ints,
 )
 
@@ -42,7 +43,7 @@ class Strict(Schema):
         unknown = RAISE
 
 
-PLAYER_ID = validate.Regexp(
+PLAYER_ID = WholeRegexp(
     r"^[!-~]{1,128}$", error="a player_id is 1-128 visible ASCII characters (no spaces)"
 )
 

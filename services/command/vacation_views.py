@@ -55,7 +55,7 @@ def _json(body: Any, status: int = 200) -> Response:
 
 
 def _player(player_id: str) -> str:
-    if not _PLAYER_ID.match(player_id):
+    if not _PLAYER_ID.fullmatch(player_id):  # `$` alone lets a final newline by
         raise MalformedError(
             "bad_player_id", "a player_id is 1-128 visible ASCII characters (no spaces)"
         )
@@ -238,6 +238,6 @@ class PlayerVacation(MethodView):
         `stale_sequence`: ended, but a game's own moves won its end's append at every
         attempt; the retry resumes it."""
         player = _player(player_id)
-        if not _VACATION_ID.match(vacation_id):
+        if not _VACATION_ID.fullmatch(vacation_id):
             raise NotFound("vacation_not_found", f"this player has no vacation {vacation_id}")
         return _json(_vacations().end(g.api_key, player, vacation_id))

@@ -30,7 +30,7 @@ from carcassonne.errors import MalformedError, OutOfTurnError
 from services.common.moves import STALE_SEQUENCE
 from services.redis_store.directory_index import DirectoryIndex
 from services.redis_store.keys import IN_PROGRESS, SHARDS, key_player_id_key, status_key
-from services.redis_store.vacations import DAY_MS, MAX_PENDING, VacationBook
+from services.redis_store.vacations import DAY_MS, MAX_CALLED_OFF, MAX_PENDING, VacationBook
 
 from .errors import NotFound
 from .service import GameService
@@ -128,6 +128,15 @@ class Vacations:
                 "declare more once some are over",
                 None,
                 max_vacations=MAX_PENDING,
+            )
+        if found.outcome == "called_off":
+            raise OutOfTurnError(
+                "too_many_vacations",
+                f"this player called off {MAX_CALLED_OFF} vacations within a day already; "
+                "declare again once a day has passed since the oldest of them",
+                None,
+                max_vacations=MAX_PENDING,
+                max_called_off=MAX_CALLED_OFF,
             )
         if found.outcome != "ok":
             raise OutOfTurnError(

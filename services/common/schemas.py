@@ -20,6 +20,17 @@ SCORED_KINDS = ["road", "city", "monastery", "garden", "farm"]
 RULE = validate.Regexp(r"^R\d+(\.\d+)*$")
 
 
+class WholeRegexp(validate.Regexp):
+    """A `Regexp` the whole value must match: Python's `$` also matches before a final
+    newline, so `^[!-~]{1,128}$` took "u-1\\n" (an invisible twin of a player id). The
+    pattern stays as written for the OpenAPI document, where `$` means the end."""
+
+    def __call__(self, value: Any) -> Any:
+        if self.regex.fullmatch(value) is None:
+            raise ValidationError(self._format_error(value))
+        return value
+
+
 class StrictBoolean(fields.Boolean):
     """A JSON boolean and nothing else: marshmallow's `truthy={True}` still takes 1 and 0
     (``1 in {True}``), which the document's `type: boolean` does not allow."""

@@ -18,6 +18,7 @@ from services.common.schemas import (
     Ruleset,
     ScoreEvent,
     UndoRequestView,
+    WholeRegexp,
     ints,
     position,
 )
@@ -65,7 +66,7 @@ class LiveArgs(Schema):
     )
 
 
-PLAYER_ID = validate.Regexp(
+PLAYER_ID = WholeRegexp(
     r"^[!-~]{1,128}$", error="a player_id is 1-128 visible ASCII characters (no spaces)"
 )
 

@@ -81,15 +81,32 @@ return {'asked'}
 """
 )
 
+# The in-flight member (position, level, ms) of a hint given up and asked again is the new
+# ask's too: a task of the old ask (its nonce) takes it off the in-flight set only when no
+# other ask's pending record holds it, or the new ask, still queued, stops counting against
+# the key's hints at once and seconds in flight. KEYS: the record, the key's hints in flight.
+# ARGV: nonce, the in-flight member. Answers the record (false if none).
+LEAVE_LUA = """
+local function leave(nonce, member)
+  local known = redis.call('GET', KEYS[1])
+  local record = known and cjson.decode(known)
+  if not (record and record['state'] == 'pending' and record['nonce'] ~= nonce) then
+    redis.call('ZREM', KEYS[2], member)
+  end
+  return record
+end
+"""
+
 # KEYS: the record, the key's hints in flight. ARGV: nonce, the answer (JSON text, kept as
 # text), when it may be shown (ms), the in-flight member, how long the record is kept (ms).
 # 1 when written; 0: given up on (or another ask's), nothing written. The member leaves the
-# in-flight set either way. The pending record's other fields stay (asked_ms, ms, seat).
-DONE_LUA = """
-redis.call('ZREM', KEYS[2], ARGV[4])
-local known = redis.call('GET', KEYS[1])
-if not known then return 0 end
-local record = cjson.decode(known)
+# in-flight set unless another ask holds it (`LEAVE_LUA`). The pending record's other fields
+# stay (asked_ms, ms, seat).
+DONE_LUA = (
+    LEAVE_LUA
+    + """
+local record = leave(ARGV[1], ARGV[4])
+if not record then return 0 end
 if record['state'] ~= 'pending' or record['nonce'] ~= ARGV[1] then return 0 end
 record['state'] = 'ready'
 record['answer'] = ARGV[2]
@@ -97,6 +114,16 @@ record['ready_ms'] = tonumber(ARGV[3])
 redis.call('SET', KEYS[1], cjson.encode(record), 'PX', ARGV[5])
 return 1
 """
+)
+
+# KEYS: the record, the key's hints in flight. ARGV: nonce, the in-flight member.
+DROP_LUA = (
+    LEAVE_LUA
+    + """
+leave(ARGV[1], ARGV[2])
+return 1
+"""
+)
 
 # KEYS: the record, the key's hints in flight, the day's charge it was charged to, the seats'
 # hash. ARGV: nonce, in-flight member, the hint's seconds, the seat. 1 when given up (its
@@ -165,6 +192,7 @@ class HintStore:
         self._ask = script(client, ASK_LUA)
         self._done = script(client, DONE_LUA)
         self._abandon = script(client, ABANDON_LUA)
+        self._drop = script(client, DROP_LUA)
 
     def get(self, owner: str, game_id: str, seq: int, level: str) -> dict[str, Any] | None:
         """The record of a position's hint, or None."""
@@ -245,10 +273,14 @@ class HintStore:
         record = self.get(owner, game_id, seq, level)
         return record is not None and record["state"] == "pending" and record["nonce"] == nonce
 
-    def drop(self, owner: str, game_id: str, seq: int, level: str, ms: int) -> None:
-        """Take a hint nobody will ask for again (its game moved on) off the key's in-flight
-        set; its record is left to expire."""
-        self.client.zrem(hints_key(owner), member(game_id, seq, level, ms))
+    def drop(self, owner: str, game_id: str, seq: int, level: str, ms: int, nonce: str) -> None:
+        """Take the ask `nonce` of a hint nobody will ask for again (its game moved on, or it
+        was given up on) off the key's in-flight set, unless another ask of the same hint
+        holds that entry now; its record is left to expire."""
+        self._drop(
+            keys=[record_key(owner, game_id, seq, level), hints_key(owner)],
+            args=[nonce, member(game_id, seq, level, ms)],
+        )
 
     def abandon(
         self, owner: str, game_id: str, seq: int, level: str, record: dict[str, Any]

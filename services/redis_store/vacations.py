@@ -5,7 +5,8 @@ A player's vacations are one JSON list under the API key's hash tag
 "until_ms", "days", "year", "ended_ms"?}…]``, oldest first. `declare` checks and records one
 vacation in a single script, so two declarations at once never both fit in the allowance, and
 a refused one writes nothing; a vacation may start later than its declaration, two of a
-player never overlap, and at most `MAX_PENDING` are not over. A declaration recorded also
+player never overlap, at most `MAX_PENDING` are not over, and at most `MAX_CALLED_OFF`
+called off are kept. A declaration recorded also
 prunes the list: a vacation called off a day ago or more, or over for more than a year, is
 gone (its end's retry then answers 404). `end` ends a vacation early in one script too: a
 running one ends then and counts the days begun (the rest go back to the allowance); one not
@@ -33,12 +34,17 @@ DAY_MS = 86_400_000
 KEEP_CALLED_OFF_MS = DAY_MS
 PRUNED_AFTER_MS = 366 * DAY_MS
 MAX_PENDING = 50
+# At most this many call-offs are kept (a day each): a call-off costs no day, so without it a
+# caller looping "declare a later vacation, call it off" grew the list by one entry a loop,
+# and every declaration, end and list read and rewrote all of it.
+MAX_CALLED_OFF = 50
 
 # KEYS[1] the player's list; ARGV: from_ms, until_ms, days, year, allowance, id, now ms,
-# KEEP_CALLED_OFF_MS, PRUNED_AFTER_MS, MAX_PENDING. Refused when another vacation of the
-# player overlaps [from_ms, until_ms) ('overlaps', with its start, end and id; one called
-# off, empty, overlaps nothing), when MAX_PENDING are not over ('too_many', with the days
-# used), or when the year's days would pass the allowance ('allowance', with the days used).
+# KEEP_CALLED_OFF_MS, PRUNED_AFTER_MS, MAX_PENDING, MAX_CALLED_OFF. Refused when another
+# vacation of the player overlaps [from_ms, until_ms) ('overlaps', with its start, end and
+# id; one called off, empty, overlaps nothing), when MAX_PENDING are not over ('too_many',
+# with the days used), when MAX_CALLED_OFF call-offs are still kept ('called_off'), or when
+# the year's days would pass the allowance ('allowance', with the days used).
 # A vacation recorded, the list is written without those pruned (above).
 DECLARE_LUA = """
 local raw = redis.call('GET', KEYS[1])
@@ -47,7 +53,7 @@ if raw then list = cjson.decode(raw) end
 local from_ms, until_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 local days, year, allowance = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now, keep, pruned = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-local used, pending, kept = 0, 0, {}
+local used, pending, off, kept = 0, 0, 0, {}
 for _, v in ipairs(list) do
   if tonumber(v.year) == year then used = used + tonumber(v.days) end
   local v_from, v_until = tonumber(v.from_ms), tonumber(v.until_ms)
@@ -59,8 +65,10 @@ for _, v in ipairs(list) do
   local gone = v_until < now - pruned
   if called_off and v.ended_ms and tonumber(v.ended_ms) <= now - keep then gone = true end
   if not gone then kept[#kept + 1] = v end
+  if called_off and not gone then off = off + 1 end
 end
 if pending >= tonumber(ARGV[10]) then return {'too_many', used, '', '', ''} end
+if off >= tonumber(ARGV[11]) then return {'called_off', used, '', '', ''} end
 if used + days > allowance then return {'allowance', used, '', '', ''} end
 kept[#kept + 1] = {id = ARGV[6], from_ms = ARGV[1], until_ms = ARGV[2], days = days,
                    year = year}
@@ -110,9 +118,9 @@ class Ended:
 
 @dataclass(frozen=True)
 class Declared:
-    """A declaration's outcome: 'ok', 'overlaps', 'too_many' or 'allowance'; the year's days
-    used (with this one if recorded); the start, end and id of the vacation it overlaps (ms,
-    or None)."""
+    """A declaration's outcome: 'ok', 'overlaps', 'too_many', 'called_off' or 'allowance';
+    the year's days used (with this one if recorded); the start, end and id of the vacation it
+    overlaps (ms, or None)."""
 
     outcome: str
     used_days: int
@@ -148,7 +156,7 @@ class VacationBook:
             keys=[vacations_key(key_id, player_id)],
             args=[
                 *(str(from_ms), str(until_ms), days, year, allowance, vacation_id),
-                *(str(now_ms), KEEP_CALLED_OFF_MS, PRUNED_AFTER_MS, MAX_PENDING),
+                *(str(now_ms), KEEP_CALLED_OFF_MS, PRUNED_AFTER_MS, MAX_PENDING, MAX_CALLED_OFF),
             ],
         )
         outcome, used, until, start, other = (_text(r) for r in reply)

@@ -260,3 +260,28 @@ def test_a_hint_whose_task_cannot_be_sent_answers_503_at_once(stack: Stack) -> N
         took = time.perf_counter() - t0
     assert (status, refused["code"]) == (503, "hint_unavailable") and took < 3, (refused, took)
     assert day_charge(stack, key) == 0
+
+
+def test_a_late_worker_leaves_the_in_flight_entry_of_the_hint_asked_again(
+    redis_client: redis.Redis,
+) -> None:
+    """A hint given up (the worker late) and asked again is a new ask under the same
+    in-flight member (position, level, ms). The late worker's copy of the old task found its
+    nonce gone and dropped that member (`drop`), and a stale `done` removed it before it
+    checked the nonce: the new ask, still queued, no longer counted against the key's hints
+    at once or seconds in flight, so a slow worker's backlog could grow past them."""
+    store, key = HintStore(redis_client), "k_relate"
+    limits = Limits(in_flight=100, day=100, seat=10, at_once=4)
+    first, new, _ = store.ask(key, "g-relate", 3, "greedy", 0, 150, 1_000, limits)
+    assert new and first is not None
+    assert store.abandon(key, "g-relate", 3, "greedy", first)
+    again, new, _ = store.ask(key, "g-relate", 3, "greedy", 0, 150, 1_000, limits)
+    assert new and again is not None
+    assert redis_client.zcard(hints_key(key)) == 1
+    assert not store.is_pending(key, "g-relate", 3, "greedy", first["nonce"])
+    store.drop(key, "g-relate", 3, "greedy", 150, first["nonce"])  # the late task: gone
+    assert redis_client.zcard(hints_key(key)) == 1
+    assert not store.done(key, "g-relate", 3, "greedy", 150, first["nonce"], {"x": 1}, 0)
+    assert redis_client.zcard(hints_key(key)) == 1
+    assert store.done(key, "g-relate", 3, "greedy", 150, again["nonce"], {"x": 2}, 5)
+    assert redis_client.zcard(hints_key(key)) == 0

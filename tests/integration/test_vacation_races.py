@@ -344,3 +344,27 @@ def test_a_turn_drawn_while_a_call_off_walks_the_games_gets_its_whole_clock_back
     drawn = [e for e in log_of(client, game_id) if e.type == "TileDrawn"][-1]
     (resumed,) = ended["resumed"]
     assert resumed["deadline_ms"] == drawn.payload["deadline_ms"] - DAY_MS
+
+
+def test_declaring_and_calling_off_in_a_loop_keeps_the_book_bounded(
+    http: FlaskClient, client: redis.Redis, key: dict[str, str]
+) -> None:
+    """A call-off costs no day and is kept a day, so a caller looping "declare a later
+    vacation, call it off" grew the player's list by one entry a loop, without bound: every
+    declaration, end and list then decoded, scanned and rewrote all of it. Past
+    `MAX_CALLED_OFF` call-offs kept, a declaration is 409 too_many_vacations, writing nothing."""
+    from services.redis_store.keys import vacations_key
+    from services.redis_store.vacations import MAX_CALLED_OFF
+
+    url, start = "/v1/players/u-loop/vacations", now_ms() + DAY_MS
+    for _ in range(MAX_CALLED_OFF):
+        declared = http.post(url, json={"days": 1, "from_ms": start}, headers=key)
+        assert declared.status_code == 201, declared.get_json()
+        vacation_id = declared.get_json()["vacation"]["vacation_id"]
+        assert http.delete(f"{url}/{vacation_id}", headers=key).status_code == 200
+    stored = client.get(vacations_key(key_record(client, key)["id"], "u-loop"))
+    refused = http.post(url, json={"days": 1, "from_ms": start}, headers=key)
+    assert (refused.status_code, refused.get_json()["code"]) == (409, "too_many_vacations")
+    assert refused.get_json()["details"]["max_called_off"] == MAX_CALLED_OFF
+    assert client.get(vacations_key(key_record(client, key)["id"], "u-loop")) == stored
+    assert len(http.get(url, headers=key).get_json()["vacations"]) == MAX_CALLED_OFF
