@@ -497,7 +497,7 @@ OPERATIONS: dict[tuple[str, str], Op] = {
             {
                 "in": "header",
                 "name": "Last-Event-ID",
-                "schema": {"type": "string", "pattern": r"^(\d{1,15}-\d{1,15})?$"},
+                "schema": {"type": "string", "pattern": r"^([0-9]{1,15}-[0-9]{1,15})?$"},
                 "description": "resume after this event id (a cursor; wins over `after`; "
                 "empty: none)",
             },

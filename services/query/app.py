@@ -56,7 +56,7 @@ SSE_EVENT = {
         "event": {"type": "string", "enum": ["move", "score", "end"]},
         "id": {
             "type": "string",
-            "pattern": r"^\d{1,15}-\d{1,15}$",
+            "pattern": r"^[0-9]{1,15}-[0-9]{1,15}$",
             "description": "the cursor after it: a reconnect sends it as Last-Event-ID",
         },
         "data": {

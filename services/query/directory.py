@@ -113,6 +113,9 @@ def encode_cursor(after: Entry) -> str:
 # Bounded so that a made-up one stays an integer every store takes: the archive's lists
 # compare it with a 64-bit column (SQLite raised OverflowError on a larger one: a 500).
 CURSOR_MS = re.compile(r"[0-9]{1,15}")
+# Its game id: visible ASCII (a game id is 32 hex digits). The archive's lists compare it with
+# a text column, and PostgreSQL refuses a NUL in one (read as the archive down: a 503).
+CURSOR_ID = re.compile(r"[!-~]{1,128}")
 
 
 def decode_cursor(cursor: str) -> Entry:
@@ -120,7 +123,7 @@ def decode_cursor(cursor: str) -> Entry:
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         version, ms, game_id = text.split(":", 2)
-        if version != "v2" or not game_id or not CURSOR_MS.fullmatch(ms):
+        if version != "v2" or not CURSOR_MS.fullmatch(ms) or not CURSOR_ID.fullmatch(game_id):
             raise ValueError(cursor)
         return int(ms), game_id
     except (ValueError, binascii.Error, UnicodeDecodeError):

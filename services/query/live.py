@@ -206,6 +206,9 @@ class _Reader:
         self.has_games = threading.Event()
         self.nudged = threading.Event()
         self.rounds = 0  # XREAD replies handled (tests and metrics)
+        # After a Redis error (a restart, a failover): the kept tails are checked against the
+        # store before the next XREAD, since the new primary may have lost their last events.
+        self.suspect = False
         self.node: Any = None  # on a cluster: the node the XREAD blocks on (CLIENT UNBLOCK)
 
     def start(self) -> None:
@@ -226,6 +229,7 @@ class _Reader:
                 self._round()
             except Exception:  # never die: every stream of this process depends on it
                 self.blocking = False
+                self.suspect = True
                 log.exception("live reader (retrying in %.0f s)", RETRY_SECONDS)
                 time.sleep(RETRY_SECONDS)
 
@@ -239,10 +243,17 @@ class _Reader:
         if not games:
             self.has_games.wait()
             return
+        if self.suspect:
+            for game in games:
+                if not self.hub.verified(game):
+                    self.hub.drop(game)
+            self.suspect = False  # only once all were checked (a failure: checked again)
+            return  # the next round watches the games left, from their tails
         try:
             moved = self._xread(games)
         except (redis.RedisError, OSError) as exc:
             self.blocking = False
+            self.suspect = True
             log.warning("live reader: %s (retrying in %.0f s)", exc, RETRY_SECONDS)
             if self.hub.cluster and isinstance(
                 exc, (AskError, TryAgainError, ClusterDownError, redis.ConnectionError)
@@ -470,6 +481,12 @@ class LiveHub:
         with self.lock:
             self._started()
             game = self.games.get(game_id)
+        # Tails past the ends just read: the reader read newer events meanwhile, or a failover
+        # cut the log back below what they keep (the new stream would be served lost events).
+        if game is not None and game.ahead_of(ends) and not self.verified(game):
+            self.drop(game)
+        with self.lock:
+            game = self.games.get(game_id)
             if game is None:
                 game = self.games[game_id] = _Game(game_id, ends, self.keep)
                 group = reader_group(game_id, self.cluster)
@@ -483,6 +500,35 @@ class LiveHub:
         if client is not None:
             self.watch.add(subscription, client)
         return subscription
+
+    def verified(self, game: _Game) -> bool:
+        """Whether the store still holds the last event of each of the game's tails (the
+        same command's): False when a failover or a restart lost events the tails keep."""
+        for stream, tail in game.tails.items():
+            if tail.last == 0:
+                continue
+            found = self.store.read(game.game_id, stream, after=tail.last - 1, limit=1)
+            if not found or found[0].seq != tail.last:
+                return False
+            if tail.events and tail.events[-1].command_id != found[0].command_id:
+                return False
+        return True
+
+    def drop(self, game: _Game) -> None:
+        """Stop watching a game whose log lost events its tails keep: its open streams end
+        (their clients reconnect with their Last-Event-ID and read the log as it is now:
+        422 `cursor_beyond_log` when it no longer reaches their cursor), and the next stream
+        on it starts afresh from the store."""
+        log.warning("live: %s lost events its streams sent; ending them", game.game_id)
+        with self.lock:
+            if self.games.get(game.game_id) is game:
+                del self.games[game.game_id]
+                reader = self.readers.get(reader_group(game.game_id, self.cluster))
+                if reader is not None:
+                    reader.games.pop(game.game_id, None)
+            subscribers = list(game.subscribers)
+        for subscriber in subscribers:
+            subscriber.client_gone()
 
     def unsubscribe(self, subscription: Subscription) -> None:
         """A stream ended: the last one of a game takes it out of the reader's set (its keys

@@ -23,7 +23,7 @@ from eventstore.score_stream import GAME_SCORED
 from .projector import BadParameter
 
 Cursor = tuple[int, int]
-CURSOR = re.compile(r"(\d{1,15})-(\d{1,15})")
+CURSOR = re.compile(r"([0-9]{1,15})-([0-9]{1,15})")  # ASCII: Python's \d takes any digit
 READ_BATCH = 500  # events read per stream and round when streaming
 
 

@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-from flask import current_app, request
+from flask import Response, current_app, request
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from marshmallow import Schema, ValidationError, fields, validate
@@ -161,6 +161,15 @@ class PlayerArgs(Schema):
         metadata=PLAYER,
     )
     history = fields.Integer(load_default=20, validate=validate.Range(0, 200))
+
+
+@blp.after_request
+def _private(response: Response) -> Response:
+    """A key's ratings are its own: never stored by a shared cache, nor served from one for
+    another key (the games list varies with the key the same way)."""
+    response.vary.add("X-Api-Key")
+    response.headers["Cache-Control"] = "private, no-cache"
+    return response
 
 
 def _key_id(what: str) -> str:

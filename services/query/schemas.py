@@ -24,7 +24,7 @@ from services.common.schemas import (
 )
 
 MAX_LIMIT = 1_000
-CURSOR = validate.Regexp(r"^\d{1,15}-\d{1,15}$", error='a cursor is "<move seq>-<score seq>"')
+CURSOR = validate.Regexp(r"^[0-9]{1,15}-[0-9]{1,15}$", error='a cursor is "<move seq>-<score seq>"')
 
 
 class AtArgs(Schema):

@@ -175,3 +175,22 @@ def test_a_made_up_cursor_is_a_422_bad_cursor_when_lists_read_the_archive(
     assert first["games"] and first["next"] is None
     reply = web.get(f"/games?cursor={encode_cursor((1_790_000_000_000, 'f' * 32))}")
     assert reply.status_code == 200, reply.data
+
+
+@pytest.mark.parametrize("game_id", ["a\x00b", "a\nb", "", "a" * 129])
+def test_a_cursor_naming_no_possible_game_is_a_422_bad_cursor_when_lists_read_the_archive(
+    redis_url: str, archive_url: str, game_id: str
+) -> None:
+    """The cursor's game id reached the archive's query too: PostgreSQL refuses a NUL in a
+    text parameter, which read as the archive being down (503 `archive_unavailable`, its
+    connection let go). A game id `encode_cursor` could not have written is refused first."""
+    from services.query.app import create_app
+
+    client = redis.Redis.from_url(redis_url)
+    make_game(client, RedisEventStore(client), 1, "k_none", True, ["Ann", "Bo"], "p1")
+    client.set(archive_used_key(), 1)
+    web = create_app({"REDIS_URL": redis_url, "ARCHIVE_URL": archive_url}).test_client()
+    made_up = base64.urlsafe_b64encode(f"v2:1790000000000:{game_id}".encode()).decode()
+    reply = web.get("/games", query_string={"cursor": made_up})
+    assert reply.status_code == 422, reply.data
+    assert reply.get_json()["code"] == "bad_cursor"
