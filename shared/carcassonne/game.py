@@ -192,7 +192,8 @@ def meeple_spots(
     spots = _abbot_spots(state, orient) if state.ruleset.abbot else []
     if state.supply[state.current] == 0:  # R5.5
         return spots
-    occupied = state.board.occupied_mask((x, y))
+    board = state.board
+    occupied = board.occupied_segments((x, y), orient, board.occupied_mask((x, y)))
     return _free_segments(orient, occupied, state.ruleset.farmers) + spots
 
 
@@ -294,8 +295,9 @@ def actions(state: GameState, tile: str | None = None) -> list[Action]:
         for x, y, rotation in river_placements(state, ttype):
             out.append((x, y, rotation, None))
             if has_meeple:
-                occupied = board.occupied_mask((x, y))
-                for meeple in _free_segments(ttype.orientations[rotation], occupied, farmers):
+                orient = ttype.orientations[rotation]
+                occupied = board.occupied_segments((x, y), orient, board.occupied_mask((x, y)))
+                for meeple in _free_segments(orient, occupied, farmers):
                     out.append((x, y, rotation, meeple))
         return out
     fits = ttype._fits
@@ -308,7 +310,9 @@ def actions(state: GameState, tile: str | None = None) -> list[Action]:
         for rotation in rotations:
             out.append((x, y, rotation, None))
             if has_meeple:
-                for meeple in _free_segments(ttype.orientations[rotation], occupied, farmers):
+                orient = ttype.orientations[rotation]
+                taken = board.occupied_segments((x, y), orient, occupied)  # R5.3
+                for meeple in _free_segments(orient, taken, farmers):
                     out.append((x, y, rotation, meeple))
     return out
 
@@ -346,7 +350,9 @@ def _abbot_actions(state: GameState, ttype: TileType) -> list[Action]:
         for rotation in rotations:
             out.append((x, y, rotation, None))
             if has_meeple:
-                for meeple in _free_segments(orientations[rotation], occupied, farmers):
+                orient = orientations[rotation]
+                taken = board.occupied_segments((x, y), orient, occupied)  # R5.3
+                for meeple in _free_segments(orient, taken, farmers):
                     out.append((x, y, rotation, meeple))
             spot = abbot_spot[rotation]
             if spot is not None:
@@ -686,7 +692,8 @@ def _check_meeple(state: GameState, ttype: TileType, cmd: PlayTurn) -> Meeple:
             features=spots,
         )
     seg = orient.segments[seg_index]
-    if seg.mask & state.board.occupied_mask((cmd.x, cmd.y)):
+    board, pos = state.board, (cmd.x, cmd.y)
+    if seg.mask & board.occupied_segments(pos, orient, board.occupied_mask(pos)):
         raise IllegalMoveError(
             "feature_occupied",
             f"the {meeple.feature} at {meeple.spot} joins a feature that already holds a meeple",
