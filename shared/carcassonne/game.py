@@ -58,7 +58,6 @@ from .tiles import (
     GARDEN,
     MONASTERY,
     ROAD,
-    SURROUNDED,
     Meeple,
     Orientation,
     TileType,
@@ -708,7 +707,11 @@ def _check_abbot(state: GameState, orient: Orientation, meeple: Meeple) -> Meepl
         raise IllegalMoveError("abbot_disabled", "this game is played without the abbot", "R9.2")
     if not state.abbots[state.current]:
         raise IllegalMoveError("abbot_in_play", "your abbot is already on the board", "R9.2")
-    if meeple.feature not in SURROUNDED or orient.spots.get(meeple.spot) != orient.surrounded:
+    if (
+        orient.surrounded < 0
+        or meeple.feature != orient.segments[orient.surrounded].kind  # a garden is no monastery
+        or orient.spots.get(meeple.spot) != orient.surrounded
+    ):
         raise IllegalMoveError(
             "abbot_spot",
             "the abbot goes only on the monastery or garden of the tile just placed",

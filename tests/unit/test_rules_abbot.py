@@ -207,3 +207,28 @@ def test_r9_2_r9_1_the_abbot_on_the_river_monastery() -> None:
         2,
         (2, 0),
     )
+
+
+@pytest.mark.parametrize(
+    ("tile", "opts", "square", "meeple"),
+    [
+        ("B", "abbot=on", (0, 1), Meeple(GARDEN, MONASTERY, True)),
+        ("B", "abbot=on", (0, 1), Meeple(GARDEN, GARDEN, True)),
+        ("Ug", ABBOT, (1, 0), Meeple(MONASTERY, GARDEN, True)),
+        ("Ug", ABBOT, (1, 0), Meeple(MONASTERY, MONASTERY, True)),
+    ],
+)
+def test_r9_2_the_abbot_names_the_feature_the_tile_has(
+    tile: str, opts: str, square: tuple[int, int], meeple: Meeple
+) -> None:
+    """R9.2: the abbot goes on the placed tile's monastery or garden, the one it has. An abbot
+    named a garden on a monastery tile (B) or a monastery on a garden tile (Ug) was taken,
+    as the feature it named, and the event then broke the fold (no such spot on the tile):
+    refused as abbot_spot; the right feature is taken."""
+    state = state_after("", draw=tile, opts=opts)
+    err = refused(state, PlayTurn(0, *square, 0, meeple))
+    assert (err.code, err.rule) == ("abbot_spot", "R9.2")
+    kind = MONASTERY if tile == "B" else GARDEN
+    (placed,) = decide(state, PlayTurn(0, *square, 0, Meeple(kind, kind, True)))
+    state.apply(placed)
+    assert [m.meeple for m in state.meeples.values()] == [Meeple(kind, kind, True)]
