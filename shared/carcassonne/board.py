@@ -11,7 +11,7 @@ root, and the root owns the `Feature` record (kind, tiles, open edges, pennants,
 
 from __future__ import annotations
 
-from .geometry import DELTA, HALF_BASE, RING, opposite_half
+from .geometry import DELTA, HALF_BASE, N_SLOTS, RING, opposite_half
 from .tiles import CITY, FIELD, GARDEN, MONASTERY, Orientation, TileType
 
 Pos = tuple[int, int]
@@ -330,6 +330,49 @@ class Board:
                 if seg >= 0 and feats[find(nb.base + seg)].meeples:  # type: ignore[union-attr]
                     mask |= 1 << mine
         return mask
+
+    def facing_roots(self, pos: Pos) -> list[int]:
+        """Per slot of the empty square `pos`: the root of the neighbour's feature a segment
+        on that slot would join, or -1 (no neighbour there, or a city edge's half)."""
+        tiles, find = self.tiles, self.find
+        x, y = pos
+        roots = [-1] * N_SLOTS
+        for d in range(4):
+            dx, dy = DELTA[d]
+            nb = tiles.get((x + dx, y + dy))
+            if nb is None:
+                continue
+            their_slots = nb.orientation.slot_segment
+            for mine, theirs in FACING[d]:
+                seg = their_slots[theirs]
+                if seg >= 0:
+                    roots[mine] = find(nb.base + seg)
+        return roots
+
+    def occupied_segments(self, pos: Pos, orient: Orientation, occupied: int) -> int:
+        """`occupied` (`occupied_mask(pos)`) for a tile put on `pos` as `orient`, widened to
+        every slot of each of its segments that joins an occupied feature after placement
+        (R5.3): two segments of the tile touching one feature of the board become one
+        feature, so a segment can reach a meeple through another (a farm running round the
+        end of a road joins the fields on both sides of it)."""
+        if not occupied:
+            return 0
+        roots = self.facing_roots(pos)
+        taken = {roots[slot] for slot in range(N_SLOTS) if occupied >> slot & 1}
+        segments = orient.segments
+        left = list(range(len(segments)))
+        grew = True
+        while grew:  # until no segment left touches a taken feature
+            grew = False
+            for i in left:
+                slots = segments[i].slots
+                if any(roots[slot] in taken for slot in slots):
+                    taken.update(roots[slot] for slot in slots if roots[slot] >= 0)
+                    occupied |= segments[i].mask
+                    left.remove(i)
+                    grew = True
+                    break
+        return occupied
 
     def city_is_complete(self, node: int) -> bool:
         """Whether the city that `node` belongs to is complete (R6.2)."""

@@ -58,7 +58,6 @@ from .tiles import (
     GARDEN,
     MONASTERY,
     ROAD,
-    SURROUNDED,
     Meeple,
     Orientation,
     TileType,
@@ -192,7 +191,8 @@ def meeple_spots(
     spots = _abbot_spots(state, orient) if state.ruleset.abbot else []
     if state.supply[state.current] == 0:  # R5.5
         return spots
-    occupied = state.board.occupied_mask((x, y))
+    board = state.board
+    occupied = board.occupied_segments((x, y), orient, board.occupied_mask((x, y)))
     return _free_segments(orient, occupied, state.ruleset.farmers) + spots
 
 
@@ -294,8 +294,9 @@ def actions(state: GameState, tile: str | None = None) -> list[Action]:
         for x, y, rotation in river_placements(state, ttype):
             out.append((x, y, rotation, None))
             if has_meeple:
-                occupied = board.occupied_mask((x, y))
-                for meeple in _free_segments(ttype.orientations[rotation], occupied, farmers):
+                orient = ttype.orientations[rotation]
+                occupied = board.occupied_segments((x, y), orient, board.occupied_mask((x, y)))
+                for meeple in _free_segments(orient, occupied, farmers):
                     out.append((x, y, rotation, meeple))
         return out
     fits = ttype._fits
@@ -308,7 +309,9 @@ def actions(state: GameState, tile: str | None = None) -> list[Action]:
         for rotation in rotations:
             out.append((x, y, rotation, None))
             if has_meeple:
-                for meeple in _free_segments(ttype.orientations[rotation], occupied, farmers):
+                orient = ttype.orientations[rotation]
+                taken = board.occupied_segments((x, y), orient, occupied)  # R5.3
+                for meeple in _free_segments(orient, taken, farmers):
                     out.append((x, y, rotation, meeple))
     return out
 
@@ -346,7 +349,9 @@ def _abbot_actions(state: GameState, ttype: TileType) -> list[Action]:
         for rotation in rotations:
             out.append((x, y, rotation, None))
             if has_meeple:
-                for meeple in _free_segments(orientations[rotation], occupied, farmers):
+                orient = orientations[rotation]
+                taken = board.occupied_segments((x, y), orient, occupied)  # R5.3
+                for meeple in _free_segments(orient, taken, farmers):
                     out.append((x, y, rotation, meeple))
             spot = abbot_spot[rotation]
             if spot is not None:
@@ -686,7 +691,8 @@ def _check_meeple(state: GameState, ttype: TileType, cmd: PlayTurn) -> Meeple:
             features=spots,
         )
     seg = orient.segments[seg_index]
-    if seg.mask & state.board.occupied_mask((cmd.x, cmd.y)):
+    board, pos = state.board, (cmd.x, cmd.y)
+    if seg.mask & board.occupied_segments(pos, orient, board.occupied_mask(pos)):
         raise IllegalMoveError(
             "feature_occupied",
             f"the {meeple.feature} at {meeple.spot} joins a feature that already holds a meeple",
@@ -701,7 +707,11 @@ def _check_abbot(state: GameState, orient: Orientation, meeple: Meeple) -> Meepl
         raise IllegalMoveError("abbot_disabled", "this game is played without the abbot", "R9.2")
     if not state.abbots[state.current]:
         raise IllegalMoveError("abbot_in_play", "your abbot is already on the board", "R9.2")
-    if meeple.feature not in SURROUNDED or orient.spots.get(meeple.spot) != orient.surrounded:
+    if (
+        orient.surrounded < 0
+        or meeple.feature != orient.segments[orient.surrounded].kind  # a garden is no monastery
+        or orient.spots.get(meeple.spot) != orient.surrounded
+    ):
         raise IllegalMoveError(
             "abbot_spot",
             "the abbot goes only on the monastery or garden of the tile just placed",

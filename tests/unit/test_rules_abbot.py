@@ -183,3 +183,52 @@ def test_r9_2_random_games_replay() -> None:
         recalled += sum(isinstance(e, AbbotRecalled) for e in events)
         assert replay(record_from_events(events)).snapshot() == state.snapshot()
     assert recalled > 0
+
+
+def test_r9_2_r9_1_the_abbot_on_the_river_monastery() -> None:
+    """R9.2 with R9.1 (TILES.md §3: meeples go on a river tile's other features): RIVH0@1,0
+    (monastery, river W-E, road S ending at the monastery) continues the spring; its
+    monastery takes the abbot or a monk, its road a highwayman, its river nothing. At the
+    end the abbot scores as a monk: 1 + the spring beside it = 2 (R7.2)."""
+    opts = "river=on abbot=on"
+    state = state_after("", draw="RIVH", opts=opts)
+    offered = {mm for x, y, r, mm in actions(state) if (x, y, r) == (1, 0, 0)}
+    assert {
+        Meeple(MONASTERY, MONASTERY, True),
+        Meeple(MONASTERY, MONASTERY),
+        Meeple(ROAD, "S"),
+    } <= offered
+    assert not any(mm is not None and mm.spot in ("E", "W") for mm in offered)
+    final = final_state("RIVH0@1,0:A", opts=opts)
+    (scored,) = final.log
+    assert (scored.kind, scored.rule, scored.points, scored.awarded) == (
+        MONASTERY,
+        "R7.2",
+        2,
+        (2, 0),
+    )
+
+
+@pytest.mark.parametrize(
+    ("tile", "opts", "square", "meeple"),
+    [
+        ("B", "abbot=on", (0, 1), Meeple(GARDEN, MONASTERY, True)),
+        ("B", "abbot=on", (0, 1), Meeple(GARDEN, GARDEN, True)),
+        ("Ug", ABBOT, (1, 0), Meeple(MONASTERY, GARDEN, True)),
+        ("Ug", ABBOT, (1, 0), Meeple(MONASTERY, MONASTERY, True)),
+    ],
+)
+def test_r9_2_the_abbot_names_the_feature_the_tile_has(
+    tile: str, opts: str, square: tuple[int, int], meeple: Meeple
+) -> None:
+    """R9.2: the abbot goes on the placed tile's monastery or garden, the one it has. An abbot
+    named a garden on a monastery tile (B) or a monastery on a garden tile (Ug) was taken,
+    as the feature it named, and the event then broke the fold (no such spot on the tile):
+    refused as abbot_spot; the right feature is taken."""
+    state = state_after("", draw=tile, opts=opts)
+    err = refused(state, PlayTurn(0, *square, 0, meeple))
+    assert (err.code, err.rule) == ("abbot_spot", "R9.2")
+    kind = MONASTERY if tile == "B" else GARDEN
+    (placed,) = decide(state, PlayTurn(0, *square, 0, Meeple(kind, kind, True)))
+    state.apply(placed)
+    assert [m.meeple for m in state.meeples.values()] == [Meeple(kind, kind, True)]

@@ -123,6 +123,30 @@ def test_r5_3_meeple_spots_leave_out_occupied_features() -> None:
     assert spots(farmer, -1, 0, 0) == {m(ROAD, "E"), m(FIELD, "ESE")}
 
 
+def test_r5_3_a_field_taken_through_another_field_of_the_same_tile() -> None:
+    """R5.3 ("taken with everything it connects to after the tile is placed"): two fields of
+    the tile placed can be joined by one field already on the board, so a field whose own
+    neighbours are empty may still join a farmer through its sibling.
+
+    U0@-1,0:NNW puts player 0's farmer in the field north of D's road; B0@0,1 and A2@1,1 lie
+    south-east (A's one field runs round the end of its road). V0@1,0 (road S-W) then has
+    an inner field SSW WSW (beside D's south field and A's field) and an outer one WNW …
+    SSE (beside D's north field, with the farmer, and A's field again): through A's field the
+    two are one farm once V lies, and it holds the farmer. No field of V may take a farmer;
+    only the road (D's, U's and A's, free) may take a meeple."""
+    turns = "U0@-1,0:NNW B0@0,1 A2@1,1"
+    state = state_after(turns, draw="V")
+    assert spots(state, 1, 0, 0) == {m(ROAD, "S")}
+    assert {a[3] for a in actions(state) if a[:3] == (1, 0, 0)} == {None, m(ROAD, "S")}
+    err = refused(state, PlayTurn(1, 1, 0, 0, m(FIELD, "SSW")))
+    assert (err.code, err.rule) == ("feature_occupied", "R5.3")
+    err = record_error(turns + " V0@1,0:SSW")
+    assert (err.index, err.code) == (3, "feature_occupied")
+    placed = final_state(turns + " V0@1,0")  # and the farm is one: V's two fields, D's, A's, B's
+    v = placed.board.tiles[(1, 0)]
+    assert len({placed.board.find(v.base + i) for i in (1, 2)}) == 1
+
+
 # ------------------------------------------------------------------------------ R5.4
 
 
