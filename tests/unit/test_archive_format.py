@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -29,6 +30,8 @@ from eventstore.archive import (
 )
 from eventstore.envelope import MOVES, SCORES
 from tests.archive_games import archived
+
+FORMAT1 = Path(__file__).with_name("archive_format1_copies.json")  # copies packed by format 1
 
 ids = st.one_of(
     st.text(max_size=40),
@@ -87,13 +90,23 @@ def test_a_log_with_a_hole_or_out_of_order_is_refused() -> None:
 
 
 def _commanded(i: int) -> ArchivedGame:
-    """Test game `i` with two command records its events do not imply, as the copies and the
-    digest below were made of it: its placements at TilePlaced v2 (v3, docs/clocks.md, has
-    the same payload in a game without a bank; only the version differs)."""
-    game = archived(f"{i:032x}", i)
-    cmd = next(e.command_id for e in game.events if e.command_id != "create")
-    events = tuple(e._replace(version=2) if e.type == "TilePlaced" else e for e in game.events)
-    return dataclasses.replace(game, events=events, commands={MOVES: {cmd: "x", "ab" * 16: "8:7"}})
+    """Test game `i` as the copies and the digest below were made of it: a random game with
+    two command records its events do not imply, its placements at TilePlaced v2 (v3,
+    docs/clocks.md, has the same payload in a game without a bank; only the version
+    differs). Read back from its format 1 copy: these tests pin the archive's format, and
+    the game `archived(i)` plays now changes whenever the engine's legal moves do (random
+    play picks among them: the R5.3 fix of the placed tile's joined fields changed it)."""
+    return _format1_games()[i]
+
+
+@functools.cache
+def _format1_games() -> dict[int, ArchivedGame]:
+    stored = json.loads(FORMAT1.read_text())
+    return {
+        item["seed"]: unpack(base64.b64decode(item["copy"]))
+        for item in stored["copies"]
+        if item["seed"] is not None
+    }
 
 
 def _odd() -> ArchivedGame:
@@ -122,7 +135,7 @@ def test_format_1_copies_still_read_back() -> None:
     before format 2: each unpacks to its game, and its digest is the one verified then; the
     same game packed now (format 2) unpacks the same, with another digest (a format 1 copy
     of a game still in Redis is copied again, in format 2)."""
-    stored = json.loads((Path(__file__).with_name("archive_format1_copies.json")).read_text())
+    stored = json.loads(FORMAT1.read_text())
     for item in stored["copies"]:
         game = _odd() if item["seed"] is None else _commanded(item["seed"])
         old = base64.b64decode(item["copy"])

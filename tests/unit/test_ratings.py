@@ -68,17 +68,26 @@ def test_a_player_id_that_spells_a_bot_is_not_rated_as_that_bot() -> None:
     assert outcome(store, record(), game_id) is None  # ana alone: not rated
 
 
-@pytest.mark.parametrize(("seed", "expected"), [(3, (2, 1)), (9, (2, 1)), (1, (1, 2))])
+@pytest.mark.parametrize(
+    ("final", "expected"), [([1, 3, 2], (2, 1)), ([1, 3, 1], (2, 1)), ([1, 2, 3], (1, 2))]
+)
 def test_seats_left_out_leave_the_rated_seats_ranked_among_themselves(
-    seed: int, expected: tuple[int, int]
+    final: list[int], expected: tuple[int, int]
 ) -> None:
     """The history says a game's `rank` `of` its rated seats (docs/ratings.md): a seat left
     out (no player_id, no bot) that won does not leave the rated seats ranked 2 and 3 of 2.
-    Ranks shared in the game stay shared (R7.5)."""
-    store, game_id, ranks = finished([None, "ana", "ben"], seed)
+    Ranks shared in the game stay shared (R7.5). Each case is the first random game whose
+    final ranks are `final` (found by seed, so a change in the engine's legal moves, which
+    changes which game a seed plays, changes no case)."""
+    for seed in range(500):
+        store, game_id, ranks = finished([None, "ana", "ben"], seed)
+        if ranks == final:
+            break
+    else:
+        pytest.fail(f"no game of 500 ends ranked {final}")
     game = outcome(store, record(), game_id)
     assert game is not None
-    assert tuple(rank for _, _, rank in game.seats) == expected, ranks
+    assert tuple(rank for _, _, rank in game.seats) == expected, (seed, ranks)
 
 
 @pytest.mark.parametrize(
