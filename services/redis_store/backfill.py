@@ -75,7 +75,10 @@ class Tally:
 
     scanned: int = 0  # keys looked at
     total: int = 0  # keys in the database(s) when the run started
-    indexed: int = 0  # games whose entries were written
+    # Games whose entries were written. SCAN may return a key twice (the keyspace resized
+    # mid-walk: the run's own index writes can do it), and such a game counts twice; its
+    # entries are the same (each write is idempotent).
+    indexed: int = 0
     skipped: int = 0  # games the directory had indexed already
     cursor: str = "0"
 

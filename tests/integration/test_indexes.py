@@ -771,7 +771,9 @@ def test_the_backfill_indexes_old_games_exactly_once_even_run_twice(redis_client
     announced = {g: feed_of(redis_client, g) for g in old}
     second = run(redis_client, count=7)
     assert snapshot() == after_first  # idempotent: the same entries, nothing added
-    assert first.indexed >= len(old) and second.indexed == first.indexed
+    # Every legacy game of the database, each at least once: SCAN may return a key twice
+    # while the keyspace resizes (the first run's writes can make it), never skip one.
+    assert first.indexed >= len(old) and second.indexed >= len(old)
     for i, game_id in enumerate(old):
         shard = legacy_shard(game_id)
         events = store.read(game_id, MOVES)
