@@ -316,19 +316,11 @@ class Board:
         A segment of a tile put on `pos` may take a meeple only if none of its slots is in
         this mask (R5.3: the whole joined feature must be empty).
         """
-        tiles, feats, find = self.tiles, self.feats, self.find
-        x, y = pos
+        feats = self.feats
         mask = 0
-        for d in range(4):
-            dx, dy = DELTA[d]
-            nb = tiles.get((x + dx, y + dy))
-            if nb is None:
-                continue
-            their_slots = nb.orientation.slot_segment
-            for mine, theirs in FACING[d]:
-                seg = their_slots[theirs]
-                if seg >= 0 and feats[find(nb.base + seg)].meeples:  # type: ignore[union-attr]
-                    mask |= 1 << mine
+        for slot, root in enumerate(self.facing_roots(pos)):
+            if root >= 0 and feats[root].meeples:  # type: ignore[union-attr]
+                mask |= 1 << slot
         return mask
 
     def facing_roots(self, pos: Pos) -> list[int]:
