@@ -30,7 +30,7 @@ from carcassonne.events import (
     UndoRequested,
     with_seats,
 )
-from carcassonne.game import decide
+from carcassonne.game import decide, fold
 from carcassonne.ruleset import Ruleset
 from carcassonne.state import OVER, GameState
 from carcassonne.tiles import Meeple
@@ -345,10 +345,7 @@ class GameService:
             events = reads.read(game_id, MOVES)  # the copy read once (`record` needs it)
             record = reads.record(game_id)
             if events and record is not None:
-                state = GameState()
-                for event in events:
-                    state.apply(to_engine(event))
-                return state, record
+                return fold(to_engine(event) for event in events), record
         cached = self.load(game_id)
         return cached.state, cached.secrets
 
