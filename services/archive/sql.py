@@ -28,6 +28,7 @@ from eventstore.archive import (
     public_of,
 )
 from eventstore.envelope import MOVES, SCORES
+from services.redis_store.indexes import is_text
 
 
 @dataclass(frozen=True)
@@ -92,15 +93,6 @@ class Row:
     def players(self) -> list[tuple[str, int, str]]:
         """The ``archived_players`` rows of the game (SQLite)."""
         return [(w, self.created_ms, self.game_id) for w in self.who()]
-
-
-def is_text(value: str) -> bool:
-    """Whether UTF-8 can encode `value` (not if it holds a lone UTF-16 surrogate)."""
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def wanted(query: ListQuery) -> list[str]:

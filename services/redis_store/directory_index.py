@@ -27,6 +27,7 @@ import redis
 from eventstore.envelope import MOVES
 
 from .changes import Change, Follower, Write
+from .indexes import is_text
 from .keys import (
     ABANDONED,
     IN_PROGRESS,
@@ -65,14 +66,7 @@ def keyable(values: Iterable[str]) -> list[str]:
     surrogate (a JSON escape such as "\\ud800") is not: a game stored with one before notation
     imports refused it is left out of that name's index, which no request could name anyway,
     rather than failing its change at every try and holding up the shard's consumer for good."""
-    out = []
-    for value in values:
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            continue
-        out.append(value)
-    return out
+    return [value for value in values if is_text(value)]
 
 
 def owner_of(raw: Any) -> tuple[str | None, bool]:

@@ -20,6 +20,16 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def is_text(value: str) -> bool:
+    """Whether UTF-8 can encode `value` (not if it holds a lone UTF-16 surrogate, which a
+    JSON escape such as "\\ud800" decodes to): no Redis key or database text can hold it."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def marker_number(value: Any) -> int | None:
     """A stream marker's value as a sequence: 0 when there is none, None when it is not a
     number (not written by our services)."""
